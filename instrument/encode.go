@@ -1,0 +1,105 @@
+package instrument
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// AppendHeader appends h in wire form to dst.
+func AppendHeader(dst []byte, h *Header) ([]byte, error) {
+	if err := h.Validate(); err != nil {
+		return dst, err
+	}
+	w := headerWire{
+		Magic:        Magic,
+		Version:      FormatVersion,
+		HeaderBytes:  uint16(h.HeaderBytes()),
+		Variant:      uint8(h.Variant),
+		DType:        uint8(h.DType),
+		Source:       uint8(h.Source),
+		Pattern:      uint8(h.Pattern),
+		N:            uint32(h.N),
+		D:            uint32(h.D),
+		Br:           uint32(h.Br),
+		Bc:           uint32(h.Bc),
+		Batch:        uint32(h.Batch),
+		Heads:        uint32(h.Heads),
+		TraceBH0:     uint32(h.TracedBH.Lo),
+		TraceBH1:     uint32(h.TracedBH.Hi),
+		TraceQ0:      uint32(h.TracedQ.Lo),
+		TraceQ1:      uint32(h.TracedQ.Hi),
+		Seed:         h.Seed,
+		Scale:        h.Scale,
+		NumSMs:       uint32(h.NumSMs),
+		TimerTickNs:  h.TimerTickNs,
+		Records:      uint32(h.Records),
+		RecordedUnix: h.RecordedUnix,
+		LabelBytes:   uint16(len(h.Label)),
+	}
+	if h.Causal {
+		w.Flags |= FlagCausal
+	}
+	start := len(dst)
+	dst, err := binary.Append(dst, binary.LittleEndian, &w)
+	if err != nil {
+		return dst[:start], err
+	}
+	dst = append(dst, h.Label...)
+	return pad8(dst, start), nil
+}
+
+// AppendRecord appends r in wire form to dst. Every array r's kind lists must
+// have the length h gives it.
+func AppendRecord(dst []byte, h *Header, r *Record) ([]byte, error) {
+	spec, ok := Spec(r.Kind)
+	if !ok {
+		return dst, fmt.Errorf("instrument: unknown record kind %d", r.Kind)
+	}
+	w := recordHeaderWire{
+		Kind:         uint8(r.Kind),
+		RowsValid:    uint16(r.RowsValid),
+		ColsValid:    uint16(r.ColsValid),
+		BH:           uint32(r.BH),
+		I:            tileWire(r.I),
+		J:            tileWire(r.J),
+		SM:           uint32(r.SM),
+		BytesRead:    r.BytesRead,
+		BytesWritten: r.BytesWritten,
+		TStart:       r.TStart,
+		TEnd:         r.TEnd,
+	}
+	if err := h.checkRecord(spec, &w); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	dst, err := binary.Append(dst, binary.LittleEndian, &w)
+	if err != nil {
+		return dst[:start], err
+	}
+	for i := range spec.Arrays {
+		a := &spec.Arrays[i]
+		vals := *a.field(r)
+		if want := h.ArrayLen(a); len(vals) != want {
+			return dst[:start], fmt.Errorf("instrument: %s record: array %s has %d values, want %d", spec.Name, a.Name, len(vals), want)
+		}
+		for _, v := range vals {
+			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(v))
+		}
+	}
+	return pad8(dst, start), nil
+}
+
+func tileWire(i int) uint32 {
+	if i < 0 {
+		return NoTile
+	}
+	return uint32(i)
+}
+
+func pad8(b []byte, start int) []byte {
+	for (len(b)-start)%8 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}

@@ -1,0 +1,298 @@
+package instrument
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated ABI files")
+
+// randomHeader draws a valid header with small dimensions.
+func randomHeader(rng *rand.Rand) *Header {
+	h := &Header{
+		Variant: Variants[rng.IntN(len(Variants))],
+		DType:   DTypeF32,
+		Source:  Source(1 + rng.IntN(3)),
+		Causal:  rng.IntN(2) == 0,
+		Pattern: Patterns[rng.IntN(len(Patterns))],
+		N:       1 + rng.IntN(40),
+		D:       1 + rng.IntN(9),
+		Br:      1 + rng.IntN(8),
+		Bc:      1 + rng.IntN(8),
+		Batch:   1 + rng.IntN(3),
+		Heads:   1 + rng.IntN(3),
+		Seed:    rng.Uint64(),
+		Scale:   rng.Float32() + 0.01,
+		Label:   []string{"", "CPU mirror", "NVIDIA H100 80GB HBM3, driver 580.159.04 — recorded"}[rng.IntN(3)],
+	}
+	bh := h.Batch * h.Heads
+	lo := rng.IntN(bh)
+	h.TracedBH = Range{lo, lo + 1 + rng.IntN(bh-lo)}
+	lo = rng.IntN(h.Tr())
+	h.TracedQ = Range{lo, lo + 1 + rng.IntN(h.Tr()-lo)}
+	if h.Source == SourceGPU {
+		h.NumSMs, h.TimerTickNs = 132, 32
+	}
+	return h
+}
+
+func randomFloats(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = math.Float32frombits(rng.Uint32()) // every bit pattern, NaNs included
+	}
+	return v
+}
+
+// randomRecord draws a valid record of kind k under h.
+func randomRecord(rng *rand.Rand, h *Header, k Kind) *Record {
+	spec, _ := Spec(k)
+	r := &Record{Kind: k, BH: h.TracedBH.Lo + rng.IntN(h.TracedBH.Len()), I: -1, J: -1,
+		SM: rng.IntN(132), TStart: rng.Uint64(), TEnd: rng.Uint64(),
+		BytesRead: rng.Uint64(), BytesWritten: rng.Uint64()}
+	if spec.HasI {
+		r.I = h.TracedQ.Lo + rng.IntN(h.TracedQ.Len())
+		r.RowsValid = h.RowsValid(r.I)
+	}
+	if spec.HasJ {
+		r.J = rng.IntN(h.Tc())
+		r.ColsValid = h.ColsValid(r.J)
+	}
+	for i := range spec.Arrays {
+		*spec.Arrays[i].field(r) = randomFloats(rng, h.ArrayLen(&spec.Arrays[i]))
+	}
+	return r
+}
+
+func randomTrace(rng *rand.Rand) (*Header, []*Record, []byte) {
+	h := randomHeader(rng)
+	n := rng.IntN(12)
+	h.Records = n
+	buf, err := AppendHeader(nil, h)
+	if err != nil {
+		panic(err)
+	}
+	recs := make([]*Record, n)
+	for i := range recs {
+		recs[i] = randomRecord(rng, h, Kinds[rng.IntN(len(Kinds))].Kind)
+		if buf, err = AppendRecord(buf, h, recs[i]); err != nil {
+			panic(err)
+		}
+	}
+	return h, recs, buf
+}
+
+func TestRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	for range 500 {
+		h, recs, buf := randomTrace(rng)
+		if len(buf)%8 != 0 {
+			t.Fatalf("trace of %d bytes is not 8-aligned", len(buf))
+		}
+		gotH, gotRecs, err := ReadAll(bytes.NewReader(buf))
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if !reflect.DeepEqual(gotH, h) {
+			t.Fatalf("header round trip:\n got %+v\nwant %+v", gotH, h)
+		}
+		if len(gotRecs) != len(recs) {
+			t.Fatalf("%d records back, wrote %d", len(gotRecs), len(recs))
+		}
+		for i := range recs {
+			if !sameBits(gotRecs[i], recs[i]) {
+				t.Fatalf("record %d (%s) differs after round trip", i, recs[i].Kind)
+			}
+		}
+		want := h.HeaderBytes()
+		for _, r := range recs {
+			want += h.RecordBytes(r.Kind)
+		}
+		if want != len(buf) {
+			t.Fatalf("sizes predict %d bytes, encoding has %d", want, len(buf))
+		}
+	}
+}
+
+// sameBits compares records bit for bit, so NaN payloads count as equal.
+func sameBits(a, b *Record) bool {
+	spec, _ := Spec(a.Kind)
+	ca, cb := *a, *b
+	for i := range spec.Arrays {
+		fa, fb := spec.Arrays[i].field(&ca), spec.Arrays[i].field(&cb)
+		if len(*fa) != len(*fb) {
+			return false
+		}
+		for k := range *fa {
+			if math.Float32bits((*fa)[k]) != math.Float32bits((*fb)[k]) {
+				return false
+			}
+		}
+		*fa, *fb = nil, nil
+	}
+	return reflect.DeepEqual(ca, cb)
+}
+
+func TestWireSizes(t *testing.T) {
+	if got := binary.Size(headerWire{}); got != headerWireBytes {
+		t.Errorf("headerWire is %d bytes, the format says %d", got, headerWireBytes)
+	}
+	if got := binary.Size(recordHeaderWire{}); got != recordHeaderWireBytes {
+		t.Errorf("recordHeaderWire is %d bytes, the format says %d", got, recordHeaderWireBytes)
+	}
+	// Go's in-memory layout must equal the packed wire layout, or the
+	// offsets exported to C and JS would not be the wire's.
+	for _, typ := range []reflect.Type{reflect.TypeFor[headerWire](), reflect.TypeFor[recordHeaderWire]()} {
+		off := 0
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			if int(f.Offset) != off {
+				t.Errorf("%s.%s at %d, packed layout puts it at %d", typ.Name(), f.Name, f.Offset, off)
+			}
+			off += int(f.Type.Size())
+		}
+		if uintptr(off) != typ.Size() || off%8 != 0 {
+			t.Errorf("%s: %d bytes packed, %d in memory", typ.Name(), off, typ.Size())
+		}
+	}
+}
+
+func TestDecoderRejects(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 2))
+	var h *Header
+	var buf []byte
+	for h == nil || h.Records == 0 {
+		h, _, buf = randomTrace(rng)
+	}
+	cases := map[string]func([]byte) []byte{
+		"bad magic":         func(b []byte) []byte { b[0] = 'X'; return b },
+		"future version":    func(b []byte) []byte { b[4] = 2; return b },
+		"truncated header":  func(b []byte) []byte { return b[:50] },
+		"truncated record":  func(b []byte) []byte { return b[:len(b)-8] },
+		"trailing bytes":    func(b []byte) []byte { return append(b, make([]byte, 8)...) },
+		"unknown kind":      func(b []byte) []byte { b[h.HeaderBytes()] = 99; return b },
+		"huge N":            func(b []byte) []byte { binary.LittleEndian.PutUint32(b[16:], 1<<30); return b },
+		"zero Br":           func(b []byte) []byte { binary.LittleEndian.PutUint32(b[24:], 0); return b },
+		"empty traced":      func(b []byte) []byte { copy(b[40:44], b[44:48]); return b },
+		"label length lies": func(b []byte) []byte { binary.LittleEndian.PutUint16(b[88:], 9); return b },
+		"nonzero pad":       func(b []byte) []byte { b[13] = 1; return b },
+	}
+	for name, corrupt := range cases {
+		b := corrupt(bytes.Clone(buf))
+		_, _, err := ReadAll(bytes.NewReader(b))
+		if err == nil {
+			t.Errorf("%s: decoded without error", name)
+		} else if !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: error %v does not wrap ErrFormat", name, err)
+		}
+	}
+}
+
+func TestEncoderRejectsWrongArrayLength(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	h := randomHeader(rng)
+	r := randomRecord(rng, h, KindFlashStep)
+	r.O = r.O[:len(r.O)-1]
+	if _, err := AppendRecord(nil, h, r); err == nil {
+		t.Fatal("a short O array was encoded")
+	}
+	r = randomRecord(rng, h, KindFlashStep)
+	r.RowsValid++
+	if _, err := AppendRecord(nil, h, r); err == nil {
+		t.Fatal("a record with more valid rows than its tile was encoded")
+	}
+}
+
+// FuzzDecode feeds arbitrary bytes to the decoder: it must return an error or
+// a trace, never panic, and what it accepts must encode back to the input.
+func FuzzDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 8 {
+		_, _, buf := randomTrace(rng)
+		f.Add(buf)
+	}
+	f.Add([]byte("FSTR"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, recs, err := ReadAll(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		out, err := AppendHeader(nil, h)
+		if err != nil {
+			t.Fatalf("decoded header does not encode: %v", err)
+		}
+		for _, r := range recs {
+			if out, err = AppendRecord(out, h, r); err != nil {
+				t.Fatalf("decoded record does not encode: %v", err)
+			}
+		}
+		if !bytes.Equal(out, data) {
+			t.Fatalf("re-encoding differs from the accepted input")
+		}
+	})
+}
+
+func TestDecoderReportsReaderErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 4))
+	_, _, buf := randomTrace(rng)
+	boom := errors.New("connection reset")
+	r := io.MultiReader(bytes.NewReader(buf[:len(buf)/2]), errReader{boom})
+	if _, _, err := ReadAll(r); err == nil || (!errors.Is(err, boom) && !errors.Is(err, ErrFormat)) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// TestGeneratedABI checks that the CUDA header and the browser's ABI module
+// are what the Go definition generates, and that the C header compiles with
+// its layout assertions where a C compiler is present.
+func TestGeneratedABI(t *testing.T) {
+	files := map[string]string{
+		filepath.Join("..", "kernels", "trace_abi.h"):       CHeader(),
+		filepath.Join("..", "static", "js", "trace_abi.js"): JSModule(),
+	}
+	for path, want := range files {
+		if *update {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s is stale: run go test ./instrument -run TestGeneratedABI -update", path)
+		}
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Log("no C compiler; layout assertions of trace_abi.h not compiled")
+		return
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "check.c")
+	os.WriteFile(src, []byte("#include \"trace_abi.h\"\nint main(void){return fs_flash_step_o(2,3,4,5) == 4u*2 + 2*3 + 2*3 ? 0 : 1;}\n"), 0o644)
+	abs, _ := filepath.Abs(filepath.Join("..", "kernels"))
+	bin := filepath.Join(dir, "check")
+	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-I", abs, "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("trace_abi.h does not compile: %v\n%s", err, out)
+	}
+	if err := exec.Command(bin).Run(); err != nil {
+		t.Fatalf("C offset of flash_step.o disagrees with Go: %v", err)
+	}
+}

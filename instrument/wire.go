@@ -1,0 +1,181 @@
+package instrument
+
+import "fmt"
+
+// FormatVersion is the trace format version this package reads and writes.
+const FormatVersion = 1
+
+// Magic opens every trace.
+var Magic = [4]byte{'F', 'S', 'T', 'R'}
+
+// NoTile is the wire value of a tile index a record does not have (the kv-tile
+// of an epilogue, say).
+const NoTile = 0xFFFFFFFF
+
+// headerWire is the fixed part of a trace header, exactly as it lies on the
+// wire. Fields named Pad are zero. Its layout is the ABI: the generated C and
+// JS definitions are derived from this struct by reflection.
+type headerWire struct {
+	Magic        [4]byte  `abi:"magic"`
+	Version      uint16   `abi:"version"`
+	HeaderBytes  uint16   `abi:"header_bytes"` // this struct, the label and its padding
+	Variant      uint8    `abi:"variant"`
+	DType        uint8    `abi:"dtype"`
+	Source       uint8    `abi:"source"`
+	Flags        uint8    `abi:"flags"` // FlagCausal
+	Pattern      uint8    `abi:"pattern"`
+	Pad0         [3]uint8 `abi:"pad0"`
+	N            uint32   `abi:"n"`  // sequence length
+	D            uint32   `abi:"d"`  // head dimension
+	Br           uint32   `abi:"br"` // rows of a q-tile
+	Bc           uint32   `abi:"bc"` // columns of a kv-tile
+	Batch        uint32   `abi:"batch"`
+	Heads        uint32   `abi:"heads"`
+	TraceBH0     uint32   `abi:"trace_bh0"` // traced batch-heads: [TraceBH0, TraceBH1)
+	TraceBH1     uint32   `abi:"trace_bh1"`
+	TraceQ0      uint32   `abi:"trace_q0"` // traced q-tiles: [TraceQ0, TraceQ1)
+	TraceQ1      uint32   `abi:"trace_q1"`
+	Seed         uint64   `abi:"seed"`
+	Scale        float32  `abi:"scale"`         // softmax scale applied to QKᵀ, 1/√d
+	NumSMs       uint32   `abi:"num_sms"`       // GPU runs: size of the SM axis (%nsmid); 0 otherwise
+	TimerTickNs  float32  `abi:"timer_tick_ns"` // GPU runs: measured %globaltimer resolution; 0 otherwise
+	Records      uint32   `abi:"records"`       // records that follow the header
+	RecordedUnix int64    `abi:"recorded_unix"` // recordings: when it was made; 0 for live runs
+	LabelBytes   uint16   `abi:"label_bytes"`
+	Pad1         [6]uint8 `abi:"pad1"`
+}
+
+// FlagCausal marks a causally masked run in headerWire.Flags.
+const FlagCausal = 1
+
+// recordHeaderWire opens every record. Kernels fill it in place on the GPU.
+type recordHeaderWire struct {
+	Kind         uint8  `abi:"kind"`
+	Pad0         uint8  `abi:"pad0"`
+	RowsValid    uint16 `abi:"rows_valid"` // rows of the q-tile that are data, not padding
+	ColsValid    uint16 `abi:"cols_valid"` // columns of the kv-tile that are data
+	Pad1         uint16 `abi:"pad1"`
+	BH           uint32 `abi:"bh"`            // batch-head: batch·Heads + head
+	I            uint32 `abi:"i"`             // q-tile index, or NoTile
+	J            uint32 `abi:"j"`             // kv-tile index, or NoTile
+	SM           uint32 `abi:"sm"`            // GPU: %smid of the block that ran the step
+	BytesRead    uint64 `abi:"bytes_read"`    // device-memory bytes this step loaded
+	BytesWritten uint64 `abi:"bytes_written"` // device-memory bytes this step stored
+	TStart       uint64 `abi:"t_start"`       // GPU: %globaltimer at the step's start, in ns
+	TEnd         uint64 `abi:"t_end"`         // GPU: %globaltimer at the step's end
+}
+
+const (
+	headerWireBytes       = 96
+	recordHeaderWireBytes = 56
+)
+
+// Kind says what a record holds.
+type Kind uint8
+
+const (
+	KindInputs    Kind = 1
+	KindFlashStep Kind = 2
+	KindScores    Kind = 3
+	KindSoftmax   Kind = 4
+	KindPV        Kind = 5
+	KindEpilogue  Kind = 6
+	KindTiming    Kind = 7
+)
+
+// Dim is a symbolic dimension of a record array; the header gives its value.
+type Dim uint8
+
+const (
+	DimBr Dim = iota + 1
+	DimBc
+	DimD
+	DimN
+)
+
+func (d Dim) String() string {
+	switch d {
+	case DimBr:
+		return "Br"
+	case DimBc:
+		return "Bc"
+	case DimD:
+		return "D"
+	case DimN:
+		return "N"
+	}
+	return fmt.Sprintf("Dim(%d)", uint8(d))
+}
+
+// ArraySpec is one float32 array of a record: its name on the wire (C and JS
+// use it) and its shape, a product of header dimensions.
+type ArraySpec struct {
+	Name  string
+	Shape []Dim
+	field func(*Record) *[]float32
+}
+
+// KindSpec describes one record kind: its arrays in wire order and whether it
+// carries a q-tile and a kv-tile index.
+type KindSpec struct {
+	Kind    Kind
+	Name    string
+	HasI    bool
+	HasJ    bool
+	Arrays  []ArraySpec
+	Summary string
+}
+
+// Kinds is the definition of every record kind.
+var Kinds = []KindSpec{
+	{Kind: KindInputs, Name: "inputs", Summary: "Q, K, V of one batch-head", Arrays: []ArraySpec{
+		{"q", []Dim{DimN, DimD}, func(r *Record) *[]float32 { return &r.Q }},
+		{"k", []Dim{DimN, DimD}, func(r *Record) *[]float32 { return &r.K }},
+		{"v", []Dim{DimN, DimD}, func(r *Record) *[]float32 { return &r.V }},
+	}},
+	{Kind: KindFlashStep, Name: "flash_step", HasI: true, HasJ: true, Summary: "one FlashAttention tile step", Arrays: []ArraySpec{
+		{"m_old", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.MOld }},
+		{"m_new", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.MNew }},
+		{"alpha", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.Alpha }},
+		{"l", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.L }},
+		{"s", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.S }},
+		{"p", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.P }},
+		{"o", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.O }},
+	}},
+	{Kind: KindScores, Name: "scores", HasI: true, HasJ: true, Summary: "naive: S tile written to device memory", Arrays: []ArraySpec{
+		{"s", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.S }},
+	}},
+	{Kind: KindSoftmax, Name: "softmax", HasI: true, Summary: "naive: full-row max and sum of a q-tile", Arrays: []ArraySpec{
+		{"m", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.MNew }},
+		{"l", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.L }},
+	}},
+	{Kind: KindPV, Name: "pv", HasI: true, HasJ: true, Summary: "naive: P tile times V tile into O", Arrays: []ArraySpec{
+		{"p", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.P }},
+		{"o", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.O }},
+	}},
+	{Kind: KindEpilogue, Name: "epilogue", HasI: true, Summary: "end of a q-tile: normalised O and log-sum-exp", Arrays: []ArraySpec{
+		{"o", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.O }},
+		{"lse", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.LSE }},
+	}},
+	{Kind: KindTiming, Name: "timing", HasI: true, HasJ: true, Summary: "SM and timestamps of a step, no arrays"},
+}
+
+// Spec returns the definition of kind k.
+func Spec(k Kind) (*KindSpec, bool) {
+	for i := range Kinds {
+		if Kinds[i].Kind == k {
+			return &Kinds[i], true
+		}
+	}
+	return nil, false
+}
+
+func (k Kind) String() string {
+	if s, ok := Spec(k); ok {
+		return s.Name
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// align8 rounds n up to a multiple of 8.
+func align8(n int) int { return (n + 7) &^ 7 }

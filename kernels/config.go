@@ -1,0 +1,373 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"flashstep/instrument"
+)
+
+// Config is one attention run: which kernel, the problem's shape, the inputs,
+// and which part of it to trace. Its URL form (Values, ParseConfig) is how
+// pages, links, the websocket and lesson presets name a run.
+type Config struct {
+	Variant instrument.Variant
+	N, D    int // sequence length, head dimension
+	Br, Bc  int // q-tile rows, kv-tile columns
+	Batch   int
+	Heads   int
+	Causal  bool
+	Pattern instrument.Pattern
+	Seed    uint64
+
+	// TraceBH and TraceQ select the batch-heads and q-tiles to record; the
+	// zero Range means all of them.
+	TraceBH instrument.Range
+	TraceQ  instrument.Range
+}
+
+// Limits of what the CPU mirror runs and what one trace may hold.
+const (
+	MaxN          = 4096
+	MaxD          = 256
+	MaxTile       = 256
+	MaxBatch      = 16
+	MaxHeads      = 64
+	MaxTraceBytes = 32 << 20
+)
+
+// DefaultConfig is the toy run a class can read on a projector.
+func DefaultConfig() Config {
+	return Config{Variant: instrument.VariantFlash2, N: 8, D: 4, Br: 2, Bc: 2, Batch: 1, Heads: 1,
+		Pattern: instrument.PatternNormal, Seed: 1}
+}
+
+// Tr and Tc are the numbers of q-tiles and kv-tiles.
+func (c *Config) Tr() int { return ceilDiv(c.N, c.Br) }
+func (c *Config) Tc() int { return ceilDiv(c.N, c.Bc) }
+
+// Scale is the softmax scale 1/√d, rounded to float32 as the kernels use it.
+func (c *Config) Scale() float32 { return float32(1 / math.Sqrt(float64(c.D))) }
+
+// TracedBH and TracedQ resolve the selection: all when left zero.
+func (c *Config) TracedBH() instrument.Range {
+	if c.TraceBH == (instrument.Range{}) {
+		return instrument.Range{Lo: 0, Hi: c.Batch * c.Heads}
+	}
+	return c.TraceBH
+}
+
+func (c *Config) TracedQ() instrument.Range {
+	if c.TraceQ == (instrument.Range{}) {
+		return instrument.Range{Lo: 0, Hi: c.Tr()}
+	}
+	return c.TraceQ
+}
+
+// FieldError is a problem with one field of a configuration, named as in the
+// URL and the form.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// FieldErrors is every problem found in a configuration.
+type FieldErrors []FieldError
+
+func (e FieldErrors) Error() string {
+	parts := make([]string, len(e))
+	for i, f := range e {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ByField maps each field to its message, for forms.
+func (e FieldErrors) ByField() map[string]string {
+	m := make(map[string]string, len(e))
+	for _, f := range e {
+		m[f.Field] = f.Message
+	}
+	return m
+}
+
+// Field names, as in URLs and forms.
+const (
+	FieldVariant = "variant"
+	FieldN       = "n"
+	FieldD       = "d"
+	FieldBr      = "br"
+	FieldBc      = "bc"
+	FieldBatch   = "batch"
+	FieldHeads   = "heads"
+	FieldCausal  = "causal"
+	FieldPattern = "pattern"
+	FieldSeed    = "seed"
+	FieldTraceBH = "trace_bh"
+	FieldTraceQ  = "trace_q"
+)
+
+// Validate checks every field against its limit and the whole trace against
+// MaxTraceBytes. The error is FieldErrors.
+func (c *Config) Validate() error {
+	var errs FieldErrors
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{field, fmt.Sprintf(format, args...)})
+	}
+	inRange := func(field, name string, v, lo, hi int) bool {
+		if v < lo || v > hi {
+			add(field, "%s must be between %d and %d (got %d)", name, lo, hi, v)
+			return false
+		}
+		return true
+	}
+	if _, ok := variantInfo[c.Variant]; !ok {
+		add(FieldVariant, "variant must be one of %s", strings.Join(variantNames(), ", "))
+	}
+	if !validPattern(c.Pattern) {
+		add(FieldPattern, "pattern must be one of %s", strings.Join(patternNames(), ", "))
+	}
+	okN := inRange(FieldN, "N", c.N, 1, MaxN)
+	inRange(FieldD, "d", c.D, 1, MaxD)
+	okBr := inRange(FieldBr, "Br", c.Br, 1, MaxTile)
+	okBc := inRange(FieldBc, "Bc", c.Bc, 1, MaxTile)
+	okB := inRange(FieldBatch, "batch", c.Batch, 1, MaxBatch)
+	okH := inRange(FieldHeads, "heads", c.Heads, 1, MaxHeads)
+	if okN && okBr && c.Br > c.N {
+		add(FieldBr, "Br must be at most N=%d (got %d)", c.N, c.Br)
+		okBr = false
+	}
+	if okN && okBc && c.Bc > c.N {
+		add(FieldBc, "Bc must be at most N=%d (got %d)", c.N, c.Bc)
+	}
+	if okB && okH && c.TraceBH != (instrument.Range{}) {
+		if bh := c.Batch * c.Heads; c.TraceBH.Lo < 0 || c.TraceBH.Lo >= c.TraceBH.Hi || c.TraceBH.Hi > bh {
+			add(FieldTraceBH, "traced batch-heads must lie within 0-%d", bh-1)
+		}
+	}
+	if okN && okBr && c.TraceQ != (instrument.Range{}) {
+		if c.TraceQ.Lo < 0 || c.TraceQ.Lo >= c.TraceQ.Hi || c.TraceQ.Hi > c.Tr() {
+			add(FieldTraceQ, "traced q-tiles must lie within 0-%d (N=%d has %d q-tiles of Br=%d)", c.Tr()-1, c.N, c.Tr(), c.Br)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if size := c.TraceBytes(); size > MaxTraceBytes {
+		return FieldErrors{{FieldTraceBH, c.oversizeAdvice(size)}}
+	}
+	return nil
+}
+
+// oversizeAdvice says by how much a trace is too large and which smaller
+// selections would fit.
+func (c *Config) oversizeAdvice(size int64) string {
+	msg := fmt.Sprintf("the trace would be %s, above the %s limit of one traced run", FormatBytes(size), FormatBytes(MaxTraceBytes))
+	var offers []string
+	bh, q := c.TracedBH(), c.TracedQ()
+	if bh.Len() > 1 {
+		t := *c
+		t.TraceBH = instrument.Range{Lo: bh.Lo, Hi: bh.Lo + 1}
+		t.TraceQ = q
+		if s := t.TraceBytes(); s <= MaxTraceBytes {
+			offers = append(offers, fmt.Sprintf("trace one batch-head (trace_bh=%d-%d, %s)", bh.Lo, bh.Lo, FormatBytes(s)))
+		}
+	}
+	// The longest run of q-tiles from the first traced one that fits.
+	t := *c
+	t.TraceBH = instrument.Range{Lo: bh.Lo, Hi: bh.Lo + 1}
+	lo := q.Lo
+	hi := sort.Search(q.Hi-lo, func(n int) bool {
+		t.TraceQ = instrument.Range{Lo: lo, Hi: lo + n + 1}
+		return t.TraceBytes() > MaxTraceBytes
+	}) + lo
+	if hi > lo {
+		t.TraceQ = instrument.Range{Lo: lo, Hi: hi}
+		offers = append(offers, fmt.Sprintf("trace q-tiles %d-%d of batch-head %d (trace_q=%d-%d, %s)", lo, hi-1, bh.Lo, lo, hi-1, FormatBytes(t.TraceBytes())))
+	}
+	if len(offers) == 0 {
+		return msg + "; even one q-tile of one batch-head is too large: lower N or d, or raise Bc"
+	}
+	return msg + ": " + strings.Join(offers, ", or ")
+}
+
+// Values is the configuration in URL form; ParseConfig reads it back.
+func (c *Config) Values() url.Values {
+	v := url.Values{}
+	v.Set(FieldVariant, c.Variant.String())
+	v.Set(FieldN, strconv.Itoa(c.N))
+	v.Set(FieldD, strconv.Itoa(c.D))
+	v.Set(FieldBr, strconv.Itoa(c.Br))
+	v.Set(FieldBc, strconv.Itoa(c.Bc))
+	v.Set(FieldBatch, strconv.Itoa(c.Batch))
+	v.Set(FieldHeads, strconv.Itoa(c.Heads))
+	v.Set(FieldCausal, map[bool]string{false: "0", true: "1"}[c.Causal])
+	v.Set(FieldPattern, c.Pattern.String())
+	v.Set(FieldSeed, strconv.FormatUint(c.Seed, 10))
+	if c.TraceBH != (instrument.Range{}) {
+		v.Set(FieldTraceBH, formatRange(c.TraceBH))
+	}
+	if c.TraceQ != (instrument.Range{}) {
+		v.Set(FieldTraceQ, formatRange(c.TraceQ))
+	}
+	return v
+}
+
+// ParseConfig reads a configuration from URL values, starting from the
+// defaults for absent fields, and validates it. Every field that cannot be
+// parsed or breaks a limit is reported in the FieldErrors.
+func ParseConfig(v url.Values) (Config, error) {
+	c := DefaultConfig()
+	var errs FieldErrors
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{field, fmt.Sprintf(format, args...)})
+	}
+	intField := func(field, name string, dst *int) {
+		s := strings.TrimSpace(v.Get(field))
+		if s == "" {
+			return
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || len(s) > 12 {
+			add(field, "%s must be a whole number (got %q)", name, truncate(s))
+			*dst = -1
+			return
+		}
+		*dst = n
+	}
+	if s := v.Get(FieldVariant); s != "" {
+		if vr, ok := instrument.ParseVariant(s); ok {
+			c.Variant = vr
+		} else {
+			add(FieldVariant, "variant must be one of %s (got %q)", strings.Join(variantNames(), ", "), truncate(s))
+		}
+	}
+	intField(FieldN, "N", &c.N)
+	intField(FieldD, "d", &c.D)
+	intField(FieldBr, "Br", &c.Br)
+	intField(FieldBc, "Bc", &c.Bc)
+	intField(FieldBatch, "batch", &c.Batch)
+	intField(FieldHeads, "heads", &c.Heads)
+	switch s := strings.ToLower(strings.TrimSpace(v.Get(FieldCausal))); s {
+	case "", "0", "false", "off":
+		c.Causal = false
+	case "1", "true", "on":
+		c.Causal = true
+	default:
+		add(FieldCausal, "causal must be 0 or 1 (got %q)", truncate(s))
+	}
+	if s := v.Get(FieldPattern); s != "" {
+		if p, ok := instrument.ParsePattern(s); ok {
+			c.Pattern = p
+		} else {
+			add(FieldPattern, "pattern must be one of %s (got %q)", strings.Join(patternNames(), ", "), truncate(s))
+		}
+	}
+	if s := strings.TrimSpace(v.Get(FieldSeed)); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			add(FieldSeed, "seed must be a whole number from 0 to %d (got %q)", uint64(math.MaxUint64), truncate(s))
+		}
+		c.Seed = n
+	}
+	for _, f := range []struct {
+		field string
+		dst   *instrument.Range
+	}{{FieldTraceBH, &c.TraceBH}, {FieldTraceQ, &c.TraceQ}} {
+		s := strings.TrimSpace(v.Get(f.field))
+		if s == "" || s == "all" {
+			continue
+		}
+		r, err := parseRange(s)
+		if err != nil {
+			add(f.field, "%s (got %q)", err, truncate(s))
+			continue
+		}
+		*f.dst = r
+	}
+	if len(errs) > 0 {
+		return c, mergeErrors(errs, &c)
+	}
+	return c, c.Validate()
+}
+
+// mergeErrors adds Validate's findings about fields that did parse.
+func mergeErrors(parse FieldErrors, c *Config) FieldErrors {
+	bad := parse.ByField()
+	var verr FieldErrors
+	if errors.As(c.Validate(), &verr) {
+		for _, e := range verr {
+			if _, seen := bad[e.Field]; !seen {
+				parse = append(parse, e)
+				bad[e.Field] = e.Message
+			}
+		}
+	}
+	return parse
+}
+
+// parseRange reads "lo-hi" (inclusive) or a single index.
+func parseRange(s string) (instrument.Range, error) {
+	lo, hi, found := strings.Cut(s, "-")
+	a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	b := a
+	var err2 error
+	if found {
+		b, err2 = strconv.Atoi(strings.TrimSpace(hi))
+	}
+	if err1 != nil || err2 != nil || len(s) > 24 || a < 0 || b < a {
+		return instrument.Range{}, errors.New(`must be a range "first-last" of indices from 0, or "all"`)
+	}
+	return instrument.Range{Lo: a, Hi: b + 1}, nil
+}
+
+func formatRange(r instrument.Range) string {
+	if r.Len() == 1 {
+		return strconv.Itoa(r.Lo)
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi-1)
+}
+
+func truncate(s string) string {
+	if len(s) > 24 {
+		return s[:24] + "…"
+	}
+	return s
+}
+
+func validPattern(p instrument.Pattern) bool {
+	for _, q := range instrument.Patterns {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+func patternNames() []string {
+	var n []string
+	for _, p := range instrument.Patterns {
+		n = append(n, p.String())
+	}
+	return n
+}
+
+// FormatBytes writes a byte count for people: 512 B, 12.5 KiB, 32.0 MiB.
+func FormatBytes(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,0 +1,174 @@
+package kernels
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+)
+
+func TestParseConfigErrorsNameFieldAndLimit(t *testing.T) {
+	cases := []struct {
+		query, field, mentions string
+	}{
+		{"n=0", FieldN, "between 1 and 4096"},
+		{"n=5000", FieldN, "4096"},
+		{"n=abc", FieldN, "whole number"},
+		{"d=257", FieldD, "256"},
+		{"br=0", FieldBr, "between 1 and 256"},
+		{"n=8&br=16", FieldBr, "at most N=8"},
+		{"n=8&bc=9", FieldBc, "at most N=8"},
+		{"batch=17", FieldBatch, "16"},
+		{"heads=0", FieldHeads, "between 1 and 64"},
+		{"causal=maybe", FieldCausal, "0 or 1"},
+		{"pattern=spiky", FieldPattern, "normal, peaked, large"},
+		{"variant=flash3", FieldVariant, "flash2, naive"},
+		{"seed=-1", FieldSeed, "whole number"},
+		{"trace_bh=2-1", FieldTraceBH, "first-last"},
+		{"heads=2&trace_bh=0-5", FieldTraceBH, "within 0-1"},
+		{"trace_q=9", FieldTraceQ, "within 0-3"},
+		{"n=4096&d=256&br=64&bc=64", FieldTraceBH, "32.0 MiB limit"},
+	}
+	for _, tc := range cases {
+		v, _ := url.ParseQuery(tc.query)
+		_, err := ParseConfig(v)
+		var fe FieldErrors
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: error %v is not FieldErrors", tc.query, err)
+			continue
+		}
+		msg, ok := fe.ByField()[tc.field]
+		if !ok || !strings.Contains(msg, tc.mentions) {
+			t.Errorf("%s: errors %v, want field %q mentioning %q", tc.query, fe, tc.field, tc.mentions)
+		}
+	}
+}
+
+func TestParseConfigReportsEveryBadField(t *testing.T) {
+	v, _ := url.ParseQuery("n=x&d=0&pattern=z&causal=2")
+	_, err := ParseConfig(v)
+	var fe FieldErrors
+	if !errors.As(err, &fe) {
+		t.Fatal(err)
+	}
+	for _, f := range []string{FieldN, FieldD, FieldPattern, FieldCausal} {
+		if _, ok := fe.ByField()[f]; !ok {
+			t.Errorf("no error for %s in %v", f, fe)
+		}
+	}
+}
+
+func TestOversizeAdviceFits(t *testing.T) {
+	v, _ := url.ParseQuery("n=2048&d=128&br=32&bc=32&heads=4")
+	_, err := ParseConfig(v)
+	var fe FieldErrors
+	if !errors.As(err, &fe) {
+		t.Fatalf("an oversized trace was accepted: %v", err)
+	}
+	msg := fe.ByField()[FieldTraceBH]
+	// The advice names selections; each must parse and fit.
+	for _, sel := range []string{"trace_bh=", "trace_q="} {
+		i := strings.Index(msg, sel)
+		if i < 0 {
+			continue
+		}
+		arg := strings.Fields(msg[i:])[0]
+		arg = strings.TrimRight(arg, ",")
+		q := url.Values{}
+		for k, vals := range v {
+			q[k] = vals
+		}
+		k, val, _ := strings.Cut(arg, "=")
+		q.Set(k, val)
+		if k == FieldTraceQ {
+			q.Set(FieldTraceBH, "0")
+		}
+		if _, err := ParseConfig(q); err != nil {
+			t.Errorf("advice %q does not fit: %v", arg, err)
+		}
+	}
+	if !strings.Contains(msg, "trace_q=") {
+		t.Errorf("advice offers no q-tile selection: %s", msg)
+	}
+}
+
+func TestConfigValuesRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	for range 200 {
+		c := randomConfig(rng)
+		back, err := ParseConfig(c.Values())
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if back != c {
+			t.Fatalf("round trip changed %+v into %+v", c, back)
+		}
+	}
+}
+
+// FuzzParseConfig: no query panics the parser, and every configuration it
+// accepts is within the limits and runs.
+func FuzzParseConfig(f *testing.F) {
+	f.Add("n=8&d=4&br=2&bc=2&causal=1&pattern=large&seed=3")
+	f.Add("variant=naive&n=17&br=5&bc=3&trace_q=1-2&trace_bh=0")
+	f.Add("n=99999999999999999999&trace_bh=-3--1")
+	f.Fuzz(func(t *testing.T, query string) {
+		v, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		c, err := ParseConfig(v)
+		if err != nil {
+			var fe FieldErrors
+			if !errors.As(err, &fe) || len(fe) == 0 {
+				t.Fatalf("error %v is not a list of field errors", err)
+			}
+			return
+		}
+		if c.N < 1 || c.N > MaxN || c.D < 1 || c.D > MaxD || c.TraceBytes() > MaxTraceBytes {
+			t.Fatalf("accepted out of limits: %+v", c)
+		}
+		if c.TraceBytes() > 256<<10 {
+			return // keep the fuzzer fast: run only small traces
+		}
+		n := 0
+		if err := RunMirror(context.Background(), c, func(*instrument.Record) error { n++; return nil }); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if h := c.Header(instrument.SourceCPUMirror, ""); n != h.Records {
+			t.Fatalf("%+v: %d records, header says %d", c, n, h.Records)
+		}
+	})
+}
+
+func BenchmarkMirrorFlash2N1024(b *testing.B) {
+	c := Config{Variant: instrument.VariantFlash2, N: 1024, D: 64, Br: 64, Bc: 64, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal}
+	benchMirror(b, c)
+}
+
+func BenchmarkMirrorNaiveN1024(b *testing.B) {
+	c := Config{Variant: instrument.VariantNaive, N: 1024, D: 64, Br: 64, Bc: 64, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal}
+	benchMirror(b, c)
+}
+
+func benchMirror(b *testing.B, c Config) {
+	h := c.Header(instrument.SourceCPUMirror, MirrorLabel)
+	b.SetBytes(c.TraceBytes())
+	var buf []byte
+	for b.Loop() {
+		buf = buf[:0]
+		err := RunMirror(context.Background(), c, func(r *instrument.Record) error {
+			var err error
+			buf, err = instrument.AppendRecord(buf, &h, r)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(4*c.N*c.N*c.D)/1e9*float64(b.N)/b.Elapsed().Seconds(), "GFLOP/s")
+}

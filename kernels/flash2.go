@@ -1,0 +1,128 @@
+package kernels
+
+import "flashstep/instrument"
+
+// FlashAttention-2, float32: the CPU mirror of flash2.cu.
+//
+// One thread block per (batch-head, q-tile i). The block loads Q_i once, then
+// walks the kv-tiles j in order, keeping the running row max m, the running
+// sum l and the unnormalised output O on chip. At each tile:
+//
+//	S     = Q_i K_jᵀ · scale                 (−Inf where masked or padding)
+//	m_new = max(m_old, rowmax(S))
+//	alpha = exp(m_old − m_new)               rescales what was summed so far
+//	P     = exp(S − m_new)
+//	l     = alpha·l + rowsum(P)
+//	O     = alpha·O + P V_j
+//
+// and after the last tile it divides once: O/l, and writes LSE = m + log l.
+// Under a causal mask the kv-tiles wholly above the diagonal are skipped.
+
+// flash2KVTiles is how many kv-tiles q-tile i visits: all of them, or under a
+// causal mask those holding a column at or left of the tile's last row.
+func flash2KVTiles(c *Config, i int) int {
+	if !c.Causal {
+		return c.Tc()
+	}
+	lastRow := min(c.N, (i+1)*c.Br) - 1
+	return min(c.Tc(), lastRow/c.Bc+1)
+}
+
+func flash2Records(c *Config, i int) []kindCount {
+	return []kindCount{{instrument.KindFlashStep, flash2KVTiles(c, i), 0}, {instrument.KindEpilogue, 1, 0}}
+}
+
+// flash2Traffic is the device-memory traffic of one record: Q_i is loaded at
+// the first kv-tile, K_j and V_j at every one, O_i and the LSE stored at the
+// end. Padding rows and columns are not loaded.
+func flash2Traffic(c *Config, r *instrument.Record) (read, written uint64) {
+	const f32 = 4
+	rows, cols, d := uint64(r.RowsValid), uint64(r.ColsValid), uint64(c.D)
+	switch r.Kind {
+	case instrument.KindFlashStep:
+		read = 2 * cols * d * f32
+		if r.J == 0 {
+			read += rows * d * f32
+		}
+	case instrument.KindEpilogue:
+		written = rows*d*f32 + rows*f32
+	}
+	return read, written
+}
+
+// flash2Block runs the block of (bh, q-tile i) and emits its records.
+func flash2Block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
+	br, bc, d, n := c.Br, c.Bc, c.D, c.N
+	scale := c.Scale()
+	r0 := i * br
+	rowsValid := min(br, n-r0)
+	q := tileRows(in.Q, d, r0, rowsValid, br)
+
+	m := fill(br, negInf)
+	l := make([]float32, br)
+	o := make([]float32, br*d)
+
+	for j := range flash2KVTiles(c, i) {
+		c0 := j * bc
+		colsValid := min(bc, n-c0)
+		k := tileRows(in.K, d, c0, colsValid, bc)
+		v := tileRows(in.V, d, c0, colsValid, bc)
+
+		rec := &instrument.Record{Kind: instrument.KindFlashStep, BH: bh, I: i, J: j,
+			RowsValid: rowsValid, ColsValid: colsValid,
+			MOld: append([]float32(nil), m...), MNew: make([]float32, br), Alpha: make([]float32, br),
+			L: make([]float32, br), S: make([]float32, br*bc), P: make([]float32, br*bc)}
+
+		for r := range br {
+			s := rec.S[r*bc : (r+1)*bc]
+			p := rec.P[r*bc : (r+1)*bc]
+			rowMax := negInf
+			for col := range bc {
+				if col >= colsValid || (c.Causal && c0+col > r0+r) {
+					s[col] = negInf
+				} else {
+					s[col] = float32(dot32(q[r*d:(r+1)*d], k[col*d:(col+1)*d]) * scale)
+				}
+				rowMax = max(rowMax, s[col])
+			}
+			mNew := max(m[r], rowMax)
+			base := softmaxBase(mNew)
+			alpha := exp32(m[r] - base)
+			var rowSum float32
+			for col := range bc {
+				p[col] = exp32(s[col] - base)
+				rowSum = float32(rowSum + p[col])
+			}
+			l[r] = float32(float32(alpha*l[r]) + rowSum)
+			or := o[r*d : (r+1)*d]
+			for x := range d {
+				var pv float32
+				for col := range bc {
+					pv = float32(pv + float32(p[col]*v[col*d+x]))
+				}
+				or[x] = float32(float32(alpha*or[x]) + pv)
+			}
+			m[r] = mNew
+			rec.MNew[r], rec.Alpha[r] = mNew, alpha
+		}
+		copy(rec.L, l)
+		rec.O = append([]float32(nil), o...)
+		rec.BytesRead, rec.BytesWritten = flash2Traffic(c, rec)
+		emit(0, rec)
+	}
+
+	epi := &instrument.Record{Kind: instrument.KindEpilogue, BH: bh, I: i, J: -1, RowsValid: rowsValid,
+		O: make([]float32, br*d), LSE: make([]float32, br)}
+	for r := range br {
+		if l[r] == 0 { // every score of the row masked: no output
+			epi.LSE[r] = negInf
+			continue
+		}
+		for x := range d {
+			epi.O[r*d+x] = float32(o[r*d+x] / l[r])
+		}
+		epi.LSE[r] = float32(m[r] + log32(l[r]))
+	}
+	epi.BytesRead, epi.BytesWritten = flash2Traffic(c, epi)
+	emit(0, epi)
+}

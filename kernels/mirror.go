@@ -1,0 +1,102 @@
+package kernels
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"flashstep/instrument"
+)
+
+// MirrorLabel is the source label of traces made by the CPU mirror.
+const MirrorLabel = "CPU mirror: the kernel's Go twin, float32, on this server"
+
+// RunMirror computes the trace of c on the CPU and hands each record to sink
+// in trace order, as soon as it is ready: the first step leaves long before
+// the last is computed. Blocks (batch-head, q-tile) run in parallel on every
+// core, as blocks run on SMs, but their records leave in the kernel's order.
+// It stops at the first error from sink or when ctx is done.
+func RunMirror(ctx context.Context, c Config, sink func(*instrument.Record) error) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	info := variantInfo[c.Variant]
+	bhs, qs := c.TracedBH(), c.TracedQ()
+
+	inputs := make([]func() *Inputs, bhs.Len())
+	for k := range inputs {
+		bh := bhs.Lo + k
+		inputs[k] = sync.OnceValue(func() *Inputs { return GenerateInputs(&c, bh) })
+	}
+
+	type block struct {
+		bh, i int
+		out   []chan *instrument.Record // one per phase, sized to hold it all
+	}
+	var blocks []*block
+	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+		for i := qs.Lo; i < qs.Hi; i++ {
+			b := &block{bh: bh, i: i, out: make([]chan *instrument.Record, info.phases)}
+			perPhase := make([]int, info.phases)
+			for _, kc := range info.records(&c, i) {
+				perPhase[kc.phase] += kc.n
+			}
+			for p := range b.out {
+				b.out[p] = make(chan *instrument.Record, perPhase[p])
+			}
+			blocks = append(blocks, b)
+		}
+	}
+
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(blocks)) {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(blocks) || ctx.Err() != nil {
+					return
+				}
+				b := blocks[k]
+				info.block(&c, inputs[b.bh-bhs.Lo](), b.bh, b.i, func(phase int, r *instrument.Record) {
+					b.out[phase] <- r // never blocks: the channel holds the phase
+				})
+				for _, ch := range b.out {
+					close(ch)
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+
+	for k := range inputs {
+		in := inputs[k]()
+		rec := &instrument.Record{Kind: instrument.KindInputs, BH: bhs.Lo + k, I: -1, J: -1, Q: in.Q, K: in.K, V: in.V}
+		if err := sink(rec); err != nil {
+			return err
+		}
+	}
+	for p := range info.phases {
+		for _, b := range blocks {
+			for {
+				var rec *instrument.Record
+				var ok bool
+				select {
+				case rec, ok = <-b.out[p]:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if !ok {
+					break
+				}
+				if err := sink(rec); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

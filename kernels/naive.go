@@ -1,0 +1,145 @@
+package kernels
+
+import "flashstep/instrument"
+
+// Naive attention, float32: the CPU mirror of naive.cu. Three kernels, each a
+// pass over the whole problem through device memory:
+//
+//  1. scores:  S = Q Kᵀ · scale, one tile (i, j) per block, written to an N×N
+//     buffer (−Inf above the diagonal when causal). Nothing is skipped.
+//  2. softmax: per row, a pass for the max m, a pass for l = Σ exp(S − m),
+//     and a pass writing P = exp(S − m)/l to a second N×N buffer.
+//  3. pv:      O = P V, per q-tile, reading P and V one kv-tile at a time.
+//
+// Rows and columns past N are never computed (bounds-checked threads), so the
+// padding of ragged tiles holds zeros.
+
+func naiveRecords(c *Config, _ int) []kindCount {
+	return []kindCount{
+		{instrument.KindScores, c.Tc(), naivePhaseScores},
+		{instrument.KindSoftmax, 1, naivePhaseSoftmax},
+		{instrument.KindPV, c.Tc(), naivePhasePV},
+		{instrument.KindEpilogue, 1, naivePhasePV},
+	}
+}
+
+// The naive kernels' phases; records are emitted phase by phase across the
+// whole grid, as the three launches run one after the other.
+const (
+	naivePhaseScores = iota
+	naivePhaseSoftmax
+	naivePhasePV
+	naivePhases
+)
+
+// naiveTraffic is the device-memory traffic of one record. The softmax reads
+// each row of S three times (max, sum, normalise) and writes P and the LSE.
+func naiveTraffic(c *Config, r *instrument.Record) (read, written uint64) {
+	const f32 = 4
+	rows, cols, d, n := uint64(r.RowsValid), uint64(r.ColsValid), uint64(c.D), uint64(c.N)
+	switch r.Kind {
+	case instrument.KindScores:
+		return (rows + cols) * d * f32, rows * cols * f32
+	case instrument.KindSoftmax:
+		return 3 * rows * n * f32, rows*n*f32 + rows*f32
+	case instrument.KindPV:
+		return rows*cols*f32 + cols*d*f32, 0
+	case instrument.KindEpilogue:
+		return 0, rows * d * f32
+	}
+	return 0, 0
+}
+
+// naiveBlock runs every phase for the rows of (bh, q-tile i) and emits each
+// phase's records under its phase number.
+func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
+	br, bc, d, n := c.Br, c.Bc, c.D, c.N
+	scale := c.Scale()
+	r0 := i * br
+	rowsValid := min(br, n-r0)
+	traffic := func(r *instrument.Record) *instrument.Record {
+		r.BytesRead, r.BytesWritten = naiveTraffic(c, r)
+		return r
+	}
+
+	// Phase 1: the q-tile's rows of S, tile by tile.
+	s := make([]float32, rowsValid*n)
+	for j := range c.Tc() {
+		c0 := j * bc
+		colsValid := min(bc, n-c0)
+		rec := &instrument.Record{Kind: instrument.KindScores, BH: bh, I: i, J: j,
+			RowsValid: rowsValid, ColsValid: colsValid, S: make([]float32, br*bc)}
+		for r := range rowsValid {
+			q := in.Q[(r0+r)*d : (r0+r+1)*d]
+			for col := range colsValid {
+				var v float32
+				if c.Causal && c0+col > r0+r {
+					v = negInf
+				} else {
+					v = float32(dot32(q, in.K[(c0+col)*d:(c0+col+1)*d]) * scale)
+				}
+				s[r*n+c0+col] = v
+				rec.S[r*bc+col] = v
+			}
+		}
+		emit(naivePhaseScores, traffic(rec))
+	}
+
+	// Phase 2: full-row softmax.
+	p := make([]float32, rowsValid*n)
+	sm := &instrument.Record{Kind: instrument.KindSoftmax, BH: bh, I: i, J: -1, RowsValid: rowsValid,
+		MNew: make([]float32, br), L: make([]float32, br)}
+	for r := range rowsValid {
+		row := s[r*n : (r+1)*n]
+		m := negInf
+		for _, v := range row {
+			m = max(m, v)
+		}
+		base := softmaxBase(m)
+		var l float32
+		for _, v := range row {
+			l = float32(l + exp32(v-base))
+		}
+		if l > 0 {
+			for col, v := range row {
+				p[r*n+col] = float32(exp32(v-base) / l)
+			}
+		}
+		sm.MNew[r], sm.L[r] = m, l
+	}
+	emit(naivePhaseSoftmax, traffic(sm))
+
+	// Phase 3: O = P V, accumulated over the kv-tiles in column order.
+	o := make([]float32, br*d)
+	for j := range c.Tc() {
+		c0 := j * bc
+		colsValid := min(bc, n-c0)
+		rec := &instrument.Record{Kind: instrument.KindPV, BH: bh, I: i, J: j,
+			RowsValid: rowsValid, ColsValid: colsValid, P: make([]float32, br*bc)}
+		for r := range rowsValid {
+			pr := p[r*n+c0 : r*n+c0+colsValid]
+			copy(rec.P[r*bc:], pr)
+			or := o[r*d : (r+1)*d]
+			for x := range d {
+				acc := or[x]
+				for col, pv := range pr {
+					acc = float32(acc + float32(pv*in.V[(c0+col)*d+x]))
+				}
+				or[x] = acc
+			}
+		}
+		rec.O = append([]float32(nil), o...)
+		emit(naivePhasePV, traffic(rec))
+	}
+
+	epi := &instrument.Record{Kind: instrument.KindEpilogue, BH: bh, I: i, J: -1, RowsValid: rowsValid,
+		O: append([]float32(nil), o...), LSE: make([]float32, br)}
+	for r := range rowsValid {
+		if sm.L[r] == 0 {
+			epi.LSE[r] = negInf
+			continue
+		}
+		epi.LSE[r] = float32(sm.MNew[r] + log32(sm.L[r]))
+	}
+	emit(naivePhasePV, traffic(epi))
+}

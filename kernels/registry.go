@@ -1,0 +1,110 @@
+package kernels
+
+import "flashstep/instrument"
+
+// VariantInfo describes one kernel variant: what pages say about it, the
+// records its trace holds per q-tile, its device-memory traffic model and its
+// CPU mirror.
+type VariantInfo struct {
+	Variant instrument.Variant
+	Title   string
+	Summary string
+
+	// Traffic is the device-memory bytes a record's step loads and stores,
+	// from the kernel's access pattern.
+	Traffic func(c *Config, r *instrument.Record) (read, written uint64)
+
+	phases  int
+	records func(c *Config, i int) []kindCount
+	block   func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
+}
+
+// kindCount says that a q-tile's trace holds n records of a kind, emitted in
+// the given phase of the variant.
+type kindCount struct {
+	kind  instrument.Kind
+	n     int
+	phase int
+}
+
+var variantOrder = []*VariantInfo{
+	{
+		Variant: instrument.VariantFlash2,
+		Title:   "FlashAttention-2 (float32)",
+		Summary: "One block per q-tile keeps m, l and O on chip and walks the kv-tiles: S and P never leave the chip.",
+		Traffic: flash2Traffic,
+		phases:  1,
+		records: flash2Records,
+		block:   flash2Block,
+	},
+	{
+		Variant: instrument.VariantNaive,
+		Title:   "Naive attention (float32)",
+		Summary: "Three kernels: S = QKᵀ to device memory, a row softmax to P in device memory, then O = PV.",
+		Traffic: naiveTraffic,
+		phases:  naivePhases,
+		records: naiveRecords,
+		block:   naiveBlock,
+	},
+}
+
+var variantInfo = func() map[instrument.Variant]*VariantInfo {
+	m := map[instrument.Variant]*VariantInfo{}
+	for _, v := range variantOrder {
+		m[v.Variant] = v
+	}
+	return m
+}()
+
+// Variants lists the kernel variants in the order pages show them.
+func Variants() []*VariantInfo { return variantOrder }
+
+// Info describes variant v, or nil.
+func Info(v instrument.Variant) *VariantInfo { return variantInfo[v] }
+
+func variantNames() []string {
+	var n []string
+	for _, v := range variantOrder {
+		n = append(n, v.Variant.String())
+	}
+	return n
+}
+
+// Header is the trace header of a run of c: its shape, its selection and the
+// exact count of records the trace will hold.
+func (c *Config) Header(source instrument.Source, label string) instrument.Header {
+	return instrument.Header{
+		Variant: c.Variant, DType: instrument.DTypeF32, Source: source, Causal: c.Causal, Pattern: c.Pattern,
+		N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: c.Batch, Heads: c.Heads,
+		TracedBH: c.TracedBH(), TracedQ: c.TracedQ(),
+		Seed: c.Seed, Scale: c.Scale(),
+		Records: c.recordCount(),
+		Label:   label,
+	}
+}
+
+// recordCount and TraceBytes add up the records of every traced q-tile.
+func (c *Config) recordCount() int {
+	perBH := 1 // the inputs record
+	q := c.TracedQ()
+	for i := q.Lo; i < q.Hi; i++ {
+		for _, kc := range variantInfo[c.Variant].records(c, i) {
+			perBH += kc.n
+		}
+	}
+	return perBH * c.TracedBH().Len()
+}
+
+// TraceBytes is the exact size of the trace of c with an empty source label
+// (a label adds its length, rounded up to 8).
+func (c *Config) TraceBytes() int64 {
+	h := instrument.Header{N: c.N, D: c.D, Br: c.Br, Bc: c.Bc}
+	perBH := int64(h.RecordBytes(instrument.KindInputs))
+	q := c.TracedQ()
+	for i := q.Lo; i < q.Hi; i++ {
+		for _, kc := range variantInfo[c.Variant].records(c, i) {
+			perBH += int64(kc.n) * int64(h.RecordBytes(kc.kind))
+		}
+	}
+	return int64(h.HeaderBytes()) + perBH*int64(c.TracedBH().Len())
+}
