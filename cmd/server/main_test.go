@@ -1,0 +1,369 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/gorilla/websocket"
+)
+
+var screenshot = flag.String("screenshot", "", "write a screenshot of the stepper to this PNG file")
+
+// startServer runs the whole program on a free port until the test ends.
+func startServer(t *testing.T) (base string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, io.Discard, ready) }()
+	select {
+	case addr := <-ready:
+		var once sync.Once
+		stop = func() {
+			once.Do(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("server exited with %v", err)
+				}
+			})
+		}
+		t.Cleanup(stop)
+		return "http://" + addr, stop
+	case err := <-done:
+		t.Fatalf("server did not start: %v", err)
+	}
+	return "", nil
+}
+
+// TestShutdownClosesStreams1001 stops the program while a websocket is
+// streaming: the browser must get close 1001, and run must return cleanly.
+func TestShutdownClosesStreams1001(t *testing.T) {
+	base, stop := startServer(t)
+	u := "ws" + strings.TrimPrefix(base, "http") + "/ws/trace?n=2048&d=64&br=16&bc=64&trace_q=0-40"
+	conn, _, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, _, err := conn.ReadMessage(); err != nil { // the header: the run is under way
+		t.Fatal(err)
+	}
+	go stop()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		_, _, err := conn.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			if ce.Code != websocket.CloseGoingAway {
+				t.Fatalf("closed with %d, want 1001", ce.Code)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("connection ended without a close frame: %v", err)
+		}
+	}
+}
+
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed: the browser tests need Debian's chromium (make test installs it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-quic", true),
+		chromedp.WindowSize(1500, 1100))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// watchConsole collects every console error and warning, uncaught exception
+// and browser log error (a failed request, say) of the page.
+func watchConsole(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	var problems []string
+	add := func(s string) { mu.Lock(); problems = append(problems, s); mu.Unlock() }
+	console := chromedp.Events(ctx, runtime.ConsoleAPICalled)
+	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
+	logs := chromedp.Events(ctx, log.EntryAdded)
+	go func() {
+		for ev, err := range console {
+			if err != nil {
+				return
+			}
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				add(fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		}
+	}()
+	go func() {
+		for ev, err := range exceptions {
+			if err != nil {
+				return
+			}
+			add(fmt.Sprintf("exception: %s %v", ev.ExceptionDetails.Text, ev.ExceptionDetails.Exception.Description))
+		}
+	}()
+	go func() {
+		for ev, err := range logs {
+			if err != nil {
+				return
+			}
+			if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
+				add(fmt.Sprintf("log %s: %s %s", ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	}()
+	return func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), problems...) }
+}
+
+func waitText(ctx context.Context, t *testing.T, sel, want string) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`(document.querySelector(%q)?.textContent || '').includes(%q)`, sel, want),
+			chromedp.WithPollingTimeout(time.Until(deadline))))
+		// Right after a navigation the poll may start in the old page's
+		// context, which the new page destroys: poll again in the new one.
+		if err == nil || !strings.Contains(err.Error(), "context with specified id") {
+			break
+		}
+	}
+	if err != nil {
+		txt, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent`, sel)))
+		t.Fatalf("waiting for %s to say %q: %v (it says %q)", sel, want, err, txt)
+	}
+}
+
+func cellValue(ctx context.Context, t *testing.T, testid string) float64 {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('[data-testid=%q]')?.dataset.value ?? 'missing'`, testid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("cell %s holds %q", testid, s)
+	}
+	return v
+}
+
+// TestBrowserStepper opens the stepper in headless Chromium, starts a run,
+// steps three times and checks that the m and l the page shows are the
+// mirror's values for that step, bit for bit.
+func TestBrowserStepper(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+
+	c := kernels.Config{Variant: instrument.VariantFlash2, N: 10, D: 4, Br: 3, Bc: 2, Batch: 1, Heads: 1,
+		Pattern: instrument.Patterns[rand.IntN(3)], Seed: rand.Uint64()}
+	var steps []*instrument.Record
+	if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		if r.Kind != instrument.KindInputs {
+			steps = append(steps, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step?"+c.Values().Encode())); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Trace complete")
+
+	// Run it again from the button, and time the first step drawn.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("run"))); err != nil {
+		t.Fatal(err)
+	}
+	firstMs, err := chromedp.Run(ctx, chromedp.Poll[string](`document.getElementById('run-status').dataset.firstStepMs`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("click on Run to first step drawn: %s ms", firstMs)
+	waitText(ctx, t, "#run-status", "Trace complete")
+
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("first"))); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("next"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitText(ctx, t, "#step-label", fmt.Sprintf("4 / %d", len(steps)))
+	want := steps[3]
+	if want.Kind != instrument.KindFlashStep || want.I != 0 || want.J != 3 {
+		t.Fatalf("step 3 of the mirror is %s (%d, %d), the test expects tile (0, 3)", want.Kind, want.I, want.J)
+	}
+	for row := range want.RowsValid {
+		for name, vals := range map[string][]float32{"m-old": want.MOld, "m-new": want.MNew, "alpha": want.Alpha, "l": want.L} {
+			got := cellValue(ctx, t, fmt.Sprintf("%s-%d", name, row))
+			if got != float64(vals[row]) || math.IsNaN(got) {
+				t.Errorf("row %d: page shows %s = %v, the mirror has %v", row, name, got, vals[row])
+			}
+		}
+	}
+
+	// The URL names the step, so a link reproduces it.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`location.search.includes('step=3')`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		t.Errorf("the URL does not carry the step: %s", loc)
+	}
+	// Keyboard: → steps forward, End goes to the last step.
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#step-label", fmt.Sprintf("5 / %d", len(steps)))
+
+	if *screenshot != "" {
+		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(*screenshot, buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A real tile size: N=1024, d=64, 64×64 tiles, one head.
+	big := "/step?n=1024&d=64&br=64&bc=64&seed=" + strconv.FormatUint(rand.Uint64(), 10)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+big)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Trace complete")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("run"))); err != nil {
+		t.Fatal(err)
+	}
+	firstMs, err = chromedp.Run(ctx, chromedp.Poll[string](`document.getElementById('run-status').dataset.firstStepMs`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Trace complete")
+	t.Logf("N=1024, d=64, Br=Bc=64: click on Run to first step drawn: %s ms", firstMs)
+	waitText(ctx, t, "#step-label", "/ 272")
+
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserHTTPFallbackAndReplay breaks websockets in the page, as some
+// networks do: the run must arrive over plain HTTP with the same numbers.
+// Then it replays a downloaded trace file through the upload field.
+func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `window.WebSocket = class { constructor() { throw new Error('websockets blocked by this network'); } };`,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := kernels.Config{Variant: instrument.VariantFlash2, N: 9, D: 3, Br: 2, Bc: 4, Batch: 1, Heads: 2, Causal: true,
+		Pattern: instrument.PatternNormal, Seed: rand.Uint64(), TraceBH: instrument.Range{Lo: 1, Hi: 2}}
+	var steps []*instrument.Record
+	if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		if r.Kind != instrument.KindInputs {
+			steps = append(steps, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The link names a step: the first that rescales (a second kv-tile).
+	k := 0
+	for steps[k].Kind != instrument.KindFlashStep || steps[k].J == 0 {
+		k++
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/step?%s&step=%d", base, c.Values().Encode(), k))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Trace complete")
+	waitText(ctx, t, "#run-status", "over HTTP")
+	waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", k+1, len(steps)))
+	want := steps[k]
+	for row := range want.RowsValid {
+		if got := cellValue(ctx, t, fmt.Sprintf("l-%d", row)); got != float64(want.L[row]) {
+			t.Errorf("over HTTP, row %d: l = %v, the mirror has %v", row, got, want.L[row])
+		}
+	}
+
+	// Replay: download a naive trace and hand the file to the page.
+	res, err := http.Get(base + "/api/trace?variant=naive&n=6&d=2&br=3&bc=3&seed=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("download: %d %v", res.StatusCode, err)
+	}
+	file := filepath.Join(t.TempDir(), "run.fstrace")
+	os.WriteFile(file, data, 0o644)
+	if err := chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload"), []string{file})); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Replaying run.fstrace")
+	waitText(ctx, t, "#step-title", "Naive phase 1")
+	waitText(ctx, t, "#step-label", "1 / 12") // per q-tile: 2 scores, 1 softmax, 2 pv, 1 epilogue
+
+	if p := problems(); len(p) > 0 {
+		// The blocked WebSocket constructor throws inside the page's own
+		// try/catch; anything else logged is a problem.
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserFormErrors types an out-of-range N and expects the error beside
+// the field, with the limit, and the run button disabled.
+func TestBrowserFormErrors(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step"),
+		chromedp.SetValue(chromedp.ID("f-n"), ""),
+		chromedp.SendKeys(chromedp.ID("f-n"), "5000")); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#err-n", "between 1 and 4096")
+	disabled, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('run').disabled`))
+	if err != nil || !disabled {
+		t.Errorf("Run is enabled with an invalid N (%v)", err)
+	}
+}

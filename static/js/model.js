@@ -1,0 +1,96 @@
+// The trace as the stepper sees it: the inputs of each traced batch-head and
+// the steps (every record that is not inputs) in kernel order, with running
+// byte counts and an index from (batch-head, q-tile) to its steps. It grows
+// as records stream in.
+export class TraceModel {
+  constructor(header) {
+    this.h = header;
+    this.inputs = new Map(); // bh -> {q, k, v}
+    this.steps = [];
+    this.cumRead = [];
+    this.cumWritten = [];
+    this.blockStart = new Map(); // "bh,i" -> first step index
+    this.finalO = new Map(); // bh -> Float32Array N*D, NaN until its q-tile's epilogue
+    this.finalLSE = new Map();
+    this.epilogueAt = new Map(); // "bh,i" -> step index of its epilogue
+    this.absMax = new Map(); // cache of max |value| per "bh,array"
+    this.visited = new Set(); // "bh,i,j" of every flash step received
+  }
+
+  add(r) {
+    if (r.kind === 'inputs') {
+      this.inputs.set(r.bh, { q: r.q, k: r.k, v: r.v });
+      return;
+    }
+    const k = this.steps.length;
+    this.steps.push(r);
+    this.cumRead.push((k ? this.cumRead[k - 1] : 0) + r.bytesRead);
+    this.cumWritten.push((k ? this.cumWritten[k - 1] : 0) + r.bytesWritten);
+    const key = `${r.bh},${r.i}`;
+    if (!this.blockStart.has(key)) this.blockStart.set(key, k);
+    if (r.kind === 'flash_step') this.visited.add(`${r.bh},${r.i},${r.j}`);
+    if (r.kind === 'epilogue') {
+      this.epilogueAt.set(key, k);
+      const { N, D, Br } = this.h;
+      if (!this.finalO.has(r.bh)) {
+        this.finalO.set(r.bh, new Float32Array(N * D).fill(NaN));
+        this.finalLSE.set(r.bh, new Float32Array(N).fill(NaN));
+      }
+      const o = this.finalO.get(r.bh);
+      const lse = this.finalLSE.get(r.bh);
+      for (let row = 0; row < r.rowsValid; row++) {
+        o.set(r.o.subarray(row * D, (row + 1) * D), (r.i * Br + row) * D);
+        lse[r.i * Br + row] = r.lse[row];
+      }
+    }
+    this.absMax.clear();
+  }
+
+  get length() { return this.steps.length; }
+
+  // maxAbs is the largest finite |value| of an array over every step of a
+  // batch-head (of one kind, if given), so a view keeps one colour scale
+  // while stepping.
+  maxAbs(bh, name, kind = null) {
+    const key = `${bh},${name},${kind}`;
+    if (this.absMax.has(key)) return this.absMax.get(key);
+    let m = 0;
+    const scan = (a) => { for (const v of a) if (Number.isFinite(v) && Math.abs(v) > m) m = Math.abs(v); };
+    if (name === 'q' || name === 'k' || name === 'v') {
+      const inp = this.inputs.get(bh);
+      if (inp) scan(inp[name]);
+    } else {
+      for (const s of this.steps) if (s.bh === bh && s[name] && (!kind || s.kind === kind)) scan(s[name]);
+    }
+    this.absMax.set(key, m || 1);
+    return m || 1;
+  }
+
+  // tileStates says, at step k, what has happened to each score tile (i, j)
+  // of that step's batch-head: 'current', 'done', 'pending', 'untraced', or
+  // 'skipped' when the kernel finished that q-tile without visiting the tile
+  // (fully masked). For naive, 'stored' means the S tile sits in device
+  // memory and 'normalised' that its rows have been through the softmax.
+  tileStates(k) {
+    const h = this.h;
+    const cur = this.steps[k];
+    const states = new Array(h.Tr * h.Tc).fill('pending');
+    if (!cur) return states;
+    for (let i = 0; i < h.Tr; i++) {
+      for (let j = 0; j < h.Tc; j++) {
+        if (i < h.tracedQ[0] || i >= h.tracedQ[1]) states[i * h.Tc + j] = 'untraced';
+        else if (h.variant === 'flash2' && this.epilogueAt.has(`${cur.bh},${i}`) && !this.visited.has(`${cur.bh},${i},${j}`)) states[i * h.Tc + j] = 'skipped';
+      }
+    }
+    for (let s = 0; s <= k; s++) {
+      const r = this.steps[s];
+      if (r.bh !== cur.bh) continue;
+      if (r.kind === 'flash_step' || r.kind === 'pv') states[r.i * h.Tc + r.j] = 'done';
+      else if (r.kind === 'scores') states[r.i * h.Tc + r.j] = 'stored';
+      else if (r.kind === 'softmax') for (let j = 0; j < h.Tc; j++) states[r.i * h.Tc + j] = 'normalised';
+    }
+    if (cur.j >= 0) states[cur.i * h.Tc + cur.j] = 'current';
+    else for (let j = 0; j < h.Tc; j++) if (states[cur.i * h.Tc + j] !== 'skipped') states[cur.i * h.Tc + j] = 'current-row';
+    return states;
+  }
+}

@@ -1,0 +1,496 @@
+// The stepper page: the run form with live validation, the run's stream, the
+// step controls and the views of the current step.
+import { startRun, readFile } from './stream.js';
+import { TraceModel } from './model.js';
+import { Heatmap, TileGrid, fmt, fmtBytes, tex } from './views.js';
+
+const $ = (id) => document.getElementById(id);
+const page = JSON.parse($('page-data').textContent);
+const form = $('run-form');
+
+const views = {
+  grid: new TileGrid($('grid'), $('grid-legend'), (i, j) => jumpToTile(i, j)),
+  s: new Heatmap($('s-tile')),
+  p: new Heatmap($('p-tile')),
+  o: new Heatmap($('o-tile')),
+  final: new Heatmap($('o-final'), { maxWidth: 520, maxHeight: 320 }),
+};
+
+const state = {
+  model: null,
+  k: -1, // the step shown
+  want: 0, // the step the URL asked for, shown once it arrives
+  query: page.query,
+  run: null,
+  timer: null,
+  t0: 0,
+  firstDrawn: false,
+  transport: '',
+};
+
+function setStatus(text, error = false) {
+  const el = $('run-status');
+  el.textContent = text;
+  el.classList.toggle('error', error);
+}
+
+// ---- the form ----
+
+function formQuery() {
+  const q = new URLSearchParams();
+  for (const [k, v] of new FormData(form)) {
+    if (typeof v === 'string' && v.trim() !== '' && v.trim() !== 'all') q.set(k, v.trim());
+  }
+  if (!q.has('causal')) q.set('causal', '0');
+  return q.toString();
+}
+
+function showFieldErrors(fields) {
+  const byField = {};
+  for (const f of fields || []) byField[f.field] = f.message;
+  for (const el of form.querySelectorAll('.field-error')) {
+    const msg = byField[el.dataset.field] || '';
+    el.textContent = msg;
+    el.closest('.field, .check')?.classList.toggle('invalid', msg !== '');
+  }
+  if (byField.trace_bh || byField.trace_q) form.querySelector('details.selection').open = true;
+}
+
+let checkSeq = 0;
+async function checkForm() {
+  const seq = ++checkSeq;
+  const q = formQuery();
+  const res = await fetch(`/api/config?${q}`);
+  const body = await res.json();
+  if (seq !== checkSeq) return null; // a newer edit has been checked since
+  if (!res.ok) {
+    showFieldErrors(body.fields);
+    $('estimate').textContent = '–';
+    $('run').disabled = true;
+    return null;
+  }
+  showFieldErrors([]);
+  $('estimate').textContent = body.estimate;
+  $('download').href = `/api/trace?${body.query}`;
+  $('run').disabled = false;
+  return body.query;
+}
+
+let debounce = null;
+form.addEventListener('input', () => {
+  clearTimeout(debounce);
+  debounce = setTimeout(checkForm, 200);
+});
+
+form.addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const q = await checkForm();
+  if (!q) return;
+  history.pushState(null, '', `/step?${q}`);
+  begin(q, 0);
+});
+
+window.addEventListener('popstate', () => location.reload());
+
+$('upload').addEventListener('change', async (ev) => {
+  const file = ev.target.files[0];
+  if (!file) return;
+  stopRun();
+  state.model = null;
+  state.k = -1;
+  state.want = 0;
+  state.transport = `file ${file.name}`;
+  try {
+    const n = await readFile(file, handlersFor());
+    setStatus(`Replaying ${file.name}: ${n} records.`);
+    finishedLoading();
+  } catch (e) {
+    setStatus(`Could not read ${file.name}: ${e.message}`, true);
+  }
+});
+
+// ---- the run ----
+
+function stopRun() {
+  pause();
+  state.run?.cancel();
+  state.run = null;
+}
+
+function handlersFor() {
+  let lastStatus = 0;
+  return {
+    onHeader(h) {
+      state.model = new TraceModel(h);
+      setupSelectors(h);
+      showSource(h);
+    },
+    onRecord(r) {
+      const m = state.model;
+      m.add(r);
+      if (r.kind === 'inputs') return;
+      $('scrub').max = String(m.length - 1);
+      if (state.k < 0 || m.length - 1 === state.want) go(Math.min(state.want, m.length - 1));
+      const now = performance.now();
+      if (now - lastStatus > 100) {
+        lastStatus = now;
+        setStatus(`Streaming over ${state.transport}: ${m.length} steps received…`);
+        updateLabel();
+      }
+    },
+  };
+}
+
+function begin(query, wantStep) {
+  stopRun();
+  state.query = query;
+  state.model = null;
+  state.k = -1;
+  state.want = wantStep;
+  state.t0 = performance.now();
+  state.firstDrawn = false;
+  $('run-status').removeAttribute('data-first-step-ms');
+  setStatus('Starting the run…');
+  const h = handlersFor();
+  state.run = startRun(query, {
+    ...h,
+    onTransport(name) { state.transport = name; },
+    onDone(info) {
+      if (info.cancelled) setStatus(`Run cancelled after ${state.model?.length ?? 0} steps.`);
+      else setStatus(`Trace complete: ${state.model.length} steps over ${state.transport}${info.ms != null ? `, computed in ${info.ms} ms` : ''}.`);
+      finishedLoading();
+    },
+    onError(msg, fields) {
+      setStatus(msg, true);
+      if (fields) showFieldErrors(fields);
+    },
+  });
+}
+
+function finishedLoading() {
+  const m = state.model;
+  if (!m) return;
+  $('scrub').max = String(Math.max(0, m.length - 1));
+  go(Math.min(Math.max(state.k, 0), m.length - 1));
+}
+
+// ---- stepping ----
+
+function go(k) {
+  const m = state.model;
+  if (!m || m.length === 0) return;
+  state.k = Math.max(0, Math.min(k, m.length - 1));
+  render();
+  if (!state.firstDrawn) {
+    state.firstDrawn = true;
+    $('run-status').dataset.firstStepMs = String(Math.round(performance.now() - state.t0));
+  }
+  syncURL();
+}
+
+let urlTimer = null;
+function syncURL() {
+  if (!state.query) return;
+  clearTimeout(urlTimer);
+  urlTimer = setTimeout(() => history.replaceState(null, '', `/step?${state.query}&step=${state.k}`), 150);
+}
+
+function play() {
+  if (state.timer || !state.model) return;
+  if (state.k >= state.model.length - 1) go(0);
+  const rate = Number($('speed').value);
+  state.timer = setInterval(() => {
+    if (state.k >= state.model.length - 1) return pause();
+    go(state.k + 1);
+  }, 1000 / rate);
+  $('play').classList.add('playing');
+  $('play').setAttribute('aria-label', 'Pause');
+}
+
+function pause() {
+  clearInterval(state.timer);
+  state.timer = null;
+  $('play').classList.remove('playing');
+  $('play').setAttribute('aria-label', 'Play');
+}
+
+const step = (d) => { pause(); go(state.k + d); };
+$('first').onclick = () => { pause(); go(0); };
+$('prev').onclick = () => step(-1);
+$('next').onclick = () => step(1);
+$('last').onclick = () => { pause(); go(state.model?.length - 1); };
+$('play').onclick = () => (state.timer ? pause() : play());
+$('speed').onchange = () => { if (state.timer) { pause(); play(); } };
+$('scrub').oninput = (ev) => { pause(); go(Number(ev.target.value)); };
+
+document.addEventListener('keydown', (ev) => {
+  if (ev.target.closest('input, select, textarea') || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+  const keys = { ArrowLeft: () => step(-1), ArrowRight: () => step(1), Home: () => $('first').onclick(), End: () => $('last').onclick(), ' ': () => $('play').onclick() };
+  const f = keys[ev.key];
+  if (f) { ev.preventDefault(); f(); }
+});
+
+function setupSelectors(h) {
+  const bh = $('sel-bh');
+  bh.replaceChildren();
+  for (let b = h.tracedBH[0]; b < h.tracedBH[1]; b++) {
+    bh.add(new Option(`b${Math.floor(b / h.heads)} h${b % h.heads}`, String(b)));
+  }
+  const q = $('sel-q');
+  q.replaceChildren();
+  for (let i = h.tracedQ[0]; i < h.tracedQ[1]; i++) {
+    q.add(new Option(`${i} (rows ${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1})`, String(i)));
+  }
+}
+
+function jumpToBlock() {
+  const m = state.model;
+  if (!m) return;
+  const k = m.blockStart.get(`${$('sel-bh').value},${$('sel-q').value}`);
+  if (k === undefined) return setStatus('That q-tile has not arrived yet.');
+  pause();
+  go(k);
+}
+$('sel-bh').onchange = jumpToBlock;
+$('sel-q').onchange = jumpToBlock;
+
+// jumpToTile goes to the step that worked on tile (i, j) of the current
+// batch-head, as the grid's click asks.
+function jumpToTile(i, j) {
+  const m = state.model;
+  const cur = m?.steps[state.k];
+  if (!cur) return;
+  const k = m.steps.findIndex((r) => r.bh === cur.bh && r.i === i && (r.j === j || (r.j < 0 && cur.j < 0)));
+  if (k >= 0) { pause(); go(k); }
+}
+
+function showSource(h) {
+  const when = h.recordedUnix ? `, recorded ${new Date(h.recordedUnix * 1000).toISOString().slice(0, 10)}` : '';
+  $('source').textContent = `Numbers from: ${h.label}${when}. ${h.variant}, ${h.dtype}, N=${h.N}, d=${h.D}, ` +
+    `Br×Bc=${h.Br}×${h.Bc}${h.causal ? ', causal' : ''}, batch ${h.batch} × ${h.heads} heads, inputs ${h.pattern} (seed ${h.seed}).`;
+}
+
+// ---- drawing the current step ----
+
+function updateLabel() {
+  const m = state.model;
+  if (!m) return;
+  const total = m.h.records - m.h.tracedBH[1] + m.h.tracedBH[0];
+  $('step-label').textContent = `${state.k + 1} / ${total}`;
+  $('scrub').value = String(state.k);
+}
+
+const rowsOf = (h, i) => `rows ${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1}`;
+const colsOf = (h, j) => `cols ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1}`;
+
+function describe(h, r) {
+  const head = `b${Math.floor(r.bh / h.heads)} h${r.bh % h.heads}`;
+  switch (r.kind) {
+    case 'flash_step':
+      return [`Q-tile ${r.i} (${rowsOf(h, r.i)}) × kv-tile ${r.j} (${colsOf(h, r.j)}), ${head}`,
+        `On chip: S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d, the new row max m, the rescale α = exp(m_old − m_new) applied to l and O, then P = exp(S − m_new) added to l and P·V${sub(r.j)} to O.` +
+        (r.j === 0 ? ` First kv-tile: Q${sub(r.i)} is loaded from device memory once and stays on chip.` : '')];
+    case 'epilogue':
+      return [`Q-tile ${r.i} finished (${rowsOf(h, r.i)}), ${head}`,
+        h.variant === 'flash2'
+          ? 'After the last kv-tile the block divides O by l once, and writes the output rows and LSE = m + log l to device memory.'
+          : 'O = P·V is complete; the output rows are written to device memory.'];
+    case 'scores':
+      return [`Naive phase 1: S tile (${r.i}, ${r.j}), ${head}`,
+        `S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d is written to an N×N buffer in device memory${h.causal ? ' (−∞ above the diagonal: naive computes every tile)' : ''}.`];
+    case 'softmax':
+      return [`Naive phase 2: softmax of ${rowsOf(h, r.i)}, ${head}`,
+        'Each row of S is read back from device memory three times: for its max m, for l = Σ exp(S − m), and to write P = exp(S − m)/l, a second N×N buffer.'];
+    case 'pv':
+      return [`Naive phase 3: O += P tile (${r.i}, ${r.j}) · V${sub(r.j)}, ${head}`,
+        `The P tile is read back from device memory with V${sub(r.j)} and added into O.`];
+  }
+  return [r.kind, ''];
+}
+
+const SUB = '₀₁₂₃₄₅₆₇₈₉';
+const sub = (n) => String(n).split('').map((c) => SUB[+c]).join('');
+
+function render() {
+  const m = state.model;
+  const h = m.h;
+  const r = m.steps[state.k];
+  updateLabel();
+  $('sel-bh').value = String(r.bh);
+  $('sel-q').value = String(r.i);
+  const [title, explain] = describe(h, r);
+  $('step-title').textContent = title;
+  $('step-explain').textContent = explain;
+  views.grid.draw(h, m.tileStates(state.k));
+  drawInputs(h, m, r);
+  drawTiles(h, m, r);
+  drawRows(h, m, r);
+  drawFinal(h, m, r);
+  $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
+  $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
+  $('bytes-note').textContent = h.variant === 'flash2'
+    ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
+    : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.';
+}
+
+function drawInputs(h, m, r) {
+  const box = $('qkv');
+  const inp = m.inputs.get(r.bh);
+  const mats = [];
+  const tile = (name, src, t, rows, valid, label) => ({ name, src, t, rows, valid, label });
+  const needQ = r.kind === 'flash_step' || r.kind === 'scores';
+  const needK = r.kind === 'flash_step' || r.kind === 'scores';
+  const needV = r.kind === 'flash_step' || r.kind === 'pv';
+  if (needQ) mats.push(tile('Q', inp.q, r.i, h.Br, r.rowsValid, `Q${sub(r.i)} (${h.Br}×${h.D})`));
+  if (needK) mats.push(tile('K', inp.k, r.j, h.Bc, r.colsValid, `K${sub(r.j)} (${h.Bc}×${h.D})`));
+  if (needV) mats.push(tile('V', inp.v, r.j, h.Bc, r.colsValid, `V${sub(r.j)} (${h.Bc}×${h.D})`));
+  if (!mats.length) {
+    box.textContent = r.kind === 'softmax' ? 'Reads rows of S, not Q, K or V.' : 'No input tiles in this step.';
+    box.dataset.key = '';
+    return;
+  }
+  const key = mats.map((t) => `${t.name}${t.t}`).join() + r.bh;
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.replaceChildren();
+  for (const t of mats) {
+    const wrap = document.createElement('div');
+    wrap.className = 'mat';
+    const cap = document.createElement('span');
+    cap.textContent = t.label;
+    const hm = document.createElement('div');
+    wrap.append(cap, hm);
+    box.append(wrap);
+    const values = new Float32Array(t.rows * h.D);
+    values.set(t.src.subarray(t.t * t.rows * h.D, Math.min(h.N, (t.t + 1) * t.rows) * h.D));
+    const row0 = t.t * t.rows;
+    new Heatmap(hm, { maxWidth: 220, maxHeight: 220 }).draw({
+      values, rows: t.rows, cols: h.D, rowsValid: t.valid, colsValid: h.D, scale: 'diverging',
+      max: m.maxAbs(r.bh, t.name.toLowerCase()), name: t.name, rowIndex: (x) => row0 + x,
+    });
+  }
+}
+
+function drawTiles(h, m, r) {
+  const rowIndex = (x) => r.i * h.Br + x;
+  const colIndex = (x) => r.j * h.Bc + x;
+  if (r.s) {
+    $('s-caption').textContent = `S tile (${r.i}, ${r.j}) = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d`;
+    views.s.draw({ values: r.s, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
+      scale: 'diverging', max: m.maxAbs(r.bh, 's'), name: 'S', rowIndex, colIndex });
+  } else {
+    $('s-caption').textContent = 'S tile';
+    views.s.clear(r.kind === 'pv' ? 'S is gone: phase 3 reads P.' : 'No S tile in this step.');
+  }
+  if (r.p) {
+    $('p-caption').textContent = r.kind === 'pv' ? `P tile (${r.i}, ${r.j}), read from device memory` : 'P = exp(S − m_new), unnormalised';
+    views.p.draw({ values: r.p, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
+      scale: 'sequential', max: r.kind === 'pv' ? m.maxAbs(r.bh, 'p', 'pv') : 1, name: 'P', rowIndex, colIndex });
+  } else {
+    $('p-caption').textContent = 'P tile';
+    views.p.clear(r.kind === 'scores' ? 'P does not exist yet: phase 2 computes it.' : 'No P tile in this step.');
+  }
+  if (r.o) {
+    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised` : (h.variant === 'flash2' ? 'O accumulator, unnormalised (divided by l only at the end)' : 'O accumulator');
+    views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
+      scale: 'diverging', max: m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex });
+  } else {
+    $('o-caption').textContent = 'O accumulator';
+    views.o.clear('O is not touched in this step.');
+  }
+}
+
+// lastFlashStep is the step before the epilogue of (bh, i): its m and l.
+function lastFlashStep(m, r) {
+  for (let k = state.k - 1; k >= 0; k--) {
+    const s = m.steps[k];
+    if (s.bh === r.bh && s.i === r.i && s.kind === 'flash_step') return s;
+  }
+  return null;
+}
+
+function softmaxStep(m, r) {
+  return m.steps.find((s) => s.kind === 'softmax' && s.bh === r.bh && s.i === r.i && m.steps.indexOf(s) <= state.k);
+}
+
+function drawRows(h, m, r) {
+  const table = $('rows');
+  table.replaceChildren();
+  const head = table.createTHead().insertRow();
+  const cols = [];
+  const addCol = (formula, testid, get, cls) => cols.push({ formula, testid, get, cls });
+  addCol('\\text{row}', 'row', (x) => r.i * h.Br + x);
+  if (r.kind === 'flash_step') {
+    addCol('m_{\\text{old}}', 'm-old', (x) => r.m_old[x]);
+    addCol('m_{\\text{new}}', 'm-new', (x) => r.m_new[x], (x) => (r.m_new[x] > r.m_old[x] ? 'grew' : ''));
+    addCol('\\alpha = e^{\\,m_{\\text{old}} - m_{\\text{new}}}', 'alpha', (x) => r.alpha[x]);
+    addCol('l', 'l', (x) => r.l[x]);
+  } else if (r.kind === 'epilogue') {
+    const last = h.variant === 'flash2' ? lastFlashStep(m, r) : softmaxStep(m, r);
+    if (last) {
+      addCol('m', 'm-new', (x) => (last.m_new ?? last.m)[x]);
+      addCol('l', 'l', (x) => last.l[x]);
+    }
+    addCol('\\text{LSE} = m + \\log l', 'lse', (x) => r.lse[x]);
+  } else if (r.kind === 'softmax' || r.kind === 'pv') {
+    const sm = r.kind === 'softmax' ? r : softmaxStep(m, r);
+    if (sm) {
+      addCol('m = \\max_c S', 'm-new', (x) => sm.m[x]);
+      addCol('l = \\textstyle\\sum_c e^{S - m}', 'l', (x) => sm.l[x]);
+    }
+  } else {
+    const cap = table.createCaption();
+    cap.textContent = 'Naive keeps no running m or l: phase 2 computes them from all of S.';
+  }
+  for (const c of cols) tex(head.appendChild(document.createElement('th')), c.formula);
+  const body = table.createTBody();
+  const shown = Math.min(h.Br, 64);
+  for (let x = 0; x < shown; x++) {
+    const tr = body.insertRow();
+    if (x >= r.rowsValid) {
+      tr.className = 'pad';
+      const td = tr.insertCell();
+      td.colSpan = cols.length;
+      td.textContent = `row ${r.i * h.Br + x}: padding (past N), not data`;
+      continue;
+    }
+    for (const c of cols) {
+      const td = tr.insertCell();
+      const v = c.get(x);
+      td.dataset.testid = `${c.testid}-${x}`;
+      if (c.testid !== 'row') td.dataset.value = String(v);
+      td.textContent = c.testid === 'row' ? String(v) : fmt(v, 6);
+      td.title = String(v);
+      const cls = c.cls?.(x);
+      if (cls) td.className = cls;
+    }
+  }
+  if (h.Br > shown) {
+    const tr = body.insertRow();
+    const td = tr.insertCell();
+    td.colSpan = cols.length;
+    td.textContent = `… ${h.Br - shown} more rows`;
+  }
+}
+
+function drawFinal(h, m, r) {
+  const o = m.finalO.get(r.bh);
+  if (!o) return views.final.clear('No q-tile has finished yet.');
+  // Only rows whose epilogue is at or before this step are written.
+  const values = new Float32Array(h.N * h.D).fill(NaN);
+  let written = 0;
+  for (const [key, at] of m.epilogueAt) {
+    const [bh, i] = key.split(',').map(Number);
+    if (bh !== r.bh || at > state.k) continue;
+    const lo = i * h.Br * h.D, hi = Math.min(h.N, (i + 1) * h.Br) * h.D;
+    values.set(o.subarray(lo, hi), lo);
+    written++;
+  }
+  if (!written) return views.final.clear('No q-tile has finished yet.');
+  views.final.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D,
+    scale: 'diverging', max: m.maxAbs(r.bh, 'o', 'epilogue'), name: 'O' });
+}
+
+// ---- start ----
+
+if (page.valid) begin(page.query, page.step);

@@ -1,0 +1,301 @@
+// The stepper's views: heatmaps of tiles and matrices, the tiled score
+// matrix, and number formatting. Colours come from d3-scale-chromatic:
+// RdBu (colour-blind safe, diverging) for signed values, viridis for
+// probabilities. Padding is hatched and masked scores are grey: neither is
+// ever drawn as data.
+
+const d3 = globalThis.d3;
+
+const PADDING = [236, 236, 236];
+const MASKED = [150, 150, 150];
+const NOT_YET = [255, 255, 255];
+
+function rgbOf(css) {
+  const c = d3.rgb(css);
+  return [c.r, c.g, c.b];
+}
+
+// colourFor maps a value to RGB under a scale: 'diverging' over
+// [−max, max], 'sequential' over [0, max].
+export function colourFor(v, scale, max) {
+  if (v === -Infinity) return MASKED;
+  if (Number.isNaN(v)) return NOT_YET;
+  if (scale === 'sequential') {
+    const t = Math.max(0, Math.min(1, v / max));
+    return d3 ? rgbOf(d3.interpolateViridis(t)) : [255 * t, 255 * t, 255 * t];
+  }
+  const t = Math.max(0, Math.min(1, 0.5 - v / (2 * max)));
+  return d3 ? rgbOf(d3.interpolateRdBu(t)) : [255 * t, 255 * t, 255 * t];
+}
+
+// fmt writes a float32 for people: four significant digits, −∞ for masked.
+export function fmt(v, digits = 4) {
+  if (v === -Infinity) return '−∞';
+  if (v === Infinity) return '+∞';
+  if (Number.isNaN(v)) return 'NaN';
+  if (v === 0) return '0';
+  const a = Math.abs(v);
+  if (a >= 1e4 || a < 1e-3) return v.toExponential(digits - 2).replace('-', '−');
+  return Number(v.toPrecision(digits)).toString().replace('-', '−');
+}
+
+export function fmtBytes(n) {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[u]}`;
+}
+
+const tip = () => document.getElementById('tip');
+
+export function showTip(ev, text) {
+  const t = tip();
+  if (!t) return;
+  t.textContent = text;
+  t.hidden = false;
+  t.style.left = `${ev.clientX + 14}px`;
+  t.style.top = `${ev.clientY + 14}px`;
+}
+
+export function hideTip() { const t = tip(); if (t) t.hidden = true; }
+
+// Heatmap draws a rows×cols matrix into a canvas inside its container, one
+// colour per cell, with the value printed when the cells are large enough
+// to read, and the value of any cell on hover.
+export class Heatmap {
+  constructor(container, { maxWidth = 360, maxHeight = 300, caption = '' } = {}) {
+    this.box = container;
+    this.maxWidth = maxWidth;
+    this.maxHeight = maxHeight;
+    this.canvas = document.createElement('canvas');
+    this.scaleBar = document.createElement('div');
+    this.scaleBar.className = 'scale';
+    this.box.replaceChildren(this.canvas, this.scaleBar);
+    this.caption = caption;
+    this.canvas.addEventListener('mousemove', (ev) => this.hover(ev));
+    this.canvas.addEventListener('mouseleave', hideTip);
+  }
+
+  clear(message = '') {
+    this.opts = null;
+    this.canvas.width = this.canvas.height = 0;
+    this.canvas.style.width = this.canvas.style.height = '0';
+    this.scaleBar.textContent = message;
+  }
+
+  // draw: values (Float32Array, row stride cols), rows, cols, rowsValid,
+  // colsValid, scale, max, name, rowIndex(r) and colIndex(c) for global
+  // indices in the tooltip.
+  draw(opts) {
+    this.opts = opts;
+    const { rows, cols, values } = opts;
+    const cell = Math.max(1, Math.min(48, Math.floor(this.maxWidth / cols), Math.floor(this.maxHeight / rows)));
+    // Large matrices get fractional cells: draw one pixel per cell, then scale.
+    const w = cell > 1 ? cols * cell : Math.min(cols, this.maxWidth);
+    const hgt = cell > 1 ? rows * cell : Math.min(rows, this.maxHeight * 2);
+    this.cellW = w / cols;
+    this.cellH = hgt / rows;
+    const dpr = window.devicePixelRatio || 1;
+    const c = this.canvas;
+    c.width = Math.round(w * dpr);
+    c.height = Math.round(hgt * dpr);
+    c.style.width = `${w}px`;
+    c.style.height = `${hgt}px`;
+    const g = c.getContext('2d');
+    const img = new ImageData(cols, rows);
+    for (let r = 0; r < rows; r++) {
+      for (let k = 0; k < cols; k++) {
+        const pad = r >= opts.rowsValid || k >= opts.colsValid;
+        const rgb = pad ? PADDING : colourFor(values[r * cols + k], opts.scale, opts.max);
+        const p = 4 * (r * cols + k);
+        img.data[p] = rgb[0]; img.data[p + 1] = rgb[1]; img.data[p + 2] = rgb[2]; img.data[p + 3] = 255;
+      }
+    }
+    const off = new OffscreenCanvas(cols, rows);
+    off.getContext('2d').putImageData(img, 0, 0);
+    g.imageSmoothingEnabled = false;
+    g.drawImage(off, 0, 0, c.width, c.height);
+    g.scale(dpr, dpr);
+    if (this.cellW >= 8) this.hatchPadding(g, opts);
+    if (this.cellW >= 34 && this.cellH >= 18) this.printValues(g, opts);
+    this.scaleBar.textContent = opts.scale === 'sequential'
+      ? `colour: 0 … ${fmt(opts.max)}`
+      : `colour: −${fmt(opts.max)} … 0 … ${fmt(opts.max)}`;
+  }
+
+  hatchPadding(g, { rows, cols, rowsValid, colsValid }) {
+    g.save();
+    g.strokeStyle = '#b5b5b5';
+    g.lineWidth = 1;
+    for (let r = 0; r < rows; r++) {
+      for (let k = 0; k < cols; k++) {
+        if (r < rowsValid && k < colsValid) continue;
+        const x = k * this.cellW, y = r * this.cellH;
+        g.beginPath();
+        for (let t = -this.cellH; t < this.cellW; t += 6) {
+          g.moveTo(x + Math.max(t, 0), y + Math.max(-t, 0));
+          g.lineTo(x + Math.min(t + this.cellH, this.cellW), y + Math.min(this.cellH, this.cellW - t));
+        }
+        g.stroke();
+      }
+    }
+    g.restore();
+  }
+
+  printValues(g, { rows, cols, values, rowsValid, colsValid, scale, max }) {
+    g.save();
+    g.textAlign = 'center';
+    g.textBaseline = 'middle';
+    for (let r = 0; r < rowsValid; r++) {
+      for (let k = 0; k < colsValid; k++) {
+        const v = values[r * cols + k];
+        if (Number.isNaN(v)) continue; // not written yet: left blank
+        const [R, G, B] = colourFor(v, scale, max);
+        const text = fmt(v, 3);
+        // Monospace glyphs are about 0.6 em wide: fit the text in the cell.
+        const px = Math.min(13, this.cellH * 0.42, (this.cellW - 4) / (0.62 * text.length));
+        g.font = `${px}px ui-monospace, "DejaVu Sans Mono", monospace`;
+        g.fillStyle = 0.299 * R + 0.587 * G + 0.114 * B > 140 ? '#111' : '#fff';
+        g.fillText(text, (k + 0.5) * this.cellW, (r + 0.5) * this.cellH);
+      }
+    }
+    g.restore();
+  }
+
+  hover(ev) {
+    const o = this.opts;
+    if (!o) return;
+    const rect = this.canvas.getBoundingClientRect();
+    const k = Math.floor((ev.clientX - rect.left) / (rect.width / o.cols));
+    const r = Math.floor((ev.clientY - rect.top) / (rect.height / o.rows));
+    if (r < 0 || k < 0 || r >= o.rows || k >= o.cols) return hideTip();
+    const where = `${o.name}[${o.rowIndex ? o.rowIndex(r) : r}, ${o.colIndex ? o.colIndex(k) : k}]`;
+    if (r >= o.rowsValid || k >= o.colsValid) return showTip(ev, `${where}: padding, not data`);
+    const v = o.values[r * o.cols + k];
+    if (v === -Infinity) return showTip(ev, `${where} = −∞ (masked)`);
+    if (Number.isNaN(v)) return showTip(ev, `${where}: not written yet`);
+    showTip(ev, `${where} = ${v}`);
+  }
+}
+
+const TILE_COLOURS = {
+  pending: '#ffffff', done: '#c9d8f2', current: '#dbe6ff', 'current-row': '#eef3ff',
+  skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0',
+};
+
+// TileGrid draws the N×N score matrix split into Br×Bc tiles, each coloured
+// by what the kernel has done with it up to the current step. Ragged last
+// tiles are drawn at their true, smaller size.
+export class TileGrid {
+  constructor(canvas, legend, onPick) {
+    this.canvas = canvas;
+    this.legend = legend;
+    this.onPick = onPick;
+    canvas.addEventListener('click', (ev) => {
+      const t = this.tileAt(ev);
+      if (t) onPick(t.i, t.j);
+    });
+    canvas.addEventListener('mousemove', (ev) => {
+      const t = this.tileAt(ev);
+      if (!t) return hideTip();
+      const h = this.h;
+      const st = this.states[t.i * h.Tc + t.j];
+      showTip(ev, `tile (${t.i}, ${t.j}): rows ${t.i * h.Br}–${Math.min(h.N, (t.i + 1) * h.Br) - 1}, cols ${t.j * h.Bc}–${Math.min(h.N, (t.j + 1) * h.Bc) - 1}\n${st}`);
+    });
+    canvas.addEventListener('mouseleave', hideTip);
+  }
+
+  tileAt(ev) {
+    if (!this.h) return null;
+    const rect = this.canvas.getBoundingClientRect();
+    const x = (ev.clientX - rect.left) / rect.width * this.h.N;
+    const y = (ev.clientY - rect.top) / rect.height * this.h.N;
+    const i = Math.floor(y / this.h.Br), j = Math.floor(x / this.h.Bc);
+    if (i < 0 || j < 0 || i >= this.h.Tr || j >= this.h.Tc) return null;
+    return { i, j };
+  }
+
+  draw(h, states) {
+    this.h = h;
+    this.states = states;
+    const size = Math.max(200, Math.min(720, this.canvas.clientWidth || 480));
+    const dpr = window.devicePixelRatio || 1;
+    const c = this.canvas;
+    c.width = size * dpr;
+    c.height = size * dpr;
+    const g = c.getContext('2d');
+    g.scale(dpr, dpr);
+    g.clearRect(0, 0, size, size);
+    const px = size / h.N;
+    const grid = h.Tr * h.Tc <= 4096;
+    for (let i = 0; i < h.Tr; i++) {
+      for (let j = 0; j < h.Tc; j++) {
+        const st = states[i * h.Tc + j];
+        const x = j * h.Bc * px, y = i * h.Br * px;
+        const w = Math.min(h.Bc, h.N - j * h.Bc) * px, hh = Math.min(h.Br, h.N - i * h.Br) * px;
+        g.fillStyle = TILE_COLOURS[st];
+        g.fillRect(x, y, w, hh);
+        if (st === 'skipped' && w > 6) {
+          g.save();
+          g.beginPath();
+          g.rect(x, y, w, hh);
+          g.clip();
+          g.strokeStyle = '#bdbdbd';
+          for (let t = -hh; t < w; t += 7) { g.moveTo(x + t, y); g.lineTo(x + t + hh, y + hh); }
+          g.stroke();
+          g.restore();
+        }
+        if (grid) {
+          g.strokeStyle = '#c4c9cf';
+          g.lineWidth = 1;
+          g.strokeRect(x + 0.5, y + 0.5, w - 1, hh - 1);
+        }
+        if (w >= 34 && hh >= 22) {
+          g.fillStyle = '#58606a';
+          g.font = `${Math.min(15, Math.floor(w / 3.2))}px system-ui, sans-serif`;
+          g.textAlign = 'center';
+          g.textBaseline = 'middle';
+          g.fillText(`${i},${j}`, x + w / 2, y + hh / 2);
+        }
+      }
+    }
+    if (h.causal) {
+      g.strokeStyle = '#8a5a00';
+      g.setLineDash([5, 4]);
+      g.beginPath();
+      g.moveTo(0, 0);
+      g.lineTo(size, size);
+      g.stroke();
+      g.setLineDash([]);
+    }
+    for (let i = 0; i < h.Tr; i++) {
+      for (let j = 0; j < h.Tc; j++) {
+        if (states[i * h.Tc + j] !== 'current') continue;
+        g.strokeStyle = '#0b5fff';
+        g.lineWidth = 3;
+        g.strokeRect(j * h.Bc * px + 1.5, i * h.Br * px + 1.5, Math.min(h.Bc, h.N - j * h.Bc) * px - 3, Math.min(h.Br, h.N - i * h.Br) * px - 3);
+      }
+    }
+    const names = h.variant === 'naive'
+      ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', done: 'P·V done', current: 'this step', skipped: '', untraced: 'not traced' }
+      : { pending: 'to do', done: 'done (left the chip as O only)', current: 'this step', skipped: 'skipped: fully masked', untraced: 'not traced' };
+    this.legend.replaceChildren(...Object.entries(names).filter(([, v]) => v).map(([k, v]) => {
+      const s = document.createElement('span');
+      const sw = document.createElement('i');
+      sw.style.background = TILE_COLOURS[k];
+      if (k === 'current') sw.style.borderColor = '#0b5fff';
+      s.append(sw, v);
+      return s;
+    }));
+  }
+}
+
+// tex typesets a formula with KaTeX into an element, or writes it plainly
+// when KaTeX is missing.
+export function tex(el, formula) {
+  if (globalThis.katex) globalThis.katex.render(formula, el, { throwOnError: false });
+  else el.textContent = formula;
+  return el;
+}

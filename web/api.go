@@ -1,0 +1,75 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+)
+
+// configCheck is the answer of /api/config for a valid configuration.
+type configCheck struct {
+	OK         bool   `json:"ok"`
+	Query      string `json:"query"` // canonical URL form
+	TraceBytes int64  `json:"trace_bytes"`
+	Records    int    `json:"records"`
+	Estimate   string `json:"estimate"`
+}
+
+// checkConfig validates a configuration and estimates its trace, so the form
+// can show each field's problem and the trace size before a run.
+func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
+	c, err := kernels.ParseConfig(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	h := c.Header(instrument.SourceCPUMirror, "")
+	writeJSON(w, http.StatusOK, configCheck{OK: true, Query: c.Values().Encode(),
+		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c)})
+	return nil
+}
+
+// downloadTrace streams the whole trace over plain HTTP as the engine computes
+// it, for networks that break websockets and for saving a run to replay.
+func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
+	c, err := kernels.ParseConfig(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, traceFileName(&c)))
+	w.Header().Set("X-Trace-Bytes-Estimate", fmt.Sprint(c.TraceBytes()))
+	w.Header().Set("Cache-Control", "no-store")
+	rc := http.NewResponseController(w)
+	started := false
+	lastFlush := time.Now()
+	err = s.runner.Run(r.Context(), c, func(chunk []byte) error {
+		started = true
+		if _, err := w.Write(chunk); err != nil {
+			return err
+		}
+		if time.Since(lastFlush) > 50*time.Millisecond {
+			lastFlush = time.Now()
+			return rc.Flush()
+		}
+		return nil
+	})
+	if err != nil && started {
+		// The status line is gone; cut the response short so the client
+		// sees a broken transfer rather than a trace that merely ends early.
+		s.log.Warn("trace download failed mid-stream", "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return err
+}
+
+func traceFileName(c *kernels.Config) string {
+	causal := ""
+	if c.Causal {
+		causal = "-causal"
+	}
+	return fmt.Sprintf("flashstep-%s-n%d-d%d-br%d-bc%d%s-%s-seed%d.fstrace",
+		c.Variant, c.N, c.D, c.Br, c.Bc, causal, c.Pattern, c.Seed)
+}

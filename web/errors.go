@@ -1,0 +1,87 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"flashstep/kernels"
+	"flashstep/templates"
+)
+
+// httpError is an error with the status it answers.
+type httpError struct {
+	status  int
+	message string
+}
+
+func (e *httpError) Error() string { return e.message }
+
+var errNotFound = &httpError{http.StatusNotFound, "Page not found"}
+
+// apiErrorBody is the JSON of every API error. Fields names each invalid
+// field of a configuration with the limit it broke.
+type apiErrorBody struct {
+	Error  string              `json:"error"`
+	Fields kernels.FieldErrors `json:"fields,omitempty"`
+}
+
+// statusOf maps an error to its HTTP status and what the client may read:
+// the one place errors become responses.
+func statusOf(err error) (int, apiErrorBody) {
+	var fe kernels.FieldErrors
+	var he *httpError
+	switch {
+	case errors.As(err, &fe):
+		return http.StatusBadRequest, apiErrorBody{Error: "invalid configuration: " + fe.Error(), Fields: fe}
+	case errors.As(err, &he):
+		return he.status, apiErrorBody{Error: he.message}
+	}
+	return http.StatusInternalServerError, apiErrorBody{Error: "internal error"}
+}
+
+// handleAPI adapts a handler that returns an error to one that answers it as
+// JSON; no API handler writes its own error response.
+func (s *Server) handleAPI(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			status, body := statusOf(err)
+			if status >= 500 {
+				s.log.Error("api", "path", r.URL.Path, "err", err)
+			}
+			writeJSON(w, status, body)
+		}
+	}
+}
+
+// handlePage adapts a page handler: errors become an HTML error page.
+func (s *Server) handlePage(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			status, body := statusOf(err)
+			if status >= 500 {
+				s.log.Error("page", "path", r.URL.Path, "err", err)
+			}
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(status)
+			templates.ErrorPage(s.page(body.Error, ""), status, body.Error).Render(r.Context(), w)
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		next.ServeHTTP(w, r)
+		s.log.Debug("request", slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Duration("took", time.Since(start)))
+	})
+}

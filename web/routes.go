@@ -1,0 +1,30 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// routes is every route the server answers, in one place.
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Use(s.logRequests)
+
+	r.Get("/", s.handlePage(s.home))
+	r.Get("/step", s.handlePage(s.stepper))
+	r.Get("/lessons", s.handlePage(s.lessonIndex))
+
+	r.Get("/api/config", s.handleAPI(s.checkConfig))
+	r.Get("/api/trace", s.handleAPI(s.downloadTrace))
+	r.Get("/ws/trace", s.streamTrace)
+
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	r.Handle("/static/*", http.StripPrefix("/static/", staticHandler(s.static)))
+	r.NotFound(s.handlePage(func(w http.ResponseWriter, r *http.Request) error {
+		return errNotFound
+	}))
+	return r
+}

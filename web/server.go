@@ -1,0 +1,78 @@
+// Package web owns flashstep's HTTP surface: the routes, the pages, the JSON
+// API, the trace download and the websocket that streams a trace as its
+// engine computes it.
+package web
+
+import (
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"flashstep/instrument"
+	"flashstep/runner"
+	"flashstep/templates"
+)
+
+// Server serves flashstep. It keeps track of its open websockets so that a
+// shutdown can close them properly: http.Server.Shutdown does not close
+// hijacked connections.
+type Server struct {
+	runner runner.Runner
+	log    *slog.Logger
+	static fs.FS
+	router http.Handler
+
+	mu      sync.Mutex
+	streams map[*stream]struct{}
+	closing bool
+}
+
+// NewServer wires the routes around a runner. static holds the browser's
+// files (static.Files in production).
+func NewServer(r runner.Runner, static fs.FS, log *slog.Logger) *Server {
+	s := &Server{runner: r, log: log, static: static, streams: map[*stream]struct{}{}}
+	s.router = s.routes()
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// CloseStreams tells every open websocket that the server is going away
+// (close code 1001) and refuses new ones. Register it with
+// http.Server.RegisterOnShutdown.
+func (s *Server) CloseStreams() {
+	s.mu.Lock()
+	s.closing = true
+	open := make([]*stream, 0, len(s.streams))
+	for st := range s.streams {
+		open = append(open, st)
+	}
+	s.mu.Unlock()
+	for _, st := range open {
+		st.goingAway()
+	}
+}
+
+func (s *Server) track(st *stream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.streams[st] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(st *stream) {
+	s.mu.Lock()
+	delete(s.streams, st)
+	s.mu.Unlock()
+}
+
+func (s *Server) page(title, nav string) templates.Page {
+	e := s.runner.Engine()
+	return templates.Page{Title: title, Nav: nav, Engine: templates.Engine{
+		Name: e.Name, Detail: e.Detail, CPU: e.Source == instrument.SourceCPUMirror,
+	}}
+}

@@ -1,0 +1,347 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/runner"
+
+	"github.com/gorilla/websocket"
+)
+
+func wsURL(ts string, query string) string {
+	return "ws" + strings.TrimPrefix(ts, "http") + "/ws/trace?" + query
+}
+
+func dial(t testing.TB, u string) *websocket.Conn {
+	t.Helper()
+	conn, res, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v (%v)", u, err, res)
+	}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	return conn
+}
+
+// received is everything a client got on one connection.
+type received struct {
+	frames [][]byte // binary frames, in order
+	texts  []map[string]any
+	close  *websocket.CloseError
+}
+
+func readAll(t testing.TB, conn *websocket.Conn) received {
+	t.Helper()
+	var got received
+	for {
+		kind, data, err := conn.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("read: %v", err)
+			}
+			got.close = ce
+			return got
+		}
+		if kind == websocket.BinaryMessage {
+			got.frames = append(got.frames, data)
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("text frame is not JSON: %q", data)
+		}
+		got.texts = append(got.texts, m)
+	}
+}
+
+// TestStreamWholeTrace receives a whole trace over a real websocket and
+// checks it record by record against the mirror: the header comes alone in
+// the first frame, records follow, then "done" and a normal close.
+func TestStreamWholeTrace(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	for range 5 {
+		c := kernels.Config{Variant: instrument.Variants[rng.IntN(2)], N: 5 + rng.IntN(40), D: 1 + rng.IntN(16),
+			Br: 1 + rng.IntN(5), Bc: 1 + rng.IntN(5), Batch: 1, Heads: 1 + rng.IntN(2), Causal: rng.IntN(2) == 0,
+			Pattern: instrument.Patterns[rng.IntN(3)], Seed: rng.Uint64()}
+		conn := dial(t, wsURL(ts.URL, c.Values().Encode()))
+		got := readAll(t, conn)
+		conn.Close()
+		if got.close.Code != websocket.CloseNormalClosure {
+			t.Fatalf("closed with %v", got.close)
+		}
+		if len(got.texts) != 1 || got.texts[0]["type"] != "done" {
+			t.Fatalf("final messages %v", got.texts)
+		}
+		h, err := instrument.NewDecoder(bytes.NewReader(got.frames[0]))
+		if err != nil || h.Header().HeaderBytes() != len(got.frames[0]) {
+			t.Fatalf("first frame is not exactly the header: %v", err)
+		}
+		// Decode the stream and the mirror's own run; compare every record.
+		stream := bytes.Join(got.frames, nil)
+		sh, srecs, err := instrument.ReadAll(bytes.NewReader(stream))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var direct []*instrument.Record
+		if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error { direct = append(direct, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(srecs) != sh.Records || len(srecs) != len(direct) || int(got.texts[0]["records"].(float64)) != len(srecs) {
+			t.Fatalf("%d records streamed, header says %d, mirror made %d", len(srecs), sh.Records, len(direct))
+		}
+		for k := range direct {
+			if !sameRecord(srecs[k], direct[k]) {
+				t.Fatalf("record %d (%s) differs from the mirror's", k, direct[k].Kind)
+			}
+		}
+	}
+}
+
+func sameRecord(a, b *instrument.Record) bool {
+	ja, _ := json.Marshal(floatsAsBits(a))
+	jb, _ := json.Marshal(floatsAsBits(b))
+	return bytes.Equal(ja, jb)
+}
+
+// floatsAsBits makes a record comparable with JSON, −Inf included.
+func floatsAsBits(r *instrument.Record) map[string]any {
+	bits := func(v []float32) []uint32 {
+		out := make([]uint32, len(v))
+		for i, x := range v {
+			out[i] = math.Float32bits(x)
+		}
+		return out
+	}
+	return map[string]any{"kind": r.Kind, "bh": r.BH, "i": r.I, "j": r.J, "rows": r.RowsValid, "cols": r.ColsValid,
+		"read": r.BytesRead, "written": r.BytesWritten, "q": bits(r.Q), "k": bits(r.K), "v": bits(r.V),
+		"m_old": bits(r.MOld), "m_new": bits(r.MNew), "alpha": bits(r.Alpha), "l": bits(r.L),
+		"s": bits(r.S), "p": bits(r.P), "o": bits(r.O), "lse": bits(r.LSE)}
+}
+
+func TestStreamInvalidConfig(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	conn := dial(t, wsURL(ts.URL, "n=9999&bc=0"))
+	defer conn.Close()
+	got := readAll(t, conn)
+	if got.close.Code != websocket.ClosePolicyViolation || len(got.frames) != 0 {
+		t.Fatalf("closed with %v after %d frames", got.close, len(got.frames))
+	}
+	msg := got.texts[0]
+	fields, _ := json.Marshal(msg["fields"])
+	if msg["type"] != "error" || !strings.Contains(string(fields), `"field":"n"`) || !strings.Contains(string(fields), "4096") {
+		t.Fatalf("error message %v", msg)
+	}
+}
+
+// slowRunner emits a header then a record every few milliseconds until
+// cancelled, so a test can act on a connection in the middle of a run.
+func slowRunner(started chan<- struct{}) fakeRunner {
+	return fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+		h := c.Header(instrument.SourceCPUMirror, "slow")
+		h.Records = 1 << 20
+		head, _ := instrument.AppendHeader(nil, &h)
+		if err := emit(head); err != nil {
+			return err
+		}
+		once := sync.Once{}
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
+			rec := &instrument.Record{Kind: instrument.KindTiming, BH: 0, I: 0, J: 0, RowsValid: h.RowsValid(0), ColsValid: h.ColsValid(0)}
+			b, _ := instrument.AppendRecord(nil, &h, rec)
+			if err := emit(b); err != nil {
+				return err
+			}
+			once.Do(func() {
+				if started != nil {
+					close(started)
+				}
+			})
+		}
+	}}
+}
+
+// waitFrames reads until n binary frames have arrived.
+func waitFrames(t *testing.T, conn *websocket.Conn, n int) {
+	t.Helper()
+	for got := 0; got < n; {
+		kind, _, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d frames: %v", got, err)
+		}
+		if kind == websocket.BinaryMessage {
+			got++
+		}
+	}
+}
+
+func TestStreamOversizedMessageCloses1009OthersUnaffected(t *testing.T) {
+	_, ts := newTestServer(t, slowRunner(nil))
+	victim := dial(t, wsURL(ts.URL, "n=8"))
+	defer victim.Close()
+	bystander := dial(t, wsURL(ts.URL, "n=8"))
+	defer bystander.Close()
+	waitFrames(t, victim, 2)
+	waitFrames(t, bystander, 2)
+	victim.WriteMessage(websocket.TextMessage, []byte(`{"type":"cancel","pad":"`+strings.Repeat("x", 4096)+`"}`))
+	got := readAll(t, victim)
+	if got.close == nil || got.close.Code != websocket.CloseMessageTooBig {
+		t.Fatalf("oversized message: closed with %v", got.close)
+	}
+	waitFrames(t, bystander, 20) // still streaming
+}
+
+func TestStreamMalformedMessageCloses1008(t *testing.T) {
+	_, ts := newTestServer(t, slowRunner(nil))
+	for _, msg := range [][]byte{[]byte("not json"), []byte(`{"type":"explode"}`), []byte(`{"type":"cancel","x":1}`)} {
+		conn := dial(t, wsURL(ts.URL, "n=8"))
+		waitFrames(t, conn, 1)
+		conn.WriteMessage(websocket.TextMessage, msg)
+		got := readAll(t, conn)
+		conn.Close()
+		if got.close == nil || got.close.Code != websocket.ClosePolicyViolation {
+			t.Fatalf("%q: closed with %v", msg, got.close)
+		}
+	}
+	conn := dial(t, wsURL(ts.URL, "n=8"))
+	defer conn.Close()
+	waitFrames(t, conn, 1)
+	conn.WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3})
+	if got := readAll(t, conn); got.close == nil || got.close.Code != websocket.ClosePolicyViolation {
+		t.Fatalf("binary message: closed with %v", got.close)
+	}
+}
+
+func TestStreamCancel(t *testing.T) {
+	started := make(chan struct{})
+	_, ts := newTestServer(t, slowRunner(started))
+	conn := dial(t, wsURL(ts.URL, "n=8"))
+	defer conn.Close()
+	<-started
+	conn.WriteJSON(map[string]string{"type": "cancel"})
+	got := readAll(t, conn)
+	if got.close.Code != websocket.CloseNormalClosure || len(got.texts) == 0 || got.texts[len(got.texts)-1]["type"] != "cancelled" {
+		t.Fatalf("cancel: texts %v, close %v", got.texts, got.close)
+	}
+}
+
+func TestStreamShutdownCloses1001(t *testing.T) {
+	started := make(chan struct{})
+	app, ts := newTestServer(t, slowRunner(started))
+	conn := dial(t, wsURL(ts.URL, "n=8"))
+	defer conn.Close()
+	<-started
+	app.CloseStreams()
+	got := readAll(t, conn)
+	if got.close == nil || got.close.Code != websocket.CloseGoingAway {
+		t.Fatalf("shutdown: closed with %v", got.close)
+	}
+	// New streams are refused with 1001 too.
+	late := dial(t, wsURL(ts.URL, "n=8"))
+	defer late.Close()
+	if got := readAll(t, late); got.close == nil || got.close.Code != websocket.CloseGoingAway {
+		t.Fatalf("after shutdown: %v", got.close)
+	}
+}
+
+func TestStreamRunFailureIsReportedAndServerGoesOn(t *testing.T) {
+	fail := true
+	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+		if fail {
+			return errors.New("CUDA error: an illegal memory access was encountered")
+		}
+		return runner.Mirror{}.Run(ctx, c, emit)
+	}})
+	conn := dial(t, wsURL(ts.URL, "n=8"))
+	got := readAll(t, conn)
+	conn.Close()
+	if got.close.Code != websocket.CloseInternalServerErr || len(got.texts) != 1 || !strings.Contains(got.texts[0]["error"].(string), "illegal memory access") {
+		t.Fatalf("failed run: %v %v", got.texts, got.close)
+	}
+	fail = false
+	conn = dial(t, wsURL(ts.URL, "n=8"))
+	defer conn.Close()
+	if got := readAll(t, conn); got.close.Code != websocket.CloseNormalClosure {
+		t.Fatalf("the next run: %v", got.close)
+	}
+}
+
+func TestStreamRejectsOtherOrigins(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	hdr := http.Header{"Origin": {"http://evil.example"}}
+	_, res, err := websocket.DefaultDialer.Dial(wsURL(ts.URL, "n=8"), hdr)
+	if err == nil || res == nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-origin dial: %v %v", err, res)
+	}
+	u, _ := url.Parse(ts.URL)
+	conn, _, err := websocket.DefaultDialer.Dial(wsURL(ts.URL, "n=8"), http.Header{"Origin": {"http://" + u.Host}})
+	if err != nil {
+		t.Fatalf("same-origin dial: %v", err)
+	}
+	conn.Close()
+}
+
+// BenchmarkStreamFirstStep measures a traced run of one head with N=1024,
+// d=64, Br=Bc=64 over a real websocket: from the request to the first step
+// frame (after header and inputs), and to the whole trace.
+func BenchmarkStreamFirstStep(b *testing.B) {
+	_, ts := newTestServer(&testing.T{}, runner.Mirror{})
+	defer ts.Close()
+	u := wsURL(ts.URL, "n=1024&d=64&br=64&bc=64&seed="+strconv.Itoa(rand.IntN(1000)))
+	var first, whole time.Duration
+	for b.Loop() {
+		start := time.Now()
+		conn := dial(b, u)
+		var h *instrument.Header
+		var buf []byte
+		steps := 0
+		for {
+			kind, data, err := conn.ReadMessage()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if kind == websocket.TextMessage {
+				break
+			}
+			if h == nil {
+				d, err := instrument.NewDecoder(bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				h = d.Header()
+				buf = data
+				continue
+			}
+			buf = append(buf, data...)
+			if steps == 0 && len(buf) > h.HeaderBytes()+h.RecordBytes(instrument.KindInputs) {
+				first += time.Since(start)
+				steps++
+			}
+		}
+		whole += time.Since(start)
+		conn.Close()
+		if _, recs, err := instrument.ReadAll(bytes.NewReader(buf)); err != nil || len(recs) != h.Records {
+			b.Fatalf("incomplete trace: %v", err)
+		}
+	}
+	b.ReportMetric(float64(first.Microseconds())/1e3/float64(b.N), "ms-to-first-step")
+	b.ReportMetric(float64(whole.Microseconds())/1e3/float64(b.N), "ms-whole-trace")
+}

@@ -1,0 +1,284 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lessons"
+	"flashstep/runner"
+
+	"golang.org/x/net/html"
+)
+
+// fakeRunner is a runner whose behaviour a test sets.
+type fakeRunner struct {
+	run func(ctx context.Context, c kernels.Config, emit func([]byte) error) error
+}
+
+func (f fakeRunner) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+	return f.run(ctx, c, emit)
+}
+
+func (fakeRunner) Engine() runner.Engine {
+	return runner.Engine{Source: instrument.SourceCPUMirror, Name: "fake", Detail: "a test's runner"}
+}
+
+var testStatic = fstest.MapFS{"js/stepper.js": {Data: []byte("// stepper")}}
+
+func newTestServer(t *testing.T, r runner.Runner) (*Server, *httptest.Server) {
+	t.Helper()
+	app := NewServer(r, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	return app, ts
+}
+
+func get(t *testing.T, u string) (*http.Response, []byte) {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, body
+}
+
+// byTestID finds the element with the data-testid or id given.
+func findNode(doc *html.Node, attr, value string) *html.Node {
+	for n := range doc.Descendants() {
+		if n.Type != html.ElementNode {
+			continue
+		}
+		for _, a := range n.Attr {
+			if a.Key == attr && a.Val == value {
+				return n
+			}
+		}
+	}
+	return nil
+}
+
+func text(n *html.Node) string {
+	var b strings.Builder
+	for d := range n.Descendants() {
+		if d.Type == html.TextNode {
+			b.WriteString(d.Data)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+func parse(t *testing.T, body []byte) *html.Node {
+	doc, err := html.Parse(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func TestPages(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	for _, path := range []string{"/", "/step", "/lessons"} {
+		res, body := get(t, ts.URL+path)
+		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, res.Header.Get("Content-Type"))
+		}
+		doc := parse(t, body)
+		if findNode(doc, "data-testid", "engine-banner") == nil {
+			t.Errorf("%s: no banner saying the numbers come from the CPU mirror", path)
+		}
+	}
+	res, _ := get(t, ts.URL+"/no-such-page")
+	if res.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown page: %d", res.StatusCode)
+	}
+}
+
+// Every run a page links to must be a valid configuration.
+func TestPresetsAreValid(t *testing.T) {
+	presets := append([]lessons.Preset{}, lessons.Starters...)
+	for _, l := range lessons.Course {
+		presets = append(presets, l.Presets...)
+	}
+	for _, p := range presets {
+		v, err := url.ParseQuery(p.Query)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Title, err)
+		}
+		if _, err := kernels.ParseConfig(v); err != nil {
+			t.Errorf("preset %q: %v", p.Title, err)
+		}
+	}
+}
+
+func TestStepperShowsErrorBesideField(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	_, body := get(t, ts.URL+"/step?n=5000&d=4&br=banana")
+	doc := parse(t, body)
+	for field, want := range map[string]string{"n": "4096", "br": "whole number"} {
+		n := findNode(doc, "id", "err-"+field)
+		if n == nil || !strings.Contains(text(n), want) {
+			t.Errorf("field %s: error %q, want it to mention %q", field, text(n), want)
+		}
+	}
+	if in := findNode(doc, "id", "f-n"); in == nil || attr(in, "value") != "5000" {
+		t.Errorf("the mistyped N is not kept in its field")
+	}
+	if n := findNode(doc, "id", "err-d"); n == nil || text(n) != "" {
+		t.Errorf("a valid field shows an error")
+	}
+	var data struct{ Valid bool }
+	if err := json.Unmarshal([]byte(text(findNode(doc, "id", "page-data"))), &data); err != nil || data.Valid {
+		t.Errorf("page data of an invalid configuration: %+v %v", data, err)
+	}
+}
+
+func TestStepperCarriesRunAndStep(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	_, body := get(t, ts.URL+"/step?n=16&d=4&br=4&bc=4&causal=1&seed=99&step=7")
+	var data struct {
+		Valid bool
+		Query string
+		Step  int
+	}
+	doc := parse(t, body)
+	if err := json.Unmarshal([]byte(text(findNode(doc, "id", "page-data"))), &data); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := url.ParseQuery(data.Query)
+	c, err := kernels.ParseConfig(v)
+	if !data.Valid || data.Step != 7 || err != nil || c.N != 16 || !c.Causal || c.Seed != 99 {
+		t.Fatalf("page data %+v (%v) does not carry the run", data, err)
+	}
+	if est := text(findNode(doc, "data-testid", "estimate")); !strings.Contains(est, "records") {
+		t.Errorf("no trace estimate: %q", est)
+	}
+}
+
+func TestConfigAPI(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	res, body := get(t, ts.URL+"/api/config?n=0&heads=65&pattern=zig")
+	if res.StatusCode != http.StatusBadRequest || res.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("invalid config: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	var e apiErrorBody
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatal(err)
+	}
+	got := e.Fields.ByField()
+	for field, limit := range map[string]string{"n": "between 1 and 4096", "heads": "between 1 and 64", "pattern": "normal, peaked, large"} {
+		if !strings.Contains(got[field], limit) {
+			t.Errorf("field %s: %q, want the limit %q", field, got[field], limit)
+		}
+	}
+	res, body = get(t, ts.URL+"/api/config?n=2048&d=128&br=16&bc=16")
+	if res.StatusCode != 400 || !strings.Contains(string(body), "32.0 MiB limit") || !strings.Contains(string(body), "trace_q=") {
+		t.Errorf("oversized trace: %d %s", res.StatusCode, body)
+	}
+	res, body = get(t, ts.URL+"/api/config?n=16&d=4&br=4&bc=4")
+	var ok configCheck
+	if res.StatusCode != 200 || json.Unmarshal(body, &ok) != nil || !ok.OK || ok.Records != 1+4*4+4 {
+		t.Errorf("valid config: %d %s", res.StatusCode, body)
+	}
+}
+
+// TestTraceDownload fetches a trace over plain HTTP and checks it against a
+// run of the mirror, byte for byte.
+func TestTraceDownload(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	q := "variant=naive&n=13&d=5&br=4&bc=3&causal=1&heads=2&seed=" + strconv.FormatUint(rand.Uint64(), 10)
+	res, body := get(t, ts.URL+"/api/trace?"+q)
+	if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Disposition"), ".fstrace") {
+		t.Fatalf("%d %v", res.StatusCode, res.Header)
+	}
+	v, _ := url.ParseQuery(q)
+	c, _ := kernels.ParseConfig(v)
+	var want []byte
+	err := runner.Mirror{}.Run(context.Background(), c, func(b []byte) error { want = append(want, b...); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(body, want) {
+		t.Fatalf("downloaded %d bytes, the mirror gives %d, or they differ", len(body), len(want))
+	}
+	h, recs, err := instrument.ReadAll(bytes.NewReader(body))
+	if err != nil || len(recs) != h.Records {
+		t.Fatalf("download does not decode: %v", err)
+	}
+	res, body = get(t, ts.URL+"/api/trace?n=-4")
+	if res.StatusCode != 400 || !strings.Contains(string(body), `"field":"n"`) {
+		t.Errorf("bad config download: %d %s", res.StatusCode, body)
+	}
+}
+
+// A run that fails after the response started must break the transfer, not
+// end it cleanly as if the trace were whole.
+func TestTraceDownloadFailureMidStream(t *testing.T) {
+	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+		emit(make([]byte, 96))
+		return errors.New("the GPU worker died")
+	}})
+	res, err := http.Get(ts.URL + "/api/trace?n=8")
+	if err != nil {
+		return // cut off before the headers: also a broken transfer
+	}
+	defer res.Body.Close()
+	if _, err := io.ReadAll(res.Body); err == nil {
+		t.Fatal("a failed run read as a complete download")
+	}
+}
+
+func TestStaticFiles(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	res, body := get(t, ts.URL+"/static/js/stepper.js")
+	if res.StatusCode != 200 || string(body) != "// stepper" || !strings.Contains(res.Header.Get("Content-Type"), "javascript") {
+		t.Fatalf("%d %q %s", res.StatusCode, body, res.Header.Get("Content-Type"))
+	}
+}
+
+// FuzzStepperQuery: no query string makes the stepper page or the config API
+// fail with anything but a page or a 400.
+func FuzzStepperQuery(f *testing.F) {
+	app := NewServer(runner.Mirror{}, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.Add("n=8&d=4&step=3")
+	f.Add("n=%ff&trace_q=1-&causal=yes")
+	f.Add("step=-9999999999999999999999&seed=18446744073709551616")
+	f.Fuzz(func(t *testing.T, query string) {
+		for _, path := range []string{"/step?", "/api/config?"} {
+			req := httptest.NewRequest("GET", "/", nil)
+			req.URL.Path, req.URL.RawQuery = strings.TrimSuffix(path, "?"), query
+			rec := httptest.NewRecorder()
+			app.ServeHTTP(rec, req)
+			if rec.Code != 200 && rec.Code != 400 {
+				t.Fatalf("%s%s: status %d", path, query, rec.Code)
+			}
+		}
+	})
+}
