@@ -5,7 +5,7 @@ GO      ?= go
 ADDR    ?= localhost:8080
 VENDOR  := static/vendor
 
-.PHONY: run build test check generate check-generated assets tools bench fuzz clean
+.PHONY: run build test check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu
 
 run: build
 	./bin/server -addr $(ADDR)
@@ -27,9 +27,11 @@ $(VENDOR)/.stamp: package.json package-lock.json
 	   node_modules/d3-scale-chromatic/dist/d3-scale-chromatic.min.js $(VENDOR)/d3/
 	touch $@
 
-test: assets check-generated
+test: assets check-generated check-ptx
 	scripts/need chromium
 	$(GO) vet ./...
+	$(GO) vet -tags gpu ./cmd/gpuworker
+	$(GO) build -tags gpu -o bin/gpuworker ./cmd/gpuworker
 	$(GO) test ./...
 
 # Regenerate the templ components and the trace ABI files (kernels/trace_abi.h,
@@ -43,6 +45,38 @@ check-generated:
 	$(GO) tool templ generate
 	@git diff --exit-code -- templates || { echo "templ output was stale: regenerated, commit it"; exit 1; }
 	$(GO) test ./instrument -run TestGeneratedABI
+
+# The kernels' PTX, traced (-DFS_TRACE) and untraced, is committed so that a Go
+# build needs no CUDA toolkit. It must come from Debian's nvcc 11.8, without
+# -lineinfo (no absolute paths). ptxas.txt records registers, spills and
+# shared memory per kernel for sm_90.
+NVCC      ?= nvcc
+NVCC_WANT := release 11.8,
+PTXFLAGS  := -ptx -arch=compute_80 -std=c++17
+KERNEL_CU := $(wildcard kernels/*.cu)
+PTX       := $(foreach k,$(KERNEL_CU:kernels/%.cu=%),kernels/ptx/$(k).ptx kernels/ptx/$(k)_traced.ptx)
+
+ptx: $(PTX) kernels/ptx/ptxas.txt
+
+kernels/ptx/%_traced.ptx: kernels/%.cu kernels/instrument.cuh kernels/trace_abi.h
+	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
+	$(NVCC) $(PTXFLAGS) -DFS_TRACE -o $@ $<
+
+kernels/ptx/%.ptx: kernels/%.cu kernels/instrument.cuh kernels/trace_abi.h
+	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
+	$(NVCC) $(PTXFLAGS) -o $@ $<
+
+kernels/ptx/ptxas.txt: $(PTX)
+	for f in $(PTX); do echo "== $$(basename $$f)"; ptxas -v -arch=sm_90 -o /dev/null $$f 2>&1; done > $@
+
+# Recompiles the PTX and fails if the committed files differ, or if an
+# untraced build holds any trace code.
+check-ptx:
+	scripts/check-ptx "$(NVCC)" "$(NVCC_WANT)"
+
+# The GPU worker: the one binary that links the CUDA driver.
+gpu: assets
+	$(GO) build -tags gpu -o bin/gpuworker ./cmd/gpuworker
 
 bench: assets
 	$(GO) test ./kernels ./web -run XXX -bench . -benchtime 20x

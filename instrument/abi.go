@@ -115,7 +115,8 @@ func CHeader() string {
 	p("#ifdef __CUDACC__\n#define FS_HD __host__ __device__\n#else\n#define FS_HD\n#endif\n\n")
 	p("#define FS_TRACE_FORMAT_VERSION %du\n", FormatVersion)
 	p("#define FS_NO_TILE 0x%Xu\n", uint32(NoTile))
-	p("#define FS_FLAG_CAUSAL %du\n\n", FlagCausal)
+	p("#define FS_FLAG_CAUSAL %du\n", FlagCausal)
+	p("#define FS_FLAG_TIMING %du\n\n", FlagTiming)
 	for _, e := range abiEnums {
 		for _, v := range e.entries {
 			p("#define FS_%s_%s %d\n", e.name, strings.ToUpper(v.name), v.value)
@@ -171,6 +172,7 @@ func JSModule() string {
 	p("export const MAGIC = %q;\n", string(Magic[:]))
 	p("export const NO_TILE = 0x%X;\n", uint32(NoTile))
 	p("export const FLAG_CAUSAL = %d;\n", FlagCausal)
+	p("export const FLAG_TIMING = %d;\n", FlagTiming)
 	p("export const HEADER_WIRE_BYTES = %d;\n", headerWireBytes)
 	p("export const RECORD_HEADER_BYTES = %d;\n\n", recordHeaderWireBytes)
 	writeJSFields(&b, "HEADER_FIELDS", HeaderFields())
@@ -188,7 +190,7 @@ func JSModule() string {
 	p("\n// Record kinds: name, whether the record has a q-tile (i) and kv-tile (j)\n// index, and its float32 arrays in wire order with their shapes.\n")
 	p("export const KINDS = Object.freeze({\n")
 	for _, k := range Kinds {
-		p("  %d: { name: %q, hasI: %t, hasJ: %t, arrays: [", k.Kind, k.Name, k.HasI, k.HasJ)
+		p("  %d: { name: %q, hasI: %t, hasJ: %t, optionalJ: %t, arrays: [", k.Kind, k.Name, k.HasI, k.HasJ, k.OptionalJ)
 		for i, a := range k.Arrays {
 			if i > 0 {
 				p(", ")

@@ -37,7 +37,7 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if w.Version != FormatVersion {
 		return nil, formatErr("format version %d, this build reads version %d", w.Version, FormatVersion)
 	}
-	if w.Pad0 != [3]uint8{} || w.Pad1 != [6]uint8{} || w.Flags&^FlagCausal != 0 {
+	if w.Pad0 != [3]uint8{} || w.Pad1 != [6]uint8{} || w.Flags&^(FlagCausal|FlagTiming) != 0 {
 		return nil, formatErr("header: nonzero padding or unknown flags")
 	}
 	if int(w.LabelBytes) > MaxLabelBytes {
@@ -59,6 +59,7 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 		DType:        DType(w.DType),
 		Source:       Source(w.Source),
 		Causal:       w.Flags&FlagCausal != 0,
+		Timing:       w.Flags&FlagTiming != 0,
 		Pattern:      Pattern(w.Pattern),
 		N:            int(w.N),
 		D:            int(w.D),

@@ -40,6 +40,9 @@ func AppendHeader(dst []byte, h *Header) ([]byte, error) {
 	if h.Causal {
 		w.Flags |= FlagCausal
 	}
+	if h.Timing {
+		w.Flags |= FlagTiming
+	}
 	start := len(dst)
 	dst, err := binary.Append(dst, binary.LittleEndian, &w)
 	if err != nil {

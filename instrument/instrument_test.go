@@ -67,6 +67,9 @@ func randomRecord(rng *rand.Rand, h *Header, k Kind) *Record {
 	if spec.HasJ {
 		r.J = rng.IntN(h.Tc())
 		r.ColsValid = h.ColsValid(r.J)
+		if spec.OptionalJ && rng.IntN(2) == 0 {
+			r.J, r.ColsValid = -1, 0
+		}
 	}
 	for i := range spec.Arrays {
 		*spec.Arrays[i].field(r) = randomFloats(rng, h.ArrayLen(&spec.Arrays[i]))
@@ -78,13 +81,18 @@ func randomTrace(rng *rand.Rand) (*Header, []*Record, []byte) {
 	h := randomHeader(rng)
 	n := rng.IntN(12)
 	h.Records = n
+	h.Timing = rng.IntN(4) == 0
 	buf, err := AppendHeader(nil, h)
 	if err != nil {
 		panic(err)
 	}
 	recs := make([]*Record, n)
 	for i := range recs {
-		recs[i] = randomRecord(rng, h, Kinds[rng.IntN(len(Kinds))].Kind)
+		kind := Kinds[rng.IntN(len(Kinds)-1)].Kind // every kind but timing
+		if h.Timing {
+			kind = KindTiming
+		}
+		recs[i] = randomRecord(rng, h, kind)
 		if buf, err = AppendRecord(buf, h, recs[i]); err != nil {
 			panic(err)
 		}

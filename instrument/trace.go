@@ -88,6 +88,7 @@ type Header struct {
 	DType   DType
 	Source  Source
 	Causal  bool
+	Timing  bool // timing records of every block, no arrays
 	Pattern Pattern
 
 	N, D, Br, Bc int

@@ -77,6 +77,9 @@ func (h *Header) checkRecord(spec *KindSpec, w *recordHeaderWire) error {
 	if w.Pad0 != 0 || w.Pad1 != 0 {
 		return formatErr("%s record: nonzero padding", spec.Name)
 	}
+	if h.Timing != (spec.Kind == KindTiming) {
+		return formatErr("%s record in a trace whose timing flag is %t", spec.Name, h.Timing)
+	}
 	if bh := int(w.BH); !h.TracedBH.Contains(bh) {
 		return formatErr("%s record: batch-head %d not traced [%d, %d)", spec.Name, bh, h.TracedBH.Lo, h.TracedBH.Hi)
 	}
@@ -90,13 +93,16 @@ func (h *Header) checkRecord(spec *KindSpec, w *recordHeaderWire) error {
 	} else if w.I != NoTile {
 		return formatErr("%s record has a q-tile index", spec.Name)
 	}
-	if spec.HasJ {
+	if spec.HasJ && !(spec.OptionalJ && w.J == NoTile) {
 		if w.J == NoTile || int(w.J) >= h.Tc() {
 			return formatErr("%s record: kv-tile %d outside [0, %d)", spec.Name, int64(w.J), h.Tc())
 		}
 		wantCols = h.ColsValid(int(w.J))
 	} else if w.J != NoTile {
 		return formatErr("%s record has a kv-tile index", spec.Name)
+	}
+	if spec.OptionalJ && w.J == NoTile {
+		wantCols = 0
 	}
 	if int(w.RowsValid) != wantRows || int(w.ColsValid) != wantCols {
 		return formatErr("%s record: %d valid rows and %d columns, the tiling gives %d and %d",

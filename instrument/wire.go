@@ -22,7 +22,7 @@ type headerWire struct {
 	Variant      uint8    `abi:"variant"`
 	DType        uint8    `abi:"dtype"`
 	Source       uint8    `abi:"source"`
-	Flags        uint8    `abi:"flags"` // FlagCausal
+	Flags        uint8    `abi:"flags"` // FlagCausal, FlagTiming
 	Pattern      uint8    `abi:"pattern"`
 	Pad0         [3]uint8 `abi:"pad0"`
 	N            uint32   `abi:"n"`  // sequence length
@@ -45,8 +45,11 @@ type headerWire struct {
 	Pad1         [6]uint8 `abi:"pad1"`
 }
 
-// FlagCausal marks a causally masked run in headerWire.Flags.
-const FlagCausal = 1
+// Header flags.
+const (
+	FlagCausal = 1 // a causally masked run
+	FlagTiming = 2 // timing records only, for every block of the grid
+)
 
 // recordHeaderWire opens every record. Kernels fill it in place on the GPU.
 type recordHeaderWire struct {
@@ -118,12 +121,15 @@ type ArraySpec struct {
 // KindSpec describes one record kind: its arrays in wire order and whether it
 // carries a q-tile and a kv-tile index.
 type KindSpec struct {
-	Kind    Kind
-	Name    string
-	HasI    bool
-	HasJ    bool
-	Arrays  []ArraySpec
-	Summary string
+	Kind Kind
+	Name string
+	HasI bool
+	HasJ bool
+	// OptionalJ: the kv-tile may also be NoTile (a timing record stands for
+	// any step, an epilogue's included).
+	OptionalJ bool
+	Arrays    []ArraySpec
+	Summary   string
 }
 
 // Kinds is the definition of every record kind.
@@ -157,7 +163,7 @@ var Kinds = []KindSpec{
 		{"o", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.O }},
 		{"lse", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.LSE }},
 	}},
-	{Kind: KindTiming, Name: "timing", HasI: true, HasJ: true, Summary: "SM and timestamps of a step, no arrays"},
+	{Kind: KindTiming, Name: "timing", HasI: true, HasJ: true, OptionalJ: true, Summary: "SM and timestamps of a step, no arrays"},
 }
 
 // Spec returns the definition of kind k.

@@ -29,6 +29,10 @@ type Config struct {
 	// zero Range means all of them.
 	TraceBH instrument.Range
 	TraceQ  instrument.Range
+
+	// Timing records only the SM and start and end times of every step of
+	// every block of the grid (a GPU timeline), no arrays.
+	Timing bool
 }
 
 // Limits of what the CPU mirror runs and what one trace may hold.
@@ -110,6 +114,7 @@ const (
 	FieldSeed    = "seed"
 	FieldTraceBH = "trace_bh"
 	FieldTraceQ  = "trace_q"
+	FieldMode    = "mode"
 )
 
 // Validate checks every field against its limit and the whole trace against
@@ -155,10 +160,17 @@ func (c *Config) Validate() error {
 			add(FieldTraceQ, "traced q-tiles must lie within 0-%d (N=%d has %d q-tiles of Br=%d)", c.Tr()-1, c.N, c.Tr(), c.Br)
 		}
 	}
+	if c.Timing && (c.TraceBH != (instrument.Range{}) || c.TraceQ != (instrument.Range{})) {
+		add(FieldMode, "timing mode records every block of the grid: leave the traced batch-heads and q-tiles at all")
+	}
 	if len(errs) > 0 {
 		return errs
 	}
 	if size := c.TraceBytes(); size > MaxTraceBytes {
+		if c.Timing {
+			return FieldErrors{{FieldMode, fmt.Sprintf("a timing trace of the whole grid would be %s, above the %s limit: fewer batch-heads or a smaller N",
+				FormatBytes(size), FormatBytes(MaxTraceBytes))}}
+		}
 		return FieldErrors{{FieldTraceBH, c.oversizeAdvice(size)}}
 	}
 	return nil
@@ -214,6 +226,9 @@ func (c *Config) Values() url.Values {
 	}
 	if c.TraceQ != (instrument.Range{}) {
 		v.Set(FieldTraceQ, formatRange(c.TraceQ))
+	}
+	if c.Timing {
+		v.Set(FieldMode, "timing")
 	}
 	return v
 }
@@ -274,6 +289,13 @@ func ParseConfig(v url.Values) (Config, error) {
 			add(FieldSeed, "seed must be a whole number from 0 to %d (got %q)", uint64(math.MaxUint64), truncate(s))
 		}
 		c.Seed = n
+	}
+	switch s := strings.TrimSpace(v.Get(FieldMode)); s {
+	case "", "full":
+	case "timing":
+		c.Timing = true
+	default:
+		add(FieldMode, "mode must be full or timing (got %q)", truncate(s))
 	}
 	for _, f := range []struct {
 		field string

@@ -13,7 +13,7 @@ import "flashstep/instrument"
 //	alpha = exp(m_old − m_new)               rescales what was summed so far
 //	P     = exp(S − m_new)
 //	l     = alpha·l + rowsum(P)
-//	O     = alpha·O + P V_j
+//	O     = alpha·O, then O += P V_j   the rescaled accumulator takes the tile
 //
 // and after the last tile it divides once: O/l, and writes LSE = m + log l.
 // Under a causal mask the kv-tiles wholly above the diagonal are skipped.
@@ -96,11 +96,11 @@ func flash2Block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instr
 			l[r] = float32(float32(alpha*l[r]) + rowSum)
 			or := o[r*d : (r+1)*d]
 			for x := range d {
-				var pv float32
+				acc := float32(alpha * or[x])
 				for col := range bc {
-					pv = float32(pv + float32(p[col]*v[col*d+x]))
+					acc = float32(acc + float32(p[col]*v[col*d+x]))
 				}
-				or[x] = float32(float32(alpha*or[x]) + pv)
+				or[x] = acc
 			}
 			m[r] = mNew
 			rec.MNew[r], rec.Alpha[r] = mNew, alpha

@@ -21,6 +21,9 @@ func RunMirror(ctx context.Context, c Config, sink func(*instrument.Record) erro
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if c.Timing {
+		return FieldErrors{{FieldMode, "timing mode needs the GPU: the CPU mirror has no SMs or clocks to record"}}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	info := variantInfo[c.Variant]

@@ -7,8 +7,9 @@ import "flashstep/instrument"
 //
 //  1. scores:  S = Q Kᵀ · scale, one tile (i, j) per block, written to an N×N
 //     buffer (−Inf above the diagonal when causal). Nothing is skipped.
-//  2. softmax: per row, a pass for the max m, a pass for l = Σ exp(S − m),
-//     and a pass writing P = exp(S − m)/l to a second N×N buffer.
+//  2. softmax: one warp per row: a pass for the max m, a pass for
+//     l = Σ exp(S − m) (summed in 32 lanes, then across them), and a pass
+//     writing P = exp(S − m)/l to a second N×N buffer.
 //  3. pv:      O = P V, per q-tile, reading P and V one kv-tile at a time.
 //
 // Rows and columns past N are never computed (bounds-checked threads), so the
@@ -50,6 +51,25 @@ func naiveTraffic(c *Config, r *instrument.Record) (read, written uint64) {
 	return 0, 0
 }
 
+// warpSum adds term(0..n-1) as a warp of 32 lanes does: lane k sums the
+// terms k, k+32, k+64, ... in order, then five butterfly steps add lanes
+// k and k^16, k^8, k^4, k^2, k^1. Every lane ends with the same sum, since
+// float addition commutes; lane 0's is returned.
+func warpSum(n int, term func(c int) float32) float32 {
+	var lane [32]float32
+	for c := 0; c < n; c++ {
+		lane[c%32] = float32(lane[c%32] + term(c))
+	}
+	for k := 16; k >= 1; k /= 2 {
+		var next [32]float32
+		for x := range lane {
+			next[x] = float32(lane[x] + lane[x^k])
+		}
+		lane = next
+	}
+	return lane[0]
+}
+
 // naiveBlock runs every phase for the rows of (bh, q-tile i) and emits each
 // phase's records under its phase number.
 func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
@@ -85,7 +105,7 @@ func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instru
 		emit(naivePhaseScores, traffic(rec))
 	}
 
-	// Phase 2: full-row softmax.
+	// Phase 2: full-row softmax, one warp per row.
 	p := make([]float32, rowsValid*n)
 	sm := &instrument.Record{Kind: instrument.KindSoftmax, BH: bh, I: i, J: -1, RowsValid: rowsValid,
 		MNew: make([]float32, br), L: make([]float32, br)}
@@ -96,10 +116,7 @@ func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instru
 			m = max(m, v)
 		}
 		base := softmaxBase(m)
-		var l float32
-		for _, v := range row {
-			l = float32(l + exp32(v-base))
-		}
+		l := warpSum(n, func(c int) float32 { return exp32(row[c] - base) })
 		if l > 0 {
 			for col, v := range row {
 				p[r*n+col] = float32(exp32(v-base) / l)

@@ -74,7 +74,7 @@ func variantNames() []string {
 // exact count of records the trace will hold.
 func (c *Config) Header(source instrument.Source, label string) instrument.Header {
 	return instrument.Header{
-		Variant: c.Variant, DType: instrument.DTypeF32, Source: source, Causal: c.Causal, Pattern: c.Pattern,
+		Variant: c.Variant, DType: instrument.DTypeF32, Source: source, Causal: c.Causal, Timing: c.Timing, Pattern: c.Pattern,
 		N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: c.Batch, Heads: c.Heads,
 		TracedBH: c.TracedBH(), TracedQ: c.TracedQ(),
 		Seed: c.Seed, Scale: c.Scale(),
@@ -83,9 +83,13 @@ func (c *Config) Header(source instrument.Source, label string) instrument.Heade
 	}
 }
 
-// recordCount and TraceBytes add up the records of every traced q-tile.
+// recordCount and TraceBytes add up the records of every traced q-tile. A
+// timing trace holds one timing record per step of every block, no inputs.
 func (c *Config) recordCount() int {
 	perBH := 1 // the inputs record
+	if c.Timing {
+		perBH = 0
+	}
 	q := c.TracedQ()
 	for i := q.Lo; i < q.Hi; i++ {
 		for _, kc := range variantInfo[c.Variant].records(c, i) {
@@ -99,6 +103,9 @@ func (c *Config) recordCount() int {
 // (a label adds its length, rounded up to 8).
 func (c *Config) TraceBytes() int64 {
 	h := instrument.Header{N: c.N, D: c.D, Br: c.Br, Bc: c.Bc}
+	if c.Timing {
+		return int64(h.HeaderBytes()) + int64(c.recordCount())*int64(h.RecordBytes(instrument.KindTiming))
+	}
 	perBH := int64(h.RecordBytes(instrument.KindInputs))
 	q := c.TracedQ()
 	for i := q.Lo; i < q.Hi; i++ {

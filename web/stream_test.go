@@ -152,8 +152,8 @@ func TestStreamInvalidConfig(t *testing.T) {
 // cancelled, so a test can act on a connection in the middle of a run.
 func slowRunner(started chan<- struct{}) fakeRunner {
 	return fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
-		h := c.Header(instrument.SourceCPUMirror, "slow")
-		h.Records = 1 << 20
+		h := c.Header(instrument.SourceGPU, "slow")
+		h.Records, h.Timing = 1<<20, true
 		head, _ := instrument.AppendHeader(nil, &h)
 		if err := emit(head); err != nil {
 			return err

@@ -2,7 +2,7 @@
 // trace_abi.js, which is generated from the Go definition in package
 // instrument: this file knows no offsets of its own.
 import {
-  FORMAT_VERSION, MAGIC, NO_TILE, FLAG_CAUSAL, HEADER_WIRE_BYTES, RECORD_HEADER_BYTES,
+  FORMAT_VERSION, MAGIC, NO_TILE, FLAG_CAUSAL, FLAG_TIMING, HEADER_WIRE_BYTES, RECORD_HEADER_BYTES,
   HEADER_FIELDS, RECORD_HEADER_FIELDS, KINDS, VARIANTS, DTYPES, SOURCES, PATTERNS,
 } from './trace_abi.js';
 
@@ -52,6 +52,7 @@ export function decodeHeader(bytes) {
   const h = {
     variant: VARIANTS[w.variant], dtype: DTYPES[w.dtype], source: SOURCES[w.source], pattern: PATTERNS[w.pattern],
     causal: (w.flags & FLAG_CAUSAL) !== 0,
+    timing: (w.flags & FLAG_TIMING) !== 0,
     N: w.n, D: w.d, Br: w.br, Bc: w.bc, batch: w.batch, heads: w.heads,
     tracedBH: [w.trace_bh0, w.trace_bh1], tracedQ: [w.trace_q0, w.trace_q1],
     seed: w.seed.toString(), scale: w.scale, numSMs: w.num_sms, timerTickNs: w.timer_tick_ns,

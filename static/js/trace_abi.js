@@ -5,6 +5,7 @@ export const FORMAT_VERSION = 1;
 export const MAGIC = "FSTR";
 export const NO_TILE = 0xFFFFFFFF;
 export const FLAG_CAUSAL = 1;
+export const FLAG_TIMING = 2;
 export const HEADER_WIRE_BYTES = 96;
 export const RECORD_HEADER_BYTES = 56;
 
@@ -64,11 +65,11 @@ export const PATTERNS = Object.freeze({1: "normal", 2: "peaked", 3: "large"});
 // Record kinds: name, whether the record has a q-tile (i) and kv-tile (j)
 // index, and its float32 arrays in wire order with their shapes.
 export const KINDS = Object.freeze({
-  1: { name: "inputs", hasI: false, hasJ: false, arrays: [["q", ["N", "D"]], ["k", ["N", "D"]], ["v", ["N", "D"]]] },
-  2: { name: "flash_step", hasI: true, hasJ: true, arrays: [["m_old", ["Br"]], ["m_new", ["Br"]], ["alpha", ["Br"]], ["l", ["Br"]], ["s", ["Br", "Bc"]], ["p", ["Br", "Bc"]], ["o", ["Br", "D"]]] },
-  3: { name: "scores", hasI: true, hasJ: true, arrays: [["s", ["Br", "Bc"]]] },
-  4: { name: "softmax", hasI: true, hasJ: false, arrays: [["m", ["Br"]], ["l", ["Br"]]] },
-  5: { name: "pv", hasI: true, hasJ: true, arrays: [["p", ["Br", "Bc"]], ["o", ["Br", "D"]]] },
-  6: { name: "epilogue", hasI: true, hasJ: false, arrays: [["o", ["Br", "D"]], ["lse", ["Br"]]] },
-  7: { name: "timing", hasI: true, hasJ: true, arrays: [] },
+  1: { name: "inputs", hasI: false, hasJ: false, optionalJ: false, arrays: [["q", ["N", "D"]], ["k", ["N", "D"]], ["v", ["N", "D"]]] },
+  2: { name: "flash_step", hasI: true, hasJ: true, optionalJ: false, arrays: [["m_old", ["Br"]], ["m_new", ["Br"]], ["alpha", ["Br"]], ["l", ["Br"]], ["s", ["Br", "Bc"]], ["p", ["Br", "Bc"]], ["o", ["Br", "D"]]] },
+  3: { name: "scores", hasI: true, hasJ: true, optionalJ: false, arrays: [["s", ["Br", "Bc"]]] },
+  4: { name: "softmax", hasI: true, hasJ: false, optionalJ: false, arrays: [["m", ["Br"]], ["l", ["Br"]]] },
+  5: { name: "pv", hasI: true, hasJ: true, optionalJ: false, arrays: [["p", ["Br", "Bc"]], ["o", ["Br", "D"]]] },
+  6: { name: "epilogue", hasI: true, hasJ: false, optionalJ: false, arrays: [["o", ["Br", "D"]], ["lse", ["Br"]]] },
+  7: { name: "timing", hasI: true, hasJ: true, optionalJ: true, arrays: [] },
 });

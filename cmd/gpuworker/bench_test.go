@@ -1,0 +1,99 @@
+//go:build gpu
+
+package main
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"unsafe"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+
+	"gorgonia.org/cu"
+)
+
+// BenchmarkFlash2 times flash2 at the FlashAttention benchmark shapes
+// (B·N = 16384, H·d = 2048) with CUDA events: untraced, traced with one
+// batch-head recorded in full, and traced in timestamps-only mode (every
+// block). FLOPs are 4·B·H·N²·d, halved under a causal mask. Run it with
+// -test.bench Flash2 -test.benchtime 20x; docs/GPU.md records the figures
+// beside PyTorch's on the same GPU.
+func BenchmarkFlash2(b *testing.B) {
+	for _, shape := range []struct {
+		n, d, br, bc int
+		causal       bool
+	}{
+		{4096, 64, 64, 64, false},
+		{4096, 128, 64, 64, false},
+		{4096, 128, 32, 64, false},
+		{4096, 64, 64, 64, true},
+		{4096, 128, 64, 64, true},
+	} {
+		c := kernels.Config{Variant: instrument.VariantFlash2, N: shape.n, D: shape.d, Br: shape.br, Bc: shape.bc,
+			Batch: max(1, 16384/shape.n), Heads: 2048 / shape.d, Causal: shape.causal, Pattern: instrument.PatternNormal, Seed: 1}
+		name := fmt.Sprintf("N=%d/d=%d/Br=%d/Bc=%d/causal=%t", c.N, c.D, c.Br, c.Bc, c.Causal)
+		for _, mode := range []string{"untraced", "traced-one-head", "timing-all-blocks"} {
+			b.Run(name+"/"+mode, func(b *testing.B) { benchFlash2(b, c, mode) })
+		}
+	}
+}
+
+func benchFlash2(b *testing.B, c kernels.Config, mode string) {
+	ms, err := onGPU(func(d *device) ([]float64, error) {
+		pr, err := d.newProblem(c)
+		if err != nil {
+			return nil, err
+		}
+		defer pr.mem.free()
+		var tr *traceArgs
+		if mode != "untraced" {
+			tc := c
+			timing := mode == "timing-all-blocks"
+			tc.Timing = timing
+			if !timing {
+				tc.TraceBH = instrument.Range{Lo: 0, Hi: 1}
+			}
+			lay := kernels.GPUTraceLayout(&tc)
+			tr = &traceArgs{timing: timing}
+			if tr.buf, err = pr.mem.alloc(int64(lay.Bytes)); err != nil {
+				return nil, err
+			}
+			for _, l := range lay.Launches {
+				p, err := pr.mem.alloc(int64(len(l.Offsets)) * 8)
+				if err != nil {
+					return nil, err
+				}
+				if err := cu.MemcpyHtoD(p, unsafe.Pointer(&l.Offsets[0]), int64(len(l.Offsets))*8); err != nil {
+					return nil, err
+				}
+				tr.offsets = append(tr.offsets, p)
+			}
+			b.ReportMetric(float64(lay.Bytes)/(1<<20), "trace-MiB")
+		}
+		if _, err := d.timed(pr, tr); err != nil { // warm-up
+			return nil, err
+		}
+		var times []float64
+		for b.Loop() {
+			t, err := d.timed(pr, tr)
+			if err != nil {
+				return nil, err
+			}
+			times = append(times, t)
+		}
+		return times, nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sort.Float64s(ms)
+	med := ms[len(ms)/2]
+	flops := 4 * float64(c.Batch*c.Heads) * float64(c.N) * float64(c.N) * float64(c.D)
+	if c.Causal {
+		flops /= 2
+	}
+	b.ReportMetric(med, "median-ms")
+	b.ReportMetric(flops/med/1e9, "TFLOP/s")
+}

@@ -1,0 +1,317 @@
+//go:build gpu
+
+package main
+
+// Tests and benchmarks of the CUDA kernels on a real GPU. They are built on a
+// CPU machine (go test -c -tags gpu ./cmd/gpuworker) and run on the GPU
+// machine: docs/GPU.md has the commands and the figures they gave.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
+)
+
+var (
+	nConfigs = flag.Int("configs", 200, "random configurations to compare with the mirror")
+	maxN     = flag.Int("maxn", 2048, "largest N of the random configurations")
+	seedFlag = flag.Uint64("seed", 0, "seed of the random configurations (0: a fresh one)")
+)
+
+// The device lives on one locked OS thread; tests hand it work.
+var gpuWork = make(chan func(*device))
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	ready := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		d, err := openDevice()
+		ready <- err
+		if err != nil {
+			return
+		}
+		for f := range gpuWork {
+			f(d)
+		}
+	}()
+	if err := <-ready; err != nil {
+		fmt.Fprintln(os.Stderr, "no GPU:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// onGPU runs f on the device's thread.
+func onGPU[T any](f func(*device) (T, error)) (T, error) {
+	var v T
+	var err error
+	done := make(chan struct{})
+	gpuWork <- func(d *device) { v, err = f(d); close(done) }
+	<-done
+	return v, err
+}
+
+func TestHello(t *testing.T) {
+	h, _ := onGPU(func(d *device) (any, error) { return d.hello, nil })
+	b, _ := json.MarshalIndent(h, "", "  ")
+	t.Logf("hello: %s", b)
+	d, _ := onGPU(func(d *device) (*device, error) { return d, nil })
+	if d.hello.SMs == 0 || d.hello.SMIDs < d.hello.SMs || d.hello.TimerTickNs <= 0 || d.hello.GPU == "" {
+		t.Fatalf("incomplete hello: %+v", d.hello)
+	}
+	if want := 2*len(kernels.Flash2Instances) + 2*3 + 2; len(d.hello.Kernels) != want {
+		t.Fatalf("%d kernels loaded, want %d", len(d.hello.Kernels), want)
+	}
+}
+
+// mirrorTrace runs the CPU mirror of c and decodes it, as a browser would.
+func mirrorTrace(c kernels.Config, label string) (*instrument.Header, []*instrument.Record, error) {
+	h := c.Header(instrument.SourceCPUMirror, label)
+	buf, err := instrument.AppendHeader(nil, &h)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		buf, err = instrument.AppendRecord(buf, &h, r)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return instrument.ReadAll(bytes.NewReader(buf))
+}
+
+// compareRun runs c on the GPU and holds its trace to the mirror's, and its
+// outputs to the float64 reference.
+func compareRun(c kernels.Config, mirror func() (*instrument.Header, []*instrument.Record, error), worst map[string]float64) error {
+	tr, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) })
+	if err != nil {
+		return fmt.Errorf("GPU run: %w", err)
+	}
+	gh, grecs, err := instrument.ReadAll(bytes.NewReader(tr.bytes))
+	if err != nil {
+		return err
+	}
+	mh, mrecs, err := mirror()
+	if err != nil {
+		return err
+	}
+	if gh.Source != instrument.SourceGPU || gh.Records != mh.Records || len(grecs) != len(mrecs) {
+		return fmt.Errorf("GPU trace has %d records, the mirror's %d", len(grecs), len(mrecs))
+	}
+	bnd := newBounds(mh)
+	for k := range mrecs {
+		if err := compareRecords(gh, grecs[k], mrecs[k], bnd.of(mrecs[k]), worst); err != nil {
+			return fmt.Errorf("record %d: %w", k, err)
+		}
+	}
+	// The GPU's outputs against float64, with the stepper issue's bound.
+	for bh := gh.TracedBH.Lo; bh < gh.TracedBH.Hi; bh++ {
+		in := kernels.GenerateInputs(&c, bh)
+		ref, refLSE := kernels.Reference(in, c.N, c.D, c.Causal)
+		var diff2, ref2, maxS float64
+		for _, r := range grecs {
+			if r.Kind != instrument.KindEpilogue || r.BH != bh {
+				continue
+			}
+			for row := range r.RowsValid {
+				g := r.I*c.Br + row
+				for x := range c.D {
+					diff2 += sq(float64(r.O[row*c.D+x]) - ref[g*c.D+x])
+					ref2 += sq(ref[g*c.D+x])
+				}
+				if d := math.Abs(float64(r.LSE[row]) - refLSE[g]); !(d <= 1e-4*math.Max(1, math.Abs(refLSE[g]))) {
+					return fmt.Errorf("bh %d row %d: LSE %v, float64 %v", bh, g, r.LSE[row], refLSE[g])
+				}
+			}
+		}
+		for r := 0; r < c.N; r++ {
+			for col := 0; col < c.N; col++ {
+				if c.Causal && col > r {
+					continue
+				}
+				var dot float64
+				for x := 0; x < c.D; x++ {
+					dot += float64(in.Q[r*c.D+x]) * float64(in.K[col*c.D+x])
+				}
+				maxS = math.Max(maxS, math.Abs(dot/math.Sqrt(float64(c.D))))
+			}
+		}
+		tol := 1e-5 * math.Max(1, maxS/100)
+		if rel := math.Sqrt(diff2 / ref2); !(rel <= tol) {
+			return fmt.Errorf("bh %d: ‖O − ref‖/‖ref‖ = %.3g, bound %.3g", bh, rel, tol)
+		}
+		worst["output vs float64"] = math.Max(worst["output vs float64"], math.Sqrt(diff2/ref2)/tol)
+	}
+	return nil
+}
+
+func sq(x float64) float64 { return x * x }
+
+// TestGPUMatchesMirror runs random configurations over every compiled
+// instantiation on the GPU: N from toy sizes to -maxn, weighted toward small
+// and ragged, causal or not, every input pattern, partial selections. The
+// GPU trace must match the mirror's exactly in structure and traffic, and
+// element by element within the bound of bounds_test.go. The mirrors run on
+// every core while the GPU works through the list.
+func TestGPUMatchesMirror(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (-seed repeats this run), %d configurations, N up to %d", seed, *nConfigs, *maxN)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	cfgs := make([]kernels.Config, *nConfigs)
+	for k := range cfgs {
+		cfgs[k] = kernelstest.RandomGPUConfig(rng, *maxN)
+	}
+	// Mirrors ahead of the GPU, on a pool of goroutines.
+	type result struct {
+		h    *instrument.Header
+		recs []*instrument.Record
+		err  error
+	}
+	results := make([]chan result, len(cfgs))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Go(func() {
+			for k := range jobs {
+				h, recs, err := mirrorTrace(cfgs[k], kernels.MirrorLabel)
+				results[k] <- result{h, recs, err}
+			}
+		})
+	}
+	for k := range results {
+		results[k] = make(chan result, 1)
+	}
+	go func() {
+		for k := range cfgs {
+			jobs <- k
+		}
+		close(jobs)
+	}()
+	defer wg.Wait()
+
+	worst := map[string]float64{}
+	counts := map[string]int{}
+	start := time.Now()
+	for k, c := range cfgs {
+		err := compareRun(c, func() (*instrument.Header, []*instrument.Record, error) {
+			r := <-results[k]
+			return r.h, r.recs, r.err
+		}, worst)
+		if err != nil {
+			t.Fatalf("configuration %d, %s: %v", k, c.Values().Encode(), err)
+		}
+		counts[fmt.Sprintf("%s causal=%t", c.Variant, c.Causal)]++
+	}
+	t.Logf("%d configurations matched in %v: %v", len(cfgs), time.Since(start).Round(time.Second), counts)
+	names := make([]string, 0, len(worst))
+	for n := range worst {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t.Logf("worst |GPU − mirror| / bound for %-18s %.4f", n, worst[n])
+	}
+}
+
+// TestGPUSanitizerSample is a handful of small runs of every kernel, for
+// compute-sanitizer's memcheck and racecheck (which slow kernels a hundredfold).
+func TestGPUSanitizerSample(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	worst := map[string]float64{}
+	for k := 0; k < 8; k++ {
+		c := kernelstest.RandomGPUConfig(rng, 160)
+		c.Variant = instrument.Variants[k%2]
+		if c.Variant == instrument.VariantFlash2 {
+			f := kernels.Flash2Instances[k%len(kernels.Flash2Instances)]
+			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
+			c.N = max(c.N, f.Br, f.Bc)
+		}
+		c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
+		if err := compareRun(c, func() (*instrument.Header, []*instrument.Record, error) { return mirrorTrace(c, "") }, worst); err != nil {
+			t.Fatalf("%s: %v", c.Values().Encode(), err)
+		}
+		tc := c
+		tc.Timing, tc.TraceBH, tc.TraceQ = true, instrument.Range{}, instrument.Range{}
+		if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(tc) }); err != nil {
+			t.Fatalf("%s timing mode: %v", c.Values().Encode(), err)
+		}
+	}
+}
+
+// TestTimingMode traces a whole large grid with timestamps only: every block
+// of every batch-head appears, on a real SM, in order within each block.
+func TestTimingMode(t *testing.T) {
+	c := kernels.Config{Variant: instrument.VariantFlash2, N: 4096, D: 64, Br: 64, Bc: 64, Batch: 4, Heads: 8,
+		Causal: true, Pattern: instrument.PatternNormal, Seed: rand.Uint64(), Timing: true}
+	tr, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, recs, err := instrument.ReadAll(bytes.NewReader(tr.bytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for i := range c.Tr() {
+		want += min(c.Tc(), (min(c.N, (i+1)*c.Br)-1)/c.Bc+1) + 1
+	}
+	want *= c.Batch * c.Heads
+	if len(recs) != want {
+		t.Fatalf("%d timing records, want %d", len(recs), want)
+	}
+	sms := map[int]bool{}
+	var first, last uint64 = math.MaxUint64, 0
+	prev := map[[2]int]uint64{}
+	for _, r := range recs {
+		if r.Kind != instrument.KindTiming || r.SM >= h.NumSMs || r.TEnd < r.TStart {
+			t.Fatalf("bad timing record %+v", r)
+		}
+		k := [2]int{r.BH, r.I}
+		if r.TStart < prev[k] {
+			t.Fatalf("block %v: a step starts before the previous one ended", k)
+		}
+		prev[k] = r.TEnd
+		sms[r.SM] = true
+		first, last = min(first, r.TStart), max(last, r.TEnd)
+	}
+	t.Logf("timing mode: %d records, %d SMs used of %d, %.3f ms from first start to last end, kernel %.3f ms, timer tick %.0f ns",
+		len(recs), len(sms), h.NumSMs, float64(last-first)/1e6, tr.kernelMs, h.TimerTickNs)
+	if len(sms) < h.NumSMs/2 {
+		t.Errorf("only %d SMs ran blocks", len(sms))
+	}
+}
+
+// TestGPUOutOfMemoryIsReported asks for more device memory than there is:
+// a clear error, not a crash, and the device still works.
+func TestGPUOutOfMemoryIsReported(t *testing.T) {
+	c := kernels.Config{Variant: instrument.VariantNaive, N: 4096, D: 64, Br: 64, Bc: 64, Batch: 16, Heads: 64,
+		Pattern: instrument.PatternNormal, TraceBH: instrument.Range{Lo: 0, Hi: 1}, TraceQ: instrument.Range{Lo: 0, Hi: 1}}
+	_, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) })
+	if err == nil || isFatal(err) {
+		t.Fatalf("64 GiB of S and P: %v", err)
+	}
+	t.Logf("as expected: %v", err)
+	c = kernels.Config{Variant: instrument.VariantFlash2, N: 16, D: 8, Br: 4, Bc: 4, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal}
+	if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) }); err != nil {
+		t.Fatalf("the device after a refused run: %v", err)
+	}
+}

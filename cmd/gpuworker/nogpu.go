@@ -1,0 +1,15 @@
+//go:build !gpu
+
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"flashstep/worker"
+)
+
+func serve() int {
+	fmt.Fprintln(os.Stderr, "gpuworker: built without GPU support (make gpu builds the worker with -tags gpu)")
+	return worker.ExitNoGPU
+}

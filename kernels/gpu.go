@@ -1,0 +1,188 @@
+package kernels
+
+import (
+	"fmt"
+	"strings"
+
+	"flashstep/instrument"
+)
+
+// What the compiled CUDA kernels run, and where a traced launch writes each
+// block's records. This file is pure Go: the GPU worker launches with it and
+// the tests check it on any machine.
+
+// Flash2Instance is one compiled instantiation of flash2.cu.
+type Flash2Instance struct {
+	Br, Bc, D int
+	Threads   int
+}
+
+// Flash2Instances lists the instantiations compiled into flash2.cu, in its
+// order (TestFlash2InstancesMatchSource checks the two agree).
+var Flash2Instances = []Flash2Instance{
+	{2, 2, 4, 8},
+	{4, 4, 8, 32},
+	{16, 16, 32, 64},
+	{32, 32, 64, 128},
+	{64, 64, 64, 256},
+	{64, 64, 128, 256},
+	{32, 64, 128, 256},
+}
+
+// Name is the kernel's symbol in the PTX.
+func (f Flash2Instance) Name() string { return fmt.Sprintf("flash2_br%d_bc%d_d%d", f.Br, f.Bc, f.D) }
+
+// SharedBytes is the dynamic shared memory a block uses (FLASH2_SMEM in
+// flash2.cu): Q_i, K_j (rows padded by one), V_j, the S/P tile (padded) and
+// three per-row arrays.
+func (f Flash2Instance) SharedBytes() int {
+	return 4 * (f.Br*f.D + f.Bc*(f.D+1) + f.Bc*f.D + f.Br*(f.Bc+1) + 3*f.Br)
+}
+
+// NaiveThreads is the block size of every naive kernel.
+const NaiveThreads = 256
+
+// Limits of the naive kernels: each thread of naive_pv holds at most 64
+// output elements, and shared memory holds the tiles.
+const naiveMaxOutPerThread = 64
+
+// NaiveSharedBytes is the dynamic shared memory of naive_scores and naive_pv.
+func NaiveSharedBytes(br, bc, d int) (scores, pv int) {
+	return 4 * (br*d + bc*(d+1)), 4 * (br*bc + bc*d)
+}
+
+// MaxSharedBytes is what a block may opt into on the reference GPU (H100).
+const MaxSharedBytes = 227 << 10
+
+// Flash2InstanceFor finds the instantiation that runs c, if any.
+func Flash2InstanceFor(c *Config) (Flash2Instance, bool) {
+	for _, f := range Flash2Instances {
+		if f.Br == c.Br && f.Bc == c.Bc && f.D == c.D {
+			return f, true
+		}
+	}
+	return Flash2Instance{}, false
+}
+
+// GPUTileChoices describes, for a form, the tile sizes the GPU runs.
+func GPUTileChoices() string {
+	var s []string
+	for _, f := range Flash2Instances {
+		s = append(s, fmt.Sprintf("%d×%d, d=%d", f.Br, f.Bc, f.D))
+	}
+	return strings.Join(s, "; ")
+}
+
+// ValidateGPU checks that the compiled kernels run c, beyond what Validate
+// checks. The error is FieldErrors.
+func (c *Config) ValidateGPU() error {
+	switch c.Variant {
+	case instrument.VariantFlash2:
+		if _, ok := Flash2InstanceFor(c); !ok {
+			return FieldErrors{{FieldBr, fmt.Sprintf("the GPU runs flash2 with these compiled tiles (Br×Bc, d): %s; not %d×%d with d=%d", GPUTileChoices(), c.Br, c.Bc, c.D)}}
+		}
+	case instrument.VariantNaive:
+		scores, pv := NaiveSharedBytes(c.Br, c.Bc, c.D)
+		if c.Br*c.D > naiveMaxOutPerThread*NaiveThreads {
+			return FieldErrors{{FieldBr, fmt.Sprintf("the naive GPU kernel holds at most %d output values per q-tile: Br·d must be at most that (got %d)", naiveMaxOutPerThread*NaiveThreads, c.Br*c.D)}}
+		}
+		if max(scores, pv) > MaxSharedBytes {
+			return FieldErrors{{FieldBc, fmt.Sprintf("tiles of Br=%d, Bc=%d with d=%d need %s of shared memory, above the GPU's %s", c.Br, c.Bc, c.D, FormatBytes(int64(max(scores, pv))), FormatBytes(MaxSharedBytes))}}
+		}
+	}
+	return nil
+}
+
+// Launch is one kernel launch of a traced run: the grid, and where each block
+// writes its records in the trace buffer (byte offsets; NotTraced for a block
+// outside the selection).
+type Launch struct {
+	Kernel  string // symbol in the PTX
+	GridX   int
+	GridY   int
+	GridZ   int
+	Offsets []uint64
+}
+
+// NotTraced marks a block that writes no records.
+const NotTraced = ^uint64(0)
+
+// TraceLayout is where a traced GPU run's records land: one Launch per kernel
+// in launch order, and the size of the trace buffer. The buffer's bytes, in
+// order, are the trace's records after its inputs records, exactly as the
+// mirror emits them.
+type TraceLayout struct {
+	Launches []Launch
+	Bytes    uint64
+}
+
+// GPUTraceLayout lays out the records of c's traced selection in trace order.
+// In timing mode every block of the whole grid writes one 56-byte timing
+// record per step instead.
+func GPUTraceLayout(c *Config) TraceLayout {
+	timing := c.Timing
+	h := instrument.Header{N: c.N, D: c.D, Br: c.Br, Bc: c.Bc}
+	size := func(k instrument.Kind) uint64 {
+		if timing {
+			return uint64(h.RecordBytes(instrument.KindTiming))
+		}
+		return uint64(h.RecordBytes(k))
+	}
+	bhs, qs := c.TracedBH(), c.TracedQ()
+	traced := func(bh, i int) bool { return timing || (bhs.Contains(bh) && qs.Contains(i)) }
+	tr, tc, nbh := c.Tr(), c.Tc(), c.Batch*c.Heads
+	var lay TraceLayout
+	newLaunch := func(kernel string, gx, gy, gz int) *Launch {
+		lay.Launches = append(lay.Launches, Launch{Kernel: kernel, GridX: gx, GridY: gy, GridZ: gz, Offsets: make([]uint64, gx*gy*gz)})
+		l := &lay.Launches[len(lay.Launches)-1]
+		for k := range l.Offsets {
+			l.Offsets[k] = NotTraced
+		}
+		return l
+	}
+	switch c.Variant {
+	case instrument.VariantFlash2:
+		f, _ := Flash2InstanceFor(c)
+		l := newLaunch(f.Name(), tr, nbh, 1)
+		for bh := range nbh {
+			for i := range tr {
+				if !traced(bh, i) {
+					continue
+				}
+				l.Offsets[bh*tr+i] = lay.Bytes
+				lay.Bytes += uint64(flash2KVTiles(c, i))*size(instrument.KindFlashStep) + size(instrument.KindEpilogue)
+			}
+		}
+	case instrument.VariantNaive:
+		scores := newLaunch("naive_scores", tc, tr, nbh)
+		for bh := range nbh {
+			for i := range tr {
+				for j := range tc {
+					if traced(bh, i) {
+						scores.Offsets[(bh*tr+i)*tc+j] = lay.Bytes
+						lay.Bytes += size(instrument.KindScores)
+					}
+				}
+			}
+		}
+		softmax := newLaunch("naive_softmax", tr, nbh, 1)
+		for bh := range nbh {
+			for i := range tr {
+				if traced(bh, i) {
+					softmax.Offsets[bh*tr+i] = lay.Bytes
+					lay.Bytes += size(instrument.KindSoftmax)
+				}
+			}
+		}
+		pv := newLaunch("naive_pv", tr, nbh, 1)
+		for bh := range nbh {
+			for i := range tr {
+				if traced(bh, i) {
+					pv.Offsets[bh*tr+i] = lay.Bytes
+					lay.Bytes += uint64(tc)*size(instrument.KindPV) + size(instrument.KindEpilogue)
+				}
+			}
+		}
+	}
+	return lay
+}

@@ -1,0 +1,149 @@
+package kernels_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+	. "flashstep/kernels"
+	"flashstep/kernels/kernelstest"
+)
+
+func TestFlash2InstancesMatchSource(t *testing.T) {
+	src, err := os.ReadFile("flash2.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^FLASH2_INSTANCE\((\d+), (\d+), (\d+), (\d+)\)`)
+	var got []Flash2Instance
+	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+		n := func(s string) int { v, _ := strconv.Atoi(s); return v }
+		got = append(got, Flash2Instance{n(m[1]), n(m[2]), n(m[3]), n(m[4])})
+	}
+	if len(got) != len(Flash2Instances) {
+		t.Fatalf("flash2.cu compiles %v, the registry lists %v", got, Flash2Instances)
+	}
+	for k := range got {
+		if got[k] != Flash2Instances[k] {
+			t.Fatalf("flash2.cu compiles %v, the registry lists %v", got, Flash2Instances)
+		}
+		if f := got[k]; f.Br > f.Threads || (f.Br*f.D)%f.Threads != 0 || f.SharedBytes() > MaxSharedBytes {
+			t.Errorf("instance %v breaks the kernel's assumptions", f)
+		}
+	}
+}
+
+// TestGPUTraceLayout places the mirror's records where the layout says each
+// block writes: they must tile the buffer exactly, in the mirror's order.
+func TestGPUTraceLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	for range 300 {
+		c := kernelstest.RandomGPUConfig(rng, 300)
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if err := c.ValidateGPU(); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		h := c.Header(instrument.SourceGPU, "")
+		lay := GPUTraceLayout(&c)
+		// The mirror's records after the inputs, with their offsets.
+		var off uint64
+		type blockKey struct{ launch, block int }
+		first := map[blockKey]uint64{}
+		launchOf := map[instrument.Kind]int{instrument.KindFlashStep: 0, instrument.KindScores: 0, instrument.KindSoftmax: 1, instrument.KindPV: 2}
+		err := RunMirror(context.Background(), c, func(r *instrument.Record) error {
+			if r.Kind == instrument.KindInputs {
+				return nil
+			}
+			l, ok := launchOf[r.Kind]
+			if r.Kind == instrument.KindEpilogue {
+				l = map[instrument.Variant]int{instrument.VariantFlash2: 0, instrument.VariantNaive: 2}[c.Variant]
+				ok = true
+			}
+			if !ok {
+				t.Fatalf("unexpected %s record", r.Kind)
+			}
+			var block int
+			if c.Variant == instrument.VariantNaive && r.Kind == instrument.KindScores {
+				block = (r.BH*c.Tr()+r.I)*c.Tc() + r.J
+			} else {
+				block = r.BH*c.Tr() + r.I
+			}
+			k := blockKey{l, block}
+			if _, seen := first[k]; !seen {
+				first[k] = off
+			}
+			off += uint64(h.RecordBytes(r.Kind))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off != lay.Bytes {
+			t.Fatalf("%+v: mirror records take %d bytes, the layout %d", c, off, lay.Bytes)
+		}
+		for li, l := range lay.Launches {
+			for b, o := range l.Offsets {
+				want, traced := first[blockKey{li, b}]
+				if !traced {
+					want = NotTraced
+				}
+				if o != want {
+					t.Fatalf("%+v: launch %s block %d at %d, the mirror's record is at %d", c, l.Kernel, b, o, want)
+				}
+			}
+		}
+	}
+}
+
+func TestPtxasReportCoversEveryKernel(t *testing.T) {
+	figs := Ptxas()
+	seen := map[string]PtxasFigures{}
+	for _, f := range figs {
+		seen[f.Module+"/"+f.Kernel] = f
+	}
+	for _, m := range []string{ModuleFlash2, ModuleFlash2Traced} {
+		for _, f := range Flash2Instances {
+			p, ok := seen[m+"/"+f.Name()]
+			if !ok || p.Registers == 0 {
+				t.Errorf("ptxas.txt has no figures for %s in %s", f.Name(), m)
+			}
+		}
+		ptx, err := PTX(m)
+		if err != nil || !strings.Contains(ptx, ".entry flash2_br64_bc64_d128(") {
+			t.Errorf("module %s: %v", m, err)
+		}
+	}
+	for _, m := range []string{ModuleNaive, ModuleNaiveTraced} {
+		for _, k := range []string{"naive_scores", "naive_softmax", "naive_pv"} {
+			if p, ok := seen[m+"/"+k]; !ok || p.Registers == 0 {
+				t.Errorf("ptxas.txt has no figures for %s in %s", k, m)
+			}
+		}
+	}
+	if len(PTXHash()) != 16 {
+		t.Error("PTX hash")
+	}
+}
+
+func TestTimingModeSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 5))
+	for range 100 {
+		c := kernelstest.RandomGPUConfig(rng, 600)
+		c.TraceBH, c.TraceQ, c.Timing = instrument.Range{}, instrument.Range{}, true
+		lay := GPUTraceLayout(&c)
+		h := c.Header(instrument.SourceGPU, "")
+		if got, want := int64(lay.Bytes)+int64(h.HeaderBytes()), c.TraceBytes(); got != want {
+			t.Fatalf("%+v: layout %d bytes, TraceBytes %d", c, got, want)
+		}
+		if uint64(h.Records)*56 != lay.Bytes {
+			t.Fatalf("%+v: %d records for %d bytes", c, h.Records, lay.Bytes)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+// Package kernelstest draws random run configurations for tests of the
+// kernels, their mirrors and the GPU worker.
+package kernelstest
+
+import (
+	"math/rand/v2"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+)
+
+// RandomGPUConfig draws a configuration the compiled kernels run, weighted
+// toward small and ragged sizes.
+func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
+	c := kernels.Config{
+		Variant: instrument.Variants[rng.IntN(len(instrument.Variants))],
+		Batch:   1 + rng.IntN(2),
+		Heads:   1 + rng.IntN(2),
+		Causal:  rng.IntN(2) == 0,
+		Pattern: instrument.Patterns[rng.IntN(len(instrument.Patterns))],
+		Seed:    rng.Uint64(),
+	}
+	f := kernels.Flash2Instances[rng.IntN(len(kernels.Flash2Instances))]
+	c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
+	if c.Variant == instrument.VariantNaive && rng.IntN(2) == 0 {
+		c.Br, c.Bc, c.D = 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(96)
+	}
+	// N: mostly small and not a multiple of the tiles, sometimes up to maxN.
+	switch rng.IntN(4) {
+	case 0:
+		c.N = max(c.Br, c.Bc) + rng.IntN(4*max(c.Br, c.Bc))
+	case 1:
+		c.N = max(c.Br, c.Bc) * (1 + rng.IntN(6))
+	case 2:
+		c.N = max(c.Br, c.Bc) + rng.IntN(300)
+	default:
+		c.N = max(c.Br, c.Bc) + rng.IntN(maxN-max(c.Br, c.Bc)+1)
+	}
+	c.N = min(c.N, maxN)
+	if c.N*c.N*(c.Batch*c.Heads) > 1<<22 {
+		c.Batch, c.Heads = 1, 1
+	}
+	if rng.IntN(3) == 0 {
+		bh := c.Batch * c.Heads
+		lo := rng.IntN(bh)
+		c.TraceBH = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(bh-lo)}
+		lo = rng.IntN(c.Tr())
+		c.TraceQ = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(c.Tr()-lo)}
+	}
+	for c.TraceBytes() > kernels.MaxTraceBytes {
+		c.TraceQ = instrument.Range{Lo: c.TracedQ().Lo, Hi: c.TracedQ().Lo + max(1, c.TracedQ().Len()/2)}
+		c.TraceBH = instrument.Range{Lo: c.TracedBH().Lo, Hi: c.TracedBH().Lo + 1}
+	}
+	return c
+}
