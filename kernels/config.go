@@ -33,7 +33,19 @@ type Config struct {
 	// Timing records only the SM and start and end times of every step of
 	// every block of the grid (a GPU timeline), no arrays.
 	Timing bool
+
+	// Engine asks for where to run: EngineAuto (the GPU if there is one and
+	// it runs this shape, else a recording of this run, else the CPU
+	// mirror), EngineGPU or EngineCPU.
+	Engine string
 }
+
+// Engines a run may ask for.
+const (
+	EngineAuto = ""
+	EngineGPU  = "gpu"
+	EngineCPU  = "cpu"
+)
 
 // Limits of what the CPU mirror runs and what one trace may hold.
 const (
@@ -115,6 +127,7 @@ const (
 	FieldTraceBH = "trace_bh"
 	FieldTraceQ  = "trace_q"
 	FieldMode    = "mode"
+	FieldEngine  = "engine"
 )
 
 // Validate checks every field against its limit and the whole trace against
@@ -230,7 +243,18 @@ func (c *Config) Values() url.Values {
 	if c.Timing {
 		v.Set(FieldMode, "timing")
 	}
+	if c.Engine != EngineAuto {
+		v.Set(FieldEngine, c.Engine)
+	}
 	return v
+}
+
+// Key names the run's numbers: its URL form without the engine, so a
+// recording or a cached trace of the same run is found whoever asks.
+func (c *Config) Key() string {
+	k := *c
+	k.Engine = EngineAuto
+	return k.Values().Encode()
 }
 
 // ParseConfig reads a configuration from URL values, starting from the
@@ -289,6 +313,13 @@ func ParseConfig(v url.Values) (Config, error) {
 			add(FieldSeed, "seed must be a whole number from 0 to %d (got %q)", uint64(math.MaxUint64), truncate(s))
 		}
 		c.Seed = n
+	}
+	switch s := strings.TrimSpace(v.Get(FieldEngine)); s {
+	case "", "auto":
+	case EngineGPU, EngineCPU:
+		c.Engine = s
+	default:
+		add(FieldEngine, "engine must be auto, gpu or cpu (got %q)", truncate(s))
 	}
 	switch s := strings.TrimSpace(v.Get(FieldMode)); s {
 	case "", "full":

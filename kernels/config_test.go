@@ -32,6 +32,9 @@ func TestParseConfigErrorsNameFieldAndLimit(t *testing.T) {
 		{"heads=2&trace_bh=0-5", FieldTraceBH, "within 0-1"},
 		{"trace_q=9", FieldTraceQ, "within 0-3"},
 		{"n=4096&d=256&br=64&bc=64", FieldTraceBH, "32.0 MiB limit"},
+		{"mode=fast", FieldMode, "full or timing"},
+		{"mode=timing&trace_q=1", FieldMode, "every block"},
+		{"engine=tpu", FieldEngine, "auto, gpu or cpu"},
 	}
 	for _, tc := range cases {
 		v, _ := url.ParseQuery(tc.query)
@@ -100,6 +103,10 @@ func TestConfigValuesRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	for range 200 {
 		c := randomConfig(rng)
+		c.Engine = []string{EngineAuto, EngineGPU, EngineCPU}[rng.IntN(3)]
+		if c.TraceBH == (instrument.Range{}) && c.TraceQ == (instrument.Range{}) && rng.IntN(3) == 0 {
+			c.Timing = true
+		}
 		back, err := ParseConfig(c.Values())
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)

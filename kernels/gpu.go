@@ -54,6 +54,19 @@ func NaiveSharedBytes(br, bc, d int) (scores, pv int) {
 // MaxSharedBytes is what a block may opt into on the reference GPU (H100).
 const MaxSharedBytes = 227 << 10
 
+// ConfigFromHeader is the run a trace header describes, selection included.
+func ConfigFromHeader(h *instrument.Header) Config {
+	c := Config{Variant: h.Variant, N: h.N, D: h.D, Br: h.Br, Bc: h.Bc, Batch: h.Batch, Heads: h.Heads,
+		Causal: h.Causal, Pattern: h.Pattern, Seed: h.Seed, Timing: h.Timing}
+	if h.TracedBH != c.TracedBH() {
+		c.TraceBH = h.TracedBH
+	}
+	if h.TracedQ != c.TracedQ() {
+		c.TraceQ = h.TracedQ
+	}
+	return c
+}
+
 // Flash2InstanceFor finds the instantiation that runs c, if any.
 func Flash2InstanceFor(c *Config) (Flash2Instance, bool) {
 	for _, f := range Flash2Instances {
@@ -73,9 +86,18 @@ func GPUTileChoices() string {
 	return strings.Join(s, "; ")
 }
 
+// MaxGPUElements bounds batch·heads·N·d of a GPU run: unlike the mirror, the
+// GPU computes every batch-head, traced or not, and the worker draws all
+// their inputs. 2²⁶ is four times the FlashAttention benchmark shapes
+// (B·N = 16384, H·d = 2048).
+const MaxGPUElements = 1 << 26
+
 // ValidateGPU checks that the compiled kernels run c, beyond what Validate
 // checks. The error is FieldErrors.
 func (c *Config) ValidateGPU() error {
+	if n := c.Batch * c.Heads * c.N * c.D; n > MaxGPUElements {
+		return FieldErrors{{FieldHeads, fmt.Sprintf("the GPU computes every batch-head: batch·heads·N·d must be at most %d (got %d)", MaxGPUElements, n)}}
+	}
 	switch c.Variant {
 	case instrument.VariantFlash2:
 		if _, ok := Flash2InstanceFor(c); !ok {

@@ -1,7 +1,9 @@
 // Package runner owns the engines that turn a run's configuration into a
-// trace: today the CPU mirror of each kernel. Every engine speaks the same
-// contract, encoded trace chunks in trace order, so that the server streams
-// whatever computed them without knowing which.
+// trace: the CUDA kernels through the GPU worker (GPU), traces recorded on a
+// GPU (Recordings), and each kernel's CPU mirror (Mirror), with the Router
+// that picks one per run. Every engine speaks the same contract, encoded
+// trace chunks in trace order, so that the server streams whatever computed
+// them without knowing which.
 package runner
 
 import (
@@ -12,9 +14,10 @@ import (
 )
 
 // Runner produces the trace of a configuration. Run validates c, then calls
-// emit with the encoded header and then with each encoded record, in trace
-// order, as soon as each is ready. It stops at emit's first error or when ctx
-// is done. A chunk passed to emit is never reused by the runner.
+// emit with the encoded header alone, then with chunks of one or more whole
+// encoded records, in trace order, as soon as each is ready. It stops at
+// emit's first error or when ctx is done, and never calls emit after it
+// returns. A chunk passed to emit is never changed afterwards.
 type Runner interface {
 	Run(ctx context.Context, c kernels.Config, emit func(chunk []byte) error) error
 	// Engine says where this runner's numbers come from, for the page.

@@ -16,6 +16,7 @@ type configCheck struct {
 	TraceBytes int64  `json:"trace_bytes"`
 	Records    int    `json:"records"`
 	Estimate   string `json:"estimate"`
+	RunsOn     string `json:"runs_on"`
 }
 
 // checkConfig validates a configuration and estimates its trace, so the form
@@ -27,7 +28,7 @@ func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := c.Header(instrument.SourceCPUMirror, "")
 	writeJSON(w, http.StatusOK, configCheck{OK: true, Query: c.Values().Encode(),
-		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c)})
+		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c), RunsOn: s.runner.For(&c)})
 	return nil
 }
 

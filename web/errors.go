@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"flashstep/kernels"
+	"flashstep/runner"
 	"flashstep/templates"
 )
 
@@ -33,11 +34,20 @@ type apiErrorBody struct {
 func statusOf(err error) (int, apiErrorBody) {
 	var fe kernels.FieldErrors
 	var he *httpError
+	var busy *runner.BusyError
+	var lost *runner.WorkerError
+	var refused *runner.RunError
 	switch {
 	case errors.As(err, &fe):
 		return http.StatusBadRequest, apiErrorBody{Error: "invalid configuration: " + fe.Error(), Fields: fe}
 	case errors.As(err, &he):
 		return he.status, apiErrorBody{Error: he.message}
+	case errors.As(err, &busy):
+		return http.StatusServiceUnavailable, apiErrorBody{Error: busy.Error()}
+	case errors.As(err, &lost):
+		return http.StatusBadGateway, apiErrorBody{Error: lost.Error()}
+	case errors.As(err, &refused):
+		return http.StatusUnprocessableEntity, apiErrorBody{Error: refused.Error()}
 	}
 	return http.StatusInternalServerError, apiErrorBody{Error: "internal error"}
 }
@@ -50,6 +60,9 @@ func (s *Server) handleAPI(h func(http.ResponseWriter, *http.Request) error) htt
 			status, body := statusOf(err)
 			if status >= 500 {
 				s.log.Error("api", "path", r.URL.Path, "err", err)
+			}
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "5")
 			}
 			writeJSON(w, status, body)
 		}

@@ -33,6 +33,9 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		Errors:   map[string]string{},
 		Variants: variantOptions(),
 		Patterns: patternOptions(),
+		Engines:  []templates.Option{{Value: "auto", Label: "auto: GPU, recording or CPU"}, {Value: kernels.EngineGPU, Label: "GPU"}, {Value: kernels.EngineCPU, Label: "CPU mirror"}},
+		Modes:    []templates.Option{{Value: "full", Label: "full: every array"}, {Value: "timing", Label: "timing: every block, SM and clock"}},
+		GPUTiles: gpuTileOptions(),
 		Limits: templates.Limits{MaxN: kernels.MaxN, MaxD: kernels.MaxD, MaxTile: kernels.MaxTile,
 			MaxBatch: kernels.MaxBatch, MaxHeads: kernels.MaxHeads, MaxTrace: kernels.FormatBytes(kernels.MaxTraceBytes)},
 	}
@@ -47,6 +50,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		v.Valid = true
 		v.Query = c.Values().Encode()
 		v.Estimate = estimate(&c)
+		v.RunsOn = s.runner.For(&c)
 	}
 	step, _ := strconv.Atoi(q.Get("step"))
 	v.Data = templates.StepperData{Valid: v.Valid, Query: v.Query, Step: max(step, 0)}
@@ -63,7 +67,7 @@ func formValues(q url.Values) map[string]string {
 	}
 	for _, k := range []string{kernels.FieldVariant, kernels.FieldN, kernels.FieldD, kernels.FieldBr, kernels.FieldBc,
 		kernels.FieldBatch, kernels.FieldHeads, kernels.FieldCausal, kernels.FieldPattern, kernels.FieldSeed,
-		kernels.FieldTraceBH, kernels.FieldTraceQ} {
+		kernels.FieldTraceBH, kernels.FieldTraceQ, kernels.FieldEngine, kernels.FieldMode} {
 		if q.Has(k) {
 			vals[k] = q.Get(k)
 		}
@@ -75,12 +79,26 @@ func formValues(q url.Values) map[string]string {
 	if vals[kernels.FieldCausal] == "true" || vals[kernels.FieldCausal] == "on" {
 		vals[kernels.FieldCausal] = "1"
 	}
+	if vals[kernels.FieldEngine] == "" {
+		vals[kernels.FieldEngine] = "auto"
+	}
+	if vals[kernels.FieldMode] == "" {
+		vals[kernels.FieldMode] = "full"
+	}
 	return vals
 }
 
 func estimate(c *kernels.Config) string {
 	h := c.Header(instrument.SourceCPUMirror, "")
 	return fmt.Sprintf("%s, %d records", kernels.FormatBytes(c.TraceBytes()), h.Records)
+}
+
+func gpuTileOptions() []templates.Option {
+	var o []templates.Option
+	for _, f := range kernels.Flash2Instances {
+		o = append(o, templates.Option{Value: fmt.Sprintf("%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("%d×%d tiles, d=%d", f.Br, f.Bc, f.D)})
+	}
+	return o
 }
 
 func variantOptions() []templates.Option {

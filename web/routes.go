@@ -16,9 +16,11 @@ func (s *Server) routes() http.Handler {
 	r.Get("/", s.handlePage(s.home))
 	r.Get("/step", s.handlePage(s.stepper))
 	r.Get("/lessons", s.handlePage(s.lessonIndex))
+	r.Get("/kernels", s.handlePage(s.kernelsPage))
 
 	r.Get("/api/config", s.handleAPI(s.checkConfig))
 	r.Get("/api/trace", s.handleAPI(s.downloadTrace))
+	r.Get("/api/kernels", s.handleAPI(s.kernelsAPI))
 	r.Get("/ws/trace", s.streamTrace)
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })

@@ -10,15 +10,17 @@ import (
 	"sync"
 
 	"flashstep/instrument"
+	"flashstep/kernels"
 	"flashstep/runner"
 	"flashstep/templates"
+	"flashstep/worker"
 )
 
 // Server serves flashstep. It keeps track of its open websockets so that a
 // shutdown can close them properly: http.Server.Shutdown does not close
 // hijacked connections.
 type Server struct {
-	runner runner.Runner
+	runner Engines
 	log    *slog.Logger
 	static fs.FS
 	router http.Handler
@@ -28,9 +30,21 @@ type Server struct {
 	closing bool
 }
 
-// NewServer wires the routes around a runner. static holds the browser's
+// Engines is what the server needs of whatever computes its runs
+// (runner.Router in production).
+type Engines interface {
+	runner.Runner
+	// For says which engine would compute c.
+	For(c *kernels.Config) string
+	// GPUHello is the GPU worker's hello, when there is a GPU.
+	GPUHello() (worker.Hello, bool)
+	// AllRecordings lists the recorded runs.
+	AllRecordings() []*runner.Recording
+}
+
+// NewServer wires the routes around the engines. static holds the browser's
 // files (static.Files in production).
-func NewServer(r runner.Runner, static fs.FS, log *slog.Logger) *Server {
+func NewServer(r Engines, static fs.FS, log *slog.Logger) *Server {
 	s := &Server{runner: r, log: log, static: static, streams: map[*stream]struct{}{}}
 	s.router = s.routes()
 	return s

@@ -167,14 +167,21 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values) 
 	case connCtx.Err() != nil:
 		// The connection is going away; nothing more to say on it.
 	default:
-		s.log.Error("run failed", "err", err)
 		status, body := statusOf(err)
-		msg := body.Error
-		if status >= 500 {
+		msg, code := body.Error, websocket.CloseInternalServerErr
+		switch {
+		case status == http.StatusBadRequest:
+			code = websocket.ClosePolicyViolation
+		case status == http.StatusServiceUnavailable:
+			code = websocket.CloseTryAgainLater
+		case status == http.StatusInternalServerError:
 			msg = "the run failed: " + err.Error()
 		}
-		send(outMsg{text: map[string]any{"type": "error", "error": msg}})
-		send(outMsg{close: &closeMsg{websocket.CloseInternalServerErr, "run failed"}})
+		if status >= 500 {
+			s.log.Error("run failed", "err", err)
+		}
+		send(outMsg{text: map[string]any{"type": "error", "error": msg, "fields": body.Fields}})
+		send(outMsg{close: &closeMsg{code, "run failed"}})
 	}
 }
 

@@ -345,3 +345,29 @@ func BenchmarkStreamFirstStep(b *testing.B) {
 	b.ReportMetric(float64(first.Microseconds())/1e3/float64(b.N), "ms-to-first-step")
 	b.ReportMetric(float64(whole.Microseconds())/1e3/float64(b.N), "ms-whole-trace")
 }
+
+// TestGPUBusyAndLost: a full GPU queue answers 503 "GPU busy, N runs ahead
+// of you" over HTTP and close 1013 over the websocket; a lost worker fails
+// just that run with its message.
+func TestGPUBusyAndLost(t *testing.T) {
+	var errToGive error
+	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+		return errToGive
+	}})
+	errToGive = &runner.BusyError{Ahead: 3}
+	res, body := get(t, ts.URL+"/api/trace?n=8")
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "GPU busy, 3 runs ahead of you") {
+		t.Fatalf("busy over HTTP: %d %s", res.StatusCode, body)
+	}
+	conn := dial(t, wsURL(ts.URL, "n=8"))
+	got := readAll(t, conn)
+	conn.Close()
+	if got.close.Code != websocket.CloseTryAgainLater || len(got.texts) != 1 || got.texts[0]["error"] != "GPU busy, 3 runs ahead of you" {
+		t.Fatalf("busy over the websocket: %v %v", got.texts, got.close)
+	}
+	errToGive = &runner.WorkerError{}
+	res, _ = get(t, ts.URL+"/api/trace?n=8")
+	if res.StatusCode != http.StatusBadGateway {
+		t.Fatalf("lost worker over HTTP: %d", res.StatusCode)
+	}
+}

@@ -19,7 +19,9 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lessons"
+	"flashstep/recordings"
 	"flashstep/runner"
+	"flashstep/worker"
 
 	"golang.org/x/net/html"
 )
@@ -39,9 +41,24 @@ func (fakeRunner) Engine() runner.Engine {
 
 var testStatic = fstest.MapFS{"js/stepper.js": {Data: []byte("// stepper")}}
 
+// testEngines gives a plain runner what the server asks of its engines.
+type testEngines struct {
+	runner.Runner
+	hello *worker.Hello
+}
+
+func (e testEngines) For(*kernels.Config) string { return "the test runner" }
+func (e testEngines) GPUHello() (worker.Hello, bool) {
+	if e.hello == nil {
+		return worker.Hello{}, false
+	}
+	return *e.hello, true
+}
+func (testEngines) AllRecordings() []*runner.Recording { return nil }
+
 func newTestServer(t *testing.T, r runner.Runner) (*Server, *httptest.Server) {
 	t.Helper()
-	app := NewServer(r, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	app := NewServer(testEngines{Runner: r}, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
 	return app, ts
@@ -121,8 +138,13 @@ func TestPages(t *testing.T) {
 	}
 }
 
-// Every run a page links to must be a valid configuration.
-func TestPresetsAreValid(t *testing.T) {
+// Every run a page links to must be a valid configuration that the GPU's
+// compiled kernels run, recorded for machines without a GPU.
+func TestPresetsAreValidAndRecorded(t *testing.T) {
+	recs, err := runner.LoadRecordings(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
 	presets := append([]lessons.Preset{}, lessons.Starters...)
 	for _, l := range lessons.Course {
 		presets = append(presets, l.Presets...)
@@ -132,8 +154,16 @@ func TestPresetsAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p.Title, err)
 		}
-		if _, err := kernels.ParseConfig(v); err != nil {
+		c, err := kernels.ParseConfig(v)
+		if err != nil {
 			t.Errorf("preset %q: %v", p.Title, err)
+			continue
+		}
+		if err := c.ValidateGPU(); err != nil {
+			t.Errorf("preset %q does not run on the GPU: %v", p.Title, err)
+		}
+		if _, ok := recs.Find(&c); !ok {
+			t.Errorf("preset %q has no recording: add it to recordings/list.txt and record it", p.Title)
 		}
 	}
 }
@@ -266,7 +296,7 @@ func TestStaticFiles(t *testing.T) {
 // FuzzStepperQuery: no query string makes the stepper page or the config API
 // fail with anything but a page or a 400.
 func FuzzStepperQuery(f *testing.F) {
-	app := NewServer(runner.Mirror{}, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	app := NewServer(testEngines{Runner: runner.Mirror{}}, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.Add("n=8&d=4&step=3")
 	f.Add("n=%ff&trace_q=1-&causal=yes")
 	f.Add("step=-9999999999999999999999&seed=18446744073709551616")

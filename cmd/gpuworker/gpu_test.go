@@ -114,9 +114,9 @@ func compareRun(c kernels.Config, mirror func() (*instrument.Header, []*instrume
 	if gh.Source != instrument.SourceGPU || gh.Records != mh.Records || len(grecs) != len(mrecs) {
 		return fmt.Errorf("GPU trace has %d records, the mirror's %d", len(grecs), len(mrecs))
 	}
-	bnd := newBounds(mh)
+	bnd := kernelstest.NewBounds(mh)
 	for k := range mrecs {
-		if err := compareRecords(gh, grecs[k], mrecs[k], bnd.of(mrecs[k]), worst); err != nil {
+		if err := kernelstest.CompareRecords(gh, grecs[k], mrecs[k], bnd.Of(mrecs[k]), worst); err != nil {
 			return fmt.Errorf("record %d: %w", k, err)
 		}
 	}

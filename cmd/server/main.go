@@ -1,8 +1,11 @@
 // Command server runs flashstep: the pages, the API and the trace streams.
 //
-//	server [-addr :8080]
+//	server [-addr localhost:8080] [-worker path/to/gpuworker | -worker none]
 //
-// Without a GPU the traces come from the CPU mirror of each kernel.
+// It starts the GPU worker (by default the gpuworker binary beside it) and
+// runs on the GPU when the worker finds one. Otherwise it is in CPU mode:
+// runs recorded on a GPU are replayed, any other comes from the CPU mirror of
+// its kernel.
 package main
 
 import (
@@ -16,13 +19,44 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"flashstep/recordings"
 	"flashstep/runner"
 	"flashstep/static"
 	"flashstep/web"
 )
+
+// startGPU starts the GPU worker. It returns nil and why when there is no GPU
+// to run on: then the server is in CPU mode, which is no error.
+func startGPU(path string, log *slog.Logger) (*runner.GPU, string) {
+	if path == "none" {
+		return nil, "started with -worker none"
+	}
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err.Error()
+		}
+		path = filepath.Join(filepath.Dir(exe), "gpuworker")
+	}
+	g, err := runner.StartGPU(runner.GPUOptions{Worker: path}, log)
+	switch {
+	case err == nil:
+		h := g.Hello()
+		log.Info("GPU mode", "gpu", h.GPU, "driver", h.Driver, "sms", h.SMs, "ptx", h.PTXHash)
+		return g, ""
+	case errors.Is(err, runner.ErrNoGPU):
+		log.Info("CPU mode", "why", err)
+		return nil, strings.TrimPrefix(err.Error(), runner.ErrNoGPU.Error()+": ")
+	default:
+		log.Error("the GPU worker failed to start; CPU mode", "err", err)
+		return nil, err.Error()
+	}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -39,6 +73,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- string) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	addr := fs.String("addr", "localhost:8080", "address to listen on")
+	workerPath := fs.String("worker", "", `the GPU worker binary (default: gpuworker beside this binary); "none": CPU mode`)
 	verbose := fs.Bool("v", false, "log every request")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -49,7 +84,18 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	}
 	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
 
-	eng := runner.Mirror{}
+	recs, err := runner.LoadRecordings(recordings.Files)
+	if err != nil {
+		return err
+	}
+	router := &runner.Router{Recordings: recs}
+	if g, why := startGPU(*workerPath, log); g != nil {
+		router.GPU = g
+		defer g.Close()
+	} else {
+		router.NoGPU = why
+	}
+	eng := router
 	app := web.NewServer(eng, static.Files, log)
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(app.CloseStreams)
@@ -58,7 +104,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	log.Info("flashstep listening", "url", "http://"+ln.Addr().String(), "engine", eng.Engine().Name)
+	log.Info("flashstep listening", "url", "http://"+ln.Addr().String(), "engine", eng.Engine().Name, "recordings", len(recs.All()))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

@@ -351,6 +351,53 @@ func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
 	}
 }
 
+var timelineShot = flag.String("timeline-screenshot", "", "write a screenshot of the recorded timeline to this PNG file")
+
+// TestBrowserTimeline replays the recorded H100 timeline of a whole grid (no
+// GPU here): the page draws which SM ran which step when, and a click on a
+// mark goes to that step.
+func TestBrowserTimeline(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	q := "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step?"+q)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Trace complete: 8960 steps")
+	waitText(ctx, t, "#source", "NVIDIA H100 80GB HBM3, driver 580.159.04, recorded 2026-11-22")
+	waitText(ctx, t, "#timeline-note", "8960 steps on 132 of 132 SMs")
+	before, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("step-label")))
+	// Click the middle of the timeline: a mark there is some block's step.
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`(() => {
+		const c = document.getElementById('timeline'); const r = c.getBoundingClientRect();
+		for (const fy of [0.5, 0.45, 0.55, 0.4, 0.6, 0.3, 0.7]) {
+			c.dispatchEvent(new MouseEvent('click', {clientX: r.left + r.width * 0.5, clientY: r.top + r.height * fy, bubbles: true}));
+			if (document.getElementById('step-label').textContent !== '1 / 8960') return;
+		}
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("step-label")))
+	if after == before {
+		t.Fatalf("a click on the timeline did not move from step %q", before)
+	}
+	title, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("step-title")))
+	if !strings.Contains(title, "on SM ") {
+		t.Errorf("step title %q does not name the SM", title)
+	}
+	if *timelineShot != "" {
+		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(*timelineShot, buf, 0o644)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
 // TestBrowserFormErrors types an out-of-range N and expects the error beside
 // the field, with the limit, and the run button disabled.
 func TestBrowserFormErrors(t *testing.T) {

@@ -28,7 +28,8 @@ export class TraceModel {
     this.cumWritten.push((k ? this.cumWritten[k - 1] : 0) + r.bytesWritten);
     const key = `${r.bh},${r.i}`;
     if (!this.blockStart.has(key)) this.blockStart.set(key, k);
-    if (r.kind === 'flash_step') this.visited.add(`${r.bh},${r.i},${r.j}`);
+    if (r.kind === 'flash_step' || (r.kind === 'timing' && r.j >= 0)) this.visited.add(`${r.bh},${r.i},${r.j}`);
+    if (r.kind === 'timing' && r.j < 0) this.epilogueAt.set(key, k);
     if (r.kind === 'epilogue') {
       this.epilogueAt.set(key, k);
       const { N, D, Br } = this.h;
@@ -85,7 +86,7 @@ export class TraceModel {
     for (let s = 0; s <= k; s++) {
       const r = this.steps[s];
       if (r.bh !== cur.bh) continue;
-      if (r.kind === 'flash_step' || r.kind === 'pv') states[r.i * h.Tc + r.j] = 'done';
+      if (r.kind === 'flash_step' || r.kind === 'pv' || (r.kind === 'timing' && r.j >= 0)) states[r.i * h.Tc + r.j] = 'done';
       else if (r.kind === 'scores') states[r.i * h.Tc + r.j] = 'stored';
       else if (r.kind === 'softmax') for (let j = 0; j < h.Tc; j++) states[r.i * h.Tc + j] = 'normalised';
     }

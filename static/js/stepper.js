@@ -2,7 +2,7 @@
 // step controls and the views of the current step.
 import { startRun, readFile } from './stream.js';
 import { TraceModel } from './model.js';
-import { Heatmap, TileGrid, fmt, fmtBytes, tex } from './views.js';
+import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('page-data').textContent);
@@ -14,6 +14,7 @@ const views = {
   p: new Heatmap($('p-tile')),
   o: new Heatmap($('o-tile')),
   final: new Heatmap($('o-final'), { maxWidth: 520, maxHeight: 320 }),
+  timeline: new Timeline($('timeline'), $('timeline-note'), (k) => { pause(); go(k); }),
 };
 
 const state = {
@@ -71,10 +72,24 @@ async function checkForm() {
   }
   showFieldErrors([]);
   $('estimate').textContent = body.estimate;
+  $('runs-on').textContent = body.runs_on;
   $('download').href = `/api/trace?${body.query}`;
   $('run').disabled = false;
   return body.query;
 }
+
+// The compiled GPU tiles fill Br, Bc and d at once.
+$('gpu-tiles').addEventListener('change', (ev) => {
+  const v = ev.target.value;
+  if (!v) return;
+  const [br, bc, d] = v.split(',');
+  $('f-br').value = br;
+  $('f-bc').value = bc;
+  $('f-d').value = d;
+  $('f-variant').value = 'flash2';
+  ev.target.value = '';
+  form.dispatchEvent(new Event('input'));
+});
 
 let debounce = null;
 form.addEventListener('input', () => {
@@ -121,9 +136,12 @@ function handlersFor() {
   let lastStatus = 0;
   return {
     onHeader(h) {
+      // A timing trace has no arrays: its views are the tile grid and the timeline.
+      $('stepper').classList.toggle('timing-trace', h.timing);
       state.model = new TraceModel(h);
       setupSelectors(h);
       showSource(h);
+      showKernelFigures(h);
     },
     onRecord(r) {
       const m = state.model;
@@ -264,6 +282,29 @@ function jumpToTile(i, j) {
   if (k >= 0) { pause(); go(k); }
 }
 
+// showKernelFigures says what ptxas (and, on a GPU, the driver) reported of
+// the kernels that compute this run.
+let kernelTable = null;
+async function showKernelFigures(h) {
+  const el = $('kernel-figures');
+  el.textContent = '';
+  if (!kernelTable) kernelTable = await fetch('/api/kernels').then((r) => r.json()).catch(() => null);
+  if (!kernelTable) return;
+  const names = h.variant === 'flash2' ? [`flash2_br${h.Br}_bc${h.Bc}_d${h.D}`] : ['naive_scores', 'naive_softmax', 'naive_pv'];
+  const module = h.variant + (h.source === 'cpu' ? '' : '_traced');
+  const parts = [];
+  for (const n of names) {
+    const row = kernelTable.Rows.find((r) => r.Module === module && r.Kernel === n);
+    if (!row) continue;
+    let s = `${n}: ${row.Registers} registers, ${row.SpillStores ? `${row.SpillStores} B of spills` : 'no spills'}` +
+      `${row.StackBytes ? `, ${row.StackBytes} B stack` : ''} (ptxas, sm_90)`;
+    if (row.Driver) s += `; driver: ${row.DriverRegisters} registers, ${row.LocalBytes} B local memory per thread`;
+    parts.push(s);
+  }
+  if (parts.length) el.textContent = `Kernel${parts.length > 1 ? 's' : ''} (${module}.ptx): ${parts.join('; ')}. More on the Kernels page.`;
+  else el.textContent = h.variant === 'flash2' && h.source === 'cpu' ? `No compiled GPU kernel has ${h.Br}×${h.Bc} tiles with d=${h.D}: the mirror runs any shape.` : '';
+}
+
 function showSource(h) {
   const when = h.recordedUnix ? `, recorded ${new Date(h.recordedUnix * 1000).toISOString().slice(0, 10)}` : '';
   $('source').textContent = `Numbers from: ${h.label}${when}. ${h.variant}, ${h.dtype}, N=${h.N}, d=${h.D}, ` +
@@ -275,7 +316,7 @@ function showSource(h) {
 function updateLabel() {
   const m = state.model;
   if (!m) return;
-  const total = m.h.records - m.h.tracedBH[1] + m.h.tracedBH[0];
+  const total = m.h.timing ? m.h.records : m.h.records - (m.h.tracedBH[1] - m.h.tracedBH[0]);
   $('step-label').textContent = `${state.k + 1} / ${total}`;
   $('scrub').value = String(state.k);
 }
@@ -304,6 +345,11 @@ function describe(h, r) {
     case 'pv':
       return [`Naive phase 3: O += P tile (${r.i}, ${r.j}) · V${sub(r.j)}, ${head}`,
         `The P tile is read back from device memory with V${sub(r.j)} and added into O.`];
+    case 'timing': {
+      const us = Number(r.tEnd - r.tStart) / 1000;
+      return [`Block of q-tile ${r.i}, ${head}: ${r.j >= 0 ? `kv-tile ${r.j}` : 'epilogue'}, on SM ${r.sm}`,
+        `This step took ${us.toFixed(2)} µs on SM ${r.sm}. A timing trace stamps the SM and the start and end of every step of every block and records no arrays, so the kernel runs at full speed.`];
+    }
   }
   return [r.kind, ''];
 }
@@ -326,6 +372,7 @@ function render() {
   drawTiles(h, m, r);
   drawRows(h, m, r);
   drawFinal(h, m, r);
+  views.timeline.draw(m, state.k);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
   $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
   $('bytes-note').textContent = h.variant === 'flash2'
@@ -336,6 +383,11 @@ function render() {
 function drawInputs(h, m, r) {
   const box = $('qkv');
   const inp = m.inputs.get(r.bh);
+  if (!inp) {
+    box.textContent = h.timing ? 'A timing trace records no arrays.' : 'No inputs in this trace.';
+    box.dataset.key = '';
+    return;
+  }
   const mats = [];
   const tile = (name, src, t, rows, valid, label) => ({ name, src, t, rows, valid, label });
   const needQ = r.kind === 'flash_step' || r.kind === 'scores';
@@ -416,6 +468,7 @@ function softmaxStep(m, r) {
 function drawRows(h, m, r) {
   const table = $('rows');
   table.replaceChildren();
+  if (r.kind === 'timing') return;
   const head = table.createTHead().insertRow();
   const cols = [];
   const addCol = (formula, testid, get, cls) => cols.push({ formula, testid, get, cls });
@@ -438,6 +491,9 @@ function drawRows(h, m, r) {
       addCol('m = \\max_c S', 'm-new', (x) => sm.m[x]);
       addCol('l = \\textstyle\\sum_c e^{S - m}', 'l', (x) => sm.l[x]);
     }
+  } else if (r.kind === 'timing') {
+    const cap = table.createCaption();
+    cap.textContent = 'A timing trace records no m or l: run mode=full to see them.';
   } else {
     const cap = table.createCaption();
     cap.textContent = 'Naive keeps no running m or l: phase 2 computes them from all of S.';

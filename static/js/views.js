@@ -299,3 +299,119 @@ export function tex(el, formula) {
   else el.textContent = formula;
   return el;
 }
+
+// Timeline draws each traced step as a mark on its SM's row, from its start
+// to its end as the GPU's %globaltimer saw them: which SM ran which tile
+// when, something only a real GPU run can show. A click on a mark picks its
+// step.
+export class Timeline {
+  constructor(canvas, note, onPick) {
+    this.canvas = canvas;
+    this.note = note;
+    this.onPick = onPick;
+    this.marks = null;
+    canvas.addEventListener('click', (ev) => {
+      const k = this.stepAt(ev);
+      if (k >= 0) onPick(k);
+    });
+    canvas.addEventListener('mousemove', (ev) => {
+      const k = this.stepAt(ev);
+      if (k < 0) return hideTip();
+      const m = this.marks[k], r = this.model.steps[k];
+      showTip(ev, `SM ${r.sm}: b${Math.floor(r.bh / this.model.h.heads)} h${r.bh % this.model.h.heads}, q-tile ${r.i}` +
+        `${r.j >= 0 ? `, kv-tile ${r.j}` : ', epilogue'}\n${m.t0.toFixed(2)}–${m.t1.toFixed(2)} µs`);
+    });
+    canvas.addEventListener('mouseleave', hideTip);
+  }
+
+  // prepare turns the steps' timestamps into µs since the first start.
+  prepare(model) {
+    const steps = model.steps;
+    let first = null;
+    for (const r of steps) if (r.tStart > 0n && (first === null || r.tStart < first)) first = r.tStart;
+    this.marks = steps.map((r) => ({ t0: Number(r.tStart - first) / 1000, t1: Number(r.tEnd - first) / 1000, sm: r.sm }));
+    this.span = Math.max(1e-3, ...this.marks.map((m) => m.t1));
+    this.model = model;
+    this.count = steps.length;
+    this.base = null;
+  }
+
+  stepAt(ev) {
+    if (!this.marks || !this.layout) return -1;
+    const rect = this.canvas.getBoundingClientRect();
+    const { left, width, rowH } = this.layout;
+    const x = (ev.clientX - rect.left) * (this.layout.w / rect.width);
+    const y = (ev.clientY - rect.top) * (this.layout.h / rect.height);
+    const sm = Math.floor(y / rowH);
+    const t = (x - left) / width * this.span;
+    let best = -1, dist = Infinity;
+    this.marks.forEach((m, k) => {
+      if (m.sm !== sm) return;
+      const d = t < m.t0 ? m.t0 - t : t > m.t1 ? t - m.t1 : 0;
+      if (d < dist) { dist = d; best = k; }
+    });
+    return dist <= this.span / width * 6 ? best : -1;
+  }
+
+  draw(model, k) {
+    const h = model.h;
+    if (h.source === 'cpu' || !h.numSMs) {
+      this.canvas.width = this.canvas.height = 0;
+      this.canvas.style.height = '0';
+      this.note.textContent = 'Only a GPU run has SMs and clocks: the CPU mirror records neither. Run on a GPU, or replay a recorded timeline (mode=timing).';
+      return;
+    }
+    if (!this.marks || this.count !== model.steps.length || this.model !== model) this.prepare(model);
+    const w = Math.max(300, this.canvas.clientWidth || 800);
+    const rowH = Math.max(1.5, Math.min(6, 420 / h.numSMs));
+    const hgt = Math.ceil(rowH * h.numSMs) + 18;
+    const left = 34, width = w - left - 8;
+    this.layout = { w, h: hgt, left, width, rowH };
+    const dpr = window.devicePixelRatio || 1;
+    const c = this.canvas;
+    if (!this.base || this.base.width !== Math.round(w * dpr)) {
+      // The marks, drawn once per trace; each step only adds its highlight.
+      this.base = new OffscreenCanvas(Math.round(w * dpr), Math.round(hgt * dpr));
+      const g = this.base.getContext('2d');
+      g.scale(dpr, dpr);
+      g.fillStyle = '#fafafa';
+      g.fillRect(left, 0, width, rowH * h.numSMs);
+      const colours = d3 ? d3.schemeTableau10 : ['#4e79a7'];
+      this.marks.forEach((m, s) => {
+        const r = model.steps[s];
+        g.fillStyle = colours[r.i % colours.length];
+        g.fillRect(left + m.t0 / this.span * width, m.sm * rowH, Math.max(1, (m.t1 - m.t0) / this.span * width), Math.max(1, rowH - (rowH > 3 ? 1 : 0)));
+      });
+      g.fillStyle = '#444';
+      g.font = '11px system-ui, sans-serif';
+      g.textBaseline = 'top';
+      g.fillText('SM', 2, 0);
+      g.fillText(String(h.numSMs - 1), 2, rowH * (h.numSMs - 1) - 10);
+      g.fillText('0 µs', left, rowH * h.numSMs + 4);
+      g.textAlign = 'right';
+      g.fillText(`${this.span.toFixed(1)} µs`, left + width, rowH * h.numSMs + 4);
+    }
+    c.width = Math.round(w * dpr);
+    c.height = Math.round(hgt * dpr);
+    const g = c.getContext('2d');
+    g.drawImage(this.base, 0, 0);
+    g.scale(dpr, dpr);
+    const m = this.marks[k];
+    if (m) {
+      const x = left + m.t0 / this.span * width;
+      g.strokeStyle = '#111';
+      g.lineWidth = 2;
+      g.strokeRect(x - 1, m.sm * rowH - 1, Math.max(3, (m.t1 - m.t0) / this.span * width) + 2, rowH + 2);
+      g.strokeStyle = 'rgba(0,0,0,0.35)';
+      g.lineWidth = 1;
+      g.beginPath();
+      g.moveTo(x, 0);
+      g.lineTo(x, rowH * h.numSMs);
+      g.stroke();
+    }
+    const used = new Set(this.marks.map((x) => x.sm)).size;
+    this.note.textContent = `${this.marks.length} steps on ${used} of ${h.numSMs} SMs over ${this.span.toFixed(1)} µs; colour: q-tile. ` +
+      `Timer resolution ${h.timerTickNs} ns. Click a mark to go to its step.` +
+      (h.timing ? '' : ' A full trace slows its traced blocks with their own writes; mode=timing stamps every block at full speed.');
+  }
+}

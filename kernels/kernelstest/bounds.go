@@ -1,6 +1,4 @@
-//go:build gpu
-
-package main
+package kernelstest
 
 import (
 	"fmt"
@@ -21,8 +19,8 @@ import (
 //	Δ(a·b) ≤ Δa|b| + |a|Δb + 2u|ab|      Δ(a+b) ≤ Δa + Δb + 2u|a+b|
 //	Δ(a/b) ≤ (Δa + |a/b|Δb)/|b| + 2u|a/b|   Δlog l ≤ Δl/l + 4u|log l|
 //
-// bounds applies these, to first order, along the mirror's trace; the test
-// holds every GPU element to them and reports the worst ratio.
+// Bounds applies these, to first order, along the mirror's trace; the tests
+// hold every GPU element to them and report the worst ratio.
 
 const u = 1.0 / (1 << 24)
 
@@ -43,20 +41,23 @@ type rowState struct {
 	acc, bacc []float64 // O so far and its bound
 }
 
-type bounds struct {
+// Bounds walks a mirror trace, record by record, and says how far a GPU
+// trace of the same run may lie from it.
+type Bounds struct {
 	h     *instrument.Header
 	v     map[int][]float32
 	flash map[[2]int]*flashState
 	naive map[[2]int]*rowState
 }
 
-func newBounds(h *instrument.Header) *bounds {
-	return &bounds{h: h, v: map[int][]float32{}, flash: map[[2]int]*flashState{}, naive: map[[2]int]*rowState{}}
+// NewBounds starts a walk over a trace with header h.
+func NewBounds(h *instrument.Header) *Bounds {
+	return &Bounds{h: h, v: map[int][]float32{}, flash: map[[2]int]*flashState{}, naive: map[[2]int]*rowState{}}
 }
 
-// of returns the bound of every array of the mirror's record m, element by
-// element (padding elements are never compared), and advances the state.
-func (b *bounds) of(m *instrument.Record) map[string][]float64 {
+// Of returns the bound of every array of the mirror's record m, element by
+// element (padding elements are never compared), and advances the walk.
+func (b *Bounds) Of(m *instrument.Record) map[string][]float64 {
 	h := b.h
 	br, bc, d := h.Br, h.Bc, h.D
 	out := map[string][]float64{}
@@ -189,10 +190,10 @@ func (b *bounds) of(m *instrument.Record) map[string][]float64 {
 	return out
 }
 
-// compareRecords holds GPU record g to the mirror's m: the same structure,
+// CompareRecords holds GPU record g to the mirror's m: the same structure,
 // the same traffic, and every array element within its bound. worst collects
 // the largest error/bound ratio per array.
-func compareRecords(h *instrument.Header, g, m *instrument.Record, bnd map[string][]float64, worst map[string]float64) error {
+func CompareRecords(h *instrument.Header, g, m *instrument.Record, bnd map[string][]float64, worst map[string]float64) error {
 	if g.Kind != m.Kind || g.BH != m.BH || g.I != m.I || g.J != m.J || g.RowsValid != m.RowsValid || g.ColsValid != m.ColsValid {
 		return fmt.Errorf("structure: GPU %s (bh %d, %d, %d) rows %d cols %d; mirror %s (bh %d, %d, %d) rows %d cols %d",
 			g.Kind, g.BH, g.I, g.J, g.RowsValid, g.ColsValid, m.Kind, m.BH, m.I, m.J, m.RowsValid, m.ColsValid)

@@ -1,0 +1,12 @@
+// Package recordings holds traces recorded on a GPU and shipped for replay
+// on machines without one: the runs of the home page and the lessons, and a
+// timeline of a whole grid. list.txt names each run; `gpuworker record`
+// (docs/GPU.md) makes the files.
+package recordings
+
+import "embed"
+
+// Files holds list.txt and one .fstrace per line of it.
+//
+//go:embed list.txt *.fstrace
+var Files embed.FS

@@ -1,0 +1,78 @@
+package recordings
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
+)
+
+// TestRecordingsMatchListAndMirror checks every shipped recording: it is the
+// run its line of list.txt names, labelled with the GPU, driver and date, and
+// its numbers lie within the GPU-versus-mirror bound of the mirror's.
+func TestRecordingsMatchListAndMirror(t *testing.T) {
+	list, err := Files.ReadFile("list.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(list))
+	n := 0
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, query, _ := strings.Cut(line, " ")
+		v, err := url.ParseQuery(strings.TrimSpace(query))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := kernels.ParseConfig(v)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		data, err := Files.ReadFile(name + ".fstrace")
+		if err != nil {
+			t.Fatalf("%s: no recording: %v", name, err)
+		}
+		h, recs, err := instrument.ReadAll(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := kernels.ConfigFromHeader(h)
+		if got.Key() != c.Key() {
+			t.Fatalf("%s: the recording is of %s, the list names %s", name, got.Key(), c.Key())
+		}
+		if h.Source != instrument.SourceRecording || h.RecordedUnix == 0 || !strings.Contains(h.Label, "driver") || h.NumSMs == 0 {
+			t.Fatalf("%s: labelled %q, source %s, recorded %d", name, h.Label, h.Source, h.RecordedUnix)
+		}
+		n++
+		if c.Timing {
+			continue
+		}
+		mh := c.Header(instrument.SourceCPUMirror, "")
+		var mrecs []*instrument.Record
+		if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error { mrecs = append(mrecs, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(mrecs) != len(recs) {
+			t.Fatalf("%s: %d records, the mirror makes %d", name, len(recs), len(mrecs))
+		}
+		bnd := kernelstest.NewBounds(&mh)
+		worst := map[string]float64{}
+		for k := range recs {
+			if err := kernelstest.CompareRecords(h, recs[k], mrecs[k], bnd.Of(mrecs[k]), worst); err != nil {
+				t.Fatalf("%s record %d: %v", name, k, err)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("%d recordings", n)
+	}
+}

@@ -1,0 +1,427 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/worker"
+)
+
+// GPU runs traces on the GPU through the worker process (cmd/gpuworker),
+// which it starts, watches and restarts. One GPU serves many browsers: runs
+// wait in a bounded queue and a full queue refuses with BusyError. Identical
+// runs are served from a cache keyed by the run, the kernels' PTX hash and the
+// GPU's name and driver.
+//
+// A worker that dies, hangs or talks garbage fails only the run in flight,
+// with a message that says so, and is replaced; the server goes on.
+type GPU struct {
+	opts  GPUOptions
+	log   *slog.Logger
+	queue chan *gpuJob
+	cache *traceCache
+	hello worker.Hello
+
+	inFlight atomic.Int32
+	nextID   atomic.Uint64
+
+	procMu sync.Mutex // guards proc; held while a worker starts
+	proc   *process
+
+	statMu   sync.Mutex // guards restarts and crash
+	restarts int
+	crash    string
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// GPUOptions configure the GPU runner.
+type GPUOptions struct {
+	Worker       string   // the worker binary
+	Args         []string // its arguments (tests use them)
+	Env          []string // added to its environment
+	QueueLength  int      // runs that may wait (default 8)
+	HelloTimeout time.Duration
+	IdleTimeout  time.Duration // a run's longest silence before the worker counts as hung
+	CacheBytes   int64
+}
+
+// ErrNoGPU says the worker found no usable GPU: run on the CPU.
+var ErrNoGPU = errors.New("no GPU")
+
+// BusyError refuses a run when the queue is full.
+type BusyError struct{ Ahead int }
+
+func (e *BusyError) Error() string { return fmt.Sprintf("GPU busy, %d runs ahead of you", e.Ahead) }
+
+// WorkerError is a run lost to the worker process itself: it crashed, hung
+// or broke the protocol. The worker has been replaced.
+type WorkerError struct{ msg string }
+
+func (e *WorkerError) Error() string { return e.msg }
+
+type gpuJob struct {
+	ctx  context.Context
+	c    kernels.Config
+	emit func([]byte) error
+	done chan error
+}
+
+// process is one running worker.
+type process struct {
+	cmd    *exec.Cmd
+	req    io.WriteCloser // its fd 3
+	frames chan frame     // what it sends, until it closes
+	exited chan struct{}
+	exit   error
+}
+
+type frame struct {
+	t       worker.Type
+	payload []byte
+	err     error
+}
+
+// StartGPU starts the worker and waits for its hello. It returns ErrNoGPU
+// (wrapped) when the worker is missing or exits before saying hello: a
+// machine without a GPU, not a crash to retry.
+func StartGPU(opts GPUOptions, log *slog.Logger) (*GPU, error) {
+	if opts.QueueLength <= 0 {
+		opts.QueueLength = 8
+	}
+	if opts.HelloTimeout <= 0 {
+		opts.HelloTimeout = 2 * time.Minute // the first load JIT-compiles the PTX
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = time.Minute
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 256 << 20
+	}
+	if _, err := os.Stat(opts.Worker); err != nil {
+		return nil, fmt.Errorf("%w: no GPU worker at %s", ErrNoGPU, opts.Worker)
+	}
+	g := &GPU{opts: opts, log: log, queue: make(chan *gpuJob, opts.QueueLength), cache: newTraceCache(opts.CacheBytes),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	p, hello, err := g.spawn()
+	if err != nil {
+		return nil, err
+	}
+	g.proc, g.hello = p, hello
+	go g.dispatch()
+	return g, nil
+}
+
+// Hello is what the worker said of its GPU and kernels.
+func (g *GPU) Hello() worker.Hello { return g.hello }
+
+// Status says how the worker has fared, for the page.
+func (g *GPU) Status() (restarts int, lastCrash string) {
+	g.statMu.Lock()
+	defer g.statMu.Unlock()
+	return g.restarts, g.crash
+}
+
+func (g *GPU) Engine() Engine {
+	h := g.hello
+	detail := fmt.Sprintf("Runs on this server's %s (driver %s, %d SMs): the CUDA kernels themselves, their PTX %s.", h.GPU, h.Driver, h.SMs, h.PTXHash)
+	if n, crash := g.Status(); n > 0 {
+		detail += fmt.Sprintf(" The GPU worker has been restarted %d times; last: %s.", n, crash)
+	}
+	return Engine{Source: instrument.SourceGPU, Name: h.GPU, Detail: detail}
+}
+
+// spawn starts a worker and reads its hello.
+func (g *GPU) spawn() (*process, worker.Hello, error) {
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, worker.Hello{}, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		return nil, worker.Hello{}, err
+	}
+	cmd := exec.Command(g.opts.Worker, g.opts.Args...)
+	cmd.Env = append(os.Environ(), g.opts.Env...)
+	cmd.ExtraFiles = []*os.File{reqR, repW} // fds 3 and 4
+	logw := &lineLogger{log: g.log}
+	cmd.Stdout, cmd.Stderr = logw, logw // the CUDA library prints on stdout
+	if err := cmd.Start(); err != nil {
+		reqR.Close()
+		reqW.Close()
+		repR.Close()
+		repW.Close()
+		return nil, worker.Hello{}, fmt.Errorf("%w: starting the GPU worker: %v", ErrNoGPU, err)
+	}
+	reqR.Close()
+	repW.Close()
+	p := &process{cmd: cmd, req: reqW, frames: make(chan frame, 16), exited: make(chan struct{})}
+	go func() {
+		r := bufio.NewReaderSize(repR, 1<<20)
+		for {
+			t, payload, err := worker.ReadFrame(r)
+			p.frames <- frame{t, payload, err}
+			if err != nil {
+				close(p.frames)
+				repR.Close()
+				return
+			}
+		}
+	}()
+	go func() {
+		p.exit = cmd.Wait()
+		close(p.exited)
+	}()
+	timer := time.NewTimer(g.opts.HelloTimeout)
+	defer timer.Stop()
+	select {
+	case f := <-p.frames:
+		if f.err != nil {
+			<-p.exited
+			return nil, worker.Hello{}, fmt.Errorf("%w: the GPU worker exited at start-up (%v)", ErrNoGPU, p.exit)
+		}
+		var hello worker.Hello
+		if f.t != worker.TypeHello || json.Unmarshal(f.payload, &hello) != nil {
+			p.kill()
+			return nil, worker.Hello{}, fmt.Errorf("the GPU worker did not say hello but sent a %s frame", f.t)
+		}
+		return p, hello, nil
+	case <-timer.C:
+		p.kill()
+		return nil, worker.Hello{}, fmt.Errorf("the GPU worker said nothing for %v at start-up", g.opts.HelloTimeout)
+	}
+}
+
+func (p *process) kill() {
+	p.req.Close()
+	p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Close stops the dispatcher and the worker.
+func (g *GPU) Close() {
+	close(g.stop)
+	<-g.done
+	g.procMu.Lock()
+	if g.proc != nil {
+		g.proc.req.Close() // the worker exits on EOF
+		select {
+		case <-g.proc.exited:
+		case <-time.After(5 * time.Second):
+			g.proc.kill()
+		}
+		g.proc = nil
+	}
+	g.procMu.Unlock()
+}
+
+// Run queues c for the GPU and streams its trace to emit. It returns
+// BusyError at once when the queue is full; otherwise it returns when the
+// run is over, and never calls emit after.
+func (g *GPU) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := c.ValidateGPU(); err != nil {
+		return err
+	}
+	key := g.cacheKey(&c)
+	if chunks, ok := g.cache.get(key); ok {
+		for _, ch := range chunks {
+			if err := emit(ch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	j := &gpuJob{ctx: ctx, c: c, emit: emit, done: make(chan error, 1)}
+	select {
+	case g.queue <- j:
+	default:
+		return &BusyError{Ahead: len(g.queue) + int(g.inFlight.Load())}
+	}
+	return <-j.done
+}
+
+func (g *GPU) cacheKey(c *kernels.Config) string {
+	return strings.Join([]string{c.Key(), g.hello.PTXHash, g.hello.GPU, g.hello.Driver}, "|")
+}
+
+// dispatch runs the queue, one run at a time: one GPU.
+func (g *GPU) dispatch() {
+	defer close(g.done)
+	for {
+		select {
+		case <-g.stop:
+			for {
+				select {
+				case j := <-g.queue:
+					j.done <- errors.New("the server is shutting down")
+				default:
+					return
+				}
+			}
+		case j := <-g.queue:
+			if err := j.ctx.Err(); err != nil {
+				j.done <- err
+				continue
+			}
+			g.inFlight.Store(1)
+			j.done <- g.runOne(j)
+			g.inFlight.Store(0)
+		}
+	}
+}
+
+// runOne sends one run to the worker and relays its chunks. The worker's
+// frames are read to the end of the run even when the browser has gone, so
+// the next run starts clean.
+func (g *GPU) runOne(j *gpuJob) error {
+	p, err := g.worker()
+	if err != nil {
+		return err
+	}
+	id := g.nextID.Add(1)
+	if err := worker.WriteJSON(p.req, worker.TypeRun, worker.Run{ID: id, Query: j.c.Values().Encode()}); err != nil {
+		return g.lost(p, fmt.Sprintf("the GPU worker could not take the run (%v)", err))
+	}
+	var emitErr error
+	var chunks [][]byte
+	var size int64
+	idle := time.NewTimer(g.opts.IdleTimeout)
+	defer idle.Stop()
+	for {
+		select {
+		case f, ok := <-p.frames:
+			if ok && f.err != nil && !errors.Is(f.err, io.EOF) && !errors.Is(f.err, io.ErrUnexpectedEOF) {
+				return g.lost(p, fmt.Sprintf("the GPU worker broke the protocol (%v)", f.err))
+			}
+			if !ok || f.err != nil {
+				why := "its pipe closed"
+				select {
+				case <-p.exited:
+					why = "it exited"
+					if p.exit != nil {
+						why = p.exit.Error()
+					}
+				case <-time.After(time.Second):
+				}
+				return g.lost(p, fmt.Sprintf("the GPU worker died during the run (%s)", why))
+			}
+			idle.Reset(g.opts.IdleTimeout)
+			switch f.t {
+			case worker.TypeChunk:
+				if emitErr == nil {
+					emitErr = j.emit(f.payload)
+					chunks = append(chunks, f.payload)
+					size += int64(len(f.payload))
+				}
+			case worker.TypeDone:
+				var done worker.Done
+				if json.Unmarshal(f.payload, &done) != nil || done.ID != id {
+					return g.lost(p, "the GPU worker answered another run")
+				}
+				if emitErr == nil {
+					g.cache.put(g.cacheKey(&j.c), chunks, size)
+				}
+				return emitErr
+			case worker.TypeFail:
+				var fail worker.Fail
+				if json.Unmarshal(f.payload, &fail) != nil || fail.ID != id {
+					return g.lost(p, "the GPU worker sent a malformed failure")
+				}
+				if fail.Fatal {
+					<-p.exited
+					return g.lost(p, "the run failed on the GPU: "+fail.Error)
+				}
+				return &RunError{Msg: fail.Error}
+			default:
+				return g.lost(p, fmt.Sprintf("the GPU worker sent an unexpected %s frame", f.t))
+			}
+		case <-idle.C:
+			return g.lost(p, fmt.Sprintf("the GPU worker stopped answering for %v", g.opts.IdleTimeout))
+		}
+	}
+}
+
+// RunError is a run the worker refused or could not do (out of device
+// memory, say); the worker is fine.
+type RunError struct{ Msg string }
+
+func (e *RunError) Error() string { return e.Msg }
+
+// worker returns the running worker, starting one if the last was lost.
+func (g *GPU) worker() (*process, error) {
+	g.procMu.Lock()
+	defer g.procMu.Unlock()
+	if g.proc != nil {
+		return g.proc, nil
+	}
+	p, hello, err := g.spawn()
+	if err != nil {
+		return nil, &WorkerError{"the GPU worker could not be restarted: " + err.Error()}
+	}
+	if hello.PTXHash != g.hello.PTXHash || hello.GPU != g.hello.GPU {
+		g.log.Warn("the restarted GPU worker differs", "was", g.hello.GPU, "now", hello.GPU)
+	}
+	g.proc = p
+	return p, nil
+}
+
+// lost fails the run in flight for what happened to the worker, kills it and
+// starts the next one at once, so the next run finds it ready.
+func (g *GPU) lost(p *process, why string) error {
+	g.log.Error("GPU worker lost", "why", why)
+	p.kill()
+	g.procMu.Lock()
+	if g.proc == p {
+		g.proc = nil
+	}
+	g.procMu.Unlock()
+	g.statMu.Lock()
+	g.restarts++
+	g.crash = why
+	g.statMu.Unlock()
+	go func() {
+		if _, err := g.worker(); err != nil {
+			g.log.Error("restarting the GPU worker", "err", err)
+		}
+	}()
+	return &WorkerError{why + "; the worker has been restarted, run again"}
+}
+
+// lineLogger forwards the worker's output to the log, line by line.
+type lineLogger struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *lineLogger) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, b...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		l.log.Info("gpuworker: " + string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	return len(b), nil
+}

@@ -1,0 +1,284 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/recordings"
+	"flashstep/worker"
+)
+
+// The test binary doubles as a fake GPU worker: started with
+// FLASHSTEP_FAKE_WORKER set, it speaks the worker protocol on fds 3 and 4 and
+// misbehaves as asked. Its traces come from the CPU mirror.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("FLASHSTEP_FAKE_WORKER"); mode != "" {
+		os.Exit(fakeWorker(mode))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeWorker(mode string) int {
+	if mode == "nogpu" {
+		fmt.Println("Error in initialization: NoDevice") // what cu prints, on stdout
+		return 1
+	}
+	req := bufio.NewReader(os.NewFile(worker.RequestFD, "req"))
+	rep := os.NewFile(worker.ReplyFD, "rep")
+	worker.WriteJSON(rep, worker.TypeHello, worker.Hello{GPU: "Fake GPU", Driver: "0.0", SMs: 4, SMIDs: 4, PTXHash: kernels.PTXHash()})
+	state := os.Getenv("FLASHSTEP_FAKE_STATE")
+	for runs := 0; ; runs++ {
+		t, payload, err := worker.ReadFrame(req)
+		if err == io.EOF {
+			return 0
+		}
+		if err != nil || t != worker.TypeRun {
+			return 2
+		}
+		var run worker.Run
+		json.Unmarshal(payload, &run)
+		act := mode
+		if mode == "crash-once" {
+			act = "ok"
+			if _, err := os.Stat(state); err != nil {
+				os.WriteFile(state, nil, 0o644)
+				act = "crash"
+			}
+		}
+		if mode == "ok-once" && runs > 0 {
+			act = "garbage"
+		}
+		switch act {
+		case "hang":
+			time.Sleep(time.Hour)
+		case "garbage":
+			rep.Write([]byte("this is not a frame at all, just text on the wire"))
+			time.Sleep(time.Hour)
+		case "fail":
+			worker.WriteJSON(rep, worker.TypeFail, worker.Fail{ID: run.ID, Error: "out of device memory: the run needs 9 GiB"})
+			continue
+		case "slow":
+			time.Sleep(300 * time.Millisecond)
+		}
+		v, _ := url.ParseQuery(run.Query)
+		c, _ := kernels.ParseConfig(v)
+		h := c.Header(instrument.SourceGPU, "Fake GPU, driver 0.0")
+		head, _ := instrument.AppendHeader(nil, &h)
+		worker.WriteFrame(rep, worker.TypeChunk, head)
+		if act == "crash" {
+			os.Exit(2) // mid-run, as a poisoned CUDA context would end it
+		}
+		n := 0
+		kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+			b, _ := instrument.AppendRecord(nil, &h, r)
+			n++
+			return worker.WriteFrame(rep, worker.TypeChunk, b)
+		})
+		worker.WriteJSON(rep, worker.TypeDone, worker.Done{ID: run.ID, Records: n})
+	}
+}
+
+func startFake(t *testing.T, mode string, opts GPUOptions) (*GPU, error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Worker = self
+	opts.Env = append(opts.Env, "FLASHSTEP_FAKE_WORKER="+mode, "FLASHSTEP_FAKE_STATE="+filepath.Join(t.TempDir(), "state"))
+	g, err := StartGPU(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		t.Cleanup(g.Close)
+	}
+	return g, err
+}
+
+var toy = kernels.Config{Variant: instrument.VariantFlash2, N: 8, D: 4, Br: 2, Bc: 2, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal, Seed: 3}
+
+func collect(ctx context.Context, r Runner, c kernels.Config) ([]byte, error) {
+	var buf []byte
+	err := r.Run(ctx, c, func(b []byte) error { buf = append(buf, b...); return nil })
+	return buf, err
+}
+
+func TestNoGPUMeansCPUMode(t *testing.T) {
+	if _, err := startFake(t, "nogpu", GPUOptions{}); !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("a worker that exits at start-up: %v", err)
+	}
+	if _, err := StartGPU(GPUOptions{Worker: "/no/such/gpuworker"}, slog.Default()); !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("a missing worker: %v", err)
+	}
+}
+
+func TestGPURunStreamsTrace(t *testing.T) {
+	g, err := startFake(t, "ok", GPUOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Hello().GPU != "Fake GPU" || g.Engine().Source != instrument.SourceGPU {
+		t.Fatalf("hello %+v", g.Hello())
+	}
+	got, err := collect(context.Background(), g, toy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, recs, err := instrument.ReadAll(bytes.NewReader(got))
+	if err != nil || len(recs) != h.Records || h.Source != instrument.SourceGPU {
+		t.Fatalf("%v: %d records", err, len(recs))
+	}
+}
+
+func TestWorkerCrashMidRunFailsOnlyThatRun(t *testing.T) {
+	g, err := startFake(t, "crash-once", GPUOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = collect(context.Background(), g, toy)
+	var we *WorkerError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "died during the run") || !strings.Contains(err.Error(), "restarted") {
+		t.Fatalf("crash mid-run: %v", err)
+	}
+	if _, err := collect(context.Background(), g, toy); err != nil {
+		t.Fatalf("the run after the crash: %v", err)
+	}
+	if n, why := g.Status(); n != 1 || !strings.Contains(why, "died") {
+		t.Fatalf("status after one crash: %d %q", n, why)
+	}
+	if !strings.Contains(g.Engine().Detail, "restarted 1 times") {
+		t.Errorf("the page is not told of the restart: %s", g.Engine().Detail)
+	}
+}
+
+func TestWorkerHangIsCutOff(t *testing.T) {
+	g, err := startFake(t, "hang", GPUOptions{IdleTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = collect(context.Background(), g, toy)
+	if err == nil || !strings.Contains(err.Error(), "stopped answering") || time.Since(start) > 5*time.Second {
+		t.Fatalf("hang: %v after %v", err, time.Since(start))
+	}
+}
+
+func TestWorkerGarbageIsCutOff(t *testing.T) {
+	g, err := startFake(t, "garbage", GPUOptions{IdleTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = collect(context.Background(), g, toy)
+	var we *WorkerError
+	if !errors.As(err, &we) {
+		t.Fatalf("garbage: %v", err)
+	}
+}
+
+func TestWorkerFailureIsNotACrash(t *testing.T) {
+	g, err := startFake(t, "fail", GPUOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = collect(context.Background(), g, toy)
+	var re *RunError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "out of device memory") {
+		t.Fatalf("failed run: %v", err)
+	}
+	if n, _ := g.Status(); n != 0 {
+		t.Fatalf("a refused run restarted the worker %d times", n)
+	}
+}
+
+func TestQueueFullSaysHowManyAhead(t *testing.T) {
+	g, err := startFake(t, "slow", GPUOptions{QueueLength: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for k := range 3 {
+		c := toy
+		c.Seed = uint64(100 + k) // no cache hits
+		wg.Go(func() { _, errs[k] = collect(context.Background(), g, c) })
+		time.Sleep(50 * time.Millisecond) // in flight, then queued, then refused
+	}
+	wg.Wait()
+	var busy *BusyError
+	if errs[0] != nil || errs[1] != nil || !errors.As(errs[2], &busy) || busy.Ahead != 2 || errs[2].Error() != "GPU busy, 2 runs ahead of you" {
+		t.Fatalf("runs: %v", errs)
+	}
+}
+
+func TestIdenticalRunsComeFromTheCache(t *testing.T) {
+	// This worker answers one run; a second that reached it would fail.
+	g, err := startFake(t, "ok-once", GPUOptions{IdleTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := collect(context.Background(), g, toy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := toy
+	c.Engine = kernels.EngineGPU // a different URL, the same run
+	second, err := collect(context.Background(), g, c)
+	if err != nil || !bytes.Equal(first, second) {
+		t.Fatalf("the same run again: %v", err)
+	}
+}
+
+func TestRouter(t *testing.T) {
+	recs, err := LoadRecordings(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Router{NoGPU: "no worker", Recordings: recs}
+	// A recorded run is replayed byte for byte.
+	rec := recs.All()[0]
+	got, err := collect(context.Background(), r, rec.Config)
+	if err != nil || !bytes.Equal(got, rec.data) {
+		t.Fatalf("replay of %s: %v", rec.Name, err)
+	}
+	// Any other run comes from the mirror.
+	c := toy
+	c.Seed = 987654321
+	got, err = collect(context.Background(), r, c)
+	if h, _, derr := instrument.ReadAll(bytes.NewReader(got)); err != nil || derr != nil || h.Source != instrument.SourceCPUMirror {
+		t.Fatalf("mirror run: %v %v", err, derr)
+	}
+	// engine=cpu bypasses a recording.
+	c = rec.Config
+	c.Engine = kernels.EngineCPU
+	got, err = collect(context.Background(), r, c)
+	if h, _, derr := instrument.ReadAll(bytes.NewReader(got)); err != nil || derr != nil || h.Source != instrument.SourceCPUMirror {
+		t.Fatalf("engine=cpu: %v %v", err, derr)
+	}
+	// engine=gpu and timing mode need a GPU, and say so by field.
+	c.Engine = kernels.EngineGPU
+	var fe kernels.FieldErrors
+	if _, err := collect(context.Background(), r, c); !errors.As(err, &fe) || fe[0].Field != kernels.FieldEngine {
+		t.Fatalf("engine=gpu without a GPU: %v", err)
+	}
+	c = toy
+	c.Timing = true
+	if _, err := collect(context.Background(), r, c); !errors.As(err, &fe) || fe[0].Field != kernels.FieldMode || !strings.Contains(fe[0].Message, "recorded timelines") {
+		t.Fatalf("timing without a GPU: %v", err)
+	}
+	if e := r.Engine(); e.Source != instrument.SourceCPUMirror || !strings.Contains(e.Detail, "H100") {
+		t.Fatalf("engine %+v", e)
+	}
+}

@@ -1,0 +1,39 @@
+package web
+
+import (
+	"net/http"
+
+	"flashstep/kernels"
+	"flashstep/templates"
+)
+
+// kernelsView joins what ptxas said of each kernel at build time with what
+// the driver says of it on this server's GPU, if there is one.
+func (s *Server) kernelsView() templates.KernelsView {
+	v := templates.KernelsView{PTXHash: kernels.PTXHash()}
+	hello, onGPU := s.runner.GPUHello()
+	if onGPU {
+		v.GPU = hello.GPU
+	}
+	for _, f := range kernels.Ptxas() {
+		row := templates.KernelRow{Module: f.Module, Kernel: f.Kernel, Registers: f.Registers, StackBytes: f.StackBytes,
+			SpillStores: f.SpillStores, Spills: f.SpillLoads}
+		for _, k := range hello.Kernels {
+			if k.Module == f.Module && k.Name == f.Kernel {
+				row.Driver, row.DriverRegisters, row.LocalBytes, row.StaticShared, row.MaxThreads =
+					true, k.Registers, k.LocalBytes, k.StaticShared, k.MaxThreads
+			}
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	return v
+}
+
+func (s *Server) kernelsPage(w http.ResponseWriter, r *http.Request) error {
+	return render(w, r, http.StatusOK, templates.KernelsPage(s.page("Kernels", "kernels"), s.kernelsView()))
+}
+
+func (s *Server) kernelsAPI(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.kernelsView())
+	return nil
+}
