@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,7 +114,7 @@ func StartGPU(opts GPUOptions, log *slog.Logger) (*GPU, error) {
 		opts.CacheBytes = 256 << 20
 	}
 	if _, err := os.Stat(opts.Worker); err != nil {
-		return nil, fmt.Errorf("%w: no GPU worker at %s", ErrNoGPU, opts.Worker)
+		return nil, fmt.Errorf("%w: the GPU worker is not built (no %s; make gpu builds it)", ErrNoGPU, filepath.Base(opts.Worker))
 	}
 	g := &GPU{opts: opts, log: log, queue: make(chan *gpuJob, opts.QueueLength), cache: newTraceCache(opts.CacheBytes),
 		stop: make(chan struct{}), done: make(chan struct{})}
