@@ -21,10 +21,11 @@ $(VENDOR)/.stamp: package.json package-lock.json
 	scripts/need npm
 	npm ci --no-audit --no-fund --loglevel=error
 	rm -rf $(VENDOR)
-	mkdir -p $(VENDOR)/katex $(VENDOR)/d3
+	mkdir -p $(VENDOR)/katex $(VENDOR)/d3 $(VENDOR)/chart
 	cp -r node_modules/katex/dist/katex.min.js node_modules/katex/dist/katex.min.css node_modules/katex/dist/fonts $(VENDOR)/katex/
 	cp node_modules/d3-color/dist/d3-color.min.js node_modules/d3-interpolate/dist/d3-interpolate.min.js \
 	   node_modules/d3-scale-chromatic/dist/d3-scale-chromatic.min.js $(VENDOR)/d3/
+	cp node_modules/chart.js/dist/chart.umd.min.js $(VENDOR)/chart/
 	touch $@
 
 test: assets check-generated check-ptx

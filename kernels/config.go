@@ -261,6 +261,28 @@ func (c *Config) Key() string {
 // defaults for absent fields, and validates it. Every field that cannot be
 // parsed or breaks a limit is reported in the FieldErrors.
 func ParseConfig(v url.Values) (Config, error) {
+	c, errs := parseFields(v)
+	if len(errs) > 0 {
+		return c, mergeErrors(errs, &c)
+	}
+	return c, c.Validate()
+}
+
+// ParseBenchConfig reads a configuration for an untraced GPU run: the
+// stepper's limits (which bound a trace) do not apply, the GPU's do.
+func ParseBenchConfig(v url.Values) (Config, error) {
+	c, errs := parseFields(v)
+	if len(errs) > 0 {
+		return c, errs
+	}
+	if c.N < 1 || c.D < 1 || c.Br < 1 || c.Bc < 1 || c.Batch < 1 || c.Heads < 1 {
+		return c, FieldErrors{{FieldN, "every size must be positive"}}
+	}
+	return c, c.ValidateGPU()
+}
+
+// parseFields reads every field, reporting those it cannot read.
+func parseFields(v url.Values) (Config, FieldErrors) {
 	c := DefaultConfig()
 	var errs FieldErrors
 	add := func(field, format string, args ...any) {
@@ -343,10 +365,7 @@ func ParseConfig(v url.Values) (Config, error) {
 		}
 		*f.dst = r
 	}
-	if len(errs) > 0 {
-		return c, mergeErrors(errs, &c)
-	}
-	return c, c.Validate()
+	return c, errs
 }
 
 // mergeErrors adds Validate's findings about fields that did parse.

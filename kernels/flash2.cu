@@ -21,6 +21,8 @@
 // columns in order. Only expf and logf differ from the mirror's (within 2 ulp).
 // Each thread works on several elements at once, interleaving their
 // independent sums: with one or two blocks per SM, that is what hides latency.
+// Global loads go through L2 only (__ldcg): each is used once per block, and
+// so every byte the access model counts is a request L2 sees.
 #include "instrument.cuh"
 
 template <int BR, int BC, int D, int NT>
@@ -61,7 +63,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
   // Q_i, with padding rows zero-filled.
   for (int e = tid; e < BR * D; e += NT) {
     int r = e / D;
-    sQ[e] = r < rowsValid ? Q[base + (size_t)(r0 + r) * D + e % D] : 0.f;
+    sQ[e] = r < rowsValid ? __ldcg(&Q[base + (size_t)(r0 + r) * D + e % D]) : 0.f;
   }
 
   float m = FS_NEG_INF, l = 0.f; // row tid's state, for tid < BR
@@ -77,8 +79,8 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
     for (int e = tid; e < BC * D; e += NT) {
       int c = e / D, x = e % D;
       bool in = c < colsValid;
-      sK[c * KS + x] = in ? K[base + (size_t)(c0 + c) * D + x] : 0.f;
-      sV[e] = in ? V[base + (size_t)(c0 + c) * D + x] : 0.f;
+      sK[c * KS + x] = in ? __ldcg(&K[base + (size_t)(c0 + c) * D + x]) : 0.f;
+      sV[e] = in ? __ldcg(&V[base + (size_t)(c0 + c) * D + x]) : 0.f;
     }
     __syncthreads();
 

@@ -42,9 +42,9 @@ func (f Flash2Instance) SharedBytes() int {
 // NaiveThreads is the block size of every naive kernel.
 const NaiveThreads = 256
 
-// Limits of the naive kernels: each thread of naive_pv holds at most 64
+// Limits of the naive kernels: each thread of naive_pv holds at most 32
 // output elements, and shared memory holds the tiles.
-const naiveMaxOutPerThread = 64
+const naiveMaxOutPerThread = 32
 
 // NaiveSharedBytes is the dynamic shared memory of naive_scores and naive_pv.
 func NaiveSharedBytes(br, bc, d int) (scores, pv int) {

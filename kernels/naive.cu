@@ -13,7 +13,9 @@
 // sum in lanes (lane k sums columns k, k+32, ... in order) then a butterfly
 // over the 32 lanes; P V over all columns in order. Tile sizes Br, Bc and the
 // head dimension d are runtime values: naive's work per element does not
-// depend on them, only what a traced step covers.
+// depend on them, only what a traced step covers. Global loads go through L2
+// only (__ldcg), so the access model's bytes are the requests L2 sees: the
+// softmax's three passes over a row are three passes through L2.
 #include "instrument.cuh"
 
 #define NAIVE_THREADS 256
@@ -40,8 +42,8 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
             if (threadIdx.x == 0) cur.t_start = fs_globaltimer();
             if (full) for (int e = threadIdx.x; e < Br * Bc; e += blockDim.x) fs_payload(cur)[e] = 0.f;)
 
-  for (int e = threadIdx.x; e < rowsValid * D; e += blockDim.x) sQ[e] = q[(size_t)r0 * D + e];
-  for (int e = threadIdx.x; e < colsValid * D; e += blockDim.x) sK[(e / D) * KS + e % D] = k[(size_t)c0 * D + e];
+  for (int e = threadIdx.x; e < rowsValid * D; e += blockDim.x) sQ[e] = __ldcg(&q[(size_t)r0 * D + e]);
+  for (int e = threadIdx.x; e < colsValid * D; e += blockDim.x) sK[(e / D) * KS + e % D] = __ldcg(&k[(size_t)c0 * D + e]);
   __syncthreads(); // also orders the trace's zero fill before the values
   for (int e = threadIdx.x; e < rowsValid * colsValid; e += blockDim.x) {
     const int r = e / colsValid, c = e % colsValid;
@@ -96,13 +98,13 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
     const float *srow = S + ((size_t)bh * N + r0 + r) * N;
     float *prow = P + ((size_t)bh * N + r0 + r) * N;
     float m = FS_NEG_INF;
-    for (int c = lane; c < N; c += 32) m = fmaxf(m, srow[c]);
+    for (int c = lane; c < N; c += 32) m = fmaxf(m, __ldcg(&srow[c]));
     m = warp_max(m);
     const float mBase = m == FS_NEG_INF ? 0.f : m;
     float l = 0.f;
-    for (int c = lane; c < N; c += 32) l = __fadd_rn(l, expf(__fsub_rn(srow[c], mBase)));
+    for (int c = lane; c < N; c += 32) l = __fadd_rn(l, expf(__fsub_rn(__ldcg(&srow[c]), mBase)));
     l = warp_sum(l);
-    for (int c = lane; c < N; c += 32) prow[c] = l > 0.f ? __fdiv_rn(expf(__fsub_rn(srow[c], mBase)), l) : 0.f;
+    for (int c = lane; c < N; c += 32) prow[c] = l > 0.f ? __fdiv_rn(expf(__fsub_rn(__ldcg(&srow[c]), mBase)), l) : 0.f;
     if (lane == 0) {
       LSE[(size_t)bh * N + r0 + r] = l == 0.f ? FS_NEG_INF : __fadd_rn(m, logf(l));
       FS_TRACED(if (full) {
@@ -122,7 +124,10 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
 
 // naive_pv: each thread owns output elements e = tid, tid + blockDim, ... of
 // the q-tile and accumulates them over every column in order, one kv-tile at
-// a time through shared memory.
+// a time through shared memory. The accumulators are indexed only by
+// unrolled loops with compile-time bounds, so they stay in registers: a
+// run-time index would put them in local memory, whose traffic spills
+// through L2 to DRAM (measured: 1.8 GB of writes at N=4096, docs/TRAFFIC.md).
 extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
     naive_pv(const float *__restrict__ P, const float *__restrict__ V, const float *__restrict__ LSE,
              float *__restrict__ O, long long N_,
@@ -135,9 +140,18 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
   extern __shared__ float smem[];
   float *sP = smem;        // Br x Bc
   float *sV = sP + Br * Bc; // Bc x D
-  constexpr int MAXO = 64; // output elements per thread: Br*D <= 64*NAIVE_THREADS
+  constexpr int MAXO = 32; // output elements per thread: Br*D <= 32*NAIVE_THREADS
   float o[MAXO];
-  const int nOwn = (rowsValid * D + blockDim.x - 1 - threadIdx.x) / blockDim.x;
+  // Which outputs this thread owns. When d divides the block, thread tid
+  // takes column x0 = tid % d of rows rb, rb + rstep, ... (rstep = threads/d);
+  // otherwise elements tid, tid + threads, ... of the tile, row-major.
+  const bool colMajor = blockDim.x % D == 0;
+  const int x0 = threadIdx.x % D, rb = threadIdx.x / D, rstep = blockDim.x / D;
+  const int nOwn = colMajor ? (rb < rowsValid ? (rowsValid - rb + rstep - 1) / rstep : 0)
+                            : (rowsValid * D + blockDim.x - 1 - threadIdx.x) / blockDim.x;
+  // own is the tile element (row-major, Br×D) of accumulator t.
+#define own(t) (colMajor ? (rb + (t) * rstep) * D + x0 : threadIdx.x + (t) * blockDim.x)
+#pragma unroll
   for (int t = 0; t < MAXO; t++) o[t] = 0.f;
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * gridDim.x + i);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
@@ -149,17 +163,47 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
     __syncthreads();
     for (int e = threadIdx.x; e < Br * Bc; e += blockDim.x) {
       const int r = e / Bc, c = e % Bc;
-      sP[e] = r < rowsValid && c < colsValid ? P[((size_t)bh * N + r0 + r) * N + c0 + c] : 0.f;
+      sP[e] = r < rowsValid && c < colsValid ? __ldcg(&P[((size_t)bh * N + r0 + r) * N + c0 + c]) : 0.f;
     }
     for (int e = threadIdx.x; e < Bc * D; e += blockDim.x)
-      sV[e] = e / D < colsValid ? V[((size_t)bh * N + c0) * D + e] : 0.f;
+      sV[e] = e / D < colsValid ? __ldcg(&V[((size_t)bh * N + c0) * D + e]) : 0.f;
     __syncthreads();
-    for (int t = 0; t < nOwn; t++) {
-      const int e = threadIdx.x + t * blockDim.x;
-      const int r = e / D, x = e % D;
-      float acc = o[t];
-      for (int c = 0; c < colsValid; c++) acc = __fadd_rn(acc, __fmul_rn(sP[r * Bc + c], sV[c * D + x]));
-      o[t] = acc;
+    if (colMajor) {
+      // Column x of O, rows rb, rb + rstep, ...: the columns c outside, so
+      // the thread's sums interleave, each still in order of c. P comes four
+      // columns at a time (one 16-byte load), V one value per column.
+      int c = 0;
+      if (Bc % 4 == 0) {
+        for (; c + 4 <= colsValid; c += 4) {
+          const float v0 = sV[c * D + x0], v1 = sV[(c + 1) * D + x0], v2 = sV[(c + 2) * D + x0], v3 = sV[(c + 3) * D + x0];
+#pragma unroll
+          for (int t = 0; t < MAXO; t++) {
+            if (t < nOwn) {
+              const float4 p = *reinterpret_cast<const float4 *>(&sP[(rb + t * rstep) * Bc + c]);
+              float a = __fadd_rn(o[t], __fmul_rn(p.x, v0));
+              a = __fadd_rn(a, __fmul_rn(p.y, v1));
+              a = __fadd_rn(a, __fmul_rn(p.z, v2));
+              o[t] = __fadd_rn(a, __fmul_rn(p.w, v3));
+            }
+          }
+        }
+      }
+      for (; c < colsValid; c++) {
+        const float v = sV[c * D + x0];
+#pragma unroll
+        for (int t = 0; t < MAXO; t++)
+          if (t < nOwn) o[t] = __fadd_rn(o[t], __fmul_rn(sP[(rb + t * rstep) * Bc + c], v));
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < MAXO; t++) {
+        if (t >= nOwn) break;
+        const int e = threadIdx.x + t * blockDim.x;
+        const int r = e / D, x = e % D;
+        float acc = o[t];
+        for (int c = 0; c < colsValid; c++) acc = __fadd_rn(acc, __fmul_rn(sP[r * Bc + c], sV[c * D + x]));
+        o[t] = acc;
+      }
     }
     FS_TRACED(if (cur.rec) {
       if (full) {
@@ -167,7 +211,8 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
         for (int e = threadIdx.x; e < Br * Bc; e += blockDim.x) pl[fs_pv_p(Br, Bc, D, N) + e] = sP[e];
         for (int e = threadIdx.x; e < Br * D; e += blockDim.x) pl[fs_pv_o(Br, Bc, D, N) + e] = 0.f;
         __syncthreads();
-        for (int t = 0; t < nOwn; t++) pl[fs_pv_o(Br, Bc, D, N) + threadIdx.x + t * blockDim.x] = o[t];
+        for (int t = 0; t < MAXO; t++) // compile-time bounds: unrolled, o stays in registers
+          if (t < nOwn) pl[fs_pv_o(Br, Bc, D, N) + own(t)] = o[t];
         if (threadIdx.x == 0) fs_zero_padding(cur, Br * Bc + Br * D, pvBytes);
       }
       __syncthreads();
@@ -181,11 +226,14 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
   FS_TRACED(if (threadIdx.x == 0) cur.t_start = fs_globaltimer();
             if (full) for (int e = threadIdx.x; e < Br * D + Br; e += blockDim.x) fs_payload(cur)[e] = 0.f;
             __syncthreads();)
-  for (int t = 0; t < nOwn; t++) {
-    const int e = threadIdx.x + t * blockDim.x;
+#pragma unroll
+  for (int t = 0; t < MAXO; t++) {
+    if (t >= nOwn) break;
+    const int e = own(t);
     O[((size_t)bh * N + r0) * D + e] = o[t];
     FS_TRACED(if (full) fs_payload(cur)[fs_epilogue_o(Br, Bc, D, N) + e] = o[t];)
   }
+#undef own
   FS_TRACED(if (full) for (int r = threadIdx.x; r < rowsValid; r += blockDim.x)
                 fs_payload(cur)[fs_epilogue_lse(Br, Bc, D, N) + r] = LSE[(size_t)bh * N + r0 + r];)
   FS_TRACED(if (cur.rec) {

@@ -52,3 +52,16 @@ var Course = []Lesson{
 	{"performance", "The performance ladder", "From naive to FlashAttention-2-class speed, measured on a GPU.",
 		[]Preset{{"A whole grid on an H100", "The timeline of every block: the causal tail, SMs waiting.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"}}},
 }
+
+// Link is a page of the app a lesson or the home page points to.
+type Link struct {
+	Title   string
+	Summary string
+	Href    string
+}
+
+// Pages are the app's views beyond the stepper.
+var Pages = []Link{
+	{"Naive against flash, step by step", "Both kernels on the same inputs, with their memory traffic.", "/compare?n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
+	{"Naive against flash, timed", "Both kernels across N on an H100: where naive runs out of memory.", "/sweep"},
+}

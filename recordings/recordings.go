@@ -6,7 +6,10 @@ package recordings
 
 import "embed"
 
-// Files holds list.txt and one .fstrace per line of it.
+// Files holds list.txt and one .fstrace per line of it; sweep-*.json, a
+// benchmark sweep recorded on the same GPU; sdpa-*.json, PyTorch's attention
+// timings measured beside it (../shared/bench/sdpa_anchor.py); traffic-*.json,
+// the hardware's memory counters against the traffic model.
 //
-//go:embed list.txt *.fstrace
+//go:embed list.txt *.fstrace *.json
 var Files embed.FS

@@ -76,10 +76,12 @@ type WorkerError struct{ msg string }
 func (e *WorkerError) Error() string { return e.msg }
 
 type gpuJob struct {
-	ctx  context.Context
-	c    kernels.Config
-	emit func([]byte) error
-	done chan error
+	ctx   context.Context
+	c     kernels.Config
+	emit  func([]byte) error
+	bench *worker.Bench // a timing instead of a trace
+	timed worker.Timed
+	done  chan error
 }
 
 // process is one running worker.
@@ -288,6 +290,19 @@ func (g *GPU) dispatch() {
 	}
 }
 
+// Bench times a run of the untraced kernels on the GPU, in the same queue as
+// traced runs: one GPU.
+func (g *GPU) Bench(ctx context.Context, b worker.Bench) (worker.Timed, error) {
+	j := &gpuJob{ctx: ctx, bench: &b, done: make(chan error, 1)}
+	select {
+	case g.queue <- j:
+	default:
+		return worker.Timed{}, &BusyError{Ahead: len(g.queue) + int(g.inFlight.Load())}
+	}
+	err := <-j.done
+	return j.timed, err
+}
+
 // runOne sends one run to the worker and relays its chunks. The worker's
 // frames are read to the end of the run even when the browser has gone, so
 // the next run starts clean.
@@ -297,7 +312,13 @@ func (g *GPU) runOne(j *gpuJob) error {
 		return err
 	}
 	id := g.nextID.Add(1)
-	if err := worker.WriteJSON(p.req, worker.TypeRun, worker.Run{ID: id, Query: j.c.Values().Encode()}); err != nil {
+	if j.bench != nil {
+		j.bench.ID = id
+		err = worker.WriteJSON(p.req, worker.TypeBench, j.bench)
+	} else {
+		err = worker.WriteJSON(p.req, worker.TypeRun, worker.Run{ID: id, Query: j.c.Values().Encode()})
+	}
+	if err != nil {
 		return g.lost(p, fmt.Sprintf("the GPU worker could not take the run (%v)", err))
 	}
 	var emitErr error
@@ -331,6 +352,11 @@ func (g *GPU) runOne(j *gpuJob) error {
 					chunks = append(chunks, f.payload)
 					size += int64(len(f.payload))
 				}
+			case worker.TypeTimed:
+				if json.Unmarshal(f.payload, &j.timed) != nil || j.timed.ID != id || j.bench == nil {
+					return g.lost(p, "the GPU worker answered another timing")
+				}
+				return nil
 			case worker.TypeDone:
 				var done worker.Done
 				if json.Unmarshal(f.payload, &done) != nil || done.ID != id {

@@ -16,7 +16,7 @@ import (
 )
 
 func (s *Server) home(w http.ResponseWriter, r *http.Request) error {
-	return render(w, r, http.StatusOK, templates.HomePage(s.page("Step through FlashAttention", "home"), lessons.Starters))
+	return render(w, r, http.StatusOK, templates.HomePage(s.page("Step through FlashAttention", "home"), lessons.Starters, lessons.Pages))
 }
 
 func (s *Server) lessonIndex(w http.ResponseWriter, r *http.Request) error {
@@ -127,4 +127,49 @@ func render(w http.ResponseWriter, r *http.Request, status int, c templ.Componen
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	return c.Render(r.Context(), w)
+}
+
+func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
+	v := templates.SweepView{}
+	if hello, ok := s.runner.GPUHello(); ok {
+		v.GPU = hello.GPU
+	}
+	if s.recorded != nil {
+		v.HasRecorded = true
+		v.RecordedOn = fmt.Sprintf("%s on %s", s.recorded.Source, s.recorded.Recorded.Format("2006-01-02"))
+	}
+	v.Data = templates.SweepData{GPU: v.GPU != "", HasRecorded: v.HasRecorded, DefaultNs: "64,128,256"}
+	if v.GPU != "" {
+		v.Data.DefaultNs = "512,1024,2048,4096,8192,16384,32768"
+	}
+	return render(w, r, http.StatusOK, templates.SweepPage(s.page("Naive against flash, timed", "sweep"), v))
+}
+
+// comparePage renders the side-by-side page for the run in the URL, traced
+// by both kernels: the same configuration with variant flash2 and naive.
+func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	v := templates.CompareView{Values: formValues(q), Errors: map[string]string{}}
+	q.Set(kernels.FieldVariant, "flash2")
+	flash, err := kernels.ParseConfig(q)
+	var fe kernels.FieldErrors
+	if errors.As(err, &fe) {
+		v.Errors = fe.ByField()
+	} else if err != nil {
+		return err
+	}
+	naive := flash
+	naive.Variant = instrument.VariantNaive
+	if err == nil {
+		if verr := naive.Validate(); errors.As(verr, &fe) {
+			v.Errors = fe.ByField()
+			v.Errors["form"] = "naive's trace of this run: " + fe.Error()
+			err = verr
+		}
+	}
+	if err == nil {
+		step, _ := strconv.Atoi(q.Get("step"))
+		v.Data = templates.CompareData{Valid: true, FlashQuery: flash.Values().Encode(), NaiveQuery: naive.Values().Encode(), Step: max(step, 0)}
+	}
+	return render(w, r, http.StatusOK, templates.ComparePage(s.page("Naive against flash", "compare"), v))
 }

@@ -4,6 +4,7 @@
 package web
 
 import (
+	"encoding/json"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/runner"
+	"flashstep/sweep"
 	"flashstep/templates"
 	"flashstep/worker"
 )
@@ -20,10 +22,14 @@ import (
 // shutdown can close them properly: http.Server.Shutdown does not close
 // hijacked connections.
 type Server struct {
-	runner Engines
-	log    *slog.Logger
-	static fs.FS
-	router http.Handler
+	runner   Engines
+	sweeps   *sweep.Manager
+	recorded *sweep.Record          // the sweep recorded on a GPU, if any
+	sdpa     json.RawMessage        // PyTorch's reference timings recorded with it
+	traffic  *sweep.MeasuredTraffic // hardware counters of profiled runs
+	log      *slog.Logger
+	static   fs.FS
+	router   http.Handler
 
 	mu      sync.Mutex
 	streams map[*stream]struct{}
@@ -42,10 +48,21 @@ type Engines interface {
 	AllRecordings() []*runner.Recording
 }
 
-// NewServer wires the routes around the engines. static holds the browser's
-// files (static.Files in production).
-func NewServer(r Engines, static fs.FS, log *slog.Logger) *Server {
-	s := &Server{runner: r, log: log, static: static, streams: map[*stream]struct{}{}}
+// Deps is what the server is built from.
+type Deps struct {
+	Engines  Engines
+	Sweeps   *sweep.Manager
+	Recorded *sweep.Record
+	SDPA     json.RawMessage
+	Traffic  *sweep.MeasuredTraffic
+	Static   fs.FS // the browser's files: static.Files in production
+	Log      *slog.Logger
+}
+
+// NewServer wires the routes around its dependencies.
+func NewServer(d Deps) *Server {
+	s := &Server{runner: d.Engines, sweeps: d.Sweeps, recorded: d.Recorded, sdpa: d.SDPA, traffic: d.Traffic, log: d.Log, static: d.Static,
+		streams: map[*stream]struct{}{}}
 	s.router = s.routes()
 	return s
 }

@@ -21,6 +21,7 @@ import (
 	"flashstep/lessons"
 	"flashstep/recordings"
 	"flashstep/runner"
+	"flashstep/sweep"
 	"flashstep/worker"
 
 	"golang.org/x/net/html"
@@ -58,7 +59,9 @@ func (testEngines) AllRecordings() []*runner.Recording { return nil }
 
 func newTestServer(t *testing.T, r runner.Runner) (*Server, *httptest.Server) {
 	t.Helper()
-	app := NewServer(testEngines{Runner: r}, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	t.Cleanup(sweeps.Close)
+	app := NewServer(Deps{Engines: testEngines{Runner: r}, Sweeps: sweeps, Static: testStatic, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
 	return app, ts
@@ -296,7 +299,7 @@ func TestStaticFiles(t *testing.T) {
 // FuzzStepperQuery: no query string makes the stepper page or the config API
 // fail with anything but a page or a 400.
 func FuzzStepperQuery(f *testing.F) {
-	app := NewServer(testEngines{Runner: runner.Mirror{}}, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Static: testStatic, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	f.Add("n=8&d=4&step=3")
 	f.Add("n=%ff&trace_q=1-&causal=yes")
 	f.Add("step=-9999999999999999999999&seed=18446744073709551616")

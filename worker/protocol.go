@@ -11,6 +11,8 @@
 //	worker → server  Chunk  trace bytes: the header alone, then whole records
 //	worker → server  Done   the run finished; its trace has been sent
 //	worker → server  Fail   the run failed; Fatal: the worker exits after it
+//	server → worker  Bench  time a run, untraced
+//	worker → server  Timed  its times and device memory
 //
 // A worker that cannot find a GPU exits before Hello.
 package worker
@@ -32,6 +34,8 @@ const (
 	TypeChunk Type = 3
 	TypeDone  Type = 4
 	TypeFail  Type = 5
+	TypeBench Type = 6
+	TypeTimed Type = 7
 )
 
 func (t Type) String() string {
@@ -46,6 +50,10 @@ func (t Type) String() string {
 		return "done"
 	case TypeFail:
 		return "fail"
+	case TypeBench:
+		return "bench"
+	case TypeTimed:
+		return "timed"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -104,7 +112,7 @@ func ReadFrame(r io.Reader) (Type, []byte, error) {
 		return 0, nil, unexpected(err)
 	}
 	t := Type(head[4])
-	if t < TypeHello || t > TypeFail {
+	if t < TypeHello || t > TypeTimed {
 		return 0, nil, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, head[4])
 	}
 	payload := make([]byte, n-1)
@@ -164,4 +172,34 @@ type Fail struct {
 	ID    uint64 `json:"id"`
 	Error string `json:"error"`
 	Fatal bool   `json:"fatal"`
+}
+
+// Bench asks for the timing of one run of the untraced kernels, on fresh
+// inputs. Its shape is given field by field: benchmark shapes go past the
+// traced stepper's limits.
+type Bench struct {
+	ID      uint64 `json:"id"`
+	Variant string `json:"variant"`
+	N       int    `json:"n"`
+	D       int    `json:"d"`
+	Br      int    `json:"br"`
+	Bc      int    `json:"bc"`
+	Batch   int    `json:"batch"`
+	Heads   int    `json:"heads"`
+	Causal  bool   `json:"causal"`
+	Seed    uint64 `json:"seed"`
+	Repeats int    `json:"repeats"`
+}
+
+// Timed answers Bench: the milliseconds of each repeat (CUDA events, after a
+// warm-up), and the device memory the run took: free memory before its
+// buffers were allocated, after, and after they were freed again.
+type Timed struct {
+	ID         uint64    `json:"id"`
+	Ms         []float64 `json:"ms"`
+	FreeBefore int64     `json:"free_before"`
+	FreeInUse  int64     `json:"free_in_use"`
+	FreeAfter  int64     `json:"free_after"`
+	OutOfMem   bool      `json:"out_of_memory"`
+	Error      string    `json:"error,omitempty"`
 }

@@ -44,6 +44,7 @@ func TestBadFramesAreErrors(t *testing.T) {
 		"zero length":    frame(0, 3, 0),
 		"too long":       frame(MaxFrame+1, 3, 0),
 		"unknown type":   frame(5, 99, 4),
+		"type zero":      frame(5, 0, 4),
 		"truncated body": frame(100, 3, 10),
 		"cut in header":  {1, 0},
 	}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -313,5 +314,49 @@ func TestGPUOutOfMemoryIsReported(t *testing.T) {
 	c = kernels.Config{Variant: instrument.VariantFlash2, N: 16, D: 8, Br: 4, Bc: 4, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal}
 	if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) }); err != nil {
 		t.Fatalf("the device after a refused run: %v", err)
+	}
+}
+
+var profile = flag.Bool("profile", false, "run TestProfileRuns: each profiled run's kernels once, for ncu")
+
+// ProfiledRuns are the runs whose memory counters docs/TRAFFIC.md records:
+// the benchmark shapes, where every buffer dwarfs the 50 MB L2, and two toy
+// runs where everything fits in it. Their order is the order of the kernel
+// launches ncu reports.
+var ProfiledRuns = []string{
+	"variant=flash2&n=4096&d=64&br=64&bc=64&batch=4&heads=32&pattern=normal&seed=1",
+	"variant=flash2&n=4096&d=128&br=64&bc=64&batch=4&heads=16&pattern=normal&seed=1",
+	"variant=flash2&n=4096&d=64&br=64&bc=64&batch=4&heads=32&causal=1&pattern=normal&seed=1",
+	"variant=naive&n=4096&d=64&br=64&bc=64&batch=4&heads=32&pattern=normal&seed=1",
+	"variant=flash2&n=1024&d=64&br=64&bc=64&batch=16&heads=32&pattern=normal&seed=1",
+	"variant=naive&n=1024&d=64&br=64&bc=64&batch=16&heads=32&pattern=normal&seed=1",
+	"variant=flash2&n=16&d=8&br=4&bc=4&pattern=normal&seed=5",
+	"variant=naive&n=16&d=8&br=4&bc=4&pattern=normal&seed=5",
+}
+
+// TestProfileRuns launches each profiled run's untraced kernels once, under
+// ncu (docs/TRAFFIC.md has the command).
+func TestProfileRuns(t *testing.T) {
+	if !*profile {
+		t.Skip("-profile not set")
+	}
+	for _, q := range ProfiledRuns {
+		v, _ := url.ParseQuery(q)
+		c, err := kernels.ParseBenchConfig(v)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		_, err = onGPU(func(d *device) (float64, error) {
+			pr, err := d.newProblem(c)
+			if err != nil {
+				return 0, err
+			}
+			defer pr.mem.free()
+			return d.timed(pr, nil)
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		fmt.Println("profiled", q)
 	}
 }

@@ -51,6 +51,25 @@ func serve() int {
 		if err == io.EOF {
 			return 0 // the server is done with us
 		}
+		if err == nil && t == worker.TypeBench {
+			var req worker.Bench
+			if err := json.Unmarshal(payload, &req); err != nil {
+				fmt.Fprintln(os.Stderr, "gpuworker: bad bench request:", err)
+				return 2
+			}
+			timed, err := d.bench(req)
+			if err != nil {
+				fatal := isFatal(err)
+				if reply(worker.TypeFail, worker.Fail{ID: req.ID, Error: err.Error(), Fatal: fatal}) != nil || fatal {
+					return 4
+				}
+				continue
+			}
+			if reply(worker.TypeTimed, timed) != nil {
+				return 1
+			}
+			continue
+		}
 		if err != nil || t != worker.TypeRun {
 			fmt.Fprintf(os.Stderr, "gpuworker: bad request (%v, %s)\n", err, t)
 			return 2

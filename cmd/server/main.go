@@ -24,9 +24,11 @@ import (
 	"syscall"
 	"time"
 
+	"flashstep/kernels"
 	"flashstep/recordings"
 	"flashstep/runner"
 	"flashstep/static"
+	"flashstep/sweep"
 	"flashstep/web"
 )
 
@@ -96,7 +98,22 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		router.NoGPU = why
 	}
 	eng := router
-	app := web.NewServer(eng, static.Files, log)
+	execs := map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}}
+	if router.GPU != nil {
+		execs[kernels.EngineGPU] = runner.GPUSweeps{GPU: router.GPU}
+	}
+	sweeps := sweep.NewManager(execs)
+	defer sweeps.Close()
+	recorded, sdpa, err := sweep.LoadRecorded(recordings.Files)
+	if err != nil {
+		return err
+	}
+	traffic, err := sweep.LoadTraffic(recordings.Files)
+	if err != nil {
+		return err
+	}
+	app := web.NewServer(web.Deps{Engines: eng, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
+		Static: static.Files, Log: log})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(app.CloseStreams)
 

@@ -398,6 +398,99 @@ func TestBrowserTimeline(t *testing.T) {
 	}
 }
 
+// TestBrowserCompare steps naive and flash side by side: both panes move
+// together, naive's device-memory traffic outgrows flash's, and at the end
+// the outputs agree with each other and with float64.
+func TestBrowserCompare(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	seed := strconv.FormatUint(rand.Uint64(), 10)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/compare?n=20&d=8&br=4&bc=4&causal=1&pattern=normal&seed="+seed)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#c-status", "Both traces are in")
+	waitText(ctx, t, "#c-progress", "0% of score tiles computed")
+	for range 3 {
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("c-next"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mid, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("c-progress")))
+	if !strings.Contains(mid, "% of score tiles computed") || strings.HasPrefix(mid, "0%") {
+		t.Fatalf("after three steps: %q", mid)
+	}
+	for _, pane := range []string{"naive", "flash2"} {
+		title, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#pane-"+pane+" [data-role=title]")))
+		if !strings.HasPrefix(title, "Step ") {
+			t.Errorf("%s pane shows %q", pane, title)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("c-last"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#c-progress", "finishing: 100%")
+	// bytes written to L2 at the end: naive's S and P against flash's O.
+	written := func(pane string) float64 {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[float64](fmt.Sprintf(`(() => {
+			const t = document.querySelector('[data-testid=%s-l2]').textContent;
+			const m = / ([\d.]+) (B|KiB|MiB) written/.exec(t);
+			return parseFloat(m[1]) * {B: 1, KiB: 1024, MiB: 1048576}[m[2]];
+		})()`, pane)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if n, f := written("naive"), written("flash2"); !(n > 3*f) {
+		t.Errorf("naive wrote %.0f bytes, flash %.0f: naive should write far more", n, f)
+	}
+	for _, id := range []string{"diff-flash-naive", "diff-flash-ref", "diff-naive-ref"} {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[float64](fmt.Sprintf(`parseFloat(document.querySelector('[data-testid=%s]').textContent)`, id)))
+		if err != nil || !(v < 1e-5) {
+			t.Errorf("%s = %v (%v)", id, v, err)
+		}
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserSweep runs a small sweep on the CPU path from the page: the
+// progress ends, the charts hold both kernels, the table and the CSV
+// download have every point, and the memory calculator answers.
+func TestBrowserSweep(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/sweep"),
+		chromedp.SetValue(chromedp.ID("s-n"), "64,128"),
+		chromedp.SetValue(chromedp.ID("s-d"), "16"),
+		chromedp.SetValue(chromedp.ID("s-causal"), "0"),
+		chromedp.SetValue(chromedp.ID("s-repeats"), "1"),
+		chromedp.Click(chromedp.ID("sweep-run"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#sweep-status", "Done: 4 points")
+	lines, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Chart.getChart('chart-ms').data.datasets.filter(d => d.data.length === 2).length`))
+	if err != nil || lines != 2 {
+		t.Fatalf("the time chart has %d lines of two points (%v)", lines, err)
+	}
+	rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#sweep-table tbody tr').length`))
+	if rows != 4 {
+		t.Fatalf("%d table rows", rows)
+	}
+	csvText, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.querySelector('[data-testid=download-csv]').href).then(r => r.text())`,
+		chromedp.EvalAwaitPromise))
+	if err != nil || !strings.HasPrefix(csvText, "source,variant,kernel") || strings.Count(csvText, "\n") != 5 {
+		t.Fatalf("CSV download: %v\n%s", err, csvText)
+	}
+	waitText(ctx, t, "[data-testid=mem-naive-max]", "N > ")
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
 // TestBrowserFormErrors types an out-of-range N and expects the error beside
 // the field, with the limit, and the run button disabled.
 func TestBrowserFormErrors(t *testing.T) {

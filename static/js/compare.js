@@ -1,0 +1,223 @@
+// Naive against flash on the same inputs, stepped together. Each pane's steps
+// get a place on one progress axis: from 0 to 1, the fraction of its score
+// tiles computed so far; from 1 to 2, its steps after the last score tile
+// (naive's softmax and P·V, flash's last epilogue). One click moves the axis
+// to the next place either kernel has, so each pane shows its state at the
+// same progress.
+import { startRun } from './stream.js';
+import { TraceModel } from './model.js';
+import { TileGrid, fmtBytes } from './views.js';
+import { describe } from './steps.js';
+
+const $ = (id) => document.getElementById(id);
+const page = JSON.parse($('compare-data').textContent);
+
+const panes = {};
+let positions = []; // the progress values either kernel reaches, sorted
+let at = 0; // index into positions
+let timer = null;
+
+function makePane(variant, query) {
+  const el = $(`pane-${variant}`);
+  const q = (role) => el.querySelector(`[data-role=${role}]`);
+  const p = {
+    variant, query, el, model: null, done: false, traffic: null, keys: [],
+    grid: new TileGrid(q('grid'), q('legend'), () => {}),
+    status: q('status'), title: q('title'), l2: q('l2'), dram: q('dram'), buffer: q('buffer'), measured: q('measured'),
+  };
+  panes[variant] = p;
+  p.status.textContent = 'Starting…';
+  fetch(`/api/traffic?${query}`).then((r) => r.json()).then((t) => { p.traffic = t; finish(); });
+  startRun(query, {
+    onHeader(h) { p.model = new TraceModel(h); },
+    onRecord(r) {
+      p.model.add(r);
+      if (p.model.length % 64 === 0) p.status.textContent = `Streaming: ${p.model.length} steps…`;
+    },
+    onDone() {
+      p.done = true;
+      p.status.textContent = `${p.model.length} steps, numbers from ${p.model.h.label}.`;
+      finish();
+    },
+    onError(msg) { p.status.textContent = msg; p.status.classList.add('error'); },
+  });
+}
+
+// keys places each step of a pane on the shared progress axis.
+function keysOf(model) {
+  const steps = model.steps;
+  const computesS = (r) => r.kind === 'flash_step' || r.kind === 'scores';
+  const total = steps.filter(computesS).length;
+  let lastS = -1;
+  steps.forEach((r, k) => { if (computesS(r)) lastS = k; });
+  const after = steps.length - 1 - lastS;
+  let seen = 0;
+  return steps.map((r, k) => {
+    if (k <= lastS) {
+      if (computesS(r)) seen++;
+      return seen / total;
+    }
+    return 1 + (k - lastS) / after;
+  });
+}
+
+function finish() {
+  const ps = Object.values(panes);
+  if (!ps.every((p) => p.done && p.traffic)) return;
+  const all = new Set([0]);
+  for (const p of ps) {
+    p.keys = keysOf(p.model);
+    p.keys.forEach((k) => all.add(Math.round(k * 1e9) / 1e9));
+    p.cumDRAM = cumulative(p.traffic.steps);
+  }
+  positions = [...all].sort((a, b) => a - b);
+  $('c-scrub').max = String(positions.length - 1);
+  $('c-status').textContent = 'Both traces are in: step them together.';
+  go(Math.min(page.step, positions.length - 1));
+  summary();
+}
+
+function cumulative(steps) {
+  const out = [];
+  let r = 0, w = 0, dr = 0, dw = 0;
+  for (const s of steps) {
+    r += s[0]; w += s[1]; dr += s[2]; dw += s[3];
+    out.push([r, w, dr, dw]);
+  }
+  return out;
+}
+
+// shown is the last step of pane p at or before the current progress.
+function shown(p) {
+  const x = positions[at] + 1e-12;
+  let k = -1;
+  while (k + 1 < p.keys.length && p.keys[k + 1] <= x) k++;
+  return k;
+}
+
+function go(i) {
+  at = Math.max(0, Math.min(i, positions.length - 1));
+  $('c-scrub').value = String(at);
+  const x = positions[at];
+  $('c-progress').textContent = x <= 1
+    ? `${Math.round(x * 100)}% of score tiles computed`
+    : `all score tiles computed; finishing: ${Math.round((x - 1) * 100)}%`;
+  for (const p of Object.values(panes)) drawPane(p, shown(p));
+  history.replaceState(null, '', `${location.pathname}?${page.flash_query.replace('variant=flash2', '').replace(/^&/, '')}&step=${at}`);
+}
+
+function drawPane(p, k) {
+  const h = p.model.h;
+  p.grid.draw(h, k >= 0 ? p.model.tileStates(k) : new Array(h.Tr * h.Tc).fill('pending'));
+  if (k < 0) {
+    p.title.textContent = 'Not started.';
+    p.l2.textContent = p.dram.textContent = '0 B read, 0 B written';
+  } else {
+    const r = p.model.steps[k];
+    p.title.textContent = `Step ${k + 1} of ${p.model.length}: ${describe(h, r)[0]}`;
+    p.l2.textContent = `${fmtBytes(p.model.cumRead[k])} read, ${fmtBytes(p.model.cumWritten[k])} written`;
+    const c = p.cumDRAM[k];
+    p.dram.textContent = `${fmtBytes(c[2])} read, ${fmtBytes(c[3])} written`;
+  }
+  const bh = h.batch * h.heads;
+  p.buffer.textContent = h.variant === 'naive'
+    ? `S and P: 2 × ${fmtBytes(bh * h.N * h.N * 4)} in device memory`
+    : `none beyond Q, K, V, O; S and P tiles: ${fmtBytes(2 * h.Br * h.Bc * 4)} on chip per block`;
+  const m = p.traffic.measured;
+  p.measured.textContent = m
+    ? `Measured on ${m.gpu} (${m.recorded}) for this run: ` + m.measured.map((x) => `${x.kernel} L2 ${fmtBytes(x.l2_read)} read, DRAM ${fmtBytes(x.dram_read)} read, ${fmtBytes(x.dram_write)} written`).join('; ')
+    : `DRAM by the model of an ${p.traffic.model.Name} (${fmtBytes(p.traffic.model.L2Bytes)} of L2); no hardware counters were recorded for this run.`;
+}
+
+// summary compares the two outputs with each other and with float64.
+function summary() {
+  const f = panes.flash2.model, n = panes.naive.model;
+  const h = f.h;
+  const lines = [];
+  for (let bh = h.tracedBH[0]; bh < h.tracedBH[1]; bh++) {
+    const of = f.finalO.get(bh), on = n.finalO.get(bh);
+    const inp = f.inputs.get(bh);
+    if (!of || !on || !inp) continue;
+    const ref = reference(inp, h);
+    let diff = 0, ef = 0, en = 0, norm = 0;
+    const rows = [h.tracedQ[0] * h.Br, Math.min(h.N, h.tracedQ[1] * h.Br)];
+    for (let x = rows[0] * h.D; x < rows[1] * h.D; x++) {
+      diff = Math.max(diff, Math.abs(of[x] - on[x]));
+      ef = Math.max(ef, Math.abs(of[x] - ref[x]));
+      en = Math.max(en, Math.abs(on[x] - ref[x]));
+      norm = Math.max(norm, Math.abs(ref[x]));
+    }
+    lines.push([`batch-head ${bh}: max |O_flash − O_naive|`, diff.toExponential(2), 'diff-flash-naive'],
+      ['max |O_flash − O_float64|', ef.toExponential(2), 'diff-flash-ref'],
+      ['max |O_naive − O_float64|', en.toExponential(2), 'diff-naive-ref'],
+      ['max |O_float64|', norm.toExponential(2), '']);
+  }
+  const dl = $('c-diffs');
+  dl.replaceChildren();
+  for (const [k, v, id] of lines) {
+    dl.appendChild(document.createElement('dt')).textContent = k;
+    const dd = dl.appendChild(document.createElement('dd'));
+    dd.textContent = v;
+    if (id) dd.dataset.testid = id;
+  }
+  $('c-summary').hidden = false;
+}
+
+// reference is attention in float64 over the float32 inputs.
+function reference(inp, h) {
+  const { N, D } = h;
+  const out = new Float64Array(N * D);
+  const s = new Float64Array(N);
+  const scale = 1 / Math.sqrt(D);
+  for (let r = 0; r < N; r++) {
+    let m = -Infinity;
+    const cols = h.causal ? r + 1 : N;
+    for (let c = 0; c < cols; c++) {
+      let dot = 0;
+      for (let x = 0; x < D; x++) dot += inp.q[r * D + x] * inp.k[c * D + x];
+      s[c] = dot * scale;
+      if (s[c] > m) m = s[c];
+    }
+    let l = 0;
+    for (let c = 0; c < cols; c++) {
+      const p = Math.exp(s[c] - m);
+      l += p;
+      for (let x = 0; x < D; x++) out[r * D + x] += p * inp.v[c * D + x];
+    }
+    for (let x = 0; x < D; x++) out[r * D + x] /= l;
+  }
+  return out;
+}
+
+// ---- controls ----
+
+function pause() {
+  clearInterval(timer);
+  timer = null;
+  $('c-play').classList.remove('playing');
+}
+function play() {
+  if (timer || !positions.length) return;
+  if (at >= positions.length - 1) go(0);
+  timer = setInterval(() => (at >= positions.length - 1 ? pause() : go(at + 1)), 400);
+  $('c-play').classList.add('playing');
+}
+$('c-first').onclick = () => { pause(); go(0); };
+$('c-prev').onclick = () => { pause(); go(at - 1); };
+$('c-next').onclick = () => { pause(); go(at + 1); };
+$('c-last').onclick = () => { pause(); go(positions.length - 1); };
+$('c-play').onclick = () => (timer ? pause() : play());
+$('c-scrub').oninput = (ev) => { pause(); go(Number(ev.target.value)); };
+document.addEventListener('keydown', (ev) => {
+  if (ev.target.closest('input, select, textarea')) return;
+  const f = { ArrowLeft: $('c-prev').onclick, ArrowRight: $('c-next').onclick, Home: $('c-first').onclick, End: $('c-last').onclick, ' ': $('c-play').onclick }[ev.key];
+  if (f) { ev.preventDefault(); f(); }
+});
+
+if (page.valid) {
+  $('c-status').textContent = 'Running both kernels…';
+  makePane('naive', page.naive_query);
+  makePane('flash2', page.flash_query);
+} else {
+  $('c-status').textContent = 'Fix the fields above to run.';
+}

@@ -1,0 +1,251 @@
+// The sweep page: start a sweep, follow its progress, cancel it, plot and
+// tabulate its results beside PyTorch's recorded references, and the memory
+// calculator and the traffic table.
+import { fmtBytes } from './views.js';
+
+const $ = (id) => document.getElementById(id);
+const page = JSON.parse($('sweep-data').textContent);
+const Chart = globalThis.Chart;
+
+const state = { job: null, record: null, timer: null, sdpa: null, charts: {} };
+
+// ---- running a sweep ----
+
+function showErrors(form, fields) {
+  const by = {};
+  for (const f of fields || []) by[f.field] = f.message;
+  for (const el of form.querySelectorAll('.field-error')) el.textContent = by[el.dataset.field] || '';
+}
+
+$('sweep-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const body = new URLSearchParams();
+  for (const [k, v] of new FormData(ev.target)) if (String(v).trim() !== '') body.set(k, String(v).trim());
+  const res = await fetch('/api/sweeps', { method: 'POST', body });
+  const job = await res.json();
+  if (!res.ok) {
+    showErrors(ev.target, job.fields);
+    $('sweep-status').textContent = job.error;
+    return;
+  }
+  showErrors(ev.target, []);
+  follow(job);
+});
+
+$('sweep-cancel').addEventListener('click', async () => {
+  if (!state.job) return;
+  const res = await fetch(`/api/sweeps/${state.job.id}`, { method: 'DELETE' });
+  if (res.ok) follow(await res.json());
+});
+
+$('sweep-recorded')?.addEventListener('click', showRecorded);
+
+// follow polls a job until it is over, redrawing as its points come in.
+function follow(job) {
+  clearTimeout(state.timer);
+  state.job = job;
+  const over = ['done', 'cancelled', 'failed'].includes(job.state);
+  $('sweep-progress').max = job.total || 1;
+  $('sweep-progress').value = job.done;
+  const eta = Math.round(job.estimate_ns / 1e9);
+  $('sweep-status').textContent = {
+    queued: `Queued: ${job.ahead} sweep${job.ahead === 1 ? '' : 's'} ahead of this one.`,
+    running: `Running: ${job.done} of ${job.total} points (about ${eta} s in all).`,
+    done: `Done: ${job.total} points.`,
+    cancelled: `Cancelled after ${job.done} of ${job.total} points.`,
+    failed: `Failed: ${job.error}`,
+  }[job.state] + memoryNote(job);
+  $('sweep-cancel').disabled = over;
+  $('sweep-run').disabled = !over;
+  showRecord({ source: job.source, results: job.results, state: job.state }, `/api/sweeps/${job.id}`);
+  if (!over) state.timer = setTimeout(async () => follow(await (await fetch(`/api/sweeps/${job.id}`)).json()), 500);
+}
+
+function memoryNote(job) {
+  const m = job.memory;
+  if (!m || !['done', 'cancelled', 'failed'].includes(job.state)) return '';
+  const diff = m.free_before - m.free_after;
+  return ` Device memory free before the sweep ${fmtBytes(m.free_before)}, after ${fmtBytes(m.free_after)}` +
+    (diff === 0 ? ': all of it given back.' : `: ${fmtBytes(Math.abs(diff))} ${diff > 0 ? 'not given back' : 'more'}.`);
+}
+
+async function showRecorded() {
+  const rec = await (await fetch('/api/sweeps/recorded')).json();
+  $('sweep-status').textContent = '';
+  $('sweep-progress').value = 0;
+  showRecord(rec, '/api/sweeps/recorded', `Recorded on ${rec.source}, ${rec.recorded.slice(0, 10)}`);
+}
+
+// ---- results ----
+
+function showRecord(rec, base, title) {
+  state.record = rec;
+  $('sweep-title').textContent = title || 'Results';
+  $('sweep-source').textContent = `Measured on: ${rec.source}.`;
+  $('sweep-downloads').innerHTML = '';
+  for (const [ext, label] of [['csv', 'Download CSV'], ['json', 'Download JSON']]) {
+    const a = document.createElement('a');
+    a.href = `${base}.${ext}`;
+    a.textContent = label;
+    a.download = '';
+    a.dataset.testid = `download-${ext}`;
+    $('sweep-downloads').append(a);
+  }
+  const ds = [...new Set(rec.results.map((r) => r.d))].sort((a, b) => a - b);
+  const sel = $('f-d');
+  const keep = sel.value;
+  sel.replaceChildren(...ds.map((d) => new Option(String(d), String(d))));
+  if (ds.includes(Number(keep))) sel.value = keep;
+  draw();
+}
+
+$('f-d').addEventListener('change', draw);
+$('f-causal').addEventListener('change', draw);
+
+const COLOURS = { flash2: '#0b5fff', naive: '#d1495b', 'SDPA flash (bf16)': '#2a9d8f', 'SDPA cuDNN (bf16)': '#6a4c93', 'PyTorch naive (bf16)': '#e9a03b' };
+
+function draw() {
+  const rec = state.record;
+  if (!rec) return;
+  const d = Number($('f-d').value);
+  const causal = $('f-causal').value === 'true';
+  const pts = rec.results.filter((r) => r.d === d && r.causal === causal);
+  const series = {};
+  const add = (name, n, ms, tflops, dashed) => {
+    series[name] ??= { name, dashed, points: [] };
+    series[name].points.push({ n, ms, tflops });
+  };
+  for (const r of pts) if (!r.out_of_memory && !r.error && r.ms > 0) add(`${r.variant}`, r.n, r.ms, r.tflops, false);
+  // PyTorch's references, where they were measured for these shapes.
+  for (const row of state.sdpa || []) {
+    if (row.d !== d || row.causal !== causal) continue;
+    for (const [key, name] of [['flash', 'SDPA flash (bf16)'], ['cudnn', 'SDPA cuDNN (bf16)'], ['naive', 'PyTorch naive (bf16)']]) {
+      if (row[key]?.ms) add(name, row.N, row[key].ms, row[key].tflops, true);
+    }
+  }
+  plot('ms', 'chart-ms', series, 'ms', true);
+  plot('tflops', 'chart-tflops', series, 'TFLOP/s', false);
+  const oom = pts.filter((r) => r.out_of_memory).map((r) => `${r.variant}: out of memory at N=${r.n}`);
+  const failed = pts.filter((r) => r.error && !r.out_of_memory).map((r) => `${r.variant} at N=${r.n}: ${r.error}`);
+  $('sweep-oom').textContent = [...oom, ...failed].join('; ');
+  table(rec.results);
+}
+
+function plot(key, canvasId, series, label, logY) {
+  if (!Chart) return;
+  const datasets = Object.values(series).map((s) => ({
+    label: s.name.startsWith('flash2') || s.name === 'naive' ? `${s.name} (flashstep, f32)` : s.name,
+    data: s.points.sort((a, b) => a.n - b.n).map((p) => ({ x: p.n, y: p[key] })),
+    borderColor: COLOURS[s.name] || '#555',
+    backgroundColor: COLOURS[s.name] || '#555',
+    borderDash: s.dashed ? [6, 4] : [],
+    tension: 0,
+  }));
+  const chart = state.charts[key];
+  if (chart) {
+    chart.data.datasets = datasets;
+    chart.update('none');
+    return;
+  }
+  state.charts[key] = new Chart($(canvasId), {
+    type: 'line',
+    data: { datasets },
+    options: {
+      animation: false,
+      parsing: true,
+      scales: {
+        x: { type: 'logarithmic', title: { display: true, text: 'sequence length N' }, ticks: { callback: (v) => (Math.log2(v) % 1 === 0 ? v : '') } },
+        y: { type: logY ? 'logarithmic' : 'linear', title: { display: true, text: label } },
+      },
+      plugins: { legend: { position: 'bottom' } },
+    },
+  });
+}
+
+function table(results) {
+  const t = $('sweep-table');
+  t.replaceChildren();
+  const head = t.createTHead().insertRow();
+  for (const h of ['variant', 'kernel', 'dtype', 'N', 'd', 'B', 'H', 'causal', 'ms', 'TFLOP/s', 'device memory']) {
+    head.appendChild(document.createElement('th')).textContent = h;
+  }
+  const body = t.createTBody();
+  for (const r of results) {
+    const row = body.insertRow();
+    const cells = [r.variant, r.kernel, r.dtype, r.n, r.d, r.b, r.h, r.causal ? 'yes' : 'no',
+      r.out_of_memory ? 'out of memory' : r.error ? 'error' : r.ms.toFixed(3),
+      r.out_of_memory || r.error ? '' : r.tflops.toFixed(2), r.peak_bytes ? fmtBytes(r.peak_bytes) : ''];
+    for (const c of cells) row.insertCell().textContent = String(c);
+    if (r.peak_how) row.title = `memory: ${r.peak_how}`;
+  }
+}
+
+// ---- the memory calculator ----
+
+let memSeq = 0;
+async function calc() {
+  const seq = ++memSeq;
+  const q = new URLSearchParams(new FormData($('memory-form')));
+  const res = await fetch(`/api/memory?${q}`);
+  const body = await res.json();
+  if (seq !== memSeq) return;
+  showErrors($('memory-form'), res.ok ? [] : body.fields);
+  const out = $('memory-out');
+  out.replaceChildren();
+  if (!res.ok) return;
+  const p = body.plan;
+  const rows = [
+    ['GPU', body.gpu, ''],
+    ['Q, K, V, O, LSE (both kernels)', fmtBytes(p.inputs_bytes), ''],
+    ['naive: S and P in device memory', fmtBytes(p.naive_sp_bytes), 'naive-sp'],
+    ['naive in all', `${fmtBytes(p.naive_bytes)} ${p.naive_fits ? 'fits' : 'does not fit'}`, 'naive-total'],
+    ['flash in all', `${fmtBytes(p.flash_bytes)} ${p.flash_fits ? 'fits' : 'does not fit'}`, ''],
+    ['flash: one block\'s tiles, on chip', `${fmtBytes(p.flash_tile_bytes)} of shared memory (Br=Bc=64)`, ''],
+    ['naive stops fitting at', `N > ${p.naive_max_n} (with B=${p.B}, H=${p.H}, d=${p.D})`, 'naive-max'],
+    ['flash stops fitting at', `N > ${p.flash_max_n}`, ''],
+  ];
+  for (const [k, v, id] of rows) {
+    out.appendChild(document.createElement('dt')).textContent = k;
+    const dd = out.appendChild(document.createElement('dd'));
+    dd.textContent = v;
+    if (id) dd.dataset.testid = `mem-${id}`;
+  }
+}
+$('memory-form').addEventListener('input', calc);
+
+// ---- traffic: model against counters ----
+
+async function traffic() {
+  const rows = await (await fetch('/api/traffic/measured')).json();
+  const t = $('traffic-table');
+  t.replaceChildren();
+  if (!rows.length) {
+    t.createCaption().textContent = 'No counters were recorded with this build.';
+    return;
+  }
+  t.createCaption().textContent = `Measured with Nsight Compute on ${rows[0].gpu}, ${rows[0].recorded}. Model / counter.`;
+  const head = t.createTHead().insertRow();
+  for (const h of ['run', 'kernel', 'L2 read: model', 'counter', 'DRAM read: model', 'counter', 'DRAM write: model', 'counter']) {
+    head.appendChild(document.createElement('th')).textContent = h;
+  }
+  const body = t.createTBody();
+  for (const run of rows) {
+    const q = new URLSearchParams(run.query);
+    const name = `${q.get('variant')} N=${q.get('n')} d=${q.get('d')} B=${q.get('batch')} H=${q.get('heads')}${q.get('causal') === '1' ? ' causal' : ''}`;
+    for (const meas of run.measured) {
+      const model = run.model.find((k) => k.kernel === meas.kernel) || {};
+      const row = body.insertRow();
+      for (const c of [name, meas.kernel, fmtBytes(model.l2_read ?? 0), fmtBytes(meas.l2_read), fmtBytes(model.dram_read ?? 0),
+        fmtBytes(meas.dram_read), fmtBytes(model.dram_write ?? 0), fmtBytes(meas.dram_write)]) row.insertCell().textContent = c;
+    }
+  }
+}
+
+// ---- start ----
+
+(async () => {
+  state.sdpa = await fetch('/api/sdpa').then((r) => (r.ok ? r.json() : null)).catch(() => null);
+  calc();
+  traffic();
+  if (page.has_recorded) showRecorded();
+})();

@@ -1,0 +1,273 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+)
+
+// Executor times sweep points on one engine.
+type Executor interface {
+	// Time measures point p: a warm-up, then repeats runs, on fresh inputs
+	// drawn from seed. Running out of memory is a Result, not an error; an
+	// error means the engine failed.
+	Time(ctx context.Context, p Point, repeats int, seed uint64) (Result, error)
+	// Source says what the times are of: a GPU and its driver, or the CPU.
+	Source() string
+}
+
+// Job is one sweep, queued, running or over.
+type Job struct {
+	ID       string        `json:"id"`
+	Spec     Spec          `json:"spec"`
+	Query    string        `json:"query"`
+	Source   string        `json:"source"`
+	State    string        `json:"state"` // queued, running, done, cancelled, failed
+	Ahead    int           `json:"ahead"` // sweeps before this one, while queued
+	Done     int           `json:"done"`
+	Total    int           `json:"total"`
+	Estimate time.Duration `json:"estimate_ns"`
+	Error    string        `json:"error,omitempty"`
+	Results  []Result      `json:"results"`
+	Created  time.Time     `json:"created"`
+	Started  time.Time     `json:"started,omitzero"`
+	Finished time.Time     `json:"finished,omitzero"`
+	// Memory is, on the GPU, the free device memory before the sweep's first
+	// point and after its last: a sweep, finished or cancelled, must leave
+	// what it found.
+	Memory *MemoryCheck `json:"memory,omitempty"`
+
+	cancel context.CancelFunc
+}
+
+// MemoryCheck compares free device memory before and after a sweep.
+type MemoryCheck struct {
+	FreeBefore int64 `json:"free_before"`
+	FreeAfter  int64 `json:"free_after"`
+}
+
+// Job states.
+const (
+	StateQueued    = "queued"
+	StateRunning   = "running"
+	StateDone      = "done"
+	StateCancelled = "cancelled"
+	StateFailed    = "failed"
+)
+
+// Manager runs sweeps one at a time, in the order they came: two sweeps at
+// once would time each other.
+type Manager struct {
+	execs map[string]Executor
+
+	mu    sync.Mutex
+	jobs  map[string]*Job
+	queue []*Job // waiting, in order
+	kept  []*Job // every job, oldest first, for trimming
+	seq   int
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// keepJobs bounds how many finished sweeps the manager remembers.
+const keepJobs = 32
+
+// NewManager starts a manager over the engines it has: "cpu" always, "gpu"
+// where there is one.
+func NewManager(execs map[string]Executor) *Manager {
+	m := &Manager{execs: execs, jobs: map[string]*Job{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go m.loop()
+	return m
+}
+
+// Engines says which engines can sweep here.
+func (m *Manager) Engines() map[string]string {
+	out := map[string]string{}
+	for k, e := range m.execs {
+		out[k] = e.Source()
+	}
+	return out
+}
+
+// Submit queues a sweep.
+func (m *Manager) Submit(s Spec) (Job, error) {
+	ex, ok := m.execs[s.Engine]
+	if !ok {
+		return Job{}, kernels.FieldErrors{{Field: FieldEngine, Message: "this server has no GPU to sweep on: choose the CPU, or see the sweep recorded on an H100"}}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	j := &Job{ID: strconv.Itoa(m.seq), Spec: s, Query: s.Values().Encode(), Source: ex.Source(), State: StateQueued,
+		Total: len(s.Points()), Estimate: s.Estimate(), Created: time.Now(), Results: []Result{}}
+	m.jobs[j.ID] = j
+	m.queue = append(m.queue, j)
+	m.kept = append(m.kept, j)
+	for len(m.kept) > keepJobs && m.kept[0].State != StateQueued && m.kept[0].State != StateRunning {
+		delete(m.jobs, m.kept[0].ID)
+		m.kept = m.kept[1:]
+	}
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+	return m.snapshot(j), nil
+}
+
+// Get returns a copy of job id as it stands.
+func (m *Manager) Get(id string) (Job, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return Job{}, false
+	}
+	return m.snapshot(j), true
+}
+
+// ErrNoJob is a job id the manager does not know.
+var ErrNoJob = errors.New("no such sweep")
+
+// Cancel stops a sweep: a queued one never starts, a running one stops after
+// the point in flight. Its results so far stay.
+func (m *Manager) Cancel(id string) (Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return Job{}, ErrNoJob
+	}
+	switch j.State {
+	case StateQueued:
+		for k, q := range m.queue {
+			if q == j {
+				m.queue = append(m.queue[:k], m.queue[k+1:]...)
+				break
+			}
+		}
+		j.State, j.Finished = StateCancelled, time.Now()
+	case StateRunning:
+		j.cancel()
+	}
+	return m.snapshot(j), nil
+}
+
+// Close stops the manager, cancelling the running sweep.
+func (m *Manager) Close() {
+	close(m.stop)
+	<-m.done
+}
+
+func (m *Manager) snapshot(j *Job) Job {
+	c := *j
+	c.Results = append([]Result{}, j.Results...)
+	c.cancel = nil
+	if j.State == StateQueued {
+		for k, q := range m.queue {
+			if q == j {
+				c.Ahead = k
+				if m.runningLocked() {
+					c.Ahead++
+				}
+			}
+		}
+	}
+	return c
+}
+
+func (m *Manager) runningLocked() bool {
+	for _, j := range m.jobs {
+		if j.State == StateRunning {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) loop() {
+	defer close(m.done)
+	for {
+		m.mu.Lock()
+		var j *Job
+		if len(m.queue) > 0 {
+			j, m.queue = m.queue[0], m.queue[1:]
+		}
+		m.mu.Unlock()
+		if j == nil {
+			select {
+			case <-m.wake:
+				continue
+			case <-m.stop:
+				return
+			}
+		}
+		m.run(j)
+		select {
+		case <-m.stop:
+			return
+		default:
+		}
+	}
+}
+
+// run sweeps job j's points in order, recording each result as it comes.
+func (m *Manager) run(j *Job) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	m.mu.Lock()
+	j.State, j.Started, j.cancel = StateRunning, time.Now(), cancel
+	m.mu.Unlock()
+	ex := m.execs[j.Spec.Engine]
+	state, msg := StateDone, ""
+	for _, p := range j.Spec.Points() {
+		if ctx.Err() != nil {
+			state = StateCancelled
+			break
+		}
+		r, err := ex.Time(ctx, p, j.Spec.Repeats, rand.Uint64())
+		if err != nil {
+			if ctx.Err() != nil {
+				state = StateCancelled
+			} else {
+				state, msg = StateFailed, fmt.Sprintf("N=%d, d=%d, %s: %v", p.N, p.D, p.Variant, err)
+			}
+			break
+		}
+		m.mu.Lock()
+		j.Results = append(j.Results, r)
+		j.Done++
+		if r.FreeBefore > 0 {
+			if j.Memory == nil {
+				j.Memory = &MemoryCheck{FreeBefore: r.FreeBefore}
+			}
+			j.Memory.FreeAfter = r.FreeAfter
+		}
+		m.mu.Unlock()
+	}
+	m.mu.Lock()
+	j.State, j.Error, j.Finished = state, msg, time.Now()
+	m.mu.Unlock()
+}
+
+// kernelLabel names what a point runs, with its data type.
+func kernelLabel(p Point) string {
+	if p.Variant == instrument.VariantFlash2 {
+		return fmt.Sprintf("flash2_br%d_bc%d_d%d", sweepTile, sweepTile, p.D)
+	}
+	return "naive_scores + naive_softmax + naive_pv"
+}

@@ -1,0 +1,354 @@
+// Package sweep owns benchmark sweeps: naive against flash across sequence
+// lengths, timed on the GPU (through the worker) or on the CPU (the mirrors),
+// run as jobs one after another, with progress, cancellation, and results as
+// a table, CSV and JSON. It also holds the sweep recorded on an H100 for
+// machines without a GPU.
+package sweep
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/worker"
+)
+
+// Spec is what to sweep.
+type Spec struct {
+	Engine   string               `json:"engine"` // kernels.EngineGPU or kernels.EngineCPU
+	Ns       []int                `json:"ns"`
+	Ds       []int                `json:"ds"`
+	Causal   []bool               `json:"causal"`
+	Variants []instrument.Variant `json:"-"`
+	// Batch and Heads fix the shape; zero means the FlashAttention benchmark
+	// shapes, B = max(1, 16384/N) and H = 2048/d.
+	Batch   int `json:"batch"`
+	Heads   int `json:"heads"`
+	Repeats int `json:"repeats"`
+}
+
+// Limits of a sweep.
+const (
+	MaxPoints   = 64
+	MaxRepeats  = 20
+	MaxGPUN     = 32768
+	MaxCPUN     = 1024
+	MaxGPUTime  = 20 * time.Minute
+	MaxCPUTime  = 2 * time.Minute
+	benchTokens = 16384 // B·N of the benchmark shapes
+	benchHidden = 2048  // H·d
+)
+
+// The tiles a sweep runs: flash2's compiled 64×64 instantiations, and the
+// same tiles for naive.
+const sweepTile = 64
+
+// Point is one measurement of a sweep.
+type Point struct {
+	Variant instrument.Variant `json:"-"`
+	N       int                `json:"n"`
+	D       int                `json:"d"`
+	B       int                `json:"b"`
+	H       int                `json:"h"`
+	Causal  bool               `json:"causal"`
+}
+
+// FLOPs is 4·B·H·N²·d, halved under a causal mask (the usual count, although
+// naive computes the masked half too).
+func (p Point) FLOPs() float64 {
+	f := 4 * float64(p.B) * float64(p.H) * float64(p.N) * float64(p.N) * float64(p.D)
+	if p.Causal {
+		f /= 2
+	}
+	return f
+}
+
+// Config is the run a point times.
+func (p Point) Config(seed uint64) kernels.Config {
+	return kernels.Config{Variant: p.Variant, N: p.N, D: p.D, Br: sweepTile, Bc: sweepTile, Batch: p.B, Heads: p.H,
+		Causal: p.Causal, Pattern: instrument.PatternNormal, Seed: seed}
+}
+
+// Points is the grid of the spec: for each d, N and causal, every variant.
+func (s *Spec) Points() []Point {
+	var out []Point
+	for _, d := range s.Ds {
+		for _, n := range s.Ns {
+			for _, causal := range s.Causal {
+				for _, v := range s.Variants {
+					p := Point{Variant: v, N: n, D: d, B: s.Batch, H: s.Heads, Causal: causal}
+					if s.Batch == 0 {
+						p.B = max(1, benchTokens/n)
+					}
+					if s.Heads == 0 {
+						p.H = max(1, benchHidden/d)
+					}
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Rates the estimate assumes, from the figures in docs/GPU.md: flash2 f32
+// runs at about 7 TFLOP/s on an H100, naive at about 2; each GPU point costs
+// a second or two of input drawing and copying. The CPU mirrors run at
+// about 2.5 GFLOP/s.
+var estimateRates = map[string]map[instrument.Variant]float64{
+	kernels.EngineGPU: {instrument.VariantFlash2: 6e12, instrument.VariantNaive: 2e12},
+	kernels.EngineCPU: {instrument.VariantFlash2: 2e9, instrument.VariantNaive: 2e9},
+}
+
+// Estimate is how long the sweep should take.
+func (s *Spec) Estimate() time.Duration {
+	var secs float64
+	for _, p := range s.Points() {
+		flops := p.FLOPs()
+		if p.Causal && p.Variant == instrument.VariantNaive {
+			flops *= 2 // naive computes every tile
+		}
+		secs += flops / estimateRates[s.Engine][p.Variant] * float64(s.Repeats+1)
+		if s.Engine == kernels.EngineGPU {
+			secs += 1.5
+		}
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// DefaultSpec is the issue's sweep on the GPU, and a small one on the CPU.
+func DefaultSpec(engine string) Spec {
+	if engine == kernels.EngineCPU {
+		return Spec{Engine: engine, Ns: []int{64, 128, 256}, Ds: []int{64}, Causal: []bool{false, true},
+			Variants: instrument.Variants, Batch: 1, Heads: 1, Repeats: 3}
+	}
+	return Spec{Engine: kernels.EngineGPU, Ns: []int{512, 1024, 2048, 4096, 8192, 16384, 32768}, Ds: []int{64, 128},
+		Causal: []bool{false, true}, Variants: instrument.Variants, Repeats: 5}
+}
+
+// Field names of a sweep's URL form.
+const (
+	FieldEngine   = "engine"
+	FieldNs       = "n"
+	FieldDs       = "d"
+	FieldCausal   = "causal"
+	FieldVariants = "variants"
+	FieldBatch    = "batch"
+	FieldHeads    = "heads"
+	FieldRepeats  = "repeats"
+)
+
+// ParseSpec reads a spec from URL values, starting from the engine's
+// defaults, and checks it: every problem is a kernels.FieldError, and a
+// sweep estimated to take too long is refused with the estimate.
+func ParseSpec(v url.Values) (Spec, error) {
+	engine := v.Get(FieldEngine)
+	if engine == "" {
+		engine = kernels.EngineGPU
+	}
+	var errs kernels.FieldErrors
+	add := func(field, format string, args ...any) {
+		errs = append(errs, kernels.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if engine != kernels.EngineGPU && engine != kernels.EngineCPU {
+		add(FieldEngine, "engine must be gpu or cpu (got %q)", trunc(engine))
+		engine = kernels.EngineGPU
+	}
+	s := DefaultSpec(engine)
+	maxN := map[string]int{kernels.EngineGPU: MaxGPUN, kernels.EngineCPU: MaxCPUN}[engine]
+	ints := func(field, name string, lo, hi int, dst *[]int) {
+		raw := strings.TrimSpace(v.Get(field))
+		if raw == "" {
+			return
+		}
+		var out []int
+		for _, f := range strings.Split(raw, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < lo || n > hi {
+				add(field, "%s must be a comma-separated list of whole numbers from %d to %d (got %q)", name, lo, hi, trunc(f))
+				return
+			}
+			out = append(out, n)
+		}
+		*dst = dedupe(out)
+	}
+	ints(FieldNs, "N", 16, maxN, &s.Ns)
+	if engine == kernels.EngineGPU {
+		ints(FieldDs, "d", 64, 128, &s.Ds)
+		for _, d := range s.Ds {
+			if d != 64 && d != 128 {
+				add(FieldDs, "the GPU sweep runs d = 64 or 128, the head dims of flash2's compiled 64×64 tiles (got %d)", d)
+				break
+			}
+		}
+	} else {
+		ints(FieldDs, "d", 1, 256, &s.Ds)
+	}
+	if raw := strings.TrimSpace(v.Get(FieldCausal)); raw != "" {
+		s.Causal = nil
+		for _, f := range strings.Split(raw, ",") {
+			switch strings.TrimSpace(f) {
+			case "0":
+				s.Causal = append(s.Causal, false)
+			case "1":
+				s.Causal = append(s.Causal, true)
+			default:
+				add(FieldCausal, "causal must be 0, 1 or 0,1 (got %q)", trunc(raw))
+			}
+		}
+	}
+	if raw := strings.TrimSpace(v.Get(FieldVariants)); raw != "" {
+		s.Variants = nil
+		for _, f := range strings.Split(raw, ",") {
+			vr, ok := instrument.ParseVariant(strings.TrimSpace(f))
+			if !ok {
+				add(FieldVariants, "variants must be flash2, naive or both (got %q)", trunc(f))
+				break
+			}
+			s.Variants = append(s.Variants, vr)
+		}
+	}
+	one := func(field, name string, lo, hi int, dst *int) {
+		raw := strings.TrimSpace(v.Get(field))
+		if raw == "" {
+			return
+		}
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < lo || n > hi {
+			add(field, "%s must be a whole number from %d to %d (got %q)", name, lo, hi, trunc(raw))
+			return
+		}
+		*dst = n
+	}
+	one(FieldBatch, "batch", 0, 512, &s.Batch)
+	one(FieldHeads, "heads", 0, 256, &s.Heads)
+	one(FieldRepeats, "repeats", 1, MaxRepeats, &s.Repeats)
+	if len(errs) > 0 {
+		return s, errs
+	}
+	if n := len(s.Points()); n == 0 || n > MaxPoints {
+		return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("a sweep has 1 to %d points (sizes × head dims × masks × variants); this one has %d", MaxPoints, n)}}
+	}
+	for _, p := range s.Points() {
+		if engine == kernels.EngineGPU {
+			c := p.Config(0)
+			if err := c.ValidateGPU(); err != nil {
+				return s, kernels.FieldErrors{{Field: FieldBatch, Message: fmt.Sprintf("N=%d, d=%d: %v", p.N, p.D, err)}}
+			}
+		} else if p.N < sweepTile {
+			return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("the sweep's tiles are %d×%d: N must be at least %d", sweepTile, sweepTile, sweepTile)}}
+		}
+	}
+	limit := map[string]time.Duration{kernels.EngineGPU: MaxGPUTime, kernels.EngineCPU: MaxCPUTime}[engine]
+	if est := s.Estimate(); est > limit {
+		return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("this sweep would take about %s, more than the %s a sweep may take here: fewer or smaller sizes, or fewer repeats",
+			est.Round(time.Second), limit)}}
+	}
+	return s, nil
+}
+
+// Values is the spec in URL form.
+func (s *Spec) Values() url.Values {
+	v := url.Values{}
+	v.Set(FieldEngine, s.Engine)
+	v.Set(FieldNs, joinInts(s.Ns))
+	v.Set(FieldDs, joinInts(s.Ds))
+	var cs, vs []string
+	for _, c := range s.Causal {
+		cs = append(cs, map[bool]string{false: "0", true: "1"}[c])
+	}
+	for _, x := range s.Variants {
+		vs = append(vs, x.String())
+	}
+	v.Set(FieldCausal, strings.Join(cs, ","))
+	v.Set(FieldVariants, strings.Join(vs, ","))
+	if s.Batch > 0 {
+		v.Set(FieldBatch, strconv.Itoa(s.Batch))
+	}
+	if s.Heads > 0 {
+		v.Set(FieldHeads, strconv.Itoa(s.Heads))
+	}
+	v.Set(FieldRepeats, strconv.Itoa(s.Repeats))
+	return v
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func dedupe(xs []int) []int {
+	sort.Ints(xs)
+	out := xs[:0]
+	for i, x := range xs {
+		if i == 0 || x != xs[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func trunc(s string) string {
+	if len(s) > 24 {
+		return s[:24] + "…"
+	}
+	return s
+}
+
+// Result is one point's measurement.
+type Result struct {
+	Point
+	VariantName string    `json:"variant"`
+	Kernel      string    `json:"kernel"` // what ran, with its data type
+	DType       string    `json:"dtype"`
+	Ms          float64   `json:"ms"` // median of the repeats
+	TFLOPs      float64   `json:"tflops"`
+	Repeats     []float64 `json:"repeats_ms"`
+	// PeakBytes is the device memory the run held: the drop in free memory
+	// (cuMemGetInfo) once its buffers were allocated. On the CPU it is the
+	// Go heap the mirror allocated, and says so in PeakHow.
+	PeakBytes  int64  `json:"peak_bytes"`
+	PeakHow    string `json:"peak_how"`
+	OutOfMem   bool   `json:"out_of_memory"`
+	Error      string `json:"error,omitempty"`
+	FreeBefore int64  `json:"free_before,omitempty"`
+	FreeAfter  int64  `json:"free_after,omitempty"`
+}
+
+// finish fills the median and rate from the repeats.
+func (r *Result) finish() {
+	if len(r.Repeats) == 0 {
+		return
+	}
+	ms := append([]float64(nil), r.Repeats...)
+	sort.Float64s(ms)
+	r.Ms = ms[len(ms)/2]
+	r.TFLOPs = r.FLOPs() / (r.Ms / 1e3) / 1e12
+	if math.IsInf(r.TFLOPs, 0) || math.IsNaN(r.TFLOPs) {
+		r.TFLOPs = 0
+	}
+}
+
+// GPUResult turns the worker's timing into a point's result.
+func GPUResult(p Point, t worker.Timed) Result {
+	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p), DType: "f32",
+		Repeats: t.Ms, OutOfMem: t.OutOfMem, Error: t.Error, FreeBefore: t.FreeBefore, FreeAfter: t.FreeAfter,
+		PeakHow: "the drop in free device memory (cuMemGetInfo) once the run's buffers were allocated"}
+	if t.FreeInUse > 0 {
+		r.PeakBytes = t.FreeBefore - t.FreeInUse
+	}
+	if r.OutOfMem {
+		r.Error = fmt.Sprintf("out of memory at N=%d: %s", p.N, t.Error)
+	}
+	r.finish()
+	return r
+}

@@ -1,0 +1,179 @@
+package sweep
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/worker"
+)
+
+func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
+	cases := []struct{ query, field, mentions string }{
+		{"engine=tpu", FieldEngine, "gpu or cpu"},
+		{"n=512,abc", FieldNs, "comma-separated"},
+		{"n=65536", FieldNs, "from 16 to 32768"},
+		{"engine=cpu&n=2048", FieldNs, "from 16 to 1024"},
+		{"d=96", FieldDs, "64 or 128"},
+		{"causal=2", FieldCausal, "0, 1"},
+		{"variants=flash3", FieldVariants, "flash2, naive"},
+		{"repeats=50", FieldRepeats, "from 1 to 20"},
+		{"engine=cpu&n=1024&d=256&heads=8&repeats=20", FieldNs, "would take about"},
+		{"engine=cpu&n=32", FieldNs, "at least 64"},
+	}
+	for _, tc := range cases {
+		v, _ := url.ParseQuery(tc.query)
+		_, err := ParseSpec(v)
+		var fe kernels.FieldErrors
+		if !errors.As(err, &fe) || !strings.Contains(fe.ByField()[tc.field], tc.mentions) {
+			t.Errorf("%s: %v, want %s mentioning %q", tc.query, err, tc.field, tc.mentions)
+		}
+	}
+	s, err := ParseSpec(url.Values{})
+	if err != nil || len(s.Points()) != 7*2*2*2 {
+		t.Fatalf("the default GPU sweep: %v, %d points", err, len(s.Points()))
+	}
+	t.Logf("the default GPU sweep: %d points, estimated %v", len(s.Points()), s.Estimate())
+	for _, p := range s.Points() {
+		if p.B*p.N != 16384 && !(p.N > 16384 && p.B == 1) || p.H*p.D != 2048 {
+			t.Fatalf("point %+v is not a benchmark shape", p)
+		}
+	}
+	back, err := ParseSpec(s.Values())
+	if err != nil || back.Values().Encode() != s.Values().Encode() {
+		t.Fatalf("round trip: %v", err)
+	}
+}
+
+// fakeExec times points by sleeping; it can hold a point until released.
+type fakeExec struct {
+	delay   time.Duration
+	hold    chan struct{}
+	mu      sync.Mutex
+	started []Point
+	free    int64
+}
+
+func (f *fakeExec) Source() string { return "fake engine" }
+func (f *fakeExec) Time(ctx context.Context, p Point, repeats int, seed uint64) (Result, error) {
+	f.mu.Lock()
+	f.started = append(f.started, p)
+	f.mu.Unlock()
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+	}
+	time.Sleep(f.delay)
+	if p.N > 2048 && p.Variant == instrument.VariantNaive {
+		return GPUResult(p, worker.Timed{OutOfMem: true, Error: "out of device memory", FreeBefore: f.free, FreeAfter: f.free}), nil
+	}
+	return GPUResult(p, worker.Timed{Ms: []float64{3, 1, 2}, FreeBefore: f.free, FreeInUse: f.free - 1000, FreeAfter: f.free}), nil
+}
+
+func waitState(t *testing.T, m *Manager, id string, states ...string) Job {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		j, _ := m.Get(id)
+		for _, s := range states {
+			if j.State == s {
+				return j
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	j, _ := m.Get(id)
+	t.Fatalf("job %s stayed %s", id, j.State)
+	return j
+}
+
+func TestSweepsRunInTurnAndCancel(t *testing.T) {
+	fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
+	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
+	defer m.Close()
+	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: instrument.Variants, Repeats: 3}
+	first, err := m.Submit(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := m.Submit(spec)
+	waitState(t, m, first.ID, StateRunning)
+	if j, _ := m.Get(second.ID); j.State != StateQueued || j.Ahead != 1 {
+		t.Fatalf("the second sweep: %s with %d ahead", j.State, j.Ahead)
+	}
+	// Two points through, then cancel the first sweep mid-run.
+	fx.hold <- struct{}{}
+	fx.hold <- struct{}{}
+	for j, _ := m.Get(first.ID); j.Done < 2; j, _ = m.Get(first.ID) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := m.Cancel(first.ID); err != nil {
+		t.Fatal(err)
+	}
+	j := waitState(t, m, first.ID, StateCancelled)
+	if j.Done != 2 || len(j.Results) != 2 || j.Memory == nil || j.Memory.FreeAfter != j.Memory.FreeBefore {
+		t.Fatalf("cancelled sweep: %+v", j)
+	}
+	// The second starts only now, and finishes.
+	close(fx.hold)
+	j = waitState(t, m, second.ID, StateDone)
+	if j.Done != 4 || j.Results[0].Ms != 2 || j.Results[0].TFLOPs <= 0 {
+		t.Fatalf("second sweep: %+v", j.Results)
+	}
+	if !j.Results[3].OutOfMem || !strings.Contains(j.Results[3].Error, "out of memory at N=4096") {
+		t.Fatalf("naive at N=4096 should say out of memory: %+v", j.Results[3])
+	}
+	if _, err := m.Cancel("nope"); !errors.Is(err, ErrNoJob) {
+		t.Fatal(err)
+	}
+	if _, err := m.Submit(Spec{Engine: kernels.EngineCPU}); err == nil {
+		t.Fatal("a sweep on an engine the server lacks was queued")
+	}
+}
+
+func TestCPUSweepAndExports(t *testing.T) {
+	m := NewManager(map[string]Executor{kernels.EngineCPU: CPU{}})
+	defer m.Close()
+	v, _ := url.ParseQuery("engine=cpu&n=64,128&d=16&causal=0,1&repeats=2")
+	spec, err := ParseSpec(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := m.Submit(spec)
+	j = waitState(t, m, j.ID, StateDone, StateFailed)
+	if j.State != StateDone || len(j.Results) != 8 {
+		t.Fatalf("CPU sweep: %s %s, %d results", j.State, j.Error, len(j.Results))
+	}
+	for _, r := range j.Results {
+		if r.Ms <= 0 || r.TFLOPs <= 0 || len(r.Repeats) != 2 || r.PeakBytes <= 0 || !strings.Contains(r.PeakHow, "not device memory") {
+			t.Fatalf("CPU result %+v", r)
+		}
+	}
+	rec := RecordOf(j)
+	var buf bytes.Buffer
+	if err := rec.WriteCSV(&buf); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(rows) != 9 || strings.Join(rows[0], ",") != strings.Join(CSVHeader, ",") {
+		t.Fatalf("CSV: %v, %d rows", err, len(rows))
+	}
+	buf.Reset()
+	rec.WriteJSON(&buf)
+	var back Record
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back.Results) != 8 || back.Results[0].Ms != rec.Results[0].Ms {
+		t.Fatalf("JSON round trip: %v", err)
+	}
+}
