@@ -124,11 +124,11 @@ function draw() {
     }
   }
   plot('ms', 'chart-ms', series, 'ms', true);
-  plot('tflops', 'chart-tflops', series, 'TFLOP/s', false);
+  plot('tflops', 'chart-tflops', series, 'TFLOP/s', true);
   const oom = pts.filter((r) => r.out_of_memory).map((r) => `${r.variant}: out of memory at N=${r.n}`);
   const failed = pts.filter((r) => r.error && !r.out_of_memory).map((r) => `${r.variant} at N=${r.n}: ${r.error}`);
   $('sweep-oom').textContent = [...oom, ...failed].join('; ');
-  table(rec.results);
+  table(pts, rec.results.length, d, causal);
 }
 
 function plot(key, canvasId, series, label, logY) {
@@ -162,9 +162,10 @@ function plot(key, canvasId, series, label, logY) {
   });
 }
 
-function table(results) {
+function table(results, all, d, causal) {
   const t = $('sweep-table');
   t.replaceChildren();
+  t.createCaption().textContent = `d=${d}, ${causal ? 'causal' : 'no mask'}: ${results.length} of ${all} points (every point is in the downloads).`;
   const head = t.createTHead().insertRow();
   for (const h of ['variant', 'kernel', 'dtype', 'N', 'd', 'B', 'H', 'causal', 'ms', 'TFLOP/s', 'device memory']) {
     head.appendChild(document.createElement('th')).textContent = h;
