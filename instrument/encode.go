@@ -106,3 +106,30 @@ func pad8(b []byte, start int) []byte {
 	}
 	return b
 }
+
+// Chunks splits an encoded trace into the pieces a stream sends: the header
+// alone, then runs of whole records of about target bytes each.
+func Chunks(h *Header, trace []byte, target int, emit func([]byte) error) error {
+	hb := h.HeaderBytes()
+	if len(trace) < hb {
+		return formatErr("trace of %d bytes has no room for its %d-byte header", len(trace), hb)
+	}
+	if err := emit(trace[:hb]); err != nil {
+		return err
+	}
+	start, off := hb, hb
+	for off < len(trace) {
+		size := h.RecordBytes(Kind(trace[off]))
+		if size == 0 || off+size > len(trace) {
+			return formatErr("record at byte %d runs past the trace", off)
+		}
+		off += size
+		if off-start >= target || off == len(trace) {
+			if err := emit(trace[start:off]); err != nil {
+				return err
+			}
+			start = off
+		}
+	}
+	return nil
+}

@@ -304,3 +304,35 @@ func TestGeneratedABI(t *testing.T) {
 		t.Fatalf("C offset of flash_step.o disagrees with Go: %v", err)
 	}
 }
+
+func TestChunksSplitAtRecords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 8))
+	for range 100 {
+		h, recs, buf := randomTrace(rng)
+		var chunks [][]byte
+		target := 1 + rng.IntN(300)
+		if err := Chunks(h, buf, target, func(b []byte) error { chunks = append(chunks, b); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(chunks[0]) != h.HeaderBytes() || !bytes.Equal(bytes.Join(chunks, nil), buf) {
+			t.Fatal("chunks do not rebuild the trace, header first")
+		}
+		// Every chunk after the header decodes as whole records.
+		n := 0
+		for _, c := range chunks[1:] {
+			for off := 0; off < len(c); n++ {
+				off += h.RecordBytes(Kind(c[off]))
+				if off > len(c) {
+					t.Fatal("a chunk ends inside a record")
+				}
+			}
+		}
+		if n != len(recs) {
+			t.Fatalf("%d records in chunks, %d in the trace", n, len(recs))
+		}
+	}
+	h, _, buf := randomTrace(rng)
+	if err := Chunks(h, buf[:len(buf)-1], 64, func([]byte) error { return nil }); err == nil && h.Records > 0 {
+		t.Fatal("a cut trace split without error")
+	}
+}

@@ -4,7 +4,13 @@
 // (docs/GPU.md) makes the files.
 package recordings
 
-import "embed"
+import (
+	"bufio"
+	"embed"
+	"fmt"
+	"io"
+	"strings"
+)
 
 // Files holds list.txt and one .fstrace per line of it; sweep-*.json, a
 // benchmark sweep recorded on the same GPU; sdpa-*.json, PyTorch's attention
@@ -13,3 +19,28 @@ import "embed"
 //
 //go:embed list.txt *.fstrace *.json
 var Files embed.FS
+
+// Entry is one line of list.txt: a recording's name and its run's URL form.
+type Entry struct {
+	Name  string
+	Query string
+}
+
+// ParseList reads list.txt: lines of "name query", blank lines and lines
+// starting with # aside.
+func ParseList(r io.Reader) ([]Entry, error) {
+	var out []Entry
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, query, ok := strings.Cut(line, " ")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("list line %d: want a name and a query", n)
+		}
+		out = append(out, Entry{Name: name, Query: strings.TrimSpace(query)})
+	}
+	return out, sc.Err()
+}

@@ -1,7 +1,6 @@
 package recordings
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"net/url"
@@ -17,19 +16,18 @@ import (
 // run its line of list.txt names, labelled with the GPU, driver and date, and
 // its numbers lie within the GPU-versus-mirror bound of the mirror's.
 func TestRecordingsMatchListAndMirror(t *testing.T) {
-	list, err := Files.ReadFile("list.txt")
+	list, err := Files.Open("list.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(list))
+	entries, err := ParseList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, query, _ := strings.Cut(line, " ")
-		v, err := url.ParseQuery(strings.TrimSpace(query))
+	for _, e := range entries {
+		name := e.Name
+		v, err := url.ParseQuery(e.Query)
 		if err != nil {
 			t.Fatal(err)
 		}

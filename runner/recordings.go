@@ -79,24 +79,10 @@ func (rs *Recordings) All() []*Recording {
 // replay emits the recording as a runner does: the header, then runs of
 // whole records.
 func (r *Recording) replay(ctx context.Context, emit func([]byte) error) error {
-	h := &r.Header
-	hb := h.HeaderBytes()
-	if err := emit(r.data[:hb]); err != nil {
-		return err
-	}
-	const target = 256 << 10
-	start, off := hb, hb
-	for off < len(r.data) {
-		off += h.RecordBytes(instrument.Kind(r.data[off]))
-		if off-start >= target || off == len(r.data) {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := emit(r.data[start:off]); err != nil {
-				return err
-			}
-			start = off
+	return instrument.Chunks(&r.Header, r.data, 256<<10, func(b []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-	}
-	return nil
+		return emit(b)
+	})
 }

@@ -3,18 +3,17 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/recordings"
 )
 
 // record runs every configuration of a list on the GPU and writes each trace
@@ -39,14 +38,14 @@ func record(args []string) int {
 		return 1
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, query, _ := strings.Cut(line, " ")
-		v, err := url.ParseQuery(strings.TrimSpace(query))
+	entries, err := recordings.ParseList(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "record:", err)
+		return 1
+	}
+	for _, e := range entries {
+		name := e.Name
+		v, err := url.ParseQuery(e.Query)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "record %s: %v\n", name, err)
 			return 1

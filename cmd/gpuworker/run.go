@@ -315,21 +315,5 @@ func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
 // chunks splits an assembled trace for sending: the header alone, then runs
 // of whole records of about 1 MiB.
 func (t *gpuTrace) chunks(emit func([]byte) error) error {
-	h := &t.header
-	hb := h.HeaderBytes()
-	if err := emit(t.bytes[:hb]); err != nil {
-		return err
-	}
-	const target = 1 << 20
-	start, off := hb, hb
-	for off < len(t.bytes) {
-		off += h.RecordBytes(instrument.Kind(t.bytes[off]))
-		if off-start >= target || off == len(t.bytes) {
-			if err := emit(t.bytes[start:off]); err != nil {
-				return err
-			}
-			start = off
-		}
-	}
-	return nil
+	return instrument.Chunks(&t.header, t.bytes, 1<<20, emit)
 }
