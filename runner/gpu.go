@@ -91,6 +91,7 @@ type process struct {
 	frames chan frame     // what it sends, until it closes
 	exited chan struct{}
 	exit   error
+	ended  atomic.Bool // the server ended it (lost, Close): no surprise
 }
 
 type frame struct {
@@ -188,6 +189,7 @@ func (g *GPU) spawn() (*process, worker.Hello, error) {
 	go func() {
 		p.exit = cmd.Wait()
 		close(p.exited)
+		g.exitedIdle(p)
 	}()
 	timer := time.NewTimer(g.opts.HelloTimeout)
 	defer timer.Stop()
@@ -210,9 +212,44 @@ func (g *GPU) spawn() (*process, worker.Hello, error) {
 }
 
 func (p *process) kill() {
+	p.ended.Store(true)
 	p.req.Close()
 	p.cmd.Process.Kill()
 	<-p.exited
+}
+
+// exitedIdle replaces a worker that exited on its own between runs, so that
+// the next run finds a fresh one rather than a dead pipe. A worker that dies
+// during a run is replaced by lost, which fails that run.
+func (g *GPU) exitedIdle(p *process) {
+	if p.ended.Load() || g.inFlight.Load() != 0 {
+		return
+	}
+	g.procMu.Lock()
+	current := g.proc == p
+	if current {
+		g.proc = nil
+	}
+	g.procMu.Unlock()
+	if !current {
+		return
+	}
+	why := "it exited"
+	if p.exit != nil {
+		why = p.exit.Error()
+	}
+	g.log.Error("GPU worker exited between runs", "why", why)
+	g.statMu.Lock()
+	g.restarts++
+	g.crash = "the GPU worker exited between runs (" + why + ")"
+	g.statMu.Unlock()
+	select {
+	case <-g.stop:
+	default:
+		if _, err := g.worker(); err != nil {
+			g.log.Error("restarting the GPU worker", "err", err)
+		}
+	}
 }
 
 // Close stops the dispatcher and the worker.
@@ -221,6 +258,7 @@ func (g *GPU) Close() {
 	<-g.done
 	g.procMu.Lock()
 	if g.proc != nil {
+		g.proc.ended.Store(true)
 		g.proc.req.Close() // the worker exits on EOF
 		select {
 		case <-g.proc.exited:
@@ -284,8 +322,9 @@ func (g *GPU) dispatch() {
 				continue
 			}
 			g.inFlight.Store(1)
-			j.done <- g.runOne(j)
+			err := g.runOne(j)
 			g.inFlight.Store(0)
+			j.done <- err
 		}
 	}
 }

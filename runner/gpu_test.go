@@ -63,6 +63,9 @@ func fakeWorker(mode string) int {
 		if mode == "ok-once" && runs > 0 {
 			act = "garbage"
 		}
+		if mode == "exit-after-run" && runs > 0 {
+			return 9 // never reached: the worker exits after its first run
+		}
 		switch act {
 		case "hang":
 			time.Sleep(time.Hour)
@@ -90,6 +93,10 @@ func fakeWorker(mode string) int {
 			return worker.WriteFrame(rep, worker.TypeChunk, b)
 		})
 		worker.WriteJSON(rep, worker.TypeDone, worker.Done{ID: run.ID, Records: n})
+		if mode == "exit-after-run" {
+			time.Sleep(50 * time.Millisecond)
+			os.Exit(3) // dies between runs, as a killed or crashed worker would
+		}
 	}
 }
 
@@ -161,6 +168,26 @@ func TestWorkerCrashMidRunFailsOnlyThatRun(t *testing.T) {
 	}
 	if !strings.Contains(g.Engine().Detail, "restarted 1 times") {
 		t.Errorf("the page is not told of the restart: %s", g.Engine().Detail)
+	}
+}
+
+// A worker that dies between runs is replaced before the next run needs it:
+// that run must not fail.
+func TestWorkerDeathBetweenRunsIsRepaired(t *testing.T) {
+	g, err := startFake(t, "exit-after-run", GPUOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		c := toy
+		c.Seed = uint64(500 + k)
+		if _, err := collect(context.Background(), g, c); err != nil {
+			t.Fatalf("run %d after a worker died idle: %v", k, err)
+		}
+		time.Sleep(300 * time.Millisecond) // the worker exits; the GPU runner replaces it
+	}
+	if n, why := g.Status(); n < 2 || !strings.Contains(why, "between runs") {
+		t.Fatalf("status: %d restarts, %q", n, why)
 	}
 }
 
