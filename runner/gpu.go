@@ -117,7 +117,7 @@ func StartGPU(opts GPUOptions, log *slog.Logger) (*GPU, error) {
 		opts.CacheBytes = 256 << 20
 	}
 	if _, err := os.Stat(opts.Worker); err != nil {
-		return nil, fmt.Errorf("%w: the GPU worker is not built (no %s; make gpu builds it)", ErrNoGPU, filepath.Base(opts.Worker))
+		return nil, fmt.Errorf("%w: the GPU worker is not built, no %s beside the server: make gpu builds it", ErrNoGPU, filepath.Base(opts.Worker))
 	}
 	g := &GPU{opts: opts, log: log, queue: make(chan *gpuJob, opts.QueueLength), cache: newTraceCache(opts.CacheBytes),
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -197,7 +197,7 @@ func (g *GPU) spawn() (*process, worker.Hello, error) {
 	case f := <-p.frames:
 		if f.err != nil {
 			<-p.exited
-			return nil, worker.Hello{}, fmt.Errorf("%w: the GPU worker exited at start-up (%v)", ErrNoGPU, p.exit)
+			return nil, worker.Hello{}, fmt.Errorf("%w: the GPU worker exited at start-up, %v", ErrNoGPU, p.exit)
 		}
 		var hello worker.Hello
 		if f.t != worker.TypeHello || json.Unmarshal(f.payload, &hello) != nil {
