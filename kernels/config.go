@@ -203,7 +203,21 @@ func (c *Config) oversizeAdvice(size int64) string {
 			offers = append(offers, fmt.Sprintf("trace one batch-head (trace_bh=%d-%d, %s)", bh.Lo, bh.Lo, FormatBytes(s)))
 		}
 	}
-	// The longest run of q-tiles from the first traced one that fits.
+	if t, ok := c.FittingPart(); ok {
+		lo, hi := t.TraceQ.Lo, t.TraceQ.Hi
+		offers = append(offers, fmt.Sprintf("trace q-tiles %d-%d of batch-head %d (trace_q=%d-%d, %s)", lo, hi-1, bh.Lo, lo, hi-1, FormatBytes(t.TraceBytes())))
+	}
+	if len(offers) == 0 {
+		return msg + "; even one q-tile of one batch-head is too large: lower N or d, or raise Bc"
+	}
+	return msg + ": " + strings.Join(offers, ", or ")
+}
+
+// FittingPart is c traced over its first traced batch-head and the longest
+// run of q-tiles, from the first traced one, whose trace fits MaxTraceBytes;
+// false when not even one q-tile fits.
+func (c *Config) FittingPart() (Config, bool) {
+	bh, q := c.TracedBH(), c.TracedQ()
 	t := *c
 	t.TraceBH = instrument.Range{Lo: bh.Lo, Hi: bh.Lo + 1}
 	lo := q.Lo
@@ -211,14 +225,8 @@ func (c *Config) oversizeAdvice(size int64) string {
 		t.TraceQ = instrument.Range{Lo: lo, Hi: lo + n + 1}
 		return t.TraceBytes() > MaxTraceBytes
 	}) + lo
-	if hi > lo {
-		t.TraceQ = instrument.Range{Lo: lo, Hi: hi}
-		offers = append(offers, fmt.Sprintf("trace q-tiles %d-%d of batch-head %d (trace_q=%d-%d, %s)", lo, hi-1, bh.Lo, lo, hi-1, FormatBytes(t.TraceBytes())))
-	}
-	if len(offers) == 0 {
-		return msg + "; even one q-tile of one batch-head is too large: lower N or d, or raise Bc"
-	}
-	return msg + ": " + strings.Join(offers, ", or ")
+	t.TraceQ = instrument.Range{Lo: lo, Hi: hi}
+	return t, hi > lo
 }
 
 // Values is the configuration in URL form; ParseConfig reads it back.
@@ -291,6 +299,12 @@ func parseFields(v url.Values) (Config, FieldErrors) {
 	intField := func(field, name string, dst *int) {
 		s := strings.TrimSpace(v.Get(field))
 		if s == "" {
+			// Absent means the default; present but empty is a form field
+			// left blank, which must not quietly become the default.
+			if v.Has(field) {
+				add(field, "%s is required: a whole number", name)
+				*dst = -1
+			}
 			return
 		}
 		n, err := strconv.Atoi(s)

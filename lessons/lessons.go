@@ -1,7 +1,20 @@
-// Package lessons owns the course: the outline of lessons and the presets of
-// the live steppers they embed. A preset is a run's URL query, so a lesson, a
-// link and the stepper's own form name runs the same way.
+// Package lessons owns the course: the lesson texts (Markdown with math, one
+// file per lesson under course/, embedded in the binary), the widgets their
+// directives place, the named runs (presets) those widgets step through, and
+// the checkpoints a student answers, graded against a run's trace.
+//
+// A preset is a run's URL query, so a lesson, a link and the stepper's own
+// form name runs the same way. This package never runs a kernel: the server
+// obtains a checkpoint's trace from its engines and hands it to Solve.
 package lessons
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+
+	"flashstep/kernels"
+)
 
 // Preset is a ready-made run to step through.
 type Preset struct {
@@ -10,48 +23,46 @@ type Preset struct {
 	Query   string // kernels.Config in URL form
 }
 
-// Lesson is one entry of the course outline. Lessons without text yet still
-// list the presets that show their idea.
-type Lesson struct {
-	Slug    string
-	Title   string
-	Summary string
-	Presets []Preset
+// Config parses the preset's run.
+func (p Preset) Config() (kernels.Config, error) {
+	v, err := url.ParseQuery(p.Query)
+	if err != nil {
+		return kernels.Config{}, fmt.Errorf("preset %q: %w", p.Title, err)
+	}
+	return kernels.ParseConfig(v)
 }
 
-// Starters are the runs the home page offers first. Every preset here and in
-// Course is recorded on a GPU (recordings/list.txt), so a machine without one
-// still shows a GPU's numbers; a test holds them to that.
-var Starters = []Preset{
-	{"Toy run", "N=8, d=4, 2×2 tiles: every number fits on a projector.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
-	{"Ragged and causal", "N=11 in 4×4 tiles, causal: padding, masked and skipped tiles.", "variant=flash2&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
-	{"Large logits", "Scores in the hundreds: exp would overflow without subtracting the running max.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=large&seed=3"},
-	{"Naive attention", "The toy run again, with S and P written to device memory.", "variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
-	{"Real tile sizes", "N=256, d=64, 64×64 tiles, one head: what a real kernel's block does.", "variant=flash2&n=256&d=64&br=64&bc=64&pattern=normal&seed=1"},
-	{"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
+// Runs are the presets lesson directives name (preset=toy). Runs that the
+// GPU's compiled kernels can run carry the names they have in
+// recordings/list.txt, and a test holds every such run to having a
+// recording, so a class without a GPU still sees an H100's numbers; a run of
+// a shape the GPU does not run comes from the CPU mirror everywhere.
+var Runs = map[string]Preset{
+	"toy":                 {"Toy run", "N=8, d=4, 2×2 tiles: every number fits on a projector.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
+	"peaked":              {"Peaked rows", "Each query has one dominant key: softmax is almost a lookup.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=peaked&seed=2"},
+	"large-logits":        {"Large logits", "Scores in the hundreds: exp would overflow without subtracting the running max.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=large&seed=3"},
+	"ragged":              {"Ragged tiles", "N=11 does not divide into tiles of 4: padding appears.", "variant=flash2&n=11&d=8&br=4&bc=4&pattern=normal&seed=7"},
+	"ragged-causal":       {"Ragged and causal", "N=11 in 4×4 tiles, causal: padding, masked and skipped tiles.", "variant=flash2&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
+	"loop-order":          {"One block's loop", "N=16 in 4×4 tiles: follow q-tile 0 across every kv-tile.", "variant=flash2&n=16&d=8&br=4&bc=4&pattern=normal&seed=5"},
+	"causal-16":           {"Causal, N=16", "The same run with the causal mask: skipped and half-masked tiles.", "variant=flash2&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
+	"real-tiles":          {"Real tile sizes", "N=256, d=64, 64×64 tiles, one head: what a real kernel's block does.", "variant=flash2&n=256&d=64&br=64&bc=64&pattern=normal&seed=1"},
+	"naive-toy":           {"Naive attention", "The toy run again, with S and P written to device memory.", "variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
+	"naive-ragged-causal": {"Naive, ragged and causal", "Naive computes every tile, masked or not.", "variant=naive&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
+	"timeline-2048":       {"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
 }
 
-// Course is the outline of the guided course, in order.
-var Course = []Lesson{
-	{"attention", "Attention as soft lookup", "Each query scores every key; softmax turns scores into weights over the values.",
-		[]Preset{{"Peaked rows", "Each query has one dominant key: softmax is almost a lookup.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=peaked&seed=2"}}},
-	{"memory", "The memory hierarchy and naive attention", "Why writing the N×N scores to device memory is the cost that matters.",
-		[]Preset{
-			{"Naive, step by step", "S, then softmax, then PV, each through device memory.", "variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
-			{"Naive, ragged and causal", "Naive computes every tile, masked or not.", "variant=naive&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
-		}},
-	{"tiling", "Tiling", "Split Q into row tiles and K, V into column tiles that fit on chip.",
-		[]Preset{{"Ragged tiles", "N=11 does not divide into tiles of 4: padding appears.", "variant=flash2&n=11&d=8&br=4&bc=4&pattern=normal&seed=7"}}},
-	{"online-softmax", "Online softmax", "Keep a running max m and sum l; rescale by exp(m_old − m_new) when the max grows.",
-		[]Preset{{"Large logits", "Without the max, exp(300) overflows.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=large&seed=3"}}},
-	{"loop-order", "FlashAttention-1 and -2 loop orders", "FA2 keeps one q-tile's m, l and O on chip and divides once at the end.",
-		[]Preset{{"One block's loop", "Follow q-tile 0 across every kv-tile.", "variant=flash2&n=16&d=8&br=4&bc=4&pattern=normal&seed=5"}}},
-	{"causal", "Causal masking", "Tiles above the diagonal are skipped, the diagonal tile is masked inside.",
-		[]Preset{{"Causal", "Skipped and half-masked tiles.", "variant=flash2&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"}}},
-	{"tensor-cores", "Tensor cores", "bf16 matrix instructions and what they ask of the tile shapes.", nil},
-	{"performance", "The performance ladder", "From naive to FlashAttention-2-class speed, measured on a GPU.",
-		[]Preset{{"A whole grid on an H100", "The timeline of every block: the causal tail, SMs waiting.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"}}},
+// RunNames lists the presets' names in order.
+func RunNames() []string {
+	names := make([]string, 0, len(Runs))
+	for n := range Runs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
+
+// Starters are the runs the home page offers first.
+var Starters = []Preset{Runs["toy"], Runs["ragged-causal"], Runs["large-logits"], Runs["naive-toy"], Runs["real-tiles"], Runs["timeline-2048"]}
 
 // Link is a page of the app a lesson or the home page points to.
 type Link struct {

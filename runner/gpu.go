@@ -146,7 +146,7 @@ func (g *GPU) Engine() Engine {
 	if n, crash := g.Status(); n > 0 {
 		detail += fmt.Sprintf(" The GPU worker has been restarted %d times; last: %s.", n, crash)
 	}
-	return Engine{Source: instrument.SourceGPU, Name: h.GPU, Detail: detail}
+	return Engine{Source: instrument.SourceGPU, Name: h.GPU, Detail: detail, Short: "runs on this server's " + h.GPU + "."}
 }
 
 // spawn starts a worker and reads its hello.

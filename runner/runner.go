@@ -28,7 +28,8 @@ type Runner interface {
 type Engine struct {
 	Source instrument.Source `json:"source"`
 	Name   string            `json:"name"`   // "CPU mirror"
-	Detail string            `json:"detail"` // what a banner says beside the name
+	Detail string            `json:"detail"` // the whole story, for a tooltip and the API
+	Short  string            `json:"short"`  // one line for the banner, legible at 1024 px
 }
 
 // Mirror runs the kernels' Go mirrors on this machine's CPU.
@@ -36,7 +37,8 @@ type Mirror struct{}
 
 func (Mirror) Engine() Engine {
 	return Engine{Source: instrument.SourceCPUMirror, Name: "CPU mirror",
-		Detail: "No GPU on this server: each kernel's Go mirror computes the trace with the kernel's own tile order and float32 arithmetic."}
+		Detail: "No GPU on this server: each kernel's Go mirror computes the trace with the kernel's own tile order and float32 arithmetic.",
+		Short:  "no GPU here: every run comes from the CPU mirror of its kernel."}
 }
 
 func (Mirror) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {

@@ -21,32 +21,38 @@ func (CPU) Source() string {
 
 func cpuCount() string { return strconv.Itoa(runtime.NumCPU()) }
 
+// ModelledMemoryHow says where a CPU sweep's memory figure comes from.
+const ModelledMemoryHow = "model (no device memory on the CPU mirror): what this run would hold on a GPU, " +
+	"Q, K, V, O and the LSE in float32, plus naive's N×N S and P per batch-head"
+
 func (CPU) Time(ctx context.Context, p Point, repeats int, seed uint64) (Result, error) {
 	c := p.Config(seed)
 	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p) + " (Go mirror)", DType: "f32",
-		PeakHow: "Go heap the mirror allocated (runtime.MemStats.TotalAlloc), not device memory"}
+		PeakHow: ModelledMemoryHow}
 	if err := c.Validate(); err != nil {
 		r.Error = err.Error()
 		return r, nil
+	}
+	// The mirror has no device memory: the column shows what this run
+	// would hold on a GPU, by the memory model.
+	plan, err := kernels.PlanMemory(p.B, p.H, p.N, p.D, 1<<62)
+	if err != nil {
+		return r, err
+	}
+	r.PeakBytes = plan.FlashBytes
+	if p.Variant == instrument.VariantNaive {
+		r.PeakBytes = plan.NaiveBytes
 	}
 	discard := func(*instrument.Record) error { return nil }
 	if err := kernels.RunMirror(ctx, c, discard); err != nil { // warm-up
 		return r, err
 	}
-	var before, after runtime.MemStats
-	for k := range repeats {
-		if k == 0 {
-			runtime.ReadMemStats(&before)
-		}
+	for range repeats {
 		start := time.Now()
 		if err := kernels.RunMirror(ctx, c, discard); err != nil {
 			return r, err
 		}
 		r.Repeats = append(r.Repeats, float64(time.Since(start).Microseconds())/1e3)
-		if k == 0 {
-			runtime.ReadMemStats(&after)
-			r.PeakBytes = int64(after.TotalAlloc - before.TotalAlloc)
-		}
 	}
 	r.finish()
 	return r, nil

@@ -17,6 +17,7 @@ type configCheck struct {
 	Records    int    `json:"records"`
 	Estimate   string `json:"estimate"`
 	RunsOn     string `json:"runs_on"`
+	Summary    string `json:"summary"` // the run in one line
 }
 
 // checkConfig validates a configuration and estimates its trace, so the form
@@ -28,7 +29,7 @@ func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := c.Header(instrument.SourceCPUMirror, "")
 	writeJSON(w, http.StatusOK, configCheck{OK: true, Query: c.Values().Encode(),
-		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c), RunsOn: s.runner.For(&c)})
+		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c), RunsOn: s.runner.For(&c), Summary: summary(&c)})
 	return nil
 }
 

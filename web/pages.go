@@ -1,15 +1,19 @@
 package web
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lessons"
+	"flashstep/sweep"
 	"flashstep/templates"
 
 	"github.com/a-h/templ"
@@ -17,10 +21,6 @@ import (
 
 func (s *Server) home(w http.ResponseWriter, r *http.Request) error {
 	return render(w, r, http.StatusOK, templates.HomePage(s.page("Step through FlashAttention", "home"), lessons.Starters, lessons.Pages))
-}
-
-func (s *Server) lessonIndex(w http.ResponseWriter, r *http.Request) error {
-	return render(w, r, http.StatusOK, templates.LessonsPage(s.page("Lessons", "lessons"), lessons.Course))
 }
 
 // stepper renders the run form filled from the URL, each field's problem
@@ -33,8 +33,8 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		Errors:   map[string]string{},
 		Variants: variantOptions(),
 		Patterns: patternOptions(),
-		Engines:  []templates.Option{{Value: "auto", Label: "auto: GPU, recording or CPU"}, {Value: kernels.EngineGPU, Label: "GPU"}, {Value: kernels.EngineCPU, Label: "CPU mirror"}},
-		Modes:    []templates.Option{{Value: "full", Label: "full: every array"}, {Value: "timing", Label: "timing: every block, SM and clock"}},
+		Engines:  []templates.Option{{Value: "auto", Label: "auto"}, {Value: kernels.EngineGPU, Label: "GPU"}, {Value: kernels.EngineCPU, Label: "CPU mirror"}},
+		Modes:    []templates.Option{{Value: "full", Label: "full"}, {Value: "timing", Label: "timing"}},
 		GPUTiles: gpuTileOptions(),
 		Limits: templates.Limits{MaxN: kernels.MaxN, MaxD: kernels.MaxD, MaxTile: kernels.MaxTile,
 			MaxBatch: kernels.MaxBatch, MaxHeads: kernels.MaxHeads, MaxTrace: kernels.FormatBytes(kernels.MaxTraceBytes)},
@@ -49,12 +49,69 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 	default:
 		v.Valid = true
 		v.Query = c.Values().Encode()
+		v.Summary = summary(&c)
 		v.Estimate = estimate(&c)
 		v.RunsOn = s.runner.For(&c)
 	}
-	step, _ := strconv.Atoi(q.Get("step"))
-	v.Data = templates.StepperData{Valid: v.Valid, Query: v.Query, Step: max(step, 0)}
-	return render(w, r, http.StatusOK, templates.StepperPage(s.page("Stepper", "step"), v))
+	if !v.Valid {
+		v.Summary = "not run yet: fix the highlighted fields"
+	}
+	v.Data = templates.StepperData{Valid: v.Valid, Query: v.Query}
+	v.Data.Step, v.Data.StepError = stepParam(q)
+	v.Data.Embed = q.Get("embed") == "1"
+	v.Data.Panels = panelsParam(q)
+	pg := s.page("Stepper", "step")
+	pg.Embed = v.Data.Embed
+	return render(w, r, http.StatusOK, templates.StepperPage(pg, v))
+}
+
+// stepParam reads the step a URL opens at. Steps count from 1, in the URL as
+// on the page; the page clamps a step past the end and says so.
+func stepParam(q url.Values) (step int, problem string) {
+	s := q.Get("step")
+	if s == "" {
+		return 0, ""
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Sprintf("step must be a whole number from 1 (got %q): showing step 1", truncate(s, 20))
+	}
+	return n, ""
+}
+
+// panelsParam reads panels=grid,rows: the stepper views a lesson's widget
+// shows. Unknown names are dropped; none left means every view.
+func panelsParam(q url.Values) []string {
+	var out []string
+	for _, name := range strings.Split(q.Get("panels"), ",") {
+		if slices.Contains(templates.StepperPanels, strings.TrimSpace(name)) {
+			out = append(out, strings.TrimSpace(name))
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// summary is a run in one line, for the folded run form.
+func summary(c *kernels.Config) string {
+	s := fmt.Sprintf("%s · N=%d · d=%d · Br×Bc=%d×%d", c.Variant, c.N, c.D, c.Br, c.Bc)
+	if c.Batch*c.Heads > 1 {
+		s += fmt.Sprintf(" · batch %d × %d heads", c.Batch, c.Heads)
+	}
+	if c.Causal {
+		s += " · causal"
+	}
+	s += fmt.Sprintf(" · %s inputs, seed %d", c.Pattern, c.Seed)
+	if c.Timing {
+		s += " · timing trace"
+	}
+	return s
 }
 
 // formValues is what the form shows: the defaults, overridden by whatever the
@@ -111,7 +168,7 @@ func variantOptions() []templates.Option {
 
 func patternOptions() []templates.Option {
 	labels := map[instrument.Pattern]string{
-		instrument.PatternNormal: "normal N(0,1)",
+		instrument.PatternNormal: "normal",
 		instrument.PatternPeaked: "peaked rows",
 		instrument.PatternLarge:  "large logits",
 	}
@@ -122,11 +179,18 @@ func patternOptions() []templates.Option {
 	return o
 }
 
-// render writes a templ component as an HTML response.
+// render writes a templ component as an HTML response. The page is rendered
+// in full before the status goes out, so a template that fails becomes the
+// error page; a client that leaves mid-write is no error of the page's.
 func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) error {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		return err
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	return c.Render(r.Context(), w)
+	w.Write(buf.Bytes())
+	return nil
 }
 
 func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
@@ -138,7 +202,8 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 		v.HasRecorded = true
 		v.RecordedOn = fmt.Sprintf("%s on %s", s.recorded.Source, s.recorded.Recorded.Format("2006-01-02"))
 	}
-	v.Data = templates.SweepData{GPU: v.GPU != "", HasRecorded: v.HasRecorded, DefaultNs: "64,128,256"}
+	v.Data = templates.SweepData{GPU: v.GPU != "", HasRecorded: v.HasRecorded, DefaultNs: "64,128,256",
+		MaxGPUN: sweep.MaxGPUN, MaxCPUN: sweep.MaxCPUN}
 	if v.GPU != "" {
 		v.Data.DefaultNs = "512,1024,2048,4096,8192,16384,32768"
 	}
@@ -147,29 +212,70 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 
 // comparePage renders the side-by-side page for the run in the URL, traced
 // by both kernels: the same configuration with variant flash2 and naive.
+// A run whose trace would pass the size limit gets an offer of the part
+// that fits, as the stepper's form does.
 func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	v := templates.CompareView{Values: formValues(q), Errors: map[string]string{}}
 	q.Set(kernels.FieldVariant, "flash2")
 	flash, err := kernels.ParseConfig(q)
-	var fe kernels.FieldErrors
-	if errors.As(err, &fe) {
-		v.Errors = fe.ByField()
-	} else if err != nil {
-		return err
-	}
 	naive := flash
 	naive.Variant = instrument.VariantNaive
 	if err == nil {
-		if verr := naive.Validate(); errors.As(verr, &fe) {
-			v.Errors = fe.ByField()
-			v.Errors["form"] = "naive's trace of this run: " + fe.Error()
-			err = verr
+		err = naive.Validate()
+	}
+	var fe kernels.FieldErrors
+	if errors.As(err, &fe) {
+		v.Errors = fe.ByField()
+		// Errors of fields this form lacks (the trace size names the traced
+		// batch-heads) are said above the form, not lost.
+		var others []string
+		for _, e := range fe {
+			if !slices.Contains(templates.CompareFields, e.Field) {
+				others = append(others, e.Message)
+			}
 		}
+		if len(others) > 0 {
+			v.Errors["form"] = strings.Join(others, "; ")
+		}
+		if part, ok := fittingBoth(flash, naive); ok && len(others) > 0 {
+			pq := part.Values()
+			pq.Del(kernels.FieldVariant)
+			v.Offer = "/compare?" + pq.Encode()
+			v.OfferText = fmt.Sprintf("Trace q-tiles %d–%d of %d (rows %d–%d) instead", part.TraceQ.Lo, part.TraceQ.Hi-1, part.Tr(), part.TraceQ.Lo*part.Br, min(part.N, part.TraceQ.Hi*part.Br)-1)
+		}
+	} else if err != nil {
+		return err
 	}
 	if err == nil {
+		v.Summary = summary(&flash)
+		v.Summary = strings.TrimPrefix(v.Summary, "flash2 · ")
+		if flash.TraceQ != (instrument.Range{}) {
+			v.Summary += fmt.Sprintf(" · q-tiles %d–%d traced", flash.TracedQ().Lo, flash.TracedQ().Hi-1)
+		}
 		step, _ := strconv.Atoi(q.Get("step"))
-		v.Data = templates.CompareData{Valid: true, FlashQuery: flash.Values().Encode(), NaiveQuery: naive.Values().Encode(), Step: max(step, 0)}
+		v.Data = templates.CompareData{Valid: true, FlashQuery: flash.Values().Encode(), NaiveQuery: naive.Values().Encode(), Step: max(step, 1)}
 	}
-	return render(w, r, http.StatusOK, templates.ComparePage(s.page("Naive against flash", "compare"), v))
+	v.Data.Embed = q.Get("embed") == "1"
+	pg := s.page("Naive against flash", "compare")
+	pg.Embed = v.Data.Embed
+	return render(w, r, http.StatusOK, templates.ComparePage(pg, v))
+}
+
+// fittingBoth is the run traced over the longest run of q-tiles whose trace
+// fits for both kernels.
+func fittingBoth(flash, naive kernels.Config) (kernels.Config, bool) {
+	if flash.N < 1 || flash.Br < 1 || flash.Bc < 1 || flash.D < 1 {
+		return flash, false
+	}
+	f, okF := flash.FittingPart()
+	n, okN := naive.FittingPart()
+	if !okF || !okN {
+		return flash, false
+	}
+	if n.TraceQ.Hi < f.TraceQ.Hi {
+		f.TraceQ = n.TraceQ
+	}
+	f.TraceBH = instrument.Range{} // one batch-head is all a compare run has
+	return f, f.Validate() == nil
 }

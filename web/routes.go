@@ -16,6 +16,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/", s.handlePage(s.home))
 	r.Get("/step", s.handlePage(s.stepper))
 	r.Get("/lessons", s.handlePage(s.lessonIndex))
+	r.Get("/lessons/{slug}", s.handlePage(s.lessonPage))
 	r.Get("/kernels", s.handlePage(s.kernelsPage))
 	r.Get("/sweep", s.handlePage(s.sweepPage))
 	r.Get("/compare", s.handlePage(s.comparePage))
@@ -30,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/api/sweeps/{id}", s.handleAPI(s.sweepJob))
 	r.Delete("/api/sweeps/{id}", s.handleAPI(s.cancelSweep))
 	r.Get("/api/sdpa", s.handleAPI(s.sdpaReference))
+	r.Post("/api/checkpoints/{lesson}/{id}", s.handleAPI(s.gradeCheckpoint))
 	r.Get("/ws/trace", s.streamTrace)
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })

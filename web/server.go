@@ -104,6 +104,6 @@ func (s *Server) untrack(st *stream) {
 func (s *Server) page(title, nav string) templates.Page {
 	e := s.runner.Engine()
 	return templates.Page{Title: title, Nav: nav, Engine: templates.Engine{
-		Name: e.Name, Detail: e.Detail, CPU: e.Source == instrument.SourceCPUMirror,
+		Name: e.Name, Detail: e.Detail, Short: e.Short, CPU: e.Source == instrument.SourceCPUMirror,
 	}}
 }

@@ -89,6 +89,13 @@ func TestShutdownClosesStreams1001(t *testing.T) {
 
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	return browserSized(t, 1500, 1100)
+}
+
+// browserSized is a headless Chromium whose viewport is w×h CSS pixels, as a
+// laptop's or a projector's screen.
+func browserSized(t *testing.T, w, h int) context.Context {
+	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("chromium is not installed: the browser tests need Debian's chromium (make test installs it)")
@@ -96,11 +103,14 @@ func browser(t *testing.T) context.Context {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-quic", true),
-		chromedp.WindowSize(1500, 1100))
+		chromedp.WindowSize(w, h))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(w), int64(h))); err != nil {
+		t.Fatal(err)
+	}
 	return ctx
 }
 
@@ -174,6 +184,7 @@ func runAndTime(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	if err := chromedp.Do(ctx,
 		chromedp.Evaluate[chromedp.Void](`delete document.getElementById('run-status').dataset.firstStepMs`),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('run-settings').open = true`),
 		chromedp.Click(chromedp.ID("run"))); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +261,7 @@ func TestBrowserStepper(t *testing.T) {
 	}
 
 	// The URL names the step, so a link reproduces it.
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`location.search.includes('step=3')`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`location.search.includes('step=4')`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
 		loc, _ := chromedp.Run(ctx, chromedp.Location())
 		t.Errorf("the URL does not carry the step: %s", loc)
 	}
@@ -314,7 +325,7 @@ func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
 	for steps[k].Kind != instrument.KindFlashStep || steps[k].J == 0 {
 		k++
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/step?%s&step=%d", base, c.Values().Encode(), k))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/step?%s&step=%d", base, c.Values().Encode(), k+1))); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, "#run-status", "Trace complete")
@@ -499,7 +510,7 @@ func TestBrowserFormErrors(t *testing.T) {
 	base, _ := startServer(t)
 	ctx := browser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step"),
-		chromedp.SetValue(chromedp.ID("f-n"), ""),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('run-settings').open = true; document.getElementById('f-n').value = ''`),
 		chromedp.SendKeys(chromedp.ID("f-n"), "5000")); err != nil {
 		t.Fatal(err)
 	}

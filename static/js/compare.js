@@ -8,6 +8,7 @@ import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
 import { TileGrid, fmtBytes } from './views.js';
 import { describe } from './steps.js';
+import { reportSize } from './embed.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('compare-data').textContent);
@@ -23,6 +24,7 @@ function makePane(variant, query) {
   const p = {
     variant, query, el, model: null, done: false, traffic: null, keys: [],
     grid: new TileGrid(q('grid'), q('legend'), () => {}),
+    memory: q('memory'),
     status: q('status'), title: q('title'), l2: q('l2'), dram: q('dram'), buffer: q('buffer'), measured: q('measured'),
   };
   panes[variant] = p;
@@ -71,9 +73,9 @@ function finish() {
     p.cumDRAM = cumulative(p.traffic.steps);
   }
   positions = [...all].sort((a, b) => a - b);
-  $('c-scrub').max = String(positions.length - 1);
+  $('c-scrub').max = String(positions.length);
   $('c-status').textContent = 'Both traces are in: step them together.';
-  go(Math.min(page.step, positions.length - 1));
+  go(Math.min(page.step - 1, positions.length - 1));
   summary();
 }
 
@@ -97,18 +99,134 @@ function shown(p) {
 
 function go(i) {
   at = Math.max(0, Math.min(i, positions.length - 1));
-  $('c-scrub').value = String(at);
+  $('c-scrub').value = String(at + 1);
   const x = positions[at];
   $('c-progress').textContent = x <= 1
     ? `${Math.round(x * 100)}% of score tiles computed`
     : `all score tiles computed; finishing: ${Math.round((x - 1) * 100)}%`;
-  for (const p of Object.values(panes)) drawPane(p, shown(p));
-  history.replaceState(null, '', `${location.pathname}?${page.flash_query.replace('variant=flash2', '').replace(/^&/, '')}&step=${at}`);
+  const ks = {};
+  for (const p of Object.values(panes)) {
+    ks[p.variant] = shown(p);
+    drawPane(p, ks[p.variant]);
+  }
+  drawRace(ks);
+  const q = new URLSearchParams(page.flash_query);
+  q.delete('variant');
+  if (page.embed) q.set('embed', '1');
+  q.set('step', String(at + 1));
+  history.replaceState(null, '', `${location.pathname}?${q}`);
+  if (page.embed && window.parent !== window) {
+    window.parent.postMessage({ type: 'flashstep-step', step: at + 1, total: positions.length }, location.origin);
+  }
+}
+
+// drawRace draws each kernel's device-memory traffic so far as one bar on
+// one scale, and the ratio of the bytes they wrote in large type: the point
+// of the page at a glance.
+function drawRace(ks) {
+  const sofar = (p, k) => (k < 0 ? { r: 0, w: 0 } : { r: p.model.cumRead[k], w: p.model.cumWritten[k] });
+  const end = (p) => sofar(p, p.model.length - 1);
+  const n = panes.naive, f = panes.flash2;
+  const scale = Math.max(1, end(n).r + end(n).w, end(f).r + end(f).w);
+  for (const p of [n, f]) {
+    const t = sofar(p, ks[p.variant]);
+    const row = document.querySelector(`.race-row.${p.variant}`);
+    row.querySelector('.race-w').style.width = `${(100 * t.w) / scale}%`;
+    row.querySelector('.race-r').style.width = `${(100 * t.r) / scale}%`;
+    row.querySelector('.race-value').textContent = `${fmtBytes(t.w)} written, ${fmtBytes(t.r)} read`;
+  }
+  const nw = sofar(n, ks.naive).w, fw = sofar(f, ks.flash2).w;
+  const ratio = $('c-ratio'), words = $('c-ratio-words');
+  if (nw === 0 && fw === 0) {
+    ratio.textContent = '–';
+    words.textContent = 'Step forward: naive writes every score to device memory; flash writes only its output.';
+  } else if (fw === 0) {
+    ratio.textContent = `${fmtBytes(nw)} : 0 B`;
+    words.textContent = 'naive has written S to device memory; flash has written nothing yet: its S and P never leave the chip, and O leaves once per q-tile.';
+  } else {
+    const x = nw / fw;
+    ratio.textContent = `${x >= 10 ? Math.round(x) : x.toFixed(1)}×`;
+    words.textContent = `the bytes naive wrote to device memory (${fmtBytes(nw)}) for each byte flash wrote (${fmtBytes(fw)})${at === positions.length - 1 ? ', the whole run' : ', so far'}.`;
+  }
+}
+
+// drawMemory draws where a kernel keeps S and P at step k, to scale: device
+// memory holds Q, K, V and O (N×d each) and, for naive, the N×N S and P,
+// tile by tile as they are written; the chip holds one Br×Bc tile.
+function drawMemory(p, states) {
+  const h = p.model.h;
+  const c = p.memory;
+  const W = Math.max(260, c.parentElement.clientWidth || 320);
+  const side = Math.max(40, Math.min(110, (W - 230) / 2.4)); // the N×N squares
+  const H = side + 46;
+  const dpr = window.devicePixelRatio || 1;
+  c.width = W * dpr; c.height = H * dpr;
+  c.style.width = `${W}px`; c.style.height = `${H}px`;
+  const g = c.getContext('2d');
+  g.scale(dpr, dpr);
+  g.clearRect(0, 0, W, H);
+  g.font = '12px system-ui, sans-serif';
+  g.textBaseline = 'top';
+  const hbmW = W - 110;
+  // Device memory.
+  g.strokeStyle = '#8a939e'; g.lineWidth = 1;
+  g.strokeRect(0.5, 0.5, hbmW, H - 1);
+  g.fillStyle = '#333';
+  g.fillText('device memory (HBM)', 6, 4);
+  const y0 = 24;
+  const strip = Math.max(2, side * h.D / h.N);
+  let x = 8;
+  for (const name of ['Q', 'K', 'V', 'O']) {
+    g.fillStyle = name === 'O' ? '#9bb7e0' : '#c8ced6';
+    g.fillRect(x, y0, strip, side);
+    g.fillStyle = '#333';
+    g.fillText(name, x, y0 + side + 3);
+    x += Math.max(strip, 10) + 4;
+  }
+  x += 6;
+  if (h.variant === 'naive') {
+    const fills = { S: ['stored', 'normalised', 'consumed', 'current'], P: ['normalised', 'consumed'] };
+    const colour = { S: '#e8a15c', P: '#9d6fcf' };
+    for (const name of ['S', 'P']) {
+      g.fillStyle = '#fff';
+      g.fillRect(x, y0, side, side);
+      const tw = side * h.Bc / h.N, th = side * h.Br / h.N;
+      g.fillStyle = colour[name];
+      for (let i = 0; i < h.Tr; i++) {
+        for (let j = 0; j < h.Tc; j++) {
+          if (fills[name].includes(states[i * h.Tc + j])) g.fillRect(x + j * tw, y0 + i * th, Math.min(tw, side - j * tw), Math.min(th, side - i * th));
+        }
+      }
+      g.strokeStyle = '#555';
+      g.strokeRect(x + 0.5, y0 + 0.5, side, side);
+      g.fillStyle = '#333';
+      g.fillText(`${name} ${fmtBytes(h.N * h.N * 4)}`, x, y0 + side + 3);
+      x += side + 12;
+    }
+  } else {
+    g.fillStyle = '#555';
+    g.fillText('no S, no P here: only', x, y0 + side / 2 - 14);
+    g.fillText('Q, K, V in and O out', x, y0 + side / 2 + 2);
+  }
+  // On chip: one tile, at the same scale as the N×N squares.
+  const cx = hbmW + 8;
+  g.strokeStyle = '#0b5fff';
+  g.strokeRect(cx + 0.5, 0.5, W - cx - 1, H - 1);
+  g.fillStyle = '#0b5fff';
+  g.fillText('on chip', cx + 6, 4);
+  const tw = Math.max(2, side * h.Bc / h.N), th = Math.max(2, side * h.Br / h.N);
+  g.fillStyle = h.variant === 'naive' ? '#e8a15c' : '#9bb7e0';
+  g.fillRect(cx + 8, y0, Math.min(tw, W - cx - 16), th);
+  g.fillStyle = '#333';
+  g.fillText(`${h.Br}×${h.Bc} tile`, cx + 6, Math.min(H - 30, y0 + th + 4));
+  g.fillText(fmtBytes(h.Br * h.Bc * 4), cx + 6, Math.min(H - 16, y0 + th + 18));
 }
 
 function drawPane(p, k) {
   const h = p.model.h;
-  p.grid.draw(h, k >= 0 ? p.model.tileStates(k) : new Array(h.Tr * h.Tc).fill('pending'));
+  const states = k >= 0 ? p.model.tileStates(k) : new Array(h.Tr * h.Tc).fill('pending');
+  p.grid.draw(h, states);
+  drawMemory(p, states);
   if (k < 0) {
     p.title.textContent = 'Not started.';
     p.l2.textContent = p.dram.textContent = '0 B read, 0 B written';
@@ -207,7 +325,13 @@ $('c-prev').onclick = () => { pause(); go(at - 1); };
 $('c-next').onclick = () => { pause(); go(at + 1); };
 $('c-last').onclick = () => { pause(); go(positions.length - 1); };
 $('c-play').onclick = () => (timer ? pause() : play());
-$('c-scrub').oninput = (ev) => { pause(); go(Number(ev.target.value)); };
+$('c-scrub').oninput = (ev) => { pause(); go(Number(ev.target.value) - 1); };
+window.addEventListener('message', (ev) => {
+  if (ev.origin !== location.origin || ev.data?.type !== 'flashstep-go' || !positions.length) return;
+  pause();
+  go(Number(ev.data.step) - 1);
+});
+window.addEventListener('resize', () => { if (positions.length) go(at); });
 document.addEventListener('keydown', (ev) => {
   if (ev.target.closest('input, select, textarea')) return;
   const f = { ArrowLeft: $('c-prev').onclick, ArrowRight: $('c-next').onclick, Home: $('c-first').onclick, End: $('c-last').onclick, ' ': $('c-play').onclick }[ev.key];
@@ -219,5 +343,11 @@ if (page.valid) {
   makePane('naive', page.naive_query);
   makePane('flash2', page.flash_query);
 } else {
-  $('c-status').textContent = 'Fix the fields above to run.';
+  const err = document.getElementById('cerr-form');
+  $('c-status').textContent = err
+    ? 'This run cannot be traced as it is: see above.'
+    : 'Fix the highlighted fields to run.';
+  $('c-status').classList.add('error');
 }
+
+if (page.embed) reportSize();

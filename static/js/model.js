@@ -71,7 +71,8 @@ export class TraceModel {
   // of that step's batch-head: 'current', 'done', 'pending', 'untraced', or
   // 'skipped' when the kernel finished that q-tile without visiting the tile
   // (fully masked). For naive, 'stored' means the S tile sits in device
-  // memory and 'normalised' that its rows have been through the softmax.
+  // memory, 'normalised' that its rows have been through the softmax, and
+  // 'consumed' that P·V has read it (S and P still sit in device memory).
   tileStates(k) {
     const h = this.h;
     const cur = this.steps[k];
@@ -86,7 +87,8 @@ export class TraceModel {
     for (let s = 0; s <= k; s++) {
       const r = this.steps[s];
       if (r.bh !== cur.bh) continue;
-      if (r.kind === 'flash_step' || r.kind === 'pv' || (r.kind === 'timing' && r.j >= 0)) states[r.i * h.Tc + r.j] = 'done';
+      if (r.kind === 'flash_step' || (r.kind === 'timing' && r.j >= 0)) states[r.i * h.Tc + r.j] = 'done';
+      else if (r.kind === 'pv') states[r.i * h.Tc + r.j] = 'consumed';
       else if (r.kind === 'scores') states[r.i * h.Tc + r.j] = 'stored';
       else if (r.kind === 'softmax') for (let j = 0; j < h.Tc; j++) states[r.i * h.Tc + j] = 'normalised';
     }

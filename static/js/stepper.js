@@ -4,6 +4,7 @@ import { startRun, readFile } from './stream.js';
 import { TraceModel } from './model.js';
 import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
 import { describe, sub } from './steps.js';
+import { reportSize } from './embed.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('page-data').textContent);
@@ -11,17 +12,17 @@ const form = $('run-form');
 
 const views = {
   grid: new TileGrid($('grid'), $('grid-legend'), (i, j) => jumpToTile(i, j)),
-  s: new Heatmap($('s-tile')),
-  p: new Heatmap($('p-tile')),
-  o: new Heatmap($('o-tile')),
+  s: new Heatmap($('s-tile'), { fit: true }),
+  p: new Heatmap($('p-tile'), { fit: true }),
+  o: new Heatmap($('o-tile'), { fit: true }),
   final: new Heatmap($('o-final'), { maxWidth: 520, maxHeight: 320 }),
   timeline: new Timeline($('timeline'), $('timeline-note'), (k) => { pause(); go(k); }),
 };
 
 const state = {
   model: null,
-  k: -1, // the step shown
-  want: 0, // the step the URL asked for, shown once it arrives
+  k: -1, // the step shown, counted from 0 here; the page and the URL count from 1
+  want: 0, // the step the URL asked for (from 0), shown once it arrives
   query: page.query,
   run: null,
   timer: null,
@@ -38,10 +39,16 @@ function setStatus(text, error = false) {
 
 // ---- the form ----
 
+// formQuery is the form as a run's URL query. A blank size field is sent
+// blank, so the server says it is required instead of quietly using the
+// default; a blank traced range means all of it.
 function formQuery() {
   const q = new URLSearchParams();
   for (const [k, v] of new FormData(form)) {
-    if (typeof v === 'string' && v.trim() !== '' && v.trim() !== 'all') q.set(k, v.trim());
+    if (typeof v !== 'string') continue;
+    const t = v.trim();
+    const required = form.elements[k]?.dataset.min !== undefined;
+    if (required || (t !== '' && t !== 'all')) q.set(k, t);
   }
   if (!q.has('causal')) q.set('causal', '0');
   return q.toString();
@@ -69,6 +76,10 @@ async function checkForm() {
     showFieldErrors(body.fields);
     $('estimate').textContent = '–';
     $('run').disabled = true;
+    // What is on screen no longer matches the form: say so rather than
+    // leave a finished run looking current.
+    if (state.model) $('stepper').classList.add('stale');
+    setStatus(`Fix the highlighted fields to run${state.model ? '; the views show the previous run' : ''}: ${(body.fields || []).map((f) => f.message).join('; ') || body.error}`, true);
     return null;
   }
   showFieldErrors([]);
@@ -76,7 +87,14 @@ async function checkForm() {
   $('runs-on').textContent = body.runs_on;
   $('download').href = `/api/trace?${body.query}`;
   $('run').disabled = false;
-  return body.query;
+  if (body.query === state.query && state.model) {
+    $('stepper').classList.remove('stale');
+    if (state.finished) setStatus(state.finished);
+  } else if (state.model) {
+    $('stepper').classList.add('stale');
+    setStatus('The form has changed: press Run to run it; the views show the previous run.');
+  }
+  return body;
 }
 
 // The compiled GPU tiles fill Br, Bc and d at once.
@@ -100,11 +118,35 @@ form.addEventListener('input', () => {
 
 form.addEventListener('submit', async (ev) => {
   ev.preventDefault();
-  const q = await checkForm();
-  if (!q) return;
-  history.pushState(null, '', `/step?${q}`);
-  begin(q, 0);
+  clearTimeout(debounce);
+  const ok = await checkForm();
+  if (!ok) {
+    // Nothing runs, and nothing of the previous run stays on screen as if
+    // it were the answer to this form.
+    stopRun();
+    clearRun();
+    $('run-settings').open = true;
+    return;
+  }
+  history.pushState(null, '', `/step?${ok.query}`);
+  $('run-summary').textContent = ok.summary;
+  $('run-settings').open = false;
+  begin(ok.query, 0);
 });
+
+// clearRun takes the previous run off the screen.
+function clearRun() {
+  state.model = null;
+  state.k = -1;
+  state.query = '';
+  state.finished = '';
+  $('stepper').classList.remove('stale');
+  $('stepper').classList.add('empty');
+  $('step-label').textContent = '–';
+  $('step-title').textContent = '';
+  $('step-explain').textContent = '';
+  $('source').textContent = '';
+}
 
 window.addEventListener('popstate', () => location.reload());
 
@@ -112,6 +154,7 @@ $('upload').addEventListener('change', async (ev) => {
   const file = ev.target.files[0];
   if (!file) return;
   stopRun();
+  $('stepper').classList.remove('stale', 'empty');
   state.model = null;
   state.k = -1;
   state.want = 0;
@@ -148,7 +191,7 @@ function handlersFor() {
       const m = state.model;
       m.add(r);
       if (r.kind === 'inputs') return;
-      $('scrub').max = String(m.length - 1);
+      $('scrub').max = String(m.length);
       if (state.k < 0 || m.length - 1 === state.want) go(Math.min(state.want, m.length - 1));
       const now = performance.now();
       if (now - lastStatus > 100) {
@@ -162,6 +205,8 @@ function handlersFor() {
 
 function begin(query, wantStep) {
   stopRun();
+  $('stepper').classList.remove('stale', 'empty');
+  state.finished = '';
   state.query = query;
   state.model = null;
   state.k = -1;
@@ -176,7 +221,15 @@ function begin(query, wantStep) {
     onTransport(name) { state.transport = name; },
     onDone(info) {
       if (info.cancelled) setStatus(`Run cancelled after ${state.model?.length ?? 0} steps.`);
-      else setStatus(`Trace complete: ${state.model.length} steps over ${state.transport}${info.ms != null ? `, computed in ${info.ms} ms` : ''}.`);
+      else {
+        const h = state.model.h;
+        // A recording was computed when it was recorded, not now.
+        const how = h.source === 'recording'
+          ? `, replayed from a recording made ${new Date(h.recordedUnix * 1000).toISOString().slice(0, 10)}`
+          : info.ms != null ? `, computed in ${info.ms < 1 ? 'under 1' : info.ms} ms` : '';
+        state.finished = `Trace complete: ${state.model.length} steps over ${state.transport}${how}.`;
+        setStatus(state.finished);
+      }
       finishedLoading();
     },
     onError(msg, fields) {
@@ -189,7 +242,19 @@ function begin(query, wantStep) {
 function finishedLoading() {
   const m = state.model;
   if (!m) return;
-  $('scrub').max = String(Math.max(0, m.length - 1));
+  $('scrub').max = String(Math.max(1, m.length));
+  if (state.urlNote) {
+    state.finished += state.urlNote;
+    state.urlNote = '';
+    setStatus(state.finished);
+  }
+  if (state.want >= m.length && m.length > 0) {
+    // A link past the end: show the last step and say why.
+    go(m.length - 1);
+    state.finished += ` This run has ${m.length} steps: step ${state.want + 1} does not exist, so the last is shown.`;
+    setStatus(state.finished);
+    return;
+  }
   go(Math.min(Math.max(state.k, 0), m.length - 1));
 }
 
@@ -200,6 +265,10 @@ function go(k) {
   if (!m || m.length === 0) return;
   state.k = Math.max(0, Math.min(k, m.length - 1));
   render();
+  if (page.embed && window.parent !== window) {
+    const r = m.steps[state.k];
+    window.parent.postMessage({ type: 'flashstep-step', step: state.k + 1, total: m.length, kind: r.kind, bh: r.bh, i: r.i, j: r.j }, location.origin);
+  }
   if (!state.firstDrawn) {
     state.firstDrawn = true;
     $('run-status').dataset.firstStepMs = String(Math.round(performance.now() - state.t0));
@@ -211,7 +280,8 @@ let urlTimer = null;
 function syncURL() {
   if (!state.query) return;
   clearTimeout(urlTimer);
-  urlTimer = setTimeout(() => history.replaceState(null, '', `/step?${state.query}&step=${state.k}`), 150);
+  const extra = (page.embed ? '&embed=1' : '') + (page.panels?.length ? `&panels=${page.panels.join(',')}` : '');
+  urlTimer = setTimeout(() => history.replaceState(null, '', `/step?${state.query}${extra}&step=${state.k + 1}`), 150);
 }
 
 function play() {
@@ -240,11 +310,18 @@ $('next').onclick = () => step(1);
 $('last').onclick = () => { pause(); go(state.model?.length - 1); };
 $('play').onclick = () => (state.timer ? pause() : play());
 $('speed').onchange = () => { if (state.timer) { pause(); play(); } };
-$('scrub').oninput = (ev) => { pause(); go(Number(ev.target.value)); };
+$('scrub').oninput = (ev) => { pause(); go(Number(ev.target.value) - 1); };
+
+// A lesson around an embedded stepper may move it.
+window.addEventListener('message', (ev) => {
+  if (ev.origin !== location.origin || ev.data?.type !== 'flashstep-go') return;
+  pause();
+  go(Number(ev.data.step) - 1);
+});
 
 document.addEventListener('keydown', (ev) => {
   if (ev.target.closest('input, select, textarea') || ev.altKey || ev.ctrlKey || ev.metaKey) return;
-  const keys = { ArrowLeft: () => step(-1), ArrowRight: () => step(1), Home: () => $('first').onclick(), End: () => $('last').onclick(), ' ': () => $('play').onclick() };
+  const keys = { ArrowLeft: () => step(-1), ArrowRight: () => step(1), Home: () => $('first').onclick(), End: () => $('last').onclick(), ' ': () => $('play').onclick(), p: () => setProjector(!document.body.classList.contains('projector')) };
   const f = keys[ev.key];
   if (f) { ev.preventDefault(); f(); }
 });
@@ -306,10 +383,16 @@ async function showKernelFigures(h) {
   else el.textContent = h.variant === 'flash2' && h.source === 'cpu' ? `No compiled GPU kernel has ${h.Br}×${h.Bc} tiles with d=${h.D}: the mirror runs any shape.` : '';
 }
 
+// showSource says where the numbers come from; the folded form above it
+// already names the run.
 function showSource(h) {
   const when = h.recordedUnix ? `, recorded ${new Date(h.recordedUnix * 1000).toISOString().slice(0, 10)}` : '';
-  $('source').textContent = `Numbers from: ${h.label}${when}. ${h.variant}, ${h.dtype}, N=${h.N}, d=${h.D}, ` +
-    `Br×Bc=${h.Br}×${h.Bc}${h.causal ? ', causal' : ''}, batch ${h.batch} × ${h.heads} heads, inputs ${h.pattern} (seed ${h.seed}).`;
+  $('source').textContent = `Numbers from: ${h.label}${when} · ${h.dtype}`;
+  $('source').title = `${h.variant}, ${h.dtype}, N=${h.N}, d=${h.D}, Br×Bc=${h.Br}×${h.Bc}${h.causal ? ', causal' : ''}, ` +
+    `batch ${h.batch} × ${h.heads} heads, inputs ${h.pattern} (seed ${h.seed})`;
+  if (!page.valid || state.transport.startsWith('file')) {
+    $('run-summary').textContent = `${h.variant} · N=${h.N} · d=${h.D} · Br×Bc=${h.Br}×${h.Bc}${h.causal ? ' · causal' : ''} · ${h.pattern} inputs, seed ${h.seed}`;
+  }
 }
 
 // ---- drawing the current step ----
@@ -319,7 +402,15 @@ function updateLabel() {
   if (!m) return;
   const total = m.h.timing ? m.h.records : m.h.records - (m.h.tracedBH[1] - m.h.tracedBH[0]);
   $('step-label').textContent = `${state.k + 1} / ${total}`;
-  $('scrub').value = String(state.k);
+  $('scrub').value = String(state.k + 1);
+}
+
+// placeViews tells the projector layout where the views start, so they
+// take the rest of the screen.
+function placeViews() {
+  if (!document.body.classList.contains('projector')) return;
+  const top = document.querySelector('.views').getBoundingClientRect().top + window.scrollY;
+  document.documentElement.style.setProperty('--views-top', `${Math.round(top)}px`);
 }
 
 function render() {
@@ -332,6 +423,7 @@ function render() {
   const [title, explain] = describe(h, r);
   $('step-title').textContent = title;
   $('step-explain').textContent = explain;
+  placeViews();
   views.grid.draw(h, m.tileStates(state.k));
   drawInputs(h, m, r);
   drawTiles(h, m, r);
@@ -408,7 +500,7 @@ function drawTiles(h, m, r) {
     views.p.clear(r.kind === 'scores' ? 'P does not exist yet: phase 2 computes it.' : 'No P tile in this step.');
   }
   if (r.o) {
-    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised` : (h.variant === 'flash2' ? 'O accumulator, unnormalised (divided by l only at the end)' : 'O accumulator');
+    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised` : (h.variant === 'flash2' ? 'O accumulator, unnormalised (÷ l at the end)' : 'O accumulator');
     views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
       scale: 'diverging', max: m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex });
   } else {
@@ -512,6 +604,39 @@ function drawFinal(h, m, r) {
     scale: 'diverging', max: m.maxAbs(r.bh, 'o', 'epilogue'), name: 'O' });
 }
 
+// ---- layouts: projector, and embedded in a lesson ----
+
+// setProjector fits the key views (tile grid, S, P, the m, α, l table and O)
+// on one screen with large numbers, for a room to read; the choice is kept.
+function setProjector(on) {
+  document.body.classList.toggle('projector', on);
+  $('projector').setAttribute('aria-pressed', String(on));
+  try { localStorage.setItem('flashstep.projector', on ? '1' : '0'); } catch { /* private mode */ }
+  if (on) $('run-settings').open = false;
+  if (state.model && state.k >= 0) render();
+}
+$('projector').onclick = () => setProjector(!document.body.classList.contains('projector'));
+
+let resizeTimer = null;
+window.addEventListener('resize', () => {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(() => { if (state.model && state.k >= 0) render(); }, 100);
+});
+
+if (page.panels?.length) {
+  for (const fig of document.querySelectorAll('[data-panel]')) fig.hidden = !page.panels.includes(fig.dataset.panel);
+}
+
 // ---- start ----
 
-if (page.valid) begin(page.query, page.step);
+{
+  const asked = new URLSearchParams(location.search).get('layout');
+  let saved = null;
+  try { saved = localStorage.getItem('flashstep.projector'); } catch { /* private mode */ }
+  if (asked === 'projector' || (asked === null && saved === '1' && !page.embed)) setProjector(true);
+}
+state.urlNote = page.step_error ? ` The link's ${page.step_error}.` : '';
+if (page.valid) begin(page.query, Math.max(0, page.step - 1));
+else if (page.step_error) setStatus(page.step_error, true);
+
+if (page.embed) reportSize();

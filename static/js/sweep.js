@@ -81,7 +81,9 @@ async function showRecorded() {
 function showRecord(rec, base, title) {
   state.record = rec;
   $('sweep-title').textContent = title || 'Results';
-  $('sweep-source').textContent = `Measured on: ${rec.source}.`;
+  // A recording's title already names where it was measured.
+  $('sweep-source').textContent = title ? '' : `Measured on: ${rec.source}.`;
+  $('sweep-how').textContent = howMeasured(rec);
   $('sweep-downloads').innerHTML = '';
   for (const [ext, label] of [['csv', 'Download CSV'], ['json', 'Download JSON']]) {
     const a = document.createElement('a');
@@ -99,6 +101,29 @@ function showRecord(rec, base, title) {
   draw();
 }
 
+// onCPU tells a sweep of the Go mirrors from one timed on a GPU.
+const onCPU = (rec) => /^CPU mirror/.test(rec.source || '');
+
+// howMeasured says how this record's points were taken, from the points
+// themselves: its shapes, its clock, and what its memory column means.
+function howMeasured(rec) {
+  const rs = rec.results;
+  if (!rs.length) return '';
+  const shapes = [...new Set(rs.map((r) => `B=${r.b}, H=${r.h}`))];
+  const bench = rs.every((r) => r.b === Math.max(1, Math.floor(16384 / r.n)) && r.h === Math.max(1, Math.floor(2048 / r.d)));
+  const shape = bench && shapes.length > 1
+    ? 'the FlashAttention benchmark shapes, B = 16384/N (at least 1) and H = 2048/d'
+    : shapes.join('; ');
+  const reps = Math.max(...rs.map((r) => r.repeats_ms?.length || 0));
+  if (onCPU(rec)) {
+    return `Each point is the median of ${reps} wall-clock timings of the Go mirror after a warm-up, at ${shape}. ` +
+      'The mirror builds every trace record as it goes, so these times show how the work grows with N, not a GPU\'s speed; ' +
+      'PyTorch\'s H100 references are left off these axes. The memory column is the model\'s: what each run would hold on a GPU.';
+  }
+  return `Each point is the median of ${reps} CUDA-event timings after a warm-up, each on fresh inputs, at ${shape}. ` +
+    'The memory column is the drop in free device memory once the run\'s buffers were allocated.';
+}
+
 $('f-d').addEventListener('change', draw);
 $('f-causal').addEventListener('change', draw);
 
@@ -110,72 +135,134 @@ function draw() {
   const d = Number($('f-d').value);
   const causal = $('f-causal').value === 'true';
   const pts = rec.results.filter((r) => r.d === d && r.causal === causal);
+  const empty = !pts.some((r) => !r.out_of_memory && !r.error && r.ms > 0);
+  $('sweep-charts').hidden = empty;
+  $('sweep-empty').hidden = !empty;
+  $('sweep-empty').textContent = rec.results.length === 0
+    ? (rec.state === 'cancelled' ? 'The sweep was cancelled before its first point: nothing to plot.' : 'No points yet.')
+    : `No timed points for d=${d}, ${causal ? 'causal' : 'no mask'}.`;
   const series = {};
   const add = (name, n, ms, tflops, dashed) => {
     series[name] ??= { name, dashed, points: [] };
     series[name].points.push({ n, ms, tflops });
   };
   for (const r of pts) if (!r.out_of_memory && !r.error && r.ms > 0) add(`${r.variant}`, r.n, r.ms, r.tflops, false);
-  // PyTorch's references, where they were measured for these shapes.
-  for (const row of state.sdpa || []) {
-    if (row.d !== d || row.causal !== causal) continue;
-    for (const [key, name] of [['flash', 'SDPA flash (bf16)'], ['cudnn', 'SDPA cuDNN (bf16)'], ['naive', 'PyTorch naive (bf16)']]) {
-      if (row[key]?.ms) add(name, row.N, row[key].ms, row[key].tflops, true);
+  // PyTorch's references, where they were measured for these shapes, and
+  // only beside GPU timings: a CPU mirror's milliseconds are another axis.
+  if (!onCPU(rec)) {
+    for (const row of state.sdpa || []) {
+      if (row.d !== d || row.causal !== causal) continue;
+      for (const [key, name] of [['flash', 'SDPA flash (bf16)'], ['cudnn', 'SDPA cuDNN (bf16)'], ['naive', 'PyTorch naive (bf16)']]) {
+        if (row[key]?.ms) add(name, row.N, row[key].ms, row[key].tflops, true);
+      }
     }
   }
-  plot('ms', 'chart-ms', series, 'ms', true);
-  plot('tflops', 'chart-tflops', series, 'TFLOP/s', true);
-  const oom = pts.filter((r) => r.out_of_memory).map((r) => `${r.variant}: out of memory at N=${r.n}`);
+  const oom = pts.filter((r) => r.out_of_memory);
+  const ns = [...new Set(pts.map((r) => r.n))].sort((a, b) => a - b);
+  if (!empty) {
+    plot('ms', 'chart-ms', series, 'ms', oom, ns, rec);
+    plot('tflops', 'chart-tflops', series, 'TFLOP/s', oom, ns, rec);
+  }
   const failed = pts.filter((r) => r.error && !r.out_of_memory).map((r) => `${r.variant} at N=${r.n}: ${r.error}`);
-  $('sweep-oom').textContent = [...oom, ...failed].join('; ');
-  table(pts, rec.results.length, d, causal);
+  $('sweep-oom').textContent = failed.join('; ');
+  table(pts, rec.results.length, d, causal, rec);
 }
 
-function plot(key, canvasId, series, label, logY) {
+// outOfMemoryMarks draws a cross at the top of the plot at each N where a
+// kernel ran out of memory, labelled: the strongest fact of a sweep, on the
+// chart itself.
+const outOfMemoryMarks = {
+  id: 'outOfMemoryMarks',
+  afterDatasetsDraw(chart, _args, opts) {
+    const marks = opts.marks || [];
+    if (!marks.length) return;
+    const { ctx, chartArea } = chart;
+    const x = chart.scales.x;
+    ctx.save();
+    marks.forEach((m, k) => {
+      const px = x.getPixelForValue(m.n);
+      const py = chartArea.top + 14 + 22 * k;
+      ctx.strokeStyle = COLOURS[m.variant] || '#b3261e';
+      ctx.lineWidth = 3;
+      ctx.beginPath();
+      ctx.moveTo(px - 7, py - 7); ctx.lineTo(px + 7, py + 7);
+      ctx.moveTo(px + 7, py - 7); ctx.lineTo(px - 7, py + 7);
+      ctx.stroke();
+      ctx.fillStyle = '#7a1a14';
+      ctx.font = 'bold 12px system-ui, sans-serif';
+      ctx.textBaseline = 'middle';
+      const text = `${m.variant}: out of memory at N=${m.n}`;
+      const w = ctx.measureText(text).width;
+      const left = px + 12 + w > chartArea.right;
+      ctx.textAlign = left ? 'right' : 'left';
+      ctx.fillText(text, left ? px - 12 : px + 12, py);
+    });
+    ctx.restore();
+  },
+};
+
+function plot(key, canvasId, series, label, oom, ns, rec) {
   if (!Chart) return;
   const datasets = Object.values(series).map((s) => ({
-    label: s.name.startsWith('flash2') || s.name === 'naive' ? `${s.name} (flashstep, f32)` : s.name,
+    label: s.name.startsWith('flash2') || s.name === 'naive' ? `${s.name} (flashstep, f32${onCPU(rec) ? ', CPU mirror' : ''})` : s.name,
     data: s.points.sort((a, b) => a.n - b.n).map((p) => ({ x: p.n, y: p[key] })),
     borderColor: COLOURS[s.name] || '#555',
     backgroundColor: COLOURS[s.name] || '#555',
     borderDash: s.dashed ? [6, 4] : [],
     tension: 0,
   }));
-  const chart = state.charts[key];
-  if (chart) {
-    chart.data.datasets = datasets;
-    chart.update('none');
-    return;
-  }
+  const allNs = [...new Set([...ns, ...datasets.flatMap((d) => d.data.map((p) => p.x))])].sort((a, b) => a - b);
+  const marks = oom.map((r) => ({ n: r.n, variant: r.variant }));
+  const xScale = {
+    type: 'logarithmic',
+    min: allNs[0] / 1.15,
+    max: allNs[allNs.length - 1] * 1.15,
+    title: { display: true, text: 'sequence length N' },
+    // One tick at each N the sweep ran, labelled.
+    afterBuildTicks: (axis) => { axis.ticks = allNs.map((v) => ({ value: v })); },
+    ticks: { autoSkip: false, maxRotation: 0, callback: (v) => (v >= 1024 ? `${v / 1024}K` : String(v)) },
+  };
+  const old = state.charts[key];
+  if (old) old.destroy();
   state.charts[key] = new Chart($(canvasId), {
     type: 'line',
     data: { datasets },
+    plugins: [outOfMemoryMarks],
     options: {
       animation: false,
+      maintainAspectRatio: false,
       parsing: true,
       scales: {
-        x: { type: 'logarithmic', title: { display: true, text: 'sequence length N' }, ticks: { callback: (v) => (Math.log2(v) % 1 === 0 ? v : '') } },
-        y: { type: logY ? 'logarithmic' : 'linear', title: { display: true, text: label } },
+        x: xScale,
+        y: { type: 'logarithmic', title: { display: true, text: label } },
       },
-      plugins: { legend: { position: 'bottom' } },
+      plugins: { legend: { position: 'bottom' }, outOfMemoryMarks: { marks } },
     },
   });
 }
 
-function table(results, all, d, causal) {
+// fmtRate writes a throughput with three significant figures, however small:
+// a CPU mirror's 0.0021 TFLOP/s is not 0.00.
+function fmtRate(x) {
+  if (!(x > 0)) return '';
+  return x >= 100 ? x.toFixed(0) : Number(x.toPrecision(3)).toString();
+}
+
+function table(results, all, d, causal, rec) {
   const t = $('sweep-table');
   t.replaceChildren();
   t.createCaption().textContent = `d=${d}, ${causal ? 'causal' : 'no mask'}: ${results.length} of ${all} points (every point is in the downloads).`;
   const head = t.createTHead().insertRow();
-  for (const h of ['variant', 'kernel', 'dtype', 'N', 'd', 'B', 'H', 'causal', 'ms', 'TFLOP/s', 'device memory']) {
+  const memory = onCPU(rec) ? 'device memory (model)' : 'device memory';
+  for (const h of ['variant', 'kernel', 'dtype', 'N', 'd', 'B', 'H', 'causal', 'ms', 'TFLOP/s', memory]) {
     head.appendChild(document.createElement('th')).textContent = h;
   }
   const body = t.createTBody();
   for (const r of results) {
     const row = body.insertRow();
     const cells = [r.variant, r.kernel, r.dtype, r.n, r.d, r.b, r.h, r.causal ? 'yes' : 'no',
-      r.out_of_memory ? 'out of memory' : r.error ? 'error' : r.ms.toFixed(3),
-      r.out_of_memory || r.error ? '' : r.tflops.toFixed(2), r.peak_bytes ? fmtBytes(r.peak_bytes) : ''];
+      r.out_of_memory ? 'out of memory' : r.error ? 'error' : r.ms.toPrecision(4),
+      r.out_of_memory || r.error ? '' : fmtRate(r.tflops), r.peak_bytes ? fmtBytes(r.peak_bytes) : ''];
     for (const c of cells) row.insertCell().textContent = String(c);
     if (r.peak_how) row.title = `memory: ${r.peak_how}`;
   }
@@ -232,7 +319,8 @@ async function traffic() {
   const body = t.createTBody();
   for (const run of rows) {
     const q = new URLSearchParams(run.query);
-    const name = `${q.get('variant')} N=${q.get('n')} d=${q.get('d')} B=${q.get('batch')} H=${q.get('heads')}${q.get('causal') === '1' ? ' causal' : ''}`;
+    // A run's query leaves out fields at their defaults (batch and heads 1).
+    const name = `${q.get('variant')} N=${q.get('n')} d=${q.get('d')} B=${q.get('batch') ?? 1} H=${q.get('heads') ?? 1}${q.get('causal') === '1' ? ' causal' : ''}`;
     for (const meas of run.measured) {
       const model = run.model.find((k) => k.kernel === meas.kernel) || {};
       const row = body.insertRow();

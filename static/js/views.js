@@ -61,14 +61,26 @@ export function showTip(ev, text) {
 
 export function hideTip() { const t = tip(); if (t) t.hidden = true; }
 
+// fitSize is the room a view has inside its box: the box's width, and its
+// height where the layout gives it one (the projector layout does), else
+// the fallback.
+export function fitSize(box, fallbackW, fallbackH, reserveH = 0) {
+  const w = box.clientWidth || fallbackW;
+  const fixed = getComputedStyle(box).getPropertyValue('--fit-height').trim() === '1';
+  const h = fixed ? Math.max(40, box.clientHeight - reserveH) : fallbackH;
+  return { w: Math.max(40, w), h };
+}
+
 // Heatmap draws a rows×cols matrix into a canvas inside its container, one
 // colour per cell, with the value printed when the cells are large enough
-// to read, and the value of any cell on hover.
+// to read, and the value of any cell on hover. A fitting heatmap sizes its
+// cells to the room its box has, so a projector gets large numbers.
 export class Heatmap {
-  constructor(container, { maxWidth = 360, maxHeight = 300, caption = '' } = {}) {
+  constructor(container, { maxWidth = 360, maxHeight = 300, caption = '', fit = false } = {}) {
     this.box = container;
     this.maxWidth = maxWidth;
     this.maxHeight = maxHeight;
+    this.fit = fit;
     this.canvas = document.createElement('canvas');
     this.scaleBar = document.createElement('div');
     this.scaleBar.className = 'scale';
@@ -91,12 +103,26 @@ export class Heatmap {
   draw(opts) {
     this.opts = opts;
     const { rows, cols, values } = opts;
-    const cell = Math.max(1, Math.min(48, Math.floor(this.maxWidth / cols), Math.floor(this.maxHeight / rows)));
+    let maxW = this.maxWidth, maxH = this.maxHeight, maxCell = 48;
+    if (this.fit) {
+      // The scale line under the canvas takes about 1.6 lines of text.
+      const room = fitSize(this.box, this.maxWidth, this.maxHeight, 1.6 * parseFloat(getComputedStyle(this.box).fontSize));
+      maxW = room.w;
+      maxH = room.h;
+      maxCell = 160;
+    }
+    const cell = Math.max(1, Math.min(maxCell, Math.floor(maxW / cols), Math.floor(maxH / rows)));
     // Large matrices get fractional cells: draw one pixel per cell, then scale.
-    const w = cell > 1 ? cols * cell : Math.min(cols, this.maxWidth);
-    const hgt = cell > 1 ? rows * cell : Math.min(rows, this.maxHeight * 2);
+    // A fitting heatmap may widen its cells (up to 2.2 times their height)
+    // into spare width: numbers are wider than tall.
+    const cellW = this.fit && cell >= 8 ? Math.max(cell, Math.min(Math.floor(maxW / cols), Math.floor(cell * 2.2))) : cell;
+    // Below one pixel a cell, a fitting heatmap still fills its room.
+    const shrink = Math.min(maxW / cols, maxH / rows);
+    const w = cell > 1 ? cols * cellW : this.fit ? Math.max(cols, Math.floor(cols * shrink)) : Math.min(cols, maxW);
+    const hgt = cell > 1 ? rows * cell : this.fit ? Math.max(rows, Math.floor(rows * shrink)) : Math.min(rows, maxH * 2);
     this.cellW = w / cols;
     this.cellH = hgt / rows;
+
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
     c.width = Math.round(w * dpr);
@@ -119,6 +145,7 @@ export class Heatmap {
     g.drawImage(off, 0, 0, c.width, c.height);
     g.scale(dpr, dpr);
     if (this.cellW >= 8) this.hatchPadding(g, opts);
+    this.canvas.dataset.fontPx = '0';
     if (this.cellW >= 34 && this.cellH >= 18) this.printValues(g, opts);
     this.scaleBar.textContent = opts.scale === 'sequential'
       ? `colour: 0 … ${fmt(opts.max)}`
@@ -148,6 +175,7 @@ export class Heatmap {
     g.save();
     g.textAlign = 'center';
     g.textBaseline = 'middle';
+    let smallest = Infinity;
     for (let r = 0; r < rowsValid; r++) {
       for (let k = 0; k < colsValid; k++) {
         const v = values[r * cols + k];
@@ -155,12 +183,16 @@ export class Heatmap {
         const [R, G, B] = colourFor(v, scale, max);
         const text = fmt(v, 3);
         // Monospace glyphs are about 0.6 em wide: fit the text in the cell.
-        const px = Math.min(13, this.cellH * 0.42, (this.cellW - 4) / (0.62 * text.length));
+        const px = Math.min(this.fit ? 40 : 13, this.cellH * 0.42, (this.cellW - 6) / (0.62 * text.length));
+        smallest = Math.min(smallest, px);
         g.font = `${px}px ui-monospace, "DejaVu Sans Mono", monospace`;
         g.fillStyle = 0.299 * R + 0.587 * G + 0.114 * B > 140 ? '#111' : '#fff';
         g.fillText(text, (k + 0.5) * this.cellW, (r + 0.5) * this.cellH);
       }
     }
+    // The smallest number printed, in CSS pixels: tests hold the projector
+    // layout to a size a room can read.
+    if (smallest < Infinity) this.canvas.dataset.fontPx = smallest.toFixed(1);
     g.restore();
   }
 
@@ -180,10 +212,20 @@ export class Heatmap {
   }
 }
 
+// Naive's finished tiles keep a colour of their own: its S and P stay in
+// device memory to the end, where flash's tiles left the chip as O only.
 const TILE_COLOURS = {
   pending: '#ffffff', done: '#c9d8f2', current: '#dbe6ff', 'current-row': '#eef3ff',
-  skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0',
+  skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0', consumed: '#b48ad8',
 };
+
+// tileStateNames are the tile states in words, per kernel: the legend and
+// the tooltip say the same thing.
+export function tileStateNames(variant) {
+  return variant === 'naive'
+    ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', consumed: 'P·V done (S, P stay in device memory)', current: 'this step', 'current-row': 'this q-tile', untraced: 'not traced' }
+    : { pending: 'to do', done: 'done (left the chip as O only)', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
+}
 
 // TileGrid draws the N×N score matrix split into Br×Bc tiles, each coloured
 // by what the kernel has done with it up to the current step. Ragged last
@@ -197,14 +239,20 @@ export class TileGrid {
       const t = this.tileAt(ev);
       if (t) onPick(t.i, t.j);
     });
-    canvas.addEventListener('mousemove', (ev) => {
-      const t = this.tileAt(ev);
-      if (!t) return hideTip();
-      const h = this.h;
-      const st = this.states[t.i * h.Tc + t.j];
-      showTip(ev, `tile (${t.i}, ${t.j}): rows ${t.i * h.Br}–${Math.min(h.N, (t.i + 1) * h.Br) - 1}, cols ${t.j * h.Bc}–${Math.min(h.N, (t.j + 1) * h.Bc) - 1}\n${st}`);
-    });
-    canvas.addEventListener('mouseleave', hideTip);
+    canvas.addEventListener('mousemove', (ev) => { this.hover = ev; this.showHover(); });
+    canvas.addEventListener('mouseleave', () => { this.hover = null; hideTip(); });
+  }
+
+  // showHover writes the tooltip of the tile under the pointer; a draw calls
+  // it again, so stepping with the keyboard keeps the tooltip current.
+  showHover() {
+    const ev = this.hover;
+    const t = ev && this.tileAt(ev);
+    if (!t) return hideTip();
+    const h = this.h;
+    const st = this.states[t.i * h.Tc + t.j];
+    const words = tileStateNames(h.variant)[st] || st;
+    showTip(ev, `tile (${t.i}, ${t.j}): rows ${t.i * h.Br}–${Math.min(h.N, (t.i + 1) * h.Br) - 1}, cols ${t.j * h.Bc}–${Math.min(h.N, (t.j + 1) * h.Bc) - 1}\n${words}`);
   }
 
   tileAt(ev) {
@@ -220,11 +268,16 @@ export class TileGrid {
   draw(h, states) {
     this.h = h;
     this.states = states;
-    const size = Math.max(200, Math.min(720, this.canvas.clientWidth || 480));
+    // The grid is square: as wide as its box, and in the projector layout no
+    // taller than the box either.
+    const room = fitSize(this.canvas.parentElement, 480, 440);
+    const size = Math.floor(Math.max(120, Math.min(720, room.w, room.h)));
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
     c.width = size * dpr;
     c.height = size * dpr;
+    c.style.width = `${size}px`;
+    c.style.height = `${size}px`;
     const g = c.getContext('2d');
     g.scale(dpr, dpr);
     g.clearRect(0, 0, size, size);
@@ -254,7 +307,7 @@ export class TileGrid {
         }
         if (w >= 34 && hh >= 22) {
           g.fillStyle = '#58606a';
-          g.font = `${Math.min(15, Math.floor(w / 3.2))}px system-ui, sans-serif`;
+          g.font = `${Math.min(22, Math.floor(w / 3.2))}px system-ui, sans-serif`;
           g.textAlign = 'center';
           g.textBaseline = 'middle';
           g.fillText(`${i},${j}`, x + w / 2, y + hh / 2);
@@ -278,10 +331,9 @@ export class TileGrid {
         g.strokeRect(j * h.Bc * px + 1.5, i * h.Br * px + 1.5, Math.min(h.Bc, h.N - j * h.Bc) * px - 3, Math.min(h.Br, h.N - i * h.Br) * px - 3);
       }
     }
-    const names = h.variant === 'naive'
-      ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', done: 'P·V done', current: 'this step', skipped: '', untraced: 'not traced' }
-      : { pending: 'to do', done: 'done (left the chip as O only)', current: 'this step', skipped: 'skipped: fully masked', untraced: 'not traced' };
-    this.legend.replaceChildren(...Object.entries(names).filter(([, v]) => v).map(([k, v]) => {
+    const names = tileStateNames(h.variant);
+    delete names['current-row'];
+    this.legend.replaceChildren(...Object.entries(names).map(([k, v]) => {
       const s = document.createElement('span');
       const sw = document.createElement('i');
       sw.style.background = TILE_COLOURS[k];
@@ -289,6 +341,7 @@ export class TileGrid {
       s.append(sw, v);
       return s;
     }));
+    if (this.hover && !document.getElementById('tip')?.hidden) this.showHover();
   }
 }
 
@@ -336,13 +389,34 @@ export class Timeline {
     this.base = null;
   }
 
+  // rowOf maps an SM to its row. A grid that uses few SMs (a toy run uses
+  // 4 of 132) gets one labelled row per SM it used, not 128 empty rows.
+  layoutRows(h) {
+    const used = [...new Set(this.marks.map((x) => x.sm))].sort((a, b) => a - b);
+    if (used.length <= 24) {
+      this.rowOf = new Map(used.map((sm, r) => [sm, r]));
+      this.smOfRow = used;
+      this.compact = true;
+    } else {
+      this.rowOf = null;
+      this.smOfRow = null;
+      this.compact = false;
+    }
+    this.used = used.length;
+    return this.compact ? used.length : h.numSMs;
+  }
+
+  row(sm) { return this.rowOf ? this.rowOf.get(sm) : sm; }
+
   stepAt(ev) {
     if (!this.marks || !this.layout) return -1;
     const rect = this.canvas.getBoundingClientRect();
-    const { left, width, rowH } = this.layout;
+    const { left, width, rowH, rows } = this.layout;
     const x = (ev.clientX - rect.left) * (this.layout.w / rect.width);
     const y = (ev.clientY - rect.top) * (this.layout.h / rect.height);
-    const sm = Math.floor(y / rowH);
+    const row = Math.floor(y / rowH);
+    if (row < 0 || row >= rows) return -1;
+    const sm = this.smOfRow ? this.smOfRow[row] : row;
     const t = (x - left) / width * this.span;
     let best = -1, dist = Infinity;
     this.marks.forEach((m, k) => {
@@ -363,55 +437,80 @@ export class Timeline {
     }
     if (!this.marks || this.count !== model.steps.length || this.model !== model) this.prepare(model);
     const w = Math.max(300, this.canvas.clientWidth || 800);
-    const rowH = Math.max(1.5, Math.min(6, 420 / h.numSMs));
-    const hgt = Math.ceil(rowH * h.numSMs) + 18;
-    const left = 34, width = w - left - 8;
-    this.layout = { w, h: hgt, left, width, rowH };
+    const rows = this.layoutRows(h);
+    const rowH = this.compact ? Math.max(14, Math.min(24, 240 / rows)) : Math.max(1.5, Math.min(6, 420 / rows));
+    const axisH = 20;
+    const hgt = Math.ceil(rowH * rows) + axisH;
+    const left = this.compact ? 52 : 46, width = w - left - 10;
+    this.layout = { w, h: hgt, left, width, rowH, rows };
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
-    if (!this.base || this.base.width !== Math.round(w * dpr)) {
+    if (!this.base || this.base.width !== Math.round(w * dpr) || this.base.height !== Math.round(hgt * dpr)) {
       // The marks, drawn once per trace; each step only adds its highlight.
       this.base = new OffscreenCanvas(Math.round(w * dpr), Math.round(hgt * dpr));
       const g = this.base.getContext('2d');
       g.scale(dpr, dpr);
       g.fillStyle = '#fafafa';
-      g.fillRect(left, 0, width, rowH * h.numSMs);
+      g.fillRect(left, 0, width, rowH * rows);
       const colours = d3 ? d3.schemeTableau10 : ['#4e79a7'];
+      const gap = rowH > 3 ? 1 : 0;
       this.marks.forEach((m, s) => {
         const r = model.steps[s];
         g.fillStyle = colours[r.i % colours.length];
-        g.fillRect(left + m.t0 / this.span * width, m.sm * rowH, Math.max(1, (m.t1 - m.t0) / this.span * width), Math.max(1, rowH - (rowH > 3 ? 1 : 0)));
+        g.fillRect(left + m.t0 / this.span * width, this.row(m.sm) * rowH, Math.max(1, (m.t1 - m.t0) / this.span * width), Math.max(1, rowH - gap));
       });
-      g.fillStyle = '#444';
-      g.font = '11px system-ui, sans-serif';
-      g.textBaseline = 'top';
-      g.fillText('SM', 2, 0);
-      g.fillText(String(h.numSMs - 1), 2, rowH * (h.numSMs - 1) - 10);
-      g.fillText('0 µs', left, rowH * h.numSMs + 4);
+      g.fillStyle = '#333';
+      g.font = '12px system-ui, sans-serif';
+      g.textBaseline = 'middle';
       g.textAlign = 'right';
-      g.fillText(`${this.span.toFixed(1)} µs`, left + width, rowH * h.numSMs + 4);
+      if (this.compact) {
+        this.smOfRow.forEach((sm, r) => g.fillText(`SM ${sm}`, left - 6, (r + 0.5) * rowH));
+      } else {
+        // A label every 16 SMs, and the last.
+        for (let sm = 0; sm < h.numSMs; sm += 16) g.fillText(`SM ${sm}`, left - 6, (sm + 0.5) * rowH);
+        g.fillText(`${h.numSMs - 1}`, left - 6, (h.numSMs - 0.5) * rowH);
+      }
+      // Time ticks at round steps of µs.
+      g.textBaseline = 'top';
+      g.textAlign = 'center';
+      const step = niceStep(this.span / 6);
+      for (let t = 0; t <= this.span + 1e-9; t += step) {
+        const x = left + t / this.span * width;
+        g.fillRect(x, rowH * rows, 1, 4);
+        g.fillText(`${+t.toFixed(3)} µs`, Math.min(Math.max(x, left + 18), left + width - 18), rowH * rows + 5);
+      }
     }
     c.width = Math.round(w * dpr);
     c.height = Math.round(hgt * dpr);
+    c.style.height = `${hgt}px`;
     const g = c.getContext('2d');
     g.drawImage(this.base, 0, 0);
     g.scale(dpr, dpr);
     const m = this.marks[k];
     if (m) {
       const x = left + m.t0 / this.span * width;
+      const y = this.row(m.sm) * rowH;
       g.strokeStyle = '#111';
       g.lineWidth = 2;
-      g.strokeRect(x - 1, m.sm * rowH - 1, Math.max(3, (m.t1 - m.t0) / this.span * width) + 2, rowH + 2);
+      g.strokeRect(x - 1, y - 1, Math.max(3, (m.t1 - m.t0) / this.span * width) + 2, rowH + 2);
       g.strokeStyle = 'rgba(0,0,0,0.35)';
       g.lineWidth = 1;
       g.beginPath();
       g.moveTo(x, 0);
-      g.lineTo(x, rowH * h.numSMs);
+      g.lineTo(x, rowH * rows);
       g.stroke();
     }
-    const used = new Set(this.marks.map((x) => x.sm)).size;
-    this.note.textContent = `${this.marks.length} steps on ${used} of ${h.numSMs} SMs over ${this.span.toFixed(1)} µs; colour: q-tile. ` +
+    const idle = h.numSMs - this.used;
+    this.note.textContent = `${this.marks.length} steps on ${this.used} of ${h.numSMs} SMs over ${this.span.toFixed(1)} µs` +
+      (this.compact && idle > 0 ? ` (only the SMs used are drawn; the other ${idle} had no traced block)` : '') + '; colour: q-tile. ' +
       `Timer resolution ${h.timerTickNs} ns. Click a mark to go to its step.` +
       (h.timing ? '' : ' A full trace slows its traced blocks with their own writes; mode=timing stamps every block at full speed.');
   }
+}
+
+// niceStep rounds a tick spacing to 1, 2 or 5 times a power of ten.
+function niceStep(x) {
+  const p = 10 ** Math.floor(Math.log10(x));
+  const f = x / p;
+  return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
 }

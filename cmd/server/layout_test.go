@@ -1,0 +1,542 @@
+package main
+
+// Browser tests of the pages a teacher projects: at a laptop's and an old
+// projector's size, the key views of each page sit inside the first screen,
+// nothing overflows its box, select boxes show their whole text, and the
+// fixes each bug report asked for hold.
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+var shots = flag.String("shots", "", "write screenshots of the stepper, side by side and sweep at 1024×768 into this folder")
+
+// screens are the sizes every page is checked at: an old projector and a
+// full-HD screen.
+var screens = []struct{ w, h int }{{1024, 768}, {1920, 1080}}
+
+const toyRun = "variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1" // recorded on an H100
+
+// layoutProblems lists what a reader would see as broken on the current
+// page: an element whose content spills out of its box, a select box whose
+// longest option is cut off, a page wider than the screen.
+func layoutProblems(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	js := `(() => {
+	  const out = [];
+	  const name = (el) => el.id ? '#' + el.id : el.tagName.toLowerCase() + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).join('.') : '');
+	  if (document.documentElement.scrollWidth > innerWidth + 1) out.push('the page is ' + document.documentElement.scrollWidth + ' px wide in a ' + innerWidth + ' px screen');
+	  for (const el of document.querySelectorAll('body *')) {
+	    if (!el.offsetParent || el.closest('svg, .katex, [hidden]')) continue;
+	    const cs = getComputedStyle(el);
+	    if (cs.display === 'inline' || cs.overflowX === 'auto' || cs.overflowX === 'scroll' || el.tagName === 'SELECT' || el.tagName === 'INPUT') continue;
+	    if (el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) out.push(name(el) + ' overflows: ' + el.scrollWidth + ' px of content in ' + el.clientWidth + ' px');
+	  }
+	  const g = document.createElement('canvas').getContext('2d');
+	  for (const s of document.querySelectorAll('select')) {
+	    if (!s.offsetParent) continue;
+	    const cs = getComputedStyle(s);
+	    g.font = cs.fontWeight + ' ' + cs.fontSize + ' ' + cs.fontFamily;
+	    // Room for text: the box less its padding and the drop-down arrow.
+	    const room = s.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 18;
+	    for (const o of s.options) {
+	      const w = g.measureText(o.text).width;
+	      if (w > room) out.push('select ' + name(s) + ' cuts "' + o.text + '": ' + Math.round(w) + ' px of text in ' + Math.round(room) + ' px');
+	    }
+	  }
+	  return out;
+	})()`
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// outsideFirstScreen lists the elements (by CSS selector) that are not
+// wholly inside the viewport, or are too small to show anything.
+func outsideFirstScreen(ctx context.Context, t *testing.T, selectors ...string) []string {
+	t.Helper()
+	sel, _ := json.Marshal(selectors)
+	js := fmt.Sprintf(`(() => {
+	  window.scrollTo(0, 0);
+	  const out = [];
+	  for (const s of %s) {
+	    const el = document.querySelector(s);
+	    if (!el) { out.push(s + ' is missing'); continue; }
+	    const r = el.getBoundingClientRect();
+	    if (r.width < 40 || r.height < 20) out.push(s + ' is ' + Math.round(r.width) + '×' + Math.round(r.height) + ' px');
+	    if (r.top < 0 || r.left < 0 || r.bottom > innerHeight + 0.5 || r.right > innerWidth + 0.5)
+	      out.push(s + ' spans ' + [r.left, r.top, r.right, r.bottom].map(Math.round) + ' of a ' + innerWidth + '×' + innerHeight + ' screen');
+	  }
+	  return out;
+	})()`, sel)
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func navigate(ctx context.Context, t *testing.T, u string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func evalJS[T any](ctx context.Context, t *testing.T, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+func saveShot(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	if *shots == "" {
+		return
+	}
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*shots, name), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBrowserStepperProjector: in the projector layout the tile grid, S, P,
+// the m/α/l table and O fit the first screen at both sizes, the numbers in
+// a toy run's heatmap cells are large enough to read across a room, and
+// nothing on the page overflows or cuts its text.
+func TestBrowserStepperProjector(t *testing.T) {
+	base, _ := startServer(t)
+	key := []string{"[data-testid=panel-grid]", "[data-testid=panel-s]", "[data-testid=panel-p]", "[data-testid=panel-rows]", "[data-testid=panel-o]", "#step-label", "#next"}
+	for _, sc := range screens {
+		t.Run(fmt.Sprintf("%dx%d", sc.w, sc.h), func(t *testing.T) {
+			ctx := browserSized(t, sc.w, sc.h)
+			problems := watchConsole(ctx)
+			navigate(ctx, t, base+"/step?"+toyRun+"&step=4&layout=projector")
+			waitText(ctx, t, "#run-status", "Trace complete")
+			waitText(ctx, t, "#step-label", "4 / 20")
+			if p := outsideFirstScreen(ctx, t, key...); len(p) > 0 {
+				t.Errorf("toy run, projector layout:\n%s", strings.Join(p, "\n"))
+			}
+			// The smallest number printed in the S, P and O cells.
+			for _, id := range []string{"s-tile", "p-tile", "o-tile"} {
+				px := evalJS[string](ctx, t, fmt.Sprintf(`document.querySelector('#%s canvas').dataset.fontPx`, id))
+				if v, err := strconv.ParseFloat(px, 64); err != nil || v < 16 {
+					t.Errorf("%s: numbers printed at %s px, want at least 16", id, px)
+				}
+			}
+			if p := layoutProblems(ctx, t); len(p) > 0 {
+				t.Errorf("toy run, projector layout:\n%s", strings.Join(p, "\n"))
+			}
+			if sc.w == 1024 {
+				saveShot(ctx, t, "stepper-1024.png")
+			}
+
+			// A real block: 64×64 tiles, 64 rows in the table (it scrolls
+			// inside its box; the box stays on screen).
+			navigate(ctx, t, base+"/step?variant=flash2&n=256&d=64&br=64&bc=64&pattern=normal&seed=1&step=6&layout=projector")
+			waitText(ctx, t, "#run-status", "Trace complete")
+			if p := outsideFirstScreen(ctx, t, key...); len(p) > 0 {
+				t.Errorf("64×64 tiles, projector layout:\n%s", strings.Join(p, "\n"))
+			}
+			// The ordinary layout keeps its boxes too, with the form open.
+			navigate(ctx, t, base+"/step?"+toyRun)
+			waitText(ctx, t, "#run-status", "Trace complete")
+			if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("projector"))); err != nil {
+				t.Fatal(err)
+			}
+			if evalJS[bool](ctx, t, `document.body.classList.contains('projector')`) {
+				t.Errorf("the projector choice outlived its URL: the button should have turned it off")
+			}
+			if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('run-settings').open = true`)); err != nil {
+				t.Fatal(err)
+			}
+			if p := layoutProblems(ctx, t); len(p) > 0 {
+				t.Errorf("ordinary layout, form open:\n%s", strings.Join(p, "\n"))
+			}
+			if p := problems(); len(p) > 0 {
+				t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+			}
+		})
+	}
+}
+
+// TestBrowserStepNumbering: the URL and the page count steps the same way,
+// from 1; a step past the end shows the last and says so; a recording says
+// it was replayed, not "computed in 0 ms"; the toy run's timeline draws the
+// SMs it used, not 132 rows of which 128 are empty.
+func TestBrowserStepNumbering(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1024, 768)
+	problems := watchConsole(ctx)
+	var steps []*instrument.Record
+	c, _ := kernels.ParseConfig(mustQuery(toyRun))
+	if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		if r.Kind != instrument.KindInputs {
+			steps = append(steps, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	k := 2 + rand.IntN(len(steps)-3) // a step from 1, as the URL names it
+	navigate(ctx, t, fmt.Sprintf("%s/step?%s&step=%d", base, toyRun, k))
+	waitText(ctx, t, "#run-status", "Trace complete")
+	waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", k, len(steps)))
+	want := steps[k-1]
+	if title := evalJS[string](ctx, t, `document.getElementById('step-title').textContent`); want.Kind == instrument.KindFlashStep &&
+		!strings.Contains(title, fmt.Sprintf("Q-tile %d", want.I)) || !strings.Contains(title, fmt.Sprintf("kv-tile %d", want.J)) && want.J >= 0 {
+		t.Errorf("step=%d shows %q, the mirror's step %d is tile (%d, %d)", k, title, k, want.I, want.J)
+	}
+	status := evalJS[string](ctx, t, `document.getElementById('run-status').textContent`)
+	if !strings.Contains(status, "replayed from a recording made 2026-11-22") || strings.Contains(status, "computed in") {
+		t.Errorf("a recording's status: %q", status)
+	}
+	waitText(ctx, t, "#timeline-note", "only the SMs used are drawn")
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`location.search.includes('step=%d')`, k+1), chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		t.Errorf("after → from step %d the URL is %s", k, loc)
+	}
+
+	navigate(ctx, t, base+"/step?"+toyRun+"&step=999")
+	waitText(ctx, t, "#run-status", "step 999 does not exist")
+	waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", len(steps), len(steps)))
+	navigate(ctx, t, base+"/step?"+toyRun+"&step=x1")
+	waitText(ctx, t, "#run-status", "step must be a whole number")
+	waitText(ctx, t, "#step-label", fmt.Sprintf("1 / %d", len(steps)))
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+func mustQuery(s string) url.Values {
+	v, err := url.ParseQuery(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestBrowserFormNoSilentRerun: letters typed into N are an error beside N;
+// Run then starts nothing and takes the previous run off the screen, where
+// it used to rerun the previous configuration and say "Trace complete".
+func TestBrowserFormNoSilentRerun(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1024, 768)
+	navigate(ctx, t, base+"/step?"+toyRun)
+	waitText(ctx, t, "#run-status", "Trace complete")
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS("#run-settings summary")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('f-n').value = ''`),
+		chromedp.SendKeys(chromedp.ID("f-n"), "abc"),
+		chromedp.Click(chromedp.ID("run"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#err-n", "N must be a whole number")
+	waitText(ctx, t, "#run-status", "Fix the highlighted fields")
+	time.Sleep(600 * time.Millisecond) // long enough for a rerun of the toy run to finish
+	status := evalJS[string](ctx, t, `document.getElementById('run-status').textContent`)
+	label := evalJS[string](ctx, t, `document.getElementById('step-label').textContent`)
+	if strings.Contains(status, "Trace complete") || label != "–" {
+		t.Errorf("after Run with N=abc: status %q, step label %q", status, label)
+	}
+	// An emptied field is required, not the default.
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`(() => { const n = document.getElementById('f-n'); n.value = ''; n.dispatchEvent(new Event('input', {bubbles: true})); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#err-n", "N is required")
+	// Fixed, it runs.
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("f-n"), "6")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!document.getElementById('run').disabled`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("run"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Trace complete")
+	waitText(ctx, t, "#run-summary", "N=6")
+}
+
+// TestBrowserTileTooltipFollows: the tooltip of the tile under the pointer
+// follows the steps taken with the keyboard: "to do", then "this step",
+// then "done".
+func TestBrowserTileTooltipFollows(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1024, 768)
+	navigate(ctx, t, base+"/step?"+toyRun+"&step=1")
+	waitText(ctx, t, "#run-status", "Trace complete")
+	// Point at tile (0, 1): the second tile of the first row of 4×4.
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`(() => {
+	  const c = document.getElementById('grid'); const r = c.getBoundingClientRect();
+	  c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width * 0.375, clientY: r.top + r.height * 0.125, bubbles: true}));
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#tip", "tile (0, 1)")
+	waitText(ctx, t, "#tip", "to do")
+	for _, want := range []string{"this step", "done (left the chip as O only)"} {
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight)); err != nil {
+			t.Fatal(err)
+		}
+		waitText(ctx, t, "#tip", want)
+	}
+}
+
+// TestBrowserCompareMakesItsPoint: at N=1024 the side by side leads with the
+// device-memory traffic of both kernels on one scale and their ratio in
+// large type, all of it equal to the mirrors' own byte counts; the two
+// grids end in different colours; an oversized run says why and offers the
+// part that fits.
+func TestBrowserCompareMakesItsPoint(t *testing.T) {
+	base, _ := startServer(t)
+	seed := rand.Uint64()
+	q := fmt.Sprintf("n=1024&d=64&br=64&bc=64&pattern=normal&seed=%d", seed)
+	written := map[string]uint64{}
+	for _, v := range []string{"naive", "flash2"} {
+		c, err := kernels.ParseConfig(mustQuery(q + "&variant=" + v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+			written[v] += r.BytesWritten
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ratio := float64(written["naive"]) / float64(written["flash2"])
+	for _, sc := range screens {
+		t.Run(fmt.Sprintf("%dx%d", sc.w, sc.h), func(t *testing.T) {
+			ctx := browserSized(t, sc.w, sc.h)
+			problems := watchConsole(ctx)
+			navigate(ctx, t, base+"/compare?"+q)
+			waitText(ctx, t, "#c-status", "Both traces are in")
+			if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("c-last"))); err != nil {
+				t.Fatal(err)
+			}
+			waitText(ctx, t, "#c-progress", "finishing: 100%")
+			got := evalJS[string](ctx, t, `document.getElementById('c-ratio').textContent`)
+			if want := fmt.Sprintf("%d×", int(math.Round(ratio))); got != want {
+				t.Errorf("ratio in large type %q, the mirrors' bytes give %s (%d / %d)", got, want, written["naive"], written["flash2"])
+			}
+			if px := evalJS[float64](ctx, t, `parseFloat(getComputedStyle(document.getElementById('c-ratio')).fontSize)`); px < 36 {
+				t.Errorf("the ratio is set at %.0f px", px)
+			}
+			// The bars share one scale: their written parts stand in the ratio.
+			bars := evalJS[[]float64](ctx, t, `['naive', 'flash2'].map((v) => document.querySelector('[data-testid=' + v + '-bar-written]').getBoundingClientRect().width)`)
+			if r := bars[0] / bars[1]; math.Abs(r-ratio) > 0.2*ratio {
+				t.Errorf("bars %v px: ratio %.1f, want %.1f", bars, r, ratio)
+			}
+			for _, v := range []string{"naive", "flash2"} {
+				if txt := evalJS[string](ctx, t, `document.getElementById('`+v+`-race').textContent`); !strings.HasPrefix(txt, fmtBytes(written[v])+" written") {
+					t.Errorf("%s: %q, the mirror wrote %s", v, txt, fmtBytes(written[v]))
+				}
+			}
+			if p := outsideFirstScreen(ctx, t, "#c-ratio", "#c-bars", "#c-last", "#pane-naive h2", "#pane-flash2 h2"); len(p) > 0 {
+				t.Errorf("first screen:\n%s", strings.Join(p, "\n"))
+			}
+			// The last step of each grid: naive's tiles keep S and P in
+			// device memory, flash's left the chip as O.
+			colours := evalJS[[]string](ctx, t, `['naive', 'flash2'].map((v) => {
+			  const c = document.querySelector('#pane-' + v + ' [data-role=grid]');
+			  return Array.from(c.getContext('2d').getImageData(c.width * 0.3, c.height * 0.3, 1, 1).data).join(',');
+			})`)
+			if colours[0] == colours[1] {
+				t.Errorf("both grids end in the same colour %s", colours[0])
+			}
+			if p := layoutProblems(ctx, t); len(p) > 0 {
+				t.Errorf("side by side:\n%s", strings.Join(p, "\n"))
+			}
+			if sc.w == 1024 {
+				saveShot(ctx, t, "compare-1024.png")
+			}
+
+			navigate(ctx, t, base+"/compare?n=2048&d=64&br=64&bc=64&seed=2")
+			waitText(ctx, t, "#cerr-form", "above the 32.0 MiB limit")
+			waitText(ctx, t, "#c-status", "cannot be traced as it is")
+			if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("[data-testid=c-offer]"))); err != nil {
+				t.Fatal(err)
+			}
+			waitText(ctx, t, "#c-status", "Both traces are in")
+			waitText(ctx, t, "[data-testid=c-run-summary]", "q-tiles 0–")
+			if p := problems(); len(p) > 0 {
+				t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+			}
+		})
+	}
+}
+
+// fmtBytes is the page's own byte formatting (static/js/views.js).
+func fmtBytes(n uint64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	v := float64(n) / 1024
+	u := 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.2f %s", v, units[u])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
+}
+
+// TestBrowserSweepLegible: the recorded H100 sweep's charts have room and
+// an N label at every N swept, naive's out-of-memory point is marked on the
+// chart, the traffic table names every run's shape; a CPU sweep is not
+// drawn against the H100's bf16 lines, its memory is the model's and its
+// TFLOP/s are not 0.00; a sweep cancelled before its first point draws no
+// empty chart.
+func TestBrowserSweepLegible(t *testing.T) {
+	base, _ := startServer(t)
+	for _, sc := range screens {
+		t.Run(fmt.Sprintf("%dx%d", sc.w, sc.h), func(t *testing.T) {
+			ctx := browserSized(t, sc.w, sc.h)
+			problems := watchConsole(ctx)
+			navigate(ctx, t, base+"/sweep")
+			waitText(ctx, t, "#sweep-title", "Recorded on NVIDIA H100")
+			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!!globalThis.Chart?.getChart('chart-ms')`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"chart-ms", "chart-tflops"} {
+				area := evalJS[float64](ctx, t, `Chart.getChart('`+id+`').chartArea.height`)
+				if area < 180 {
+					t.Errorf("%s: %.0f px of plot", id, area)
+				}
+				ticks := evalJS[[]string](ctx, t, `Chart.getChart('`+id+`').scales.x.ticks.map((k) => k.label)`)
+				if strings.Join(ticks, ",") != "512,1K,2K,4K,8K,16K,32K" {
+					t.Errorf("%s: N labels %v", id, ticks)
+				}
+				marks := evalJS[string](ctx, t, `JSON.stringify(Chart.getChart('`+id+`').options.plugins.outOfMemoryMarks.marks)`)
+				if marks != `[{"n":32768,"variant":"naive"}]` {
+					t.Errorf("%s: out-of-memory marks %s", id, marks)
+				}
+			}
+			if p := outsideFirstScreen(ctx, t, "#sweep-title", "[data-testid=chart-ms]"); len(p) > 0 {
+				t.Errorf("first screen:\n%s", strings.Join(p, "\n"))
+			}
+			if sc.w == 1920 {
+				if p := outsideFirstScreen(ctx, t, "[data-testid=chart-tflops]"); len(p) > 0 {
+					t.Errorf("first screen:\n%s", strings.Join(p, "\n"))
+				}
+			}
+			waitText(ctx, t, "#traffic-table", "B=")
+			if txt := evalJS[string](ctx, t, `document.getElementById('traffic-table').textContent`); strings.Contains(txt, "null") || strings.Contains(txt, "undefined") {
+				t.Errorf("traffic table: %s", txt)
+			}
+			if p := layoutProblems(ctx, t); len(p) > 0 {
+				t.Errorf("sweep:\n%s", strings.Join(p, "\n"))
+			}
+			if sc.w == 1024 {
+				saveShot(ctx, t, "sweep-1024.png")
+			}
+			if p := problems(); len(p) > 0 {
+				t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+			}
+		})
+	}
+
+	ctx := browserSized(t, 1024, 768)
+	navigate(ctx, t, base+"/sweep")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("s-engine"), "cpu"),
+		chromedp.SetValue(chromedp.ID("s-n"), "64,128"),
+		chromedp.SetValue(chromedp.ID("s-d"), "16"),
+		chromedp.SetValue(chromedp.ID("s-causal"), "0"),
+		chromedp.SetValue(chromedp.ID("s-repeats"), "1"),
+		chromedp.Click(chromedp.ID("sweep-run"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#sweep-status", "Done: 4 points")
+	labels := evalJS[[]string](ctx, t, `Chart.getChart('chart-ms').data.datasets.map((d) => d.label)`)
+	if len(labels) != 2 || strings.Contains(strings.Join(labels, ","), "SDPA") {
+		t.Errorf("a CPU sweep's chart holds %v", labels)
+	}
+	rows := evalJS[[][]string](ctx, t, `Array.from(document.querySelectorAll('#sweep-table tbody tr')).map((r) => Array.from(r.cells).map((c) => c.textContent))`)
+	for _, r := range rows {
+		if v, err := strconv.ParseFloat(r[9], 64); err != nil || !(v > 0) {
+			t.Errorf("TFLOP/s cell %q in %v", r[9], r)
+		}
+	}
+	waitText(ctx, t, "#sweep-table thead", "device memory (model)")
+	waitText(ctx, t, "#sweep-how", "wall-clock")
+	waitText(ctx, t, "#sweep-how", "B=1, H=1")
+
+	// A sweep cancelled while queued behind another has no points.
+	res, err := http.PostForm(base+"/api/sweeps", url.Values{"engine": {"cpu"}, "n": {"1024"}, "d": {"256"}, "causal": {"0,1"}, "repeats": {"5"}})
+	if err != nil || res.StatusCode != http.StatusAccepted && res.StatusCode != http.StatusOK {
+		t.Fatalf("starting a long sweep: %v %v", err, res)
+	}
+	var long struct{ ID string }
+	json.NewDecoder(res.Body).Decode(&long)
+	res.Body.Close()
+	defer func() {
+		req, _ := http.NewRequest(http.MethodDelete, base+"/api/sweeps/"+long.ID, nil)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("sweep-run"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#sweep-status", "Queued")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("sweep-cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#sweep-status", "Cancelled after 0 of")
+	waitText(ctx, t, "#sweep-empty", "cancelled before its first point")
+	if !evalJS[bool](ctx, t, `document.getElementById('sweep-charts').hidden`) {
+		t.Errorf("an empty cancelled sweep still shows its charts")
+	}
+}
+
+// TestBrowserBannerOneLine: the no-GPU banner is one line at 1024 px.
+func TestBrowserBannerOneLine(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1024, 768)
+	navigate(ctx, t, base+"/")
+	lines := evalJS[float64](ctx, t, `(() => {
+	  const b = document.querySelector('[data-testid=engine-banner]'); const cs = getComputedStyle(b);
+	  return (b.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom)) / parseFloat(cs.lineHeight);
+	})()`)
+	if lines > 1.2 {
+		t.Errorf("the banner takes %.1f lines", lines)
+	}
+	if p := layoutProblems(ctx, t); len(p) > 0 {
+		t.Errorf("home:\n%s", strings.Join(p, "\n"))
+	}
+}

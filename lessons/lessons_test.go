@@ -1,0 +1,356 @@
+package lessons_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lessons"
+	"flashstep/recordings"
+	"flashstep/runner"
+)
+
+func course(t *testing.T) *lessons.Course {
+	t.Helper()
+	c, err := lessons.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// engines is the path a server without a GPU takes: the recording of the
+// run, else the CPU mirror.
+func engines(t *testing.T) *runner.Router {
+	t.Helper()
+	recs, err := runner.LoadRecordings(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runner.Router{Recordings: recs, Mirror: runner.Mirror{}}
+}
+
+func traceOf(t *testing.T, r runner.Runner, c kernels.Config) *lessons.Trace {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.Run(context.Background(), c, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+		t.Fatalf("run %s: %v", c.Key(), err)
+	}
+	h, recs, err := instrument.ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lessons.NewTrace(h, recs)
+}
+
+func TestCourseLoads(t *testing.T) {
+	c := course(t)
+	if len(c.Lessons) == 0 {
+		t.Fatal("no lessons")
+	}
+	for n, l := range c.Lessons {
+		if n > 0 && l.Order <= c.Lessons[n-1].Order {
+			t.Errorf("lessons out of order: %s after %s", l.Slug, c.Lessons[n-1].Slug)
+		}
+		if len(l.Checkpoints) < 2 {
+			t.Errorf("%s: %d checkpoints, want at least two", l.Slug, len(l.Checkpoints))
+		}
+		for _, sec := range l.Sections {
+			if strings.ContainsAny(sec.Title, "&<>") || sec.ID == "" {
+				t.Errorf("%s: section %+v: a contents entry must be plain text with an anchor", l.Slug, sec)
+			}
+		}
+		if len(l.Sections) == 0 || len(l.TryNext) == 0 {
+			t.Errorf("%s: no sections or no try-this-next links", l.Slug)
+		}
+		var html strings.Builder
+		for _, p := range l.Parts {
+			html.WriteString(p.HTML)
+		}
+		for _, leak := range []string{"FSMATH", "FSBLOCK", ":::"} {
+			if strings.Contains(html.String(), leak) {
+				t.Errorf("%s: rendered page holds %q: a directive or formula was not recognised", l.Slug, leak)
+			}
+		}
+		// Links to other lessons must name a lesson.
+		for _, part := range strings.Split(html.String(), `href="/lessons/`)[1:] {
+			slug, _, _ := strings.Cut(part, `"`)
+			slug, _, _ = strings.Cut(slug, "#")
+			if _, ok := c.Lesson(slug); !ok {
+				t.Errorf("%s links to an unknown lesson %q", l.Slug, slug)
+			}
+		}
+	}
+}
+
+// Every run a lesson, the home page or a try-this-next link names is valid,
+// fits the trace limit (ParseConfig checks it), and, when the GPU's compiled
+// kernels run it, is recorded so a class without a GPU sees a GPU's numbers.
+func TestPresetsAreValidAndRecorded(t *testing.T) {
+	r := engines(t)
+	for _, name := range lessons.RunNames() {
+		p := lessons.Runs[name]
+		c, err := p.Config()
+		if err != nil {
+			t.Errorf("preset %s: %v", name, err)
+			continue
+		}
+		if c.TraceBytes() > kernels.MaxTraceBytes {
+			t.Errorf("preset %s: trace of %d bytes is over the limit", name, c.TraceBytes())
+		}
+		if c.ValidateGPU() == nil {
+			if _, ok := r.Recordings.Find(&c); !ok {
+				t.Errorf("preset %s runs on the GPU but has no recording: add it to recordings/list.txt and record it", name)
+			}
+		}
+	}
+	for _, l := range course(t).Lessons {
+		for _, w := range l.Widgets {
+			if w.Framed() && (w.Step < 1 || w.Step > lessons.StepCount(&w.Run)) {
+				t.Errorf("%s/%s: step %d past the run's end", l.Slug, w.ID, w.Step)
+			}
+		}
+	}
+}
+
+// A directive that names an unknown widget, preset, panel or ask, or a run
+// the trace limit refuses, fails to load: it never reaches a student.
+func TestBadDirectivesFail(t *testing.T) {
+	front := "---\ntitle: T\nslug: t\norder: 1\nsummary: s\nlearn:\n  - x\ntry:\n  - toy | go\n---\n\n## S\n\n"
+	good := "::: stepper id=w preset=toy step=2 panels=grid,s\ncaption\n:::\n\n::: checkpoint id=c preset=toy ask=m row=1 kv=0\nq?\n:::\n"
+	if _, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + good)}}); err != nil {
+		t.Fatalf("a good lesson does not load: %v", err)
+	}
+	steps := lessons.StepCount(ptr(mustConfig(t, lessons.Runs["toy"].Query)))
+	for body, want := range map[string]string{
+		"::: sliders id=w preset=toy\n:::\n":                                    `unknown widget "sliders"`,
+		"::: stepper id=w preset=nope\n:::\n":                                   `unknown preset "nope"`,
+		"::: stepper id=w preset=toy panels=grid,heat\n:::\n":                   `unknown panel "heat"`,
+		"::: stepper id=w preset=toy step=" + strconv.Itoa(steps+1) + "\n:::\n": "step must be a whole number from 1 to " + strconv.Itoa(steps),
+		"::: stepper id=w preset=toy step=0\n:::\n":                             "step must be a whole number from 1 to",
+		"::: stepper id=w preset=toy colour=red\n:::\n":                         `unknown attribute "colour"`,
+		"::: stepper id=w preset=toy\n":                                         "not closed",
+		"::: checkpoint id=c preset=toy ask=vibes\nq\n:::\n":                    `unknown ask "vibes"`,
+		"::: checkpoint id=c preset=toy ask=m row=8 kv=0\nq\n:::\n":             "row must be a whole number from 0 to 7",
+		"::: checkpoint id=c preset=toy ask=m row=1\nq\n:::\n":                  "needs kv=",
+		"::: checkpoint id=c preset=toy ask=sm q=1\nq\n:::\n":                   "needs a timing run",
+		"::: checkpoint id=c preset=toy ask=m row=1 kv=0 widget=x\nq\n:::\n":    `widget "x" is not on this page`,
+		"::: checkpoint id=c preset=toy ask=m row=1 kv=0\n:::\n":                "the question goes between",
+		"::: timeline id=w preset=toy\n:::\n":                                   "needs a run with mode=timing",
+		"Cost is $5 today.\n":                                                   "unclosed $",
+		"## Heading with $x$\n":                                                 "holds math",
+	} {
+		_, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + body)}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to say %q", body, err, want)
+		}
+	}
+	// A run over the trace limit cannot become a preset.
+	lessons.Runs["too-big"] = lessons.Preset{Title: "big", Query: "variant=flash2&n=4096&d=128&br=16&bc=16"}
+	defer delete(lessons.Runs, "too-big")
+	_, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + "::: stepper id=w preset=too-big\n:::\n")}})
+	if err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("an oversized run loads: %v", err)
+	}
+}
+
+func mustConfig(t *testing.T, q string) kernels.Config {
+	t.Helper()
+	c, err := lessons.Preset{Query: q}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// wrongAnswer makes a plausible answer that is not the solution.
+func wrongAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
+	switch c.Format {
+	case lessons.FormatChoice:
+		for _, o := range c.Choices {
+			if o.Value != s.Choice {
+				return o.Value
+			}
+		}
+	case lessons.FormatTiles:
+		// Toggle one tile.
+		flip := c.Choices[rand.IntN(len(c.Choices))].Value
+		var out []string
+		found := false
+		for _, t := range s.Tiles {
+			if t == flip {
+				found = true
+			} else {
+				out = append(out, t)
+			}
+		}
+		if !found {
+			out = append(out, flip)
+		}
+		if len(out) == 0 {
+			return "none"
+		}
+		return strings.Join(out, ";")
+	}
+	delta := max(4*c.Tol*max(1, math.Abs(s.Number)), 0.05)
+	if c.Unit() == "a whole number, exactly" {
+		delta = 1
+	}
+	for _, x := range []float64{s.Number + delta, s.Number - delta} {
+		if x >= s.Lo && x <= s.Hi {
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+	}
+	return "none-plausible"
+}
+
+func rightAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
+	switch c.Format {
+	case lessons.FormatChoice:
+		return s.Choice
+	case lessons.FormatTiles:
+		if len(s.Tiles) == 0 {
+			return "none"
+		}
+		return strings.Join(s.Tiles, "; ")
+	}
+	// A little off, within the tolerance, as a student would round,
+	// staying within the plausible range.
+	off := c.Tol / 3
+	switch {
+	case c.Unit() == "a whole number, exactly":
+		off = 0
+	case c.Ask == lessons.AskWritten:
+		off = c.Tol / 3 * math.Abs(s.Number)
+	}
+	if s.Number+off > s.Hi {
+		off = -off
+	}
+	return strconv.FormatFloat(s.Number+off, 'f', -1, 64)
+}
+
+// For every checkpoint: its answer comes from its run's trace, the right
+// answer is graded right, a wrong one wrong, nonsense gets a hint.
+func TestCheckpointsGradeAgainstTrace(t *testing.T) {
+	r := engines(t)
+	for _, l := range course(t).Lessons {
+		for _, c := range l.Checkpoints {
+			name := l.Slug + "/" + c.ID
+			s, err := c.Solve(traceOf(t, r, c.Run))
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			t.Logf("%s: %s. %s", name, s.Display, s.Explain)
+			if math.IsNaN(s.Number) || s.Explain == "" || s.Display == "" {
+				t.Errorf("%s: solution %+v", name, s)
+			}
+			if v := c.Grade(rightAnswer(c, s), false, s); !v.Correct || v.Status != "correct" || v.Explanation == "" {
+				t.Errorf("%s: the right answer %q graded %+v", name, rightAnswer(c, s), v)
+			}
+			wrong := wrongAnswer(c, s)
+			if v := c.Grade(wrong, false, s); v.Correct || v.Status != "wrong" || v.Hint == "" || v.Explanation != "" || v.Answer != "" {
+				t.Errorf("%s: the wrong answer %q graded %+v", name, wrong, v)
+			}
+			for _, junk := range []string{"", "   ", "banana", "NaN", "inf", "1e999", "12,5,3"} {
+				if v := c.Grade(junk, false, s); v.Status != "invalid" || v.Hint == "" || v.Correct {
+					t.Errorf("%s: %q graded %+v, want a hint", name, junk, v)
+				}
+			}
+			if c.Format == lessons.FormatNumber && !math.IsInf(s.Hi, 1) {
+				if v := c.Grade(strconv.FormatFloat(s.Hi*10+1e6, 'f', -1, 64), false, s); v.Status != "invalid" || !strings.Contains(v.Hint, "cannot be right") {
+					t.Errorf("%s: an absurd answer graded %+v", name, v)
+				}
+			}
+			if v := c.Grade("", true, s); v.Status != "revealed" || v.Answer != s.Display || v.Explanation == "" {
+				t.Errorf("%s: reveal %+v", name, v)
+			}
+		}
+	}
+}
+
+// The answers are read from the trace: another trace gives another answer.
+// Value asks change with the seed; the tiles a run skips change with the
+// mask; the SM of a block changes when the recorded SMs do.
+func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
+	r := engines(t)
+	for _, l := range course(t).Lessons {
+		for _, c := range l.Checkpoints {
+			name := l.Slug + "/" + c.ID
+			base := traceOf(t, r, c.Run)
+			want, err := c.Solve(base)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			var other *lessons.Trace
+			switch c.Ask {
+			case lessons.AskSkipped, lessons.AskCount:
+				cfg := c.Run
+				cfg.Causal = !cfg.Causal
+				cfg.Engine = kernels.EngineCPU
+				// The same checkpoint on the other mask.
+				cc := *c
+				cc.Run = cfg
+				got, err := cc.Solve(traceOf(t, runner.Mirror{}, cfg))
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+				} else if got.Display == want.Display {
+					t.Errorf("%s: the same answer %s with causal=%v", name, got.Display, cfg.Causal)
+				}
+				continue
+			case lessons.AskSM:
+				other = &lessons.Trace{H: base.H}
+				for _, st := range base.Steps {
+					cp := *st
+					cp.SM = (st.SM + 1 + rand.IntN(base.H.NumSMs-1)) % base.H.NumSMs
+					other.Steps = append(other.Steps, &cp)
+				}
+			case lessons.AskWritten:
+				cfg := c.Run
+				cfg.N++
+				cfg.Engine = kernels.EngineCPU
+				cc := *c
+				cc.Run = cfg
+				got, err := cc.Solve(traceOf(t, runner.Mirror{}, cfg))
+				if err != nil || got.Number == want.Number {
+					t.Errorf("%s: N+1 written %v (%v), as at N", name, got.Number, err)
+				}
+				continue
+			default:
+				// Fresh seeds until the answer moves (a choice may agree by chance).
+				cfg := c.Run
+				cfg.Engine = kernels.EngineCPU
+				moved := false
+				for try := 0; try < 8 && !moved; try++ {
+					cfg.Seed = rand.Uint64N(1 << 40)
+					got, err := c.Solve(traceOf(t, runner.Mirror{}, cfg))
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					moved = got.Display != want.Display
+				}
+				if !moved {
+					t.Errorf("%s: the answer %s does not change with the seed", name, want.Display)
+				}
+				continue
+			}
+			got, err := c.Solve(other)
+			if err != nil || got.Display == want.Display {
+				t.Errorf("%s: a changed trace gives %s (%v), as before", name, got.Display, err)
+			}
+		}
+	}
+}
+
+var _ = fmt.Sprint

@@ -1,0 +1,218 @@
+package lessons
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lessons/playground"
+)
+
+// Widget kinds a directive may name.
+const (
+	WidgetStepper  = "stepper"  // the stepper page, embedded, on a preset at a step
+	WidgetCompare  = "compare"  // naive against flash on a preset's inputs
+	WidgetTimeline = "timeline" // the stepper's GPU timeline of a timing preset
+	WidgetMemory   = "memory"   // the memory calculator: naive's S and P against flash
+	WidgetKernels  = "kernels"  // ptxas's figures of compiled kernels
+	// WidgetPlayground is the online-softmax playground on a row of logits.
+	WidgetPlayground = "playground"
+)
+
+// Panels are the stepper's views an embedded stepper may show.
+var Panels = []string{"grid", "qkv", "s", "p", "rows", "o", "final", "timeline", "bytes"}
+
+// Widget is one live view placed in a lesson by a directive.
+type Widget struct {
+	ID      string
+	Kind    string
+	Caption string // HTML
+
+	// stepper, compare, timeline
+	Preset string
+	Run    kernels.Config
+	Step   int      // counted from 1, as the stepper's URLs and pages count
+	Panels []string // empty: all
+	Height int      // CSS pixels of the frame
+
+	// memory: the calculator's starting problem
+	B, H, N, D int
+
+	// kernels: which compiled kernels' figures
+	Kernels []kernels.PtxasFigures
+
+	// playground: the row it opens with
+	Playground playground.Settings
+}
+
+// Src is the embedded page's URL at the widget's step.
+func (w *Widget) Src() string { return w.SrcAt(w.Step) }
+
+// SrcAt is the embedded page's URL at step k (from 1).
+func (w *Widget) SrcAt(k int) string {
+	q := w.Run.Values()
+	q.Set("embed", "1")
+	q.Set("step", strconv.Itoa(k))
+	if len(w.Panels) > 0 {
+		q.Set("panels", strings.Join(w.Panels, ","))
+	}
+	page := "/step?"
+	if w.Kind == WidgetCompare {
+		q.Del(kernels.FieldVariant)
+		page = "/compare?"
+	}
+	return page + q.Encode()
+}
+
+// StepperHref opens the widget's run in the full stepper.
+func (w *Widget) StepperHref() string {
+	page := "/step?"
+	q := w.Run.Values()
+	if w.Kind == WidgetCompare {
+		page = "/compare?"
+		q.Del(kernels.FieldVariant)
+	}
+	q.Set("step", strconv.Itoa(w.Step))
+	return page + q.Encode()
+}
+
+// Framed says whether the widget is an embedded page.
+func (w *Widget) Framed() bool {
+	return w.Kind == WidgetStepper || w.Kind == WidgetCompare || w.Kind == WidgetTimeline
+}
+
+// StepCount is how many steps the run's trace has: every record but the
+// inputs, as the stepper counts them.
+func StepCount(c *kernels.Config) int {
+	h := c.Header(instrument.SourceCPUMirror, "")
+	if c.Timing {
+		return h.Records
+	}
+	return h.Records - c.TracedBH().Len()
+}
+
+// presetRun resolves a directive's preset attribute to its run.
+func presetRun(name string) (kernels.Config, error) {
+	if name == "" {
+		return kernels.Config{}, fmt.Errorf("needs preset=NAME, one of %s", strings.Join(RunNames(), ", "))
+	}
+	p, ok := Runs[name]
+	if !ok {
+		return kernels.Config{}, fmt.Errorf("unknown preset %q: one of %s", name, strings.Join(RunNames(), ", "))
+	}
+	c, err := p.Config()
+	if err != nil {
+		return c, fmt.Errorf("preset %q is not a valid run: %w", name, err)
+	}
+	return c, nil
+}
+
+// newWidget checks a directive and builds its widget; every attribute must
+// be known and every value in range.
+func newWidget(kind string, attrs map[string]string, caption string) (*Widget, error) {
+	w := &Widget{Kind: kind, Caption: caption, ID: attrs["id"], Preset: attrs["preset"]}
+	if !validID(w.ID) {
+		return nil, fmt.Errorf("%s: needs id=NAME (lower-case letters, digits, hyphens), got %q", kind, w.ID)
+	}
+	known := []string{"id"}
+	var err error
+	fail := func(format string, args ...any) {
+		if err == nil {
+			err = fmt.Errorf(format, args...)
+		}
+	}
+	intAttr := func(key string, def, lo, hi int) int {
+		known = append(known, key)
+		s, ok := attrs[key]
+		if !ok {
+			return def
+		}
+		v, perr := strconv.Atoi(s)
+		if perr != nil || v < lo || v > hi {
+			fail("%s %s: %s must be a whole number from %d to %d, got %q", kind, w.ID, key, lo, hi, s)
+		}
+		return v
+	}
+	switch kind {
+	case WidgetStepper, WidgetCompare, WidgetTimeline:
+		known = append(known, "preset", "panels")
+		w.Run, err = presetRun(w.Preset)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, w.ID, err)
+		}
+		if kind == WidgetCompare {
+			naive := w.Run
+			naive.Variant = instrument.VariantNaive
+			if w.Run.Variant != instrument.VariantFlash2 || w.Run.Timing {
+				fail("preset %q: compare needs a full flash2 run (it traces naive on the same inputs)", w.Preset)
+			} else if verr := naive.Validate(); verr != nil {
+				fail("preset %q: naive's trace of this run: %v", w.Preset, verr)
+			}
+		}
+		if kind == WidgetTimeline && !w.Run.Timing {
+			fail("preset %q: a timeline needs a run with mode=timing", w.Preset)
+		}
+		w.Step = intAttr("step", 1, 1, StepCount(&w.Run))
+		w.Height = intAttr("height", 560, 200, 2000)
+		if p, ok := attrs["panels"]; ok {
+			for _, name := range strings.Split(p, ",") {
+				if !slices.Contains(Panels, name) {
+					fail("unknown panel %q: panels are %s", name, strings.Join(Panels, ", "))
+				}
+				w.Panels = append(w.Panels, name)
+			}
+		}
+		if kind == WidgetTimeline && len(w.Panels) == 0 {
+			w.Panels = []string{"timeline"}
+		}
+	case WidgetMemory:
+		w.B = intAttr("b", 1, 1, kernels.MaxCalcB)
+		w.H = intAttr("h", 16, 1, kernels.MaxCalcH)
+		w.N = intAttr("n", 8192, 1, kernels.MaxCalcN)
+		w.D = intAttr("d", 64, 1, kernels.MaxCalcD)
+	case WidgetKernels:
+		known = append(known, "names")
+		all := kernels.Ptxas()
+		for _, name := range strings.Split(attrs["names"], ",") {
+			i := slices.IndexFunc(all, func(f kernels.PtxasFigures) bool { return f.Module+"/"+f.Kernel == name })
+			if i < 0 {
+				var have []string
+				for _, f := range all {
+					have = append(have, f.Module+"/"+f.Kernel)
+				}
+				fail("kernels %s: unknown kernel %q (names=module/kernel,…; compiled: %s)", w.ID, name, strings.Join(have, ", "))
+				continue
+			}
+			w.Kernels = append(w.Kernels, all[i])
+		}
+	case WidgetPlayground:
+		known = append(known, playground.Keys...)
+		if _, ok := attrs["logits"]; !ok {
+			fail("playground %s: needs logits=x,y,… (the row it opens with)", w.ID)
+		}
+		var perr error
+		if w.Playground, perr = playground.ParseMap(attrs); perr != nil {
+			fail("playground %s: %v", w.ID, perr)
+		}
+	default:
+		fail("unknown widget %q: stepper, compare, timeline, memory, kernels, playground or checkpoint", kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for key := range attrs {
+		if !slices.Contains(known, key) {
+			return nil, fmt.Errorf("%s %s: unknown attribute %q (%s)", kind, w.ID, key, strings.Join(known, ", "))
+		}
+	}
+	return w, nil
+}
+
+// MemoryQuery is the calculator's starting problem as /api/memory wants it.
+func (w *Widget) MemoryQuery() string {
+	return url.Values{"b": {strconv.Itoa(w.B)}, "h": {strconv.Itoa(w.H)}, "n": {strconv.Itoa(w.N)}, "d": {strconv.Itoa(w.D)}}.Encode()
+}

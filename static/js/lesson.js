@@ -1,0 +1,296 @@
+// A lesson page and the course map: math typeset with KaTeX, embedded
+// steppers driven by postMessage, checkpoints graded by the server, progress
+// kept in this browser, deep links to a widget at a step, keyboard
+// navigation between lessons, and a projector mode.
+import * as progress from './lesson_progress.js';
+import { initMemoryCalculators } from './lesson_memory.js';
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
+const data = JSON.parse($('#lesson-data')?.textContent || '{}');
+
+// ---- math ----
+
+function typeset() {
+  for (const el of $$('.math')) {
+    const tex = el.textContent;
+    el.dataset.tex = tex;
+    if (globalThis.katex) {
+      globalThis.katex.render(tex, el, { displayMode: el.classList.contains('display'), throwOnError: false });
+    }
+  }
+}
+
+// ---- embedded steppers ----
+
+// Each framed widget hears from its page which step it shows.
+const frames = new Map(); // contentWindow -> widget element
+
+function widgetFrames() {
+  for (const fig of $$('figure.widget')) {
+    const frame = $('iframe', fig);
+    if (frame) frames.set(frame.contentWindow, fig);
+  }
+}
+
+window.addEventListener('message', (ev) => {
+  if (ev.origin !== location.origin || !ev.data || typeof ev.data !== 'object') return;
+  const fig = frames.get(ev.source);
+  if (!fig) return;
+  if (ev.data.type === 'flashstep-step' && Number.isInteger(ev.data.step)) {
+    // Steps count from 1, in the stepper's URLs, messages and pages alike.
+    const { step, total } = ev.data;
+    fig.dataset.current = String(step);
+    $('.widget-step', fig).textContent = Number.isInteger(total) ? `step ${step} of ${total}` : `step ${step}`;
+    $('.widget-link', fig).href = `#${fig.id}:step=${step}`;
+  } else if (ev.data.type === 'flashstep-size' && Number.isFinite(ev.data.height)) {
+    $('iframe', fig).style.height = `${Math.min(Math.max(ev.data.height, 200), 2400)}px`;
+  }
+});
+
+// showStep moves a framed widget to step k (from 1) and brings it into view.
+function showStep(fig, k) {
+  const frame = $('iframe', fig);
+  if (!frame) return;
+  setProjectorWidget(fig);
+  fig.scrollIntoView({ behavior: 'smooth', block: 'start' });
+  if (fig.dataset.current !== undefined) {
+    // The page inside is running: ask it to move.
+    frame.contentWindow.postMessage({ type: 'flashstep-go', step: k }, location.origin);
+  } else {
+    const url = new URL(frame.dataset.baseSrc, location.origin);
+    url.searchParams.set('step', String(k));
+    frame.loading = 'eager';
+    frame.src = url.pathname + url.search;
+  }
+}
+
+// Deep links: #section, #widget, #widget:step=K (from 1, as the stepper's URLs).
+function followHash() {
+  const m = /^#([a-z0-9-]+)(?::step=(\d+))?$/.exec(location.hash);
+  if (!m) return;
+  const el = document.getElementById(m[1]);
+  if (!el) return;
+  if (m[2] !== undefined && el.matches('figure.widget')) showStep(el, Number(m[2]));
+  else el.scrollIntoView({ block: 'start' });
+}
+
+// ---- checkpoints ----
+
+function answerOf(form, format) {
+  switch (format) {
+    case 'number':
+      return form.elements.answer.value;
+    case 'choice':
+      return form.elements.answer.value; // radios or a select alike
+    case 'tiles': {
+      const picked = $$('input[name="tile"]:checked', form).map((i) => i.value);
+      return picked.length ? picked.join(';') : 'none';
+    }
+  }
+  return '';
+}
+
+function showVerdict(cp, v) {
+  const verdict = $('.verdict', cp);
+  const text = {
+    correct: `Correct${v.answer ? `: ${v.answer}` : ''}.`,
+    revealed: `The kernel's answer: ${v.answer}.`,
+    wrong: v.hint,
+    invalid: v.hint,
+  }[v.status] || v.hint || 'Something went wrong.';
+  verdict.textContent = text;
+  verdict.className = `verdict ${v.status}`;
+  cp.classList.toggle('settled', v.status === 'correct' || v.status === 'revealed');
+  const exp = $('.explanation', cp);
+  if (v.explanation) {
+    exp.replaceChildren();
+    const p = document.createElement('p');
+    p.textContent = v.explanation;
+    exp.append(p);
+    if (v.source) {
+      const src = document.createElement('p');
+      src.className = 'note';
+      src.textContent = `Numbers from: ${v.source}.`;
+      exp.append(src);
+    }
+    const fig = v.widget && document.getElementById(v.widget);
+    if (fig && v.step > 0 && $('iframe', fig)) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'button';
+      b.textContent = `Show step ${v.step} in the widget`;
+      b.addEventListener('click', () => {
+        history.replaceState(null, '', `#${fig.id}:step=${v.step}`);
+        showStep(fig, v.step);
+      });
+      exp.append(b);
+    }
+    exp.hidden = false;
+  } else {
+    exp.hidden = true;
+  }
+}
+
+async function submitCheckpoint(cp, reveal) {
+  const form = $('form', cp);
+  const id = cp.dataset.checkpoint;
+  const verdict = $('.verdict', cp);
+  verdict.textContent = reveal ? 'Asking the trace…' : 'Checking against the trace…';
+  verdict.className = 'verdict pending';
+  let res;
+  let body;
+  try {
+    res = await fetch(`/api/checkpoints/${encodeURIComponent(data.slug)}/${encodeURIComponent(id)}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ answer: reveal ? '' : answerOf(form, cp.dataset.format), reveal }),
+    });
+    body = await res.json();
+  } catch (err) {
+    verdict.textContent = `The server could not be reached (${err.message}); try again.`;
+    verdict.className = 'verdict invalid';
+    return;
+  }
+  if (!res.ok) {
+    verdict.textContent = body.error || `The server answered ${res.status}.`;
+    verdict.className = 'verdict invalid';
+    return;
+  }
+  showVerdict(cp, body);
+  if (body.status === 'correct' || body.status === 'revealed') {
+    progress.set(data.slug, id, {
+      status: body.status, answer: body.answer, explanation: body.explanation,
+      step: body.step, widget: body.widget, source: body.source,
+    });
+    updateLessonProgress();
+  }
+}
+
+function initCheckpoints() {
+  for (const cp of $$('section.checkpoint')) {
+    const form = $('form', cp);
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      submitCheckpoint(cp, false);
+    });
+    $('[data-action="reveal"]', cp).addEventListener('click', () => submitCheckpoint(cp, true));
+    const saved = progress.get(data.slug, cp.dataset.checkpoint);
+    if (saved) showVerdict(cp, { ...saved, hint: '' });
+  }
+}
+
+function updateLessonProgress() {
+  if (!data.slug) return;
+  const state = progress.lessonState(data.slug, data.checkpoints || []);
+  document.body.dataset.lessonState = state;
+  progress.markCourseMap();
+}
+
+// ---- the course map ----
+
+function initCourseMap() {
+  const { next, done, total } = progress.markCourseMap();
+  const go = $('#course-next');
+  if (go) {
+    if (next && done > 0) {
+      go.href = next;
+      go.textContent = 'Continue the course';
+    } else if (!next && total > 0) {
+      go.textContent = 'Start again from lesson 1';
+    }
+  }
+  const summary = $('#progress-summary');
+  if (summary && total) summary.textContent = `${done} of ${total} lessons done.`;
+  // Two clicks, so one stray click does not erase everything.
+  const reset = $('#progress-reset');
+  if (reset) {
+    let armed = false;
+    reset.addEventListener('click', () => {
+      if (!armed) {
+        armed = true;
+        reset.textContent = 'Click again to erase your progress';
+        setTimeout(() => { armed = false; reset.textContent = 'Reset my progress'; }, 5000);
+        return;
+      }
+      progress.reset();
+      location.reload();
+    });
+  }
+}
+
+// ---- keyboard and projector mode ----
+
+function typing(el) {
+  return el && (el.isContentEditable || /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(el.tagName));
+}
+
+const stops = () => $$('figure.widget, section.checkpoint');
+let current = 0;
+
+function setProjectorWidget(el) {
+  const all = stops();
+  const k = all.indexOf(el);
+  if (k < 0) return;
+  current = k;
+  all.forEach((s, n) => s.classList.toggle('on-stage', n === k));
+  const counter = $('#stage-counter');
+  if (counter) counter.textContent = `${k + 1} of ${all.length}`;
+}
+
+function stageMove(delta) {
+  const all = stops();
+  if (!all.length) return;
+  const k = Math.min(Math.max(current + delta, 0), all.length - 1);
+  setProjectorWidget(all[k]);
+  all[k].scrollIntoView({ behavior: 'smooth', block: 'start' });
+}
+
+function setProjector(on) {
+  document.body.classList.toggle('projector', on);
+  const t = $('#projector-toggle');
+  if (t) t.setAttribute('aria-pressed', String(on));
+  try { localStorage.setItem('flashstep-projector', on ? '1' : ''); } catch { /* unsaved */ }
+  // Put on stage the first widget or checkpoint still in view.
+  if (on) setProjectorWidget(stops().find((el) => el.getBoundingClientRect().bottom > 0) || stops()[0]);
+}
+
+function initProjector() {
+  const t = $('#projector-toggle');
+  if (!t) return;
+  const bar = document.createElement('div');
+  bar.className = 'stage-bar';
+  bar.innerHTML = '<button type="button" data-move="-1" aria-label="Previous widget">↑</button>' +
+    '<span id="stage-counter"></span>' +
+    '<button type="button" data-move="1" aria-label="Next widget">↓</button>' +
+    '<button type="button" data-exit>Exit projector</button>';
+  document.body.append(bar);
+  bar.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button');
+    if (!b) return;
+    if (b.dataset.move) stageMove(Number(b.dataset.move));
+    else setProjector(false);
+  });
+  t.addEventListener('click', () => setProjector(!document.body.classList.contains('projector')));
+  if (localStorage.getItem('flashstep-projector') === '1') setProjector(true);
+}
+
+document.addEventListener('keydown', (ev) => {
+  if (ev.altKey || ev.ctrlKey || ev.metaKey || typing(document.activeElement)) return;
+  if (ev.key === 'ArrowLeft' && data.prev) location.href = data.prev;
+  else if (ev.key === 'ArrowRight' && data.next) location.href = data.next;
+  else if ((ev.key === 'p' || ev.key === 'P') && $('#projector-toggle')) setProjector(!document.body.classList.contains('projector'));
+  else if (document.body.classList.contains('projector') && (ev.key === 'j' || ev.key === 'k')) stageMove(ev.key === 'j' ? 1 : -1);
+  else return;
+  ev.preventDefault();
+});
+
+typeset();
+widgetFrames();
+initCheckpoints();
+initCourseMap();
+initMemoryCalculators();
+initProjector();
+updateLessonProgress();
+followHash();
+window.addEventListener('hashchange', followHash);

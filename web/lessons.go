@@ -1,0 +1,122 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"flashstep/instrument"
+	"flashstep/lessons"
+	"flashstep/templates"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// The course: the course map, each lesson's page, and the checkpoint API
+// that grades a student's prediction against the trace of the lesson's run.
+
+func (s *Server) course() (*lessons.Course, error) {
+	c, err := lessons.Default()
+	if err != nil {
+		return nil, fmt.Errorf("the course does not load: %w", err)
+	}
+	return c, nil
+}
+
+func (s *Server) lessonIndex(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.course()
+	if err != nil {
+		return err
+	}
+	return render(w, r, http.StatusOK, templates.CoursePage(s.page("The course", "lessons"), templates.CourseView{Lessons: c.Lessons}))
+}
+
+func (s *Server) lessonPage(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.course()
+	if err != nil {
+		return err
+	}
+	slug := chi.URLParam(r, "slug")
+	l, ok := c.Lesson(slug)
+	if !ok {
+		return render(w, r, http.StatusNotFound, templates.LessonNotFound(s.page("No such lesson", "lessons"), templates.CourseView{Lessons: c.Lessons}, slug))
+	}
+	prev, next := c.Neighbours(l)
+	return render(w, r, http.StatusOK, templates.LessonPage(s.page(l.Title, "lessons"),
+		templates.LessonView{Lesson: l, Prev: prev, Next: next, Total: len(c.Lessons), Course: c.Lessons}))
+}
+
+// checkpointRequest is the body of POST /api/checkpoints/{lesson}/{id}.
+type checkpointRequest struct {
+	Answer string `json:"answer"`
+	Reveal bool   `json:"reveal"` // give up and see the answer
+}
+
+const maxCheckpointBody = 4 << 10
+
+// gradeCheckpoint grades an answer against the trace of the checkpoint's
+// run, obtained exactly as the embedded stepper obtains it: through the
+// server's engines (the GPU, a recording of the same run, or the CPU mirror).
+func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.course()
+	if err != nil {
+		return err
+	}
+	l, ok := c.Lesson(chi.URLParam(r, "lesson"))
+	if !ok {
+		return &httpError{http.StatusNotFound, fmt.Sprintf("no lesson %q", chi.URLParam(r, "lesson"))}
+	}
+	cp, ok := l.Checkpoint(chi.URLParam(r, "id"))
+	if !ok {
+		return &httpError{http.StatusNotFound, fmt.Sprintf("lesson %s has no checkpoint %q", l.Slug, chi.URLParam(r, "id"))}
+	}
+	var req checkpointRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCheckpointBody+1))
+	if err != nil {
+		return err
+	}
+	if len(body) > maxCheckpointBody {
+		return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", maxCheckpointBody)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return &httpError{http.StatusBadRequest, `the body must be JSON {"answer": "…", "reveal": false}: ` + err.Error()}
+	}
+	trace, err := s.checkpointTrace(r, cp)
+	if err != nil {
+		return err
+	}
+	sol, err := cp.Solve(trace)
+	if err != nil {
+		return err
+	}
+	v := cp.Grade(req.Answer, req.Reveal, sol)
+	writeJSON(w, http.StatusOK, checkpointAnswer{Verdict: v, Source: trace.H.Label})
+	return nil
+}
+
+type checkpointAnswer struct {
+	lessons.Verdict
+	Source string `json:"source"` // where the trace's numbers came from
+}
+
+func (s *Server) checkpointTrace(r *http.Request, cp *lessons.Checkpoint) (*lessons.Trace, error) {
+	var buf bytes.Buffer
+	if err := s.runner.Run(r.Context(), cp.Run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+		return nil, err
+	}
+	h, recs, err := instrument.ReadAll(&buf)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != h.Records {
+		return nil, errors.New("the run's trace is incomplete")
+	}
+	h.Label = strings.TrimSpace(h.Label)
+	return lessons.NewTrace(h, recs), nil
+}
