@@ -110,6 +110,7 @@ function go(i) {
     drawPane(p, ks[p.variant]);
   }
   drawRace(ks);
+  document.dispatchEvent(new CustomEvent('flashstep:step', { detail: { step: at + 1, total: positions.length, query: page.flash_query } }));
   const q = new URLSearchParams(page.flash_query);
   q.delete('variant');
   if (page.embed) q.set('embed', '1');
@@ -332,6 +333,7 @@ window.addEventListener('message', (ev) => {
   go(Number(ev.data.step) - 1);
 });
 window.addEventListener('resize', () => { if (positions.length) go(at); });
+document.addEventListener('flashstep:go', (ev) => { if (positions.length) { pause(); go(Number(ev.detail.step) - 1); } });
 document.addEventListener('keydown', (ev) => {
   if (ev.target.closest('input, select, textarea')) return;
   const f = { ArrowLeft: $('c-prev').onclick, ArrowRight: $('c-next').onclick, Home: $('c-first').onclick, End: $('c-last').onclick, ' ': $('c-play').onclick }[ev.key];

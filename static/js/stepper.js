@@ -265,10 +265,12 @@ function go(k) {
   if (!m || m.length === 0) return;
   state.k = Math.max(0, Math.min(k, m.length - 1));
   render();
-  if (page.embed && window.parent !== window) {
-    const r = m.steps[state.k];
-    window.parent.postMessage({ type: 'flashstep-step', step: state.k + 1, total: m.length, kind: r.kind, bh: r.bh, i: r.i, j: r.j }, location.origin);
-  }
+  const r = m.steps[state.k];
+  const shown = { step: state.k + 1, total: m.length, kind: r.kind, bh: r.bh, i: r.i, j: r.j, query: state.query };
+  if (page.embed && window.parent !== window) window.parent.postMessage({ type: 'flashstep-step', ...shown }, location.origin);
+  // Other modules of the page (the classroom) follow the steps through
+  // these events, and move the stepper with flashstep:go and flashstep:run.
+  document.dispatchEvent(new CustomEvent('flashstep:step', { detail: shown }));
   if (!state.firstDrawn) {
     state.firstDrawn = true;
     $('run-status').dataset.firstStepMs = String(Math.round(performance.now() - state.t0));
@@ -311,6 +313,15 @@ $('last').onclick = () => { pause(); go(state.model?.length - 1); };
 $('play').onclick = () => (state.timer ? pause() : play());
 $('speed').onchange = () => { if (state.timer) { pause(); play(); } };
 $('scrub').oninput = (ev) => { pause(); go(Number(ev.target.value) - 1); };
+
+// Modules of the page move the stepper: to a step (from 1), or to a new run.
+document.addEventListener('flashstep:go', (ev) => { pause(); go(Number(ev.detail.step) - 1); });
+document.addEventListener('flashstep:run', (ev) => {
+  const { query, step = 1 } = ev.detail;
+  if (query === state.query && state.model) return go(step - 1);
+  history.replaceState(null, '', `/step?${query}`);
+  begin(query, step - 1);
+});
 
 // A lesson around an embedded stepper may move it.
 window.addEventListener('message', (ev) => {
