@@ -11,6 +11,8 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/lessons/loop"
+	"flashstep/lessons/playground"
 )
 
 // A checkpoint asks the student to predict a number or pick an answer that
@@ -34,6 +36,11 @@ const (
 	AskCount    = "count"      // how many records of a kind one batch-head has
 	AskSM       = "sm"         // the SM that ran a block (timing runs)
 	AskWritten  = "written"    // bytes written to device memory by a kind of step
+
+	// Asks answered by arithmetic the server does itself, not by a trace.
+	AskOverflow  = "overflow"   // the logit at which the playground's l becomes inf (choice)
+	AskLoopParts = "loop-parts" // where lesson 10's slipped loop first differs from the correct one (choice)
+	AskLoopL     = "loop-l"     // the slipped loop's l for a row after a kv-tile
 )
 
 // Answer formats.
@@ -58,6 +65,9 @@ type Checkpoint struct {
 	Kind                string // count, written: the record kind
 	Tol                 float64
 	Hint                string // the lesson's own hint, added to every wrong answer's
+
+	Playground playground.Settings // overflow: the row
+	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
 
 	Choices []Choice // choice: the options; tiles: every tile of the grid, row by row
 }
@@ -94,8 +104,10 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		return nil, fmt.Errorf("%s: the question goes between the ::: lines", c.ID)
 	}
 	var err error
-	if c.Run, err = presetRun(c.Preset); err != nil {
-		return nil, fmt.Errorf("%s: %w", c.ID, err)
+	if c.Ask != AskOverflow {
+		if c.Run, err = presetRun(c.Preset); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.ID, err)
+		}
 	}
 	run := &c.Run
 	known := []string{"id", "ask", "widget", "preset", "hint"}
@@ -198,8 +210,48 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		c.BH = intAttr("bh", 0, 0, run.Batch*run.Heads-1)
 		c.Q = intAttr("q", -1, 0, run.Tr()-1)
 		c.Format = FormatNumber
+	case AskOverflow:
+		known = append(known, playground.Keys...)
+		if c.Preset != "" {
+			errs = append(errs, "ask=overflow works on its own row of logits=…, not on a preset")
+		}
+		if _, ok := attrs["logits"]; !ok {
+			errs = append(errs, "needs logits=x,y,… (the row whose overflow it asks about)")
+		}
+		var perr error
+		if c.Playground, perr = playground.ParseMap(attrs); perr != nil {
+			errs = append(errs, perr.Error())
+		}
+		c.Format = FormatChoice
+		for k, x := range c.Playground.Logits {
+			c.Choices = append(c.Choices, Choice{strconv.Itoa(k), fmt.Sprintf("logit %d (%s)", k, strconv.FormatFloat(x, 'g', -1, 64))})
+		}
+		c.Choices = append(c.Choices, Choice{"none", "none: l stays finite"})
+	case AskLoopParts, AskLoopL:
+		flashRun()
+		bh()
+		known = append(known, "slip")
+		var perr error
+		if c.Slips, perr = loop.ParseSlips(attrs["slip"]); perr != nil || len(c.Slips) == 0 {
+			errs = append(errs, fmt.Sprintf("slip= must name one or more of p-overwrite, stale-max, no-divide (got %q)", attrs["slip"]))
+		}
+		c.Row = intAttr("row", -1, 0, run.N-1)
+		if verr := loop.Validate(run, c.BH, c.Row/run.Br); verr != nil {
+			errs = append(errs, fmt.Sprintf("preset %q cannot run the loop: %v", c.Preset, verr))
+		}
+		if c.Ask == AskLoopL {
+			c.KV = intAttr("kv", -1, 0, run.Tc()-1)
+			c.Format = FormatNumber
+			tolAttr(0.01)
+		} else {
+			c.Format = FormatChoice
+			for j := 0; j < run.Tc(); j++ {
+				c.Choices = append(c.Choices, Choice{strconv.Itoa(j), fmt.Sprintf("after kv-tile %d", j)})
+			}
+			c.Choices = append(c.Choices, Choice{"output", "only in the output, after the loop"}, Choice{"never", "never: the slip changes nothing here"})
+		}
 	default:
-		errs = append(errs, fmt.Sprintf("unknown ask %q: one of m, l, alpha, weight, argmax, last-raise, skipped, count, sm, written", c.Ask))
+		errs = append(errs, fmt.Sprintf("unknown ask %q: one of m, l, alpha, weight, argmax, last-raise, skipped, count, sm, written, overflow, loop-parts, loop-l", c.Ask))
 	}
 	if c.Format != "" && run.Variant == instrument.VariantFlash2 && (c.Ask == AskM || c.Ask == AskL || c.Ask == AskAlpha || c.Ask == AskArgmax || c.Ask == AskLastRise || c.Ask == AskWeight) {
 		if !run.TracedQ().Contains(c.Row / run.Br) {
@@ -272,8 +324,30 @@ var errNotInTrace = errors.New("not in the trace")
 
 func f3(v float32) string { return strconv.FormatFloat(float64(v), 'f', 3, 32) }
 
-// Solve reads c's answer from the trace of its run.
+// NeedsTrace says whether Solve reads the trace of c's run; the other asks
+// are answered by arithmetic done here (the playground's, lesson 10's loop)
+// and Solve takes a nil trace.
+func (c *Checkpoint) NeedsTrace() bool {
+	return c.Ask != AskOverflow && c.Ask != AskLoopParts && c.Ask != AskLoopL
+}
+
+// Source says where the numbers of an answer that needs no trace come from.
+func (c *Checkpoint) Source() string {
+	switch c.Ask {
+	case AskOverflow:
+		return "the playground's " + c.Playground.Dtype.Name() + " arithmetic, worked on the server"
+	case AskLoopParts, AskLoopL:
+		return "the loop of lesson 10, run on the server's CPU on the inputs of the run " + c.Preset
+	}
+	return ""
+}
+
+// Solve reads c's answer from the trace of its run, or works it out for
+// the asks that need none (t may then be nil).
 func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
+	if !c.NeedsTrace() {
+		return c.solveComputed()
+	}
 	h := t.H
 	if h.N != c.Run.N || h.Br != c.Run.Br || h.Bc != c.Run.Bc || h.Variant != c.Run.Variant || h.Causal != c.Run.Causal {
 		return Solution{}, fmt.Errorf("checkpoint %s: the trace is of another run", c.ID)

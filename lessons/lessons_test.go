@@ -3,7 +3,6 @@ package lessons_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -125,28 +124,46 @@ func TestPresetsAreValidAndRecorded(t *testing.T) {
 // the trace limit refuses, fails to load: it never reaches a student.
 func TestBadDirectivesFail(t *testing.T) {
 	front := "---\ntitle: T\nslug: t\norder: 1\nsummary: s\nlearn:\n  - x\ntry:\n  - toy | go\n---\n\n## S\n\n"
-	good := "::: stepper id=w preset=toy step=2 panels=grid,s\ncaption\n:::\n\n::: checkpoint id=c preset=toy ask=m row=1 kv=0\nq?\n:::\n"
+	good := "::: stepper id=w preset=toy step=2 panels=grid,s\ncaption\n:::\n\n::: checkpoint id=c preset=toy ask=m row=1 kv=0\nq?\n:::\n" +
+		"::: playground id=p logits=3,1,-2,8 tile=2 max=on dtype=f32\n:::\n\n::: loop id=l preset=toy row=3 slip=stale-max,no-divide\n:::\n" +
+		"::: checkpoint id=o ask=overflow logits=2,12 max=off dtype=f16 widget=p\nq?\n:::\n"
 	if _, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + good)}}); err != nil {
 		t.Fatalf("a good lesson does not load: %v", err)
 	}
 	steps := lessons.StepCount(ptr(mustConfig(t, lessons.Runs["toy"].Query)))
 	for body, want := range map[string]string{
-		"::: sliders id=w preset=toy\n:::\n":                                    `unknown widget "sliders"`,
-		"::: stepper id=w preset=nope\n:::\n":                                   `unknown preset "nope"`,
-		"::: stepper id=w preset=toy panels=grid,heat\n:::\n":                   `unknown panel "heat"`,
-		"::: stepper id=w preset=toy step=" + strconv.Itoa(steps+1) + "\n:::\n": "step must be a whole number from 1 to " + strconv.Itoa(steps),
-		"::: stepper id=w preset=toy step=0\n:::\n":                             "step must be a whole number from 1 to",
-		"::: stepper id=w preset=toy colour=red\n:::\n":                         `unknown attribute "colour"`,
-		"::: stepper id=w preset=toy\n":                                         "not closed",
-		"::: checkpoint id=c preset=toy ask=vibes\nq\n:::\n":                    `unknown ask "vibes"`,
-		"::: checkpoint id=c preset=toy ask=m row=8 kv=0\nq\n:::\n":             "row must be a whole number from 0 to 7",
-		"::: checkpoint id=c preset=toy ask=m row=1\nq\n:::\n":                  "needs kv=",
-		"::: checkpoint id=c preset=toy ask=sm q=1\nq\n:::\n":                   "needs a timing run",
-		"::: checkpoint id=c preset=toy ask=m row=1 kv=0 widget=x\nq\n:::\n":    `widget "x" is not on this page`,
-		"::: checkpoint id=c preset=toy ask=m row=1 kv=0\n:::\n":                "the question goes between",
-		"::: timeline id=w preset=toy\n:::\n":                                   "needs a run with mode=timing",
-		"Cost is $5 today.\n":                                                   "unclosed $",
-		"## Heading with $x$\n":                                                 "holds math",
+		"::: sliders id=w preset=toy\n:::\n":                                                  `unknown widget "sliders"`,
+		"::: stepper id=w preset=nope\n:::\n":                                                 `unknown preset "nope"`,
+		"::: stepper id=w preset=toy panels=grid,heat\n:::\n":                                 `unknown panel "heat"`,
+		"::: stepper id=w preset=toy step=" + strconv.Itoa(steps+1) + "\n:::\n":               "step must be a whole number from 1 to " + strconv.Itoa(steps),
+		"::: stepper id=w preset=toy step=0\n:::\n":                                           "step must be a whole number from 1 to",
+		"::: stepper id=w preset=toy colour=red\n:::\n":                                       `unknown attribute "colour"`,
+		"::: stepper id=w preset=toy\n":                                                       "not closed",
+		"::: checkpoint id=c preset=toy ask=vibes\nq\n:::\n":                                  `unknown ask "vibes"`,
+		"::: checkpoint id=c preset=toy ask=m row=8 kv=0\nq\n:::\n":                           "row must be a whole number from 0 to 7",
+		"::: checkpoint id=c preset=toy ask=m row=1\nq\n:::\n":                                "needs kv=",
+		"::: checkpoint id=c preset=toy ask=sm q=1\nq\n:::\n":                                 "needs a timing run",
+		"::: checkpoint id=c preset=toy ask=m row=1 kv=0 widget=x\nq\n:::\n":                  `widget "x" is not on this page`,
+		"::: checkpoint id=c preset=toy ask=m row=1 kv=0\n:::\n":                              "the question goes between",
+		"::: timeline id=w preset=toy\n:::\n":                                                 "needs a run with mode=timing",
+		"::: playground id=p\n:::\n":                                                          "needs logits=",
+		"::: playground id=p logits=1,x\n:::\n":                                               "logit 1 must be a number",
+		"::: playground id=p logits=1,2 tile=3\n:::\n":                                        "tile: a whole number from 1 to 2",
+		"::: playground id=p logits=1,2 dtype=f8\n:::\n":                                      "dtype: f32, f16 or bf16",
+		"::: playground id=p logits=1,2 max=yes\n:::\n":                                       "max: on or off",
+		"::: playground id=p logits=1,2 colour=red\n:::\n":                                    `unknown attribute "colour"`,
+		"::: loop id=w preset=toy slip=typo\n:::\n":                                           `unknown slip "typo"`,
+		"::: loop id=w preset=naive-toy\n:::\n":                                               "variant must be flash2",
+		"::: loop id=w preset=toy row=8\n:::\n":                                               "row must be a whole number from 0 to 7",
+		"::: checkpoint id=c ask=overflow dtype=f16\nq\n:::\n":                                "needs logits=",
+		"::: checkpoint id=c ask=overflow logits=1,2 preset=toy\nq\n:::\n":                    "not on a preset",
+		"::: checkpoint id=c ask=overflow logits=1,2 dtype=f64\nq\n:::\n":                     "dtype: f32, f16 or bf16",
+		"::: checkpoint id=c preset=toy ask=loop-parts row=1\nq\n:::\n":                       "slip= must name one or more",
+		"::: checkpoint id=c preset=toy ask=loop-parts row=1 slip=bogus\nq\n:::\n":            "slip= must name one or more",
+		"::: checkpoint id=c preset=toy ask=loop-l row=1 slip=stale-max\nq\n:::\n":            "needs kv=",
+		"::: checkpoint id=c preset=naive-toy ask=loop-l row=1 kv=0 slip=no-divide\nq\n:::\n": "reads FlashAttention steps",
+		"Cost is $5 today.\n":                                                                 "unclosed $",
+		"## Heading with $x$\n":                                                               "holds math",
 	} {
 		_, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + body)}})
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -246,7 +263,11 @@ func TestCheckpointsGradeAgainstTrace(t *testing.T) {
 	for _, l := range course(t).Lessons {
 		for _, c := range l.Checkpoints {
 			name := l.Slug + "/" + c.ID
-			s, err := c.Solve(traceOf(t, r, c.Run))
+			var tr *lessons.Trace
+			if c.NeedsTrace() {
+				tr = traceOf(t, r, c.Run)
+			}
+			s, err := c.Solve(tr)
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -287,6 +308,10 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 	for _, l := range course(t).Lessons {
 		for _, c := range l.Checkpoints {
 			name := l.Slug + "/" + c.ID
+			if !c.NeedsTrace() {
+				computedAnswerMoves(t, name, c)
+				continue
+			}
 			base := traceOf(t, r, c.Run)
 			want, err := c.Solve(base)
 			if err != nil {
@@ -353,4 +378,42 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
+// computedAnswerMoves changes the input of a checkpoint answered without a
+// trace and sees its answer change: the playground's row shuffled, the
+// loop's run on other seeds, patterns and kv-tile widths.
+func computedAnswerMoves(t *testing.T, name string, c *lessons.Checkpoint) {
+	t.Helper()
+	want, err := c.Solve(nil)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	patterns := []instrument.Pattern{instrument.PatternNormal, instrument.PatternLarge, instrument.PatternPeaked}
+	for try := 0; try < 60; try++ {
+		cc := *c
+		switch c.Ask {
+		case lessons.AskOverflow:
+			cc.Playground.Logits = append([]float64(nil), c.Playground.Logits...)
+			rand.Shuffle(len(cc.Playground.Logits), func(i, j int) {
+				cc.Playground.Logits[i], cc.Playground.Logits[j] = cc.Playground.Logits[j], cc.Playground.Logits[i]
+			})
+		default:
+			cc.Run.Seed = rand.Uint64N(1 << 40)
+			cc.Run.Pattern = patterns[rand.IntN(len(patterns))]
+			if try%2 == 1 {
+				cc.Run.Bc = 1 + rand.IntN(cc.Run.N)
+			}
+			if c.Ask == lessons.AskLoopL && cc.KV >= cc.Run.Tc() {
+				continue
+			}
+		}
+		got, err := cc.Solve(nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.Display != want.Display {
+			return
+		}
+	}
+	t.Errorf("%s: the answer %s does not change with the input", name, want.Display)
+}

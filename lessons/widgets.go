@@ -9,6 +9,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/lessons/loop"
 	"flashstep/lessons/playground"
 )
 
@@ -21,6 +22,8 @@ const (
 	WidgetKernels  = "kernels"  // ptxas's figures of compiled kernels
 	// WidgetPlayground is the online-softmax playground on a row of logits.
 	WidgetPlayground = "playground"
+	// WidgetLoop is lesson 10's loop with slips beside the correct one.
+	WidgetLoop = "loop"
 )
 
 // Panels are the stepper's views an embedded stepper may show.
@@ -47,6 +50,27 @@ type Widget struct {
 
 	// playground: the row it opens with
 	Playground playground.Settings
+
+	// loop: the slips it starts with, and the row it shows (of Run)
+	Slips []loop.Slip
+	Row   int
+}
+
+// LoopQuery is the loop widget's /api/loop query, without the slips (the
+// widget's switches add them).
+func (w *Widget) LoopQuery() string {
+	q := w.Run.Values()
+	q.Set("q", strconv.Itoa(w.Row/w.Run.Br))
+	return q.Encode()
+}
+
+// SlipNames are the loop widget's starting slips, comma-separated.
+func (w *Widget) SlipNames() string {
+	names := make([]string, len(w.Slips))
+	for k, s := range w.Slips {
+		names[k] = string(s)
+	}
+	return strings.Join(names, ",")
 }
 
 // Src is the embedded page's URL at the widget's step.
@@ -198,8 +222,21 @@ func newWidget(kind string, attrs map[string]string, caption string) (*Widget, e
 		if w.Playground, perr = playground.ParseMap(attrs); perr != nil {
 			fail("playground %s: %v", w.ID, perr)
 		}
+	case WidgetLoop:
+		known = append(known, "preset", "slip")
+		if w.Run, err = presetRun(w.Preset); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, w.ID, err)
+		}
+		w.Row = intAttr("row", 0, 0, w.Run.N-1)
+		if verr := loop.Validate(&w.Run, 0, w.Row/w.Run.Br); verr != nil {
+			fail("loop %s: preset %q cannot run the loop: %v", w.ID, w.Preset, verr)
+		}
+		var serr error
+		if w.Slips, serr = loop.ParseSlips(attrs["slip"]); serr != nil {
+			fail("loop %s: %v", w.ID, serr)
+		}
 	default:
-		fail("unknown widget %q: stepper, compare, timeline, memory, kernels, playground or checkpoint", kind)
+		fail("unknown widget %q: stepper, compare, timeline, memory, kernels, playground, loop or checkpoint", kind)
 	}
 	if err != nil {
 		return nil, err

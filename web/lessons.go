@@ -87,16 +87,22 @@ func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	if err := dec.Decode(&req); err != nil {
 		return &httpError{http.StatusBadRequest, `the body must be JSON {"answer": "…", "reveal": false}: ` + err.Error()}
 	}
-	trace, err := s.checkpointTrace(r, cp)
-	if err != nil {
-		return err
+	// Most checkpoints read the trace of their run; the playground's and
+	// the loop's are worked out by the lessons package itself.
+	var trace *lessons.Trace
+	source := cp.Source()
+	if cp.NeedsTrace() {
+		if trace, err = s.checkpointTrace(r, cp); err != nil {
+			return err
+		}
+		source = trace.H.Label
 	}
 	sol, err := cp.Solve(trace)
 	if err != nil {
 		return err
 	}
 	v := cp.Grade(req.Answer, req.Reveal, sol)
-	writeJSON(w, http.StatusOK, checkpointAnswer{Verdict: v, Source: trace.H.Label})
+	writeJSON(w, http.StatusOK, checkpointAnswer{Verdict: v, Source: source})
 	return nil
 }
 

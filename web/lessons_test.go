@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"flashstep/instrument"
 	"flashstep/lessons"
+	"flashstep/lessons/loop"
 	"flashstep/recordings"
 	"flashstep/runner"
 )
@@ -86,15 +90,19 @@ func TestCheckpointAPI(t *testing.T) {
 	course, _ := lessons.Default()
 	for _, l := range course.Lessons {
 		for _, c := range l.Checkpoints {
-			var buf bytes.Buffer
-			if err := router.Run(context.Background(), c.Run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
-				t.Fatal(err)
+			var trace *lessons.Trace
+			if c.NeedsTrace() {
+				var buf bytes.Buffer
+				if err := router.Run(context.Background(), c.Run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				h, rs, err := instrument.ReadAll(&buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				trace = lessons.NewTrace(h, rs)
 			}
-			h, rs, err := instrument.ReadAll(&buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sol, err := c.Solve(lessons.NewTrace(h, rs))
+			sol, err := c.Solve(trace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,5 +146,98 @@ func TestCheckpointAPI(t *testing.T) {
 		if res.StatusCode != want || !strings.Contains(string(b), "error") {
 			t.Errorf("body %.20q: %d %s, want %d", body, res.StatusCode, b, want)
 		}
+	}
+}
+
+// The loop API runs lesson 10's loop correctly and with the slips named:
+// both runs' state after every kv-tile, −inf carried through JSON, and for
+// each row where the two part; every bad field is a 400 naming the field.
+func TestLoopAPI(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	seed := rand.Uint64N(1 << 40)
+	u := fmt.Sprintf("%s/api/loop?n=16&d=8&br=4&bc=4&pattern=normal&seed=%d&q=2&slip=stale-max", ts.URL, seed)
+	res, body := get(t, u)
+	if res.StatusCode != 200 {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	var ans struct {
+		Q, Br, D, Rows int
+		FirstRow       int `json:"first_row"`
+		Correct        struct {
+			Steps []struct {
+				KV    int
+				MPrev []any `json:"m_prev"`
+				L     []float64
+			}
+			Out []float64
+		}
+		Slipped struct {
+			Slips []string
+			Steps []struct{ Alpha []float64 }
+		}
+		Parts []loop.Parting
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if ans.Q != 2 || ans.FirstRow != 8 || ans.Rows != 4 || len(ans.Correct.Steps) != 4 || len(ans.Slipped.Steps) != 4 ||
+		len(ans.Correct.Out) != 4*8 || len(ans.Parts) != 4 || !slices.Equal(ans.Slipped.Slips, []string{"stale-max"}) {
+		t.Fatalf("answer %s", body)
+	}
+	if ans.Correct.Steps[0].MPrev[0] != "-Infinity" {
+		t.Errorf("m before the first kv-tile is %v, want \"-Infinity\"", ans.Correct.Steps[0].MPrev[0])
+	}
+	for r, p := range ans.Parts {
+		if p.Row != r || p.KV != 1 || p.What != "l" || !p.Output {
+			t.Errorf("row %d parts %+v, want after kv-tile 1 in l", r, p)
+		}
+		for k, st := range ans.Slipped.Steps {
+			if st.Alpha[r] != 0 {
+				t.Errorf("slip (b): α = %g at kv-tile %d", st.Alpha[r], k)
+			}
+		}
+	}
+	base := ts.URL + "/api/loop?d=8&br=4&bc=4"
+	for query, field := range map[string]string{
+		"&n=16&q=4":             "q",
+		"&n=16&q=-1":            "q",
+		"&n=16&q=two":           "q",
+		"&n=16&bh=1":            "bh",
+		"&n=16&slip=off-by-one": "slip",
+		"&n=16&variant=naive":   "variant",
+		"&n=abc":                "n",
+		"&n=16&mode=timing":     "mode",
+	} {
+		res, body := get(t, base+query)
+		var e apiErrorBody
+		if res.StatusCode != 400 || json.Unmarshal(body, &e) != nil || e.Fields.ByField()[field] == "" {
+			t.Errorf("%s: %d %s, want 400 naming %s", query, res.StatusCode, body, field)
+		}
+	}
+}
+
+// /playground opens on the row its URL names, and on a bad URL opens the
+// default row and says which field was wrong.
+func TestPlaygroundPage(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	res, body := get(t, ts.URL+"/playground?logits=1.5,-2,30&tile=2&max=off&dtype=f16")
+	if res.StatusCode != 200 {
+		t.Fatalf("%d", res.StatusCode)
+	}
+	box := findNode(parse(t, body), "data-testid", "playground")
+	var got struct {
+		Logits []float64
+		Tile   int
+		Max    bool
+		Dtype  string
+	}
+	if box == nil || json.Unmarshal([]byte(attr(box, "data-settings")), &got) != nil ||
+		!slices.Equal(got.Logits, []float64{1.5, -2, 30}) || got.Tile != 2 || got.Max || got.Dtype != "f16" {
+		t.Errorf("settings %+v", got)
+	}
+	res, body = get(t, ts.URL+"/playground?dtype=f64")
+	doc := parse(t, body)
+	if msg := findNode(doc, "data-testid", "playground-error"); res.StatusCode != 200 || msg == nil || !strings.Contains(string(body), "dtype: f32, f16 or bf16") {
+		t.Errorf("a bad dtype: %d, error shown %v", res.StatusCode, msg != nil)
 	}
 }

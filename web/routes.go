@@ -17,6 +17,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/step", s.handlePage(s.stepper))
 	r.Get("/lessons", s.handlePage(s.lessonIndex))
 	r.Get("/lessons/{slug}", s.handlePage(s.lessonPage))
+	r.Get("/playground", s.handlePage(s.playgroundPage))
 	r.Get("/kernels", s.handlePage(s.kernelsPage))
 	r.Get("/sweep", s.handlePage(s.sweepPage))
 	r.Get("/compare", s.handlePage(s.comparePage))
@@ -32,6 +33,7 @@ func (s *Server) routes() http.Handler {
 	r.Delete("/api/sweeps/{id}", s.handleAPI(s.cancelSweep))
 	r.Get("/api/sdpa", s.handleAPI(s.sdpaReference))
 	r.Post("/api/checkpoints/{lesson}/{id}", s.handleAPI(s.gradeCheckpoint))
+	r.Get("/api/loop", s.handleAPI(s.loopAPI))
 	r.Get("/ws/trace", s.streamTrace)
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })

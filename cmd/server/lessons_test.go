@@ -1,15 +1,22 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"flashstep/lessons"
+	"flashstep/lessons/loop"
+	"flashstep/lessons/playground"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -140,7 +147,7 @@ func TestBrowserLessonPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	links := map[string]string{} // href -> the page it was found on
-	pages := []string{"/", "/lessons"}
+	pages := []string{"/", "/lessons", "/playground"}
 	for _, l := range course.Lessons {
 		pages = append(pages, "/lessons/"+l.Slug)
 	}
@@ -178,5 +185,220 @@ func TestBrowserLessonPages(t *testing.T) {
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the lesson pages logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// textNumber reads a number as the playground writes it (− for minus,
+// "inf", "NaN").
+func textNumber(t *testing.T, s string) float64 {
+	t.Helper()
+	s = strings.ReplaceAll(strings.TrimSpace(s), "−", "-")
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("%q is not a number", s)
+	}
+	return x
+}
+
+func cellNumber(ctx context.Context, t *testing.T, testid string) float64 {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-testid="`+testid+`"]`)))
+	if err != nil {
+		t.Fatalf("%s: %v", testid, err)
+	}
+	return textNumber(t, s)
+}
+
+// near allows the playground's five significant digits on screen.
+func near(a, b float64) bool {
+	if math.IsInf(b, 0) || math.IsNaN(b) {
+		return a == b || math.IsNaN(a) && math.IsNaN(b)
+	}
+	return math.Abs(a-b) <= 1e-4*max(1, math.Abs(b))
+}
+
+// TestBrowserPlayground: on /playground, typing a logit updates m and l to
+// what the playground's Go arithmetic says; with the max subtraction off,
+// switching float32 to float16 makes l inf at the logit where float16's
+// exp overflows, and bfloat16 past 88.72; and the browser's arithmetic is
+// the Go port's, for random rows in every type.
+func TestBrowserPlayground(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+
+	row := make([]float64, 6)
+	for k := range row {
+		row[k] = math.Round(rand.NormFloat64()*300) / 100
+	}
+	s := playground.Settings{Logits: row, Tile: 2, SubtractMax: true, Dtype: playground.F32}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/playground?"+s.Query()),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="pg-l-2"]`))); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		t.Helper()
+		r := playground.Run(s)
+		for j, tile := range r.Tiles {
+			if m, l := cellNumber(ctx, t, fmt.Sprintf("pg-m-%d", j)), cellNumber(ctx, t, fmt.Sprintf("pg-l-%d", j)); !near(m, tile.MNew) || !near(l, tile.L) {
+				t.Errorf("%s: tile %d shows m=%g l=%g, want %g %g", what, j, m, l, tile.MNew, tile.L)
+			}
+		}
+	}
+	check("at first")
+	// Raise logit 3 above every other: m of tile 1 and after must follow.
+	s.Logits[3] = math.Round((slices.Max(row)+1+rand.Float64()*4)*100) / 100
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`[data-testid="pg-logit-3"]`), strconv.FormatFloat(s.Logits[3], 'f', -1, 64)),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="pg-logit-3"]').dispatchEvent(new Event('input'))`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := cellNumber(ctx, t, "pg-m-1"); got != s.Logits[3] {
+		t.Errorf("after typing logit 3 = %g, tile 1's m shows %g", s.Logits[3], got)
+	}
+	check("after typing a logit")
+
+	// The dtype switch: a logit between float16's and float32's limits.
+	for k := range row {
+		row[k] = math.Round(rand.Float64()*500) / 100 // 0 to 5: no overflow in any type
+	}
+	at := rand.IntN(len(row))
+	row[at] = 11.1 + math.Round(rand.Float64()*7000)/100 // past ln 65520, before 88.72
+	s = playground.Settings{Logits: row, Tile: 3, SubtractMax: false, Dtype: playground.F32}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/playground?"+s.Query()),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="pg-l-1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, `[data-testid="pg-status"]`, "l stays finite")
+	if p := cellNumber(ctx, t, fmt.Sprintf("pg-p-%d", at)); math.IsInf(p, 0) {
+		t.Errorf("float32: exp(%g) shows inf", row[at])
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`input[value="f16"]`))); err != nil {
+		t.Fatal(err)
+	}
+	s.Dtype = playground.F16
+	want := playground.Run(s).FirstInf
+	if want < 0 || want > at {
+		t.Fatalf("float16 should overflow by logit %d, Go says %d", at, want)
+	}
+	waitText(ctx, t, `[data-testid="pg-status"]`, fmt.Sprintf("l becomes inf at logit %d", want))
+	if p := cellNumber(ctx, t, fmt.Sprintf("pg-p-%d", at)); !math.IsInf(p, 1) {
+		t.Errorf("float16: exp(%g) shows %g, want inf", row[at], p)
+	}
+	if w := cellNumber(ctx, t, fmt.Sprintf("pg-w-%d", at)); !math.IsNaN(w) {
+		t.Errorf("float16: the overflowing logit's weight shows %g, want NaN (inf/inf)", w)
+	}
+
+	// The browser's rounding against the Go port's, bit for bit: the edges
+	// of each format and random values across every binade.
+	xs := []float64{65504, 65519.99, 65520, 65527, 65535.9, 1 + math.Ldexp(1, -11), 1 + 3*math.Ldexp(1, -11),
+		math.Ldexp(1, -24), math.Ldexp(1, -25), 3 * math.Ldexp(1, -26), 0.1, -2.5, math.MaxFloat32, 3.39e38, 3.3962e38, 1e39}
+	for range 400 {
+		x := math.Ldexp(rand.Float64()+0.5, rand.IntN(160)-30)
+		if rand.IntN(2) == 0 {
+			x = -x
+		}
+		xs = append(xs, x)
+	}
+	arg, _ := json.Marshal(xs)
+	rounded, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`import('/static/js/playground_math.js').then((m) =>
+		`+string(arg)+`.map((x) => [String(m.float16(x)), String(m.bfloat16(x)), String(m.float32(x))]))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, x := range xs {
+		for i, want := range []float64{playground.Float16(x), playground.BFloat16(x), playground.Float32(x)} {
+			if got := textNumber(t, rounded[k][i]); got != want {
+				t.Errorf("%s(%v): the browser rounds to %v, Go to %v", []string{"float16", "bfloat16", "float32"}[i], x, got, want)
+			}
+		}
+	}
+
+	// The browser's arithmetic against the Go port, every number of random
+	// rows, in every type, the max on and off.
+	type jsRun struct {
+		Stored, Weights []string
+		Tiles           []struct{ MNew, Alpha, L string }
+		FirstInf        int
+	}
+	for try := 0; try < 60; try++ {
+		n := 1 + rand.IntN(playground.MaxLogits)
+		logits := make([]float64, n)
+		scale := []float64{1, 10, 60}[try%3]
+		for k := range logits {
+			logits[k] = math.Round(rand.NormFloat64()*scale*1000) / 1000
+		}
+		s := playground.Settings{Logits: logits, Tile: 1 + rand.IntN(n), SubtractMax: try%2 == 0, Dtype: playground.Dtypes[try%3]}
+		arg, _ := json.Marshal(map[string]any{"logits": logits, "tile": s.Tile, "max": s.SubtractMax, "dtype": s.Dtype})
+		js, err := chromedp.Run(ctx, chromedp.Evaluate[jsRun](`import('/static/js/playground_math.js').then((m) => {
+			const r = m.run(`+string(arg)+`);
+			const str = (a) => a.map(String);
+			return { stored: str(r.stored), weights: str(r.weights), firstInf: r.firstInf,
+				tiles: r.tiles.map((t) => ({ mNew: String(t.mNew), alpha: String(t.alpha), l: String(t.l) })) };
+		})`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := playground.Run(s)
+		tol := map[playground.Dtype]float64{playground.F32: 1e-6, playground.F16: 1e-3, playground.BF16: 8e-3}[s.Dtype]
+		same := func(a string, b float64) bool {
+			x := textNumber(t, a)
+			if math.IsInf(b, 0) || math.IsNaN(b) || math.IsInf(x, 0) || math.IsNaN(x) {
+				return x == b || math.IsNaN(x) && math.IsNaN(b)
+			}
+			return math.Abs(x-b) <= tol*max(math.Abs(b), 1e-30)
+		}
+		bad := js.FirstInf != g.FirstInf || len(js.Tiles) != len(g.Tiles) || len(js.Weights) != n
+		for k := 0; !bad && k < n; k++ {
+			bad = !same(js.Stored[k], g.Stored[k]) || !same(js.Weights[k], g.Weights[k])
+		}
+		for j := 0; !bad && j < len(g.Tiles); j++ {
+			bad = !same(js.Tiles[j].MNew, g.Tiles[j].MNew) || !same(js.Tiles[j].Alpha, g.Tiles[j].Alpha) || !same(js.Tiles[j].L, g.Tiles[j].L)
+		}
+		if bad {
+			t.Fatalf("%s: the browser's arithmetic %+v differs from Go's %+v", s.Query(), js, g)
+		}
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the playground logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserLoopWidget: lesson 10's loop widget shows where slip (b)
+// parts from the correct loop, as the server's loop says, and agrees
+// everywhere once the slip is unticked.
+func TestBrowserLoopWidget(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lessons/debugging")); err != nil {
+		t.Fatal(err)
+	}
+	course, _ := lessons.Default()
+	l, _ := course.Lesson("debugging")
+	var w *lessons.Widget
+	for _, x := range l.Widgets {
+		if x.ID == "loop-toy" {
+			w = x
+		}
+	}
+	q := w.Row / w.Run.Br
+	correct := loop.Run(&w.Run, 0, q, nil)
+	want := loop.Part(correct, loop.Run(&w.Run, 0, q, w.Slips), w.Row%w.Run.Br, w.Run.D)
+	if want.KV < 0 {
+		t.Fatalf("the lesson's slip does not part: %+v", want)
+	}
+	waitText(ctx, t, "#loop-toy [data-testid=loop-status]", fmt.Sprintf("part after kv-tile %d, first in %s", want.KV, want.What))
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#loop-toy td.parted').length`)); n == 0 {
+		t.Error("no number is marked as differing")
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#loop-toy [data-testid="slip-stale-max"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#loop-toy [data-testid=loop-status]", "No slip is on")
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#loop-toy td.parted').length`)); n != 0 {
+		t.Errorf("with no slip %d numbers are marked as differing", n)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the lesson logged problems:\n%s", strings.Join(p, "\n"))
 	}
 }

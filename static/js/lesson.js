@@ -4,6 +4,8 @@
 // navigation between lessons, and a projector mode.
 import * as progress from './lesson_progress.js';
 import { initMemoryCalculators } from './lesson_memory.js';
+import { initPlaygrounds } from './playground.js';
+import { initLoopWidgets } from './lesson_loop.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
@@ -290,6 +292,8 @@ widgetFrames();
 initCheckpoints();
 initCourseMap();
 initMemoryCalculators();
+initPlaygrounds();
+initLoopWidgets();
 initProjector();
 updateLessonProgress();
 followHash();

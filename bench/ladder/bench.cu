@@ -1,0 +1,186 @@
+// Tuning bench for the ladder's fast rung: every compiled variant of
+// flash2_fast on the FlashAttention benchmark shapes (B·N = 16384, H·d =
+// 2048), each checked against a float32 reference on the same bf16 inputs
+// (every element of two batch-heads, NaN failing) and timed by CUDA events,
+// the variants interleaved. Run beside ../../shared/bench/sdpa_anchor.py in
+// the same call, so the ratios to SDPA come from one machine state:
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o ladder-bench bench/ladder/bench.cu
+//   ./ladder-bench 4096 > ladder.txt && python3 sdpa_anchor.py --n 4096
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flash2_fast.cuh"
+
+#define CHECK(x)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e = (x);                                                                           \
+    if (e != cudaSuccess) {                                                                        \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));           \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+using fast::bf16;
+
+// Normal-ish inputs from a counter hash: the same seed, the same inputs.
+__global__ void fill(bf16 *x, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 16; h *= 0x7feb352d; h ^= h >> 15; h *= 0x846ca68b; h ^= h >> 16;
+    unsigned h2 = h * 0x9e3779b9u + 0x7f4a7c15u;
+    h2 ^= h2 >> 16; h2 *= 0x7feb352d; h2 ^= h2 >> 15;
+    float u1 = ((h & 0xffffff) + 0.5f) / 16777216.f, u2 = ((h2 & 0xffffff) + 0.5f) / 16777216.f;
+    x[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2)); // Box–Muller
+  }
+}
+
+// Reference: one thread per row of one batch-head, float32 throughout, two
+// passes over the keys (the max, then the sums).
+__global__ void reference(const bf16 *Q, const bf16 *K, const bf16 *V, float *O, float *L, int N, int D, float scale,
+                          bool causal, int bh) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= N) return;
+  size_t base = (size_t)bh * N * D;
+  const bf16 *q = Q + base + (size_t)r * D;
+  int cols = causal ? r + 1 : N;
+  float m = -INFINITY;
+  for (int c = 0; c < cols; c++) {
+    float s = 0;
+    for (int x = 0; x < D; x++) s += __bfloat162float(q[x]) * __bfloat162float(K[base + (size_t)c * D + x]);
+    m = fmaxf(m, s * scale);
+  }
+  float l = 0;
+  float acc[128];
+  for (int x = 0; x < D; x++) acc[x] = 0;
+  for (int c = 0; c < cols; c++) {
+    float s = 0;
+    for (int x = 0; x < D; x++) s += __bfloat162float(q[x]) * __bfloat162float(K[base + (size_t)c * D + x]);
+    float p = expf(s * scale - m);
+    l += p;
+    for (int x = 0; x < D; x++) acc[x] += p * __bfloat162float(V[base + (size_t)c * D + x]);
+  }
+  for (int x = 0; x < D; x++) O[(size_t)r * D + x] = acc[x] / l;
+  L[r] = m + logf(l);
+}
+
+struct Variant {
+  std::string name;
+  int D, BR, BC, NW;
+  bool causal;
+  std::function<void(dim3, const bf16 *, const bf16 *, const bf16 *, bf16 *, float *, int, float)> launch;
+};
+
+template <int D, int BR, int BC, int NW, bool C, bool QREG = false, bool SW = true> Variant make() {
+  auto k = fast::flash2_fast<D, BR, BC, NW, C, QREG, SW>;
+  int smem = fast::smem_bytes(D, BR, BC);
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  char name[96];
+  snprintf(name, sizeof name, "flash2_fast_d%d_br%d_bc%d_w%d%s%s%s", D, BR, BC, NW, QREG ? "_qreg" : "", SW ? "" : "_noswizzle", C ? "_causal" : "");
+  return Variant{name, D, BR, BC, NW, C,
+                 [k, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n, float sc) {
+                   k<<<grid, NW * 32, smem>>>(q, kk, v, o, l, n, sc);
+                 }};
+}
+
+int main(int argc, char **argv) {
+  int N = argc > 1 ? atoi(argv[1]) : 4096;
+  int iters = argc > 2 ? atoi(argv[2]) : 30;
+  // The chosen tiles of each head dim (docs/LADDER.md), and their neighbours.
+  std::vector<Variant> vs = {
+      make<64, 128, 128, 4, false>(),  make<64, 128, 64, 4, false>(),  make<64, 128, 128, 4, true>(),
+      make<64, 128, 64, 4, true>(),    make<128, 128, 48, 4, false>(), make<128, 128, 64, 4, false>(),
+      make<128, 128, 48, 4, true>(),   make<128, 128, 64, 4, true>(),
+      make<64, 128, 128, 4, false, false, false>(), make<128, 128, 48, 4, false, false, false>(),
+  };
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings after 3 warm-ups\n", prop.name,
+         prop.multiProcessorCount, N, iters);
+  printf("%-36s %8s %9s %10s %10s %s\n", "variant", "ms", "TFLOP/s", "max|dO|", "max|dLSE|", "check");
+  for (int D : {64, 128}) {
+    int B = std::max(1, 16384 / N), H = 2048 / D, BH = B * H;
+    size_t n = (size_t)BH * N * D;
+    bf16 *q, *k, *v, *o;
+    float *lse, *refO, *refL;
+    CHECK(cudaMalloc(&q, n * 2)); CHECK(cudaMalloc(&k, n * 2)); CHECK(cudaMalloc(&v, n * 2)); CHECK(cudaMalloc(&o, n * 2));
+    CHECK(cudaMalloc(&lse, (size_t)BH * N * 4));
+    CHECK(cudaMalloc(&refO, (size_t)N * D * 4)); CHECK(cudaMalloc(&refL, (size_t)N * 4));
+    fill<<<1024, 256>>>(q, n, 1u); fill<<<1024, 256>>>(k, n, 2u); fill<<<1024, 256>>>(v, n, 3u);
+    CHECK(cudaDeviceSynchronize());
+    float scale = 1.f / sqrtf((float)D);
+    std::vector<Variant *> mine;
+    for (auto &x : vs) if (x.D == D) mine.push_back(&x);
+    // Correctness: every element of the first and last batch-head.
+    std::vector<std::string> verdict(mine.size());
+    std::vector<float> errO(mine.size()), errL(mine.size());
+    std::vector<bf16> hO((size_t)N * D);
+    std::vector<float> hR((size_t)N * D), hL(N), hRL(N);
+    for (size_t vi = 0; vi < mine.size(); vi++) {
+      Variant &x = *mine[vi];
+      CHECK(cudaMemset(o, 0xff, n * 2)); // NaN everywhere: a row not written fails
+      dim3 grid((N + x.BR - 1) / x.BR, BH);
+      x.launch(grid, q, k, v, o, lse, N, scale);
+      CHECK(cudaGetLastError());
+      CHECK(cudaDeviceSynchronize());
+      double worstO = 0, worstL = 0, refMax = 0;
+      bool nan = false;
+      for (int bh : {0, BH - 1}) {
+        reference<<<(N + 127) / 128, 128>>>(q, k, v, refO, refL, N, D, scale, x.causal, bh);
+        CHECK(cudaGetLastError());
+        CHECK(cudaMemcpy(hR.data(), refO, hR.size() * 4, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(hRL.data(), refL, N * 4, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(hO.data(), o + (size_t)bh * N * D, hO.size() * 2, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(hL.data(), lse + (size_t)bh * N, N * 4, cudaMemcpyDeviceToHost));
+        for (size_t e = 0; e < hR.size(); e++) {
+          float got = __bfloat162float(hO[e]);
+          if (!(std::fabs(got) < 1e30f)) nan = true;
+          worstO = std::max(worstO, (double)std::fabs(got - hR[e]));
+          refMax = std::max(refMax, (double)std::fabs(hR[e]));
+        }
+        for (int r = 0; r < N; r++) {
+          if (!(std::fabs(hL[r]) < 1e30f)) nan = true;
+          worstL = std::max(worstL, (double)std::fabs(hL[r] - hRL[r]));
+        }
+      }
+      errO[vi] = worstO;
+      errL[vi] = worstL;
+      // bf16 output: half an ulp at the largest |O| is 2^-9 of it; P in bf16
+      // adds about as much again. 1e-2 of max|O| bounds both with room.
+      verdict[vi] = (!nan && worstO <= 1e-2 * refMax && worstL <= 1e-2) ? "ok" : (nan ? "FAIL (NaN)" : "FAIL");
+    }
+    // Timing, interleaved: one launch of each variant per round.
+    std::vector<std::vector<float>> times(mine.size());
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a)); CHECK(cudaEventCreate(&b));
+    for (int round = -3; round < iters; round++) {
+      for (size_t vi = 0; vi < mine.size(); vi++) {
+        Variant &x = *mine[vi];
+        dim3 grid((N + x.BR - 1) / x.BR, BH);
+        CHECK(cudaEventRecord(a));
+        x.launch(grid, q, k, v, o, lse, N, scale);
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, a, b));
+        if (round >= 0) times[vi].push_back(ms);
+      }
+    }
+    CHECK(cudaGetLastError());
+    for (size_t vi = 0; vi < mine.size(); vi++) {
+      auto &t = times[vi];
+      std::sort(t.begin(), t.end());
+      float ms = t[t.size() / 2];
+      double flops = 4.0 * B * H * (double)N * N * D * (mine[vi]->causal ? 0.5 : 1.0);
+      printf("%-36s %8.3f %9.1f %10.2e %10.2e %s\n", mine[vi]->name.c_str(), ms, flops / ms / 1e9, errO[vi], errL[vi],
+             verdict[vi].c_str());
+    }
+    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(lse); cudaFree(refO); cudaFree(refL);
+  }
+  return 0;
+}

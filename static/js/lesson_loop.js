@@ -1,0 +1,144 @@
+// Lesson 10's loop widget: the tiled-attention loop of one q-tile run on
+// the server (GET /api/loop) correctly and with the slips switched on, the
+// two side by side per kv-tile for one row, every number that differs
+// marked, and the kv-tile where they first part named. Switching a slip off
+// is fixing that line: the two runs then agree.
+import { fmt } from './playground.js';
+
+const SLIPS = [
+  { id: 'p-overwrite', label: '(a) the new row sum lands in P, not l',
+    wrong: 'P = α·l + rowsum(P)      ← P now holds the sum', right: 'l = α·l + rowsum(P)' },
+  { id: 'stale-max', label: '(b) the previous max is refreshed once per q-tile',
+    wrong: 'α = exp(m_prev − m_new)  ← m_prev only set after the loop', right: 'α = exp(m − m_new)' },
+  { id: 'no-divide', label: '(c) O is never divided by l',
+    wrong: 'O_i = O                  ← no division', right: 'O_i = O / l' },
+];
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else e.setAttribute(k, v);
+  }
+  e.append(...children);
+  return e;
+}
+
+const num = (a) => a.map(Number); // "Infinity", "-Infinity" and "NaN" arrive as strings
+const same = (a, b) => a === b || (Number.isNaN(a) && Number.isNaN(b));
+
+// listing is the loop in the lesson's own pseudo-code, each slipped line
+// shown as the lecture printed it while its slip is on.
+function listing(on) {
+  const line = (s) => {
+    const slip = SLIPS.find((x) => x.id === s);
+    const bad = on.includes(s);
+    return el('span', { class: bad ? 'slipped' : 'fixed', text: `${bad ? slip.wrong : slip.right}\n` });
+  };
+  return el('pre', { class: 'loop-code' },
+    'm = −inf, l = 0, O = 0\nfor each kv-tile j:\n  S = Q_i K_jᵀ · scale\n  m_new = max(m, rowmax(S))\n  ', line('stale-max'),
+    '  P = exp(S − m_new)\n  ', line('p-overwrite'),
+    '  O = α·O + P·V_j\n  m = m_new\n', line('no-divide'));
+}
+
+class LoopWidget {
+  constructor(root) {
+    this.root = root;
+    this.query = root.dataset.query;
+    this.slips = root.dataset.slips ? root.dataset.slips.split(',') : [];
+    this.row = Number(root.dataset.row);
+    const switches = el('fieldset', { class: 'loop-slips' }, el('legend', { text: 'Slips in the loop (untick one to fix that line)' }));
+    for (const s of SLIPS) {
+      const box = el('input', { type: 'checkbox', value: s.id, 'data-testid': `slip-${s.id}` });
+      box.checked = this.slips.includes(s.id);
+      box.addEventListener('change', () => {
+        this.slips = SLIPS.map((x) => x.id).filter((id) => switches.querySelector(`[value="${id}"]`).checked);
+        this.load();
+      });
+      switches.append(el('label', {}, box, ` ${s.label}`));
+    }
+    this.rowSelect = el('select', { 'aria-label': 'row' });
+    this.rowSelect.addEventListener('change', () => { this.row = Number(this.rowSelect.value); this.draw(); });
+    this.code = el('div');
+    this.status = el('p', { class: 'loop-status', 'aria-live': 'polite', 'data-testid': 'loop-status' });
+    this.table = el('table', { class: 'loop-table' });
+    root.replaceChildren(el('div', { class: 'loop-top' }, switches, this.code),
+      el('label', { class: 'loop-row' }, 'row ', this.rowSelect), this.status, el('div', { class: 'loop-scroll' }, this.table));
+    this.load();
+  }
+
+  async load() {
+    this.code.replaceChildren(listing(this.slips));
+    let res;
+    try {
+      res = await fetch(`/api/loop?${this.query}&slip=${this.slips.join(',')}`);
+      this.data = await res.json();
+    } catch (err) {
+      this.status.textContent = `The server could not be reached: ${err.message}`;
+      return;
+    }
+    if (!res.ok) {
+      this.status.textContent = this.data.error || `The server answered ${res.status}.`;
+      return;
+    }
+    const d = this.data;
+    this.rowSelect.replaceChildren(...Array.from({ length: d.rows }, (_, r) => {
+      const o = el('option', { value: String(r), text: `${d.first_row + r} (row ${r} of q-tile ${d.q})` });
+      o.selected = r === this.row;
+      return o;
+    }));
+    this.draw();
+  }
+
+  draw() {
+    const d = this.data;
+    if (!d) return;
+    const r = Math.min(this.row, d.rows - 1);
+    const part = d.parts[r];
+    const show = Math.min(d.d, 4); // O's first columns: enough to see them part
+    const head = ['kv-tile', 'm', 'm ✗', 'α', 'α ✗', 'l', 'l ✗'];
+    for (let x = 0; x < show; x++) head.push(`O[${x}]`, `O[${x}] ✗`);
+    const thead = el('thead', {}, el('tr', {}, ...head.map((h) => el('th', { text: h }))));
+    const tbody = el('tbody');
+    const pair = (tr, a, b) => {
+      const diff = !same(a, b);
+      tr.append(el('td', { text: fmt(a) }), el('td', { text: fmt(b), class: diff ? 'parted' : '' }));
+    };
+    d.correct.steps.forEach((st, k) => {
+      const sl = d.slipped.steps[k];
+      const tr = el('tr', { 'data-kv': String(st.kv) });
+      if (part.kv === st.kv) tr.className = 'first-part';
+      tr.append(el('th', { text: String(st.kv) }));
+      pair(tr, num(st.m)[r], num(sl.m)[r]);
+      pair(tr, num(st.alpha)[r], num(sl.alpha)[r]);
+      pair(tr, num(st.l)[r], num(sl.l)[r]);
+      const o = num(st.o);
+      const so = num(sl.o);
+      for (let x = 0; x < show; x++) pair(tr, o[r * d.d + x], so[r * d.d + x]);
+      tbody.append(tr);
+    });
+    const out = el('tr', { class: part.kv < 0 && part.output ? 'first-part output' : 'output' });
+    out.append(el('th', { text: 'output' }), el('td', { colspan: '6', text: 'O / l (✗: as the slipped loop writes it)' }));
+    const co = num(d.correct.out);
+    const so = num(d.slipped.out);
+    for (let x = 0; x < show; x++) pair(out, co[r * d.d + x], so[r * d.d + x]);
+    tbody.append(out);
+    this.table.replaceChildren(el('caption', { text: `Row ${d.first_row + r}: the correct loop, and beside each number (✗) the loop with the slips ticked` }), thead, tbody);
+
+    if (!d.slipped.slips || d.slipped.slips.length === 0) {
+      this.status.textContent = 'No slip is on: the two loops are the same loop, and every number agrees.';
+    } else if (part.kv >= 0) {
+      this.status.textContent = `The numbers part after kv-tile ${part.kv}, first in ${part.what}. Every kv-tile before it agrees.`;
+    } else if (part.output) {
+      this.status.textContent = 'm, l and O agree after every kv-tile; they part only in the output.';
+    } else {
+      this.status.textContent = 'On this row the slips change nothing.';
+    }
+    this.root.dataset.part = part.kv >= 0 ? String(part.kv) : part.output ? 'output' : 'never';
+  }
+}
+
+export function initLoopWidgets() {
+  for (const root of document.querySelectorAll('.loop-widget[data-query]')) new LoopWidget(root);
+}

@@ -1,0 +1,4 @@
+// /playground: the online-softmax playground on a page of its own.
+import { initPlaygrounds } from './playground.js';
+
+initPlaygrounds();
