@@ -5,7 +5,7 @@ GO      ?= go
 ADDR    ?= localhost:8080
 VENDOR  := static/vendor
 
-.PHONY: run build test check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu
+.PHONY: run build test check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu
 
 run: build
 	./bin/server -addr $(ADDR)
@@ -81,6 +81,16 @@ gpu: assets
 
 bench: assets
 	$(GO) test ./kernels ./web -run XXX -bench . -benchtime 20x
+
+# On the GPU machine: the ladder's kernels beside PyTorch's SDPA on the same
+# shapes, in one run, as one table (scripts/bench-gpu; docs/LADDER.md).
+bench-gpu:
+	scripts/bench-gpu
+
+# A classroom under load: 300 students on loopback, the presenter stepping
+# 10 times a second for 30 s; prints delays, losses, memory, trace bytes.
+loadtest: build
+	$(GO) run ./cmd/loadgen -server bin/server
 
 fuzz:
 	$(GO) test ./instrument -run XXX -fuzz FuzzDecode -fuzztime 60s

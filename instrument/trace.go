@@ -8,6 +8,9 @@ type Variant uint8
 const (
 	VariantFlash2 Variant = 1 // FlashAttention-2 loop order, float32
 	VariantNaive  Variant = 2 // S and P materialised in device memory
+	// VariantFlash2Fast is FlashAttention-2 on tensor cores: bf16 inputs,
+	// mma.sync with float32 accumulation (kernels/flash2_fast.cu).
+	VariantFlash2Fast Variant = 3
 )
 
 // DType is the element type the kernel computed in.
@@ -37,7 +40,7 @@ const (
 )
 
 var (
-	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive"}
+	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast"}
 	dtypeNames   = map[DType]string{DTypeF32: "f32", DTypeBF16: "bf16"}
 	sourceNames  = map[Source]string{SourceCPUMirror: "cpu", SourceGPU: "gpu", SourceRecording: "recording"}
 	patternNames = map[Pattern]string{PatternNormal: "normal", PatternPeaked: "peaked", PatternLarge: "large"}

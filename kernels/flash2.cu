@@ -60,6 +60,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
             const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;)
 
+  //> load-q: Q_i from device memory, once per block; m, l and O start empty
   // Q_i, with padding rows zero-filled.
   for (int e = tid; e < BR * D; e += NT) {
     int r = e / D;
@@ -73,6 +74,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
 
   for (int j = 0; j < jEnd; j++) {
     FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
+    //> load-kv: K_j and V_j from device memory into shared memory
     const int c0 = j * BC;
     const int colsValid = min(BC, N - c0);
     __syncthreads(); // the previous tile is done with sK, sV, sS
@@ -84,6 +86,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
     }
     __syncthreads();
 
+    //> scores: S = Q_i K_jᵀ · scale, masked
     // S = Q K^T * scale. Each thread owns SPT elements and walks d once for
     // all of them: independent sums interleave, each still in order of d.
     {
@@ -110,6 +113,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
     }
     __syncthreads();
 
+    //> softmax: row max, α = exp(m_old − m_new), P = exp(S − m_new), l = α·l + Σ P
     // Online softmax, one thread per row.
     if (tid < BR) {
       const int r = tid;
@@ -137,6 +141,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
     }
     __syncthreads();
 
+    //> pv: O = α·O, then O += P·V_j
     // O = alpha*O, then O += P V_j over the tile's columns in order: the
     // accumulator is rescaled, then the tile is added into it. The column
     // loop is outside, so the thread's OPT sums interleave.
@@ -152,6 +157,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
     }
     FS_TRACED(if (full) for (int t = 0; t < OPT; t++) fs_payload(cur)[fs_flash_step_o(BR, BC, D, N) + tid + t * NT] = o[t];)
 
+    //> end
     FS_TRACED(if (cur.rec) {
       if (full)
         for (int e = tid; e < BR * BC; e += NT)
@@ -166,6 +172,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
     })
   }
 
+  //> epilogue: O / l and the LSE = m + log l to device memory
   // Epilogue: one division, then O and the LSE to device memory.
   FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
   if (tid < BR) {
@@ -195,6 +202,7 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
                       (unsigned long long)rowsValid * D * 4 + (unsigned long long)rowsValid * 4);
   })
 }
+//> end
 
 // Shared memory of one block, in bytes; the worker reads it back from the
 // kernel's name through flash2_smem_bytes in the registry (kernels/registry.go).

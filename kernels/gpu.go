@@ -39,6 +39,56 @@ func (f Flash2Instance) SharedBytes() int {
 	return 4 * (f.Br*f.D + f.Bc*(f.D+1) + f.Bc*f.D + f.Br*(f.Bc+1) + 3*f.Br)
 }
 
+// Flash2FastInstance is one compiled instantiation of flash2_fast.cu: the
+// tensor-core kernel's tiles and warps for one head dim, each compiled as a
+// plain and a causal kernel.
+type Flash2FastInstance struct {
+	Br, Bc, D, Warps int
+}
+
+// Flash2FastInstances lists the instantiations compiled into flash2_fast.cu,
+// in its order (TestFlash2FastInstancesMatchSource checks the two agree):
+// the fastest tiles measured per head dim (docs/LADDER.md).
+var Flash2FastInstances = []Flash2FastInstance{
+	{128, 128, 64, 4},
+	{128, 48, 128, 4},
+}
+
+// Name is the kernel's symbol in the PTX.
+func (f Flash2FastInstance) Name(causal bool) string {
+	n := fmt.Sprintf("flash2_fast_br%d_bc%d_d%d", f.Br, f.Bc, f.D)
+	if causal {
+		n += "_causal"
+	}
+	return n
+}
+
+// Threads is the block size: 32 per warp.
+func (f Flash2FastInstance) Threads() int { return 32 * f.Warps }
+
+// SharedBytes is the dynamic shared memory a block uses: Q_i, K_j and V_j in
+// bf16 (fast::smem_bytes in flash2_fast.cu).
+func (f Flash2FastInstance) SharedBytes() int { return 2 * (f.Br*f.D + 2*f.Bc*f.D) }
+
+// GPUElementBytes is the size of one element of Q, K, V and O on the GPU:
+// 2 for the bf16 kernels, 4 for the float32 ones.
+func (c *Config) GPUElementBytes() int {
+	if c.Variant == instrument.VariantFlash2Fast {
+		return 2
+	}
+	return 4
+}
+
+// Flash2FastInstanceFor finds the instantiation that runs c, if any.
+func Flash2FastInstanceFor(c *Config) (Flash2FastInstance, bool) {
+	for _, f := range Flash2FastInstances {
+		if f.Br == c.Br && f.Bc == c.Bc && f.D == c.D {
+			return f, true
+		}
+	}
+	return Flash2FastInstance{}, false
+}
+
 // NaiveThreads is the block size of every naive kernel.
 const NaiveThreads = 256
 
@@ -103,6 +153,14 @@ func (c *Config) ValidateGPU() error {
 		if _, ok := Flash2InstanceFor(c); !ok {
 			return FieldErrors{{FieldBr, fmt.Sprintf("the GPU runs flash2 with these compiled tiles (Br×Bc, d): %s; not %d×%d with d=%d", GPUTileChoices(), c.Br, c.Bc, c.D)}}
 		}
+	case instrument.VariantFlash2Fast:
+		if _, ok := Flash2FastInstanceFor(c); !ok {
+			var s []string
+			for _, f := range Flash2FastInstances {
+				s = append(s, fmt.Sprintf("%d×%d, d=%d", f.Br, f.Bc, f.D))
+			}
+			return FieldErrors{{FieldBr, fmt.Sprintf("the GPU runs flash2_fast with these compiled tiles (Br×Bc, d): %s; not %d×%d with d=%d", strings.Join(s, "; "), c.Br, c.Bc, c.D)}}
+		}
 	case instrument.VariantNaive:
 		scores, pv := NaiveSharedBytes(c.Br, c.Bc, c.D)
 		if c.Br*c.D > naiveMaxOutPerThread*NaiveThreads {
@@ -163,9 +221,19 @@ func GPUTraceLayout(c *Config) TraceLayout {
 		return l
 	}
 	switch c.Variant {
-	case instrument.VariantFlash2:
-		f, _ := Flash2InstanceFor(c)
-		l := newLaunch(f.Name(), tr, nbh, 1)
+	case instrument.VariantFlash2, instrument.VariantFlash2Fast:
+		// One block per (q-tile, batch-head), records in the mirror's order;
+		// flash2_fast runs its q-tiles in reverse under a causal mask but
+		// finds its records by (batch-head, q-tile), not by launch order.
+		name := ""
+		if c.Variant == instrument.VariantFlash2 {
+			f, _ := Flash2InstanceFor(c)
+			name = f.Name()
+		} else {
+			f, _ := Flash2FastInstanceFor(c)
+			name = f.Name(c.Causal)
+		}
+		l := newLaunch(name, tr, nbh, 1)
 		for bh := range nbh {
 			for i := range tr {
 				if !traced(bh, i) {

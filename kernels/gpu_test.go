@@ -38,6 +38,34 @@ func TestFlash2InstancesMatchSource(t *testing.T) {
 	}
 }
 
+// TestFlash2FastInstancesMatchSource: the tensor-core kernel's compiled
+// tiles are the registry's, and each fits the kernel's assumptions: whole
+// 16-row atoms per warp, 8-column atoms in pairs, rows of at least eight
+// 16-byte chunks for the swizzle, and shared memory within the GPU's.
+func TestFlash2FastInstancesMatchSource(t *testing.T) {
+	src, err := os.ReadFile("flash2_fast.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^FLASH2_FAST_INSTANCE\((\d+), (\d+), (\d+), (\d+)\)`)
+	var got []Flash2FastInstance
+	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+		n := func(s string) int { v, _ := strconv.Atoi(s); return v }
+		got = append(got, Flash2FastInstance{n(m[1]), n(m[2]), n(m[3]), n(m[4])})
+	}
+	if len(got) == 0 || len(got) != len(Flash2FastInstances) {
+		t.Fatalf("flash2_fast.cu compiles %v, the registry lists %v", got, Flash2FastInstances)
+	}
+	for k, f := range got {
+		if f != Flash2FastInstances[k] {
+			t.Fatalf("flash2_fast.cu compiles %v, the registry lists %v", got, Flash2FastInstances)
+		}
+		if f.Br%(16*f.Warps) != 0 || f.Bc%16 != 0 || f.D%64 != 0 || f.SharedBytes() > MaxSharedBytes {
+			t.Errorf("instance %v breaks the kernel's assumptions", f)
+		}
+	}
+}
+
 // TestGPUTraceLayout places the mirror's records where the layout says each
 // block writes: they must tile the buffer exactly, in the mirror's order.
 func TestGPUTraceLayout(t *testing.T) {

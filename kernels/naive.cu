@@ -21,6 +21,7 @@
 #define NAIVE_THREADS 256
 #define FULL_MASK 0xffffffffu
 
+//> scores: naive_scores, S = Q_i K_jᵀ · scale to the N×N buffer in device memory
 extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
     naive_scores(const float *__restrict__ Q, const float *__restrict__ K, float *__restrict__ S, long long N_,
                  long long D_, long long Br_, long long Bc_, unsigned long long scaleBits, long long causal FS_TRACE_PARAMS) {
@@ -77,6 +78,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+//> softmax: naive_softmax, three passes over a row of S: m, l, then P to device memory
 extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
     naive_softmax(const float *__restrict__ S, float *__restrict__ P, float *__restrict__ LSE, long long N_,
                   long long D_, long long Br_, long long Bc_ FS_TRACE_PARAMS) {
@@ -128,6 +130,7 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
 // unrolled loops with compile-time bounds, so they stay in registers: a
 // run-time index would put them in local memory, whose traffic spills
 // through L2 to DRAM (measured: 1.8 GB of writes at N=4096, docs/TRAFFIC.md).
+//> pv: naive_pv, O += P_ij · V_j, P read back from device memory
 extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
     naive_pv(const float *__restrict__ P, const float *__restrict__ V, const float *__restrict__ LSE,
              float *__restrict__ O, long long N_,
@@ -223,6 +226,7 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
     })
   }
 
+  //> epilogue: the finished rows of O to device memory
   FS_TRACED(if (threadIdx.x == 0) cur.t_start = fs_globaltimer();
             if (full) for (int e = threadIdx.x; e < Br * D + Br; e += blockDim.x) fs_payload(cur)[e] = 0.f;
             __syncthreads();)

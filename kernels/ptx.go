@@ -23,10 +23,13 @@ const (
 	ModuleFlash2Traced = "flash2_traced"
 	ModuleNaive        = "naive"
 	ModuleNaiveTraced  = "naive_traced"
+
+	ModuleFlash2Fast       = "flash2_fast"
+	ModuleFlash2FastTraced = "flash2_fast_traced"
 )
 
 // Modules lists every PTX module.
-var Modules = []string{ModuleFlash2, ModuleFlash2Traced, ModuleNaive, ModuleNaiveTraced}
+var Modules = []string{ModuleFlash2, ModuleFlash2Traced, ModuleNaive, ModuleNaiveTraced, ModuleFlash2Fast, ModuleFlash2FastTraced}
 
 // PTX returns a module's PTX text.
 func PTX(module string) (string, error) {

@@ -22,6 +22,7 @@
 
 #define FS_VARIANT_FLASH2 1
 #define FS_VARIANT_NAIVE 2
+#define FS_VARIANT_FLASH2_FAST 3
 
 #define FS_DTYPE_F32 1
 #define FS_DTYPE_BF16 2

@@ -75,3 +75,19 @@ func traceFileName(c *kernels.Config) string {
 	return fmt.Sprintf("flashstep-%s-n%d-d%d-br%d-bc%d%s-%s-seed%d.fstrace",
 		c.Variant, c.N, c.D, c.Br, c.Bc, causal, c.Pattern, c.Seed)
 }
+
+// kernelSource answers /api/source?variant=…: a kernel's CUDA source and
+// its marked phases, which the stepper shows beside each step.
+func (s *Server) kernelSource(w http.ResponseWriter, r *http.Request) error {
+	name := r.URL.Query().Get("variant")
+	v, ok := instrument.ParseVariant(name)
+	if !ok {
+		return kernels.FieldErrors{{Field: kernels.FieldVariant, Message: fmt.Sprintf("variant must be one of the kernels (got %q)", name)}}
+	}
+	src, err := kernels.Source(v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, src)
+	return nil
+}

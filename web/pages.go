@@ -62,6 +62,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 	v.Data.Panels = panelsParam(q)
 	pg := s.page("Stepper", "step")
 	pg.Embed = v.Data.Embed
+	v.Classroom = s.classroomView(r, "step", v.Query, v.Data.Embed)
 	return render(w, r, http.StatusOK, templates.StepperPage(pg, v))
 }
 
@@ -259,6 +260,7 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 	v.Data.Embed = q.Get("embed") == "1"
 	pg := s.page("Naive against flash", "compare")
 	pg.Embed = v.Data.Embed
+	v.Classroom = s.classroomView(r, "compare", v.Data.FlashQuery, v.Data.Embed)
 	return render(w, r, http.StatusOK, templates.ComparePage(pg, v))
 }
 

@@ -12,6 +12,7 @@ func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(s.logRequests)
+	r.Use(securityHeaders)
 
 	r.Get("/", s.handlePage(s.home))
 	r.Get("/step", s.handlePage(s.stepper))
@@ -19,12 +20,15 @@ func (s *Server) routes() http.Handler {
 	r.Get("/lessons/{slug}", s.handlePage(s.lessonPage))
 	r.Get("/playground", s.handlePage(s.playgroundPage))
 	r.Get("/kernels", s.handlePage(s.kernelsPage))
+	r.Get("/ladder", s.handlePage(s.ladderPage))
 	r.Get("/sweep", s.handlePage(s.sweepPage))
 	r.Get("/compare", s.handlePage(s.comparePage))
 
 	r.Get("/api/config", s.handleAPI(s.checkConfig))
-	r.Get("/api/trace", s.handleAPI(s.downloadTrace))
+	r.With(gzipped).Get("/api/trace", s.handleAPI(s.downloadTrace))
+	r.Get("/api/trace/bytes", s.handleAPI(s.traceBytesAPI))
 	r.Get("/api/kernels", s.handleAPI(s.kernelsAPI))
+	r.Get("/api/source", s.handleAPI(s.kernelSource))
 	r.Get("/api/memory", s.handleAPI(s.memoryPlan))
 	r.Get("/api/traffic", s.handleAPI(s.trafficAPI))
 	r.Get("/api/traffic/measured", s.handleAPI(s.trafficTable))
@@ -35,6 +39,17 @@ func (s *Server) routes() http.Handler {
 	r.Post("/api/checkpoints/{lesson}/{id}", s.handleAPI(s.gradeCheckpoint))
 	r.Get("/api/loop", s.handleAPI(s.loopAPI))
 	r.Get("/ws/trace", s.streamTrace)
+
+	// The classroom (rooms.go).
+	r.Post("/rooms", s.handlePage(s.presentForm))
+	r.Post("/api/rooms", s.handleAPI(s.createRoomAPI))
+	r.Get("/join", s.handlePage(s.joinPage))
+	r.Get("/r/{code}", s.handlePage(s.roomPage))
+	r.Get("/r/{code}/ws", s.roomSocket)
+	r.Get("/r/{code}/events", s.handleAPI(s.roomEvents))
+	r.Post("/r/{code}/send", s.handleAPI(s.roomSend))
+	r.Get("/r/{code}/qr.svg", s.handleAPI(s.qrCode))
+	r.Get("/debug/rooms", s.handleAPI(s.debugRooms))
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	r.Handle("/static/*", http.StripPrefix("/static/", staticHandler(s.static)))

@@ -8,10 +8,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/rooms"
 	"flashstep/runner"
 	"flashstep/sweep"
 	"flashstep/templates"
@@ -34,6 +36,15 @@ type Server struct {
 	mu      sync.Mutex
 	streams map[*stream]struct{}
 	closing bool
+
+	// The classroom: rooms and the limits on joining them.
+	rooms                       rooms.Service
+	roomLimits                  rooms.Limits
+	joins, failedJoins, creates *rooms.AddrLimiter
+	publicURL                   string
+	sizes                       traceSizes
+	sseMu                       sync.Mutex
+	sse                         sseSessions
 }
 
 // Engines is what the server needs of whatever computes its runs
@@ -57,12 +68,30 @@ type Deps struct {
 	Traffic  *sweep.MeasuredTraffic
 	Static   fs.FS // the browser's files: static.Files in production
 	Log      *slog.Logger
+	// Rooms holds the classroom rooms: in this process when nil
+	// (rooms.Memory with RoomLimits), or on a broker shared by servers.
+	Rooms      rooms.Service
+	RoomLimits rooms.Limits
+	// PublicURL is how students reach this server ("http://10.0.0.5:8080"),
+	// for join links and QR codes; empty: the host the presenter used.
+	PublicURL string
 }
 
 // NewServer wires the routes around its dependencies.
 func NewServer(d Deps) *Server {
 	s := &Server{runner: d.Engines, sweeps: d.Sweeps, recorded: d.Recorded, sdpa: d.SDPA, traffic: d.Traffic, log: d.Log, static: d.Static,
 		streams: map[*stream]struct{}{}}
+	s.roomLimits = d.RoomLimits.WithDefaults()
+	s.rooms = d.Rooms
+	if s.rooms == nil {
+		s.rooms = rooms.NewMemory(s.roomLimits)
+	}
+	s.joins = rooms.NewAddrLimiter(s.roomLimits.JoinsPerMinute)
+	s.failedJoins = rooms.NewAddrLimiter(s.roomLimits.FailedJoinsPerMinute)
+	s.creates = rooms.NewAddrLimiter(20)
+	s.publicURL = strings.TrimSuffix(d.PublicURL, "/")
+	s.sizes.byQ = map[string]traceBytes{}
+	s.sse.byMember = map[string]*sseSession{}
 	s.router = s.routes()
 	return s
 }
@@ -83,7 +112,14 @@ func (s *Server) CloseStreams() {
 	for _, st := range open {
 		st.goingAway()
 	}
+	s.CloseRooms()
 }
+
+// CloseRooms ends the rooms this server holds and tells every participant
+// why: rooms live in memory. http.Server.Shutdown runs CloseStreams without
+// waiting for it, so a program whose rooms go through a broker calls this
+// too before it closes the broker's connection. Calling it again is harmless.
+func (s *Server) CloseRooms() { s.rooms.Close(restartMessage) }
 
 func (s *Server) track(st *stream) bool {
 	s.mu.Lock()

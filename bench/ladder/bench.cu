@@ -1,5 +1,5 @@
-// Tuning bench for the ladder's fast rung: every compiled variant of
-// flash2_fast on the FlashAttention benchmark shapes (B·N = 16384, H·d =
+// Tuning bench for the ladder's fast rung (kernels/flash2_fast.cu): tile
+// shapes of flash2_fast on the FlashAttention benchmark shapes (B·N = 16384, H·d =
 // 2048), each checked against a float32 reference on the same bf16 inputs
 // (every element of two batch-heads, NaN failing) and timed by CUDA events,
 // the variants interleaved. Run beside ../../shared/bench/sdpa_anchor.py in
@@ -15,7 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "flash2_fast.cuh"
+#include "naive_mma.cuh"
+
+// Every tile shape the bench tries, as a kernel of its own.
+template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG, bool SW>
+__global__ void __launch_bounds__(NW * 32) fast_variant(const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K,
+                                                        const fast::bf16 *__restrict__ V, fast::bf16 *__restrict__ O,
+                                                        float *__restrict__ LSE, int N, float scale) {
+  fast::flash2_fast_block<D, BR, BC, NW, CAUSAL, QREG, SW>(Q, K, V, O, LSE, N, scale);
+}
 
 #define CHECK(x)                                                                                   \
   do {                                                                                             \
@@ -76,8 +84,28 @@ struct Variant {
   std::function<void(dim3, const bf16 *, const bf16 *, const bf16 *, bf16 *, float *, int, float)> launch;
 };
 
+// naive_mma's N×N buffers, allocated per head dim before its variants run.
+static float *gS;
+static bf16 *gP;
+
+// makeNaive is naive_mma's three kernels as one variant (N a multiple of 128).
+template <int D, bool C> Variant makeNaive() {
+  int ssmem = 2 * 2 * 128 * D, psmem = 2 * (128 * 64 + 64 * D);
+  CHECK(cudaFuncSetAttribute(naive_mma::scores<D, C>, cudaFuncAttributeMaxDynamicSharedMemorySize, ssmem));
+  CHECK(cudaFuncSetAttribute(naive_mma::pv<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, psmem));
+  char name[96];
+  snprintf(name, sizeof name, "naive_mma_d%d%s", D, C ? "_causal" : "");
+  return Variant{name, D, 128, 128, 4, C,
+                 [ssmem, psmem](dim3 grid, const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *l, int n, float sc) {
+                   const int bh = grid.y, t = (n + 127) / 128;
+                   naive_mma::scores<D, C><<<dim3(t, t, bh), 128, ssmem>>>(q, k, gS, n, sc);
+                   naive_mma::softmax<<<(bh * n + 7) / 8, 256>>>(gS, gP, l, n, bh * n);
+                   naive_mma::pv<D><<<dim3(t, bh), 128, psmem>>>(gP, v, o, n);
+                 }};
+}
+
 template <int D, int BR, int BC, int NW, bool C, bool QREG = false, bool SW = true> Variant make() {
-  auto k = fast::flash2_fast<D, BR, BC, NW, C, QREG, SW>;
+  auto k = fast_variant<D, BR, BC, NW, C, QREG, SW>;
   int smem = fast::smem_bytes(D, BR, BC);
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   char name[96];
@@ -91,12 +119,13 @@ template <int D, int BR, int BC, int NW, bool C, bool QREG = false, bool SW = tr
 int main(int argc, char **argv) {
   int N = argc > 1 ? atoi(argv[1]) : 4096;
   int iters = argc > 2 ? atoi(argv[2]) : 30;
-  // The chosen tiles of each head dim (docs/LADDER.md), and their neighbours.
+  // The chosen tiles of each head dim (docs/LADDER.md), the unswizzled
+  // control, and naive attention on the same tensor cores.
   std::vector<Variant> vs = {
-      make<64, 128, 128, 4, false>(),  make<64, 128, 64, 4, false>(),  make<64, 128, 128, 4, true>(),
-      make<64, 128, 64, 4, true>(),    make<128, 128, 48, 4, false>(), make<128, 128, 64, 4, false>(),
-      make<128, 128, 48, 4, true>(),   make<128, 128, 64, 4, true>(),
-      make<64, 128, 128, 4, false, false, false>(), make<128, 128, 48, 4, false, false, false>(),
+      make<64, 128, 128, 4, false>(), make<64, 128, 128, 4, true>(),  make<128, 128, 48, 4, false>(),
+      make<128, 128, 48, 4, true>(),  make<64, 128, 128, 4, false, false, false>(),
+      makeNaive<64, false>(),         makeNaive<64, true>(),          makeNaive<128, false>(),
+      makeNaive<128, true>(),
   };
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -111,6 +140,7 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc(&q, n * 2)); CHECK(cudaMalloc(&k, n * 2)); CHECK(cudaMalloc(&v, n * 2)); CHECK(cudaMalloc(&o, n * 2));
     CHECK(cudaMalloc(&lse, (size_t)BH * N * 4));
     CHECK(cudaMalloc(&refO, (size_t)N * D * 4)); CHECK(cudaMalloc(&refL, (size_t)N * 4));
+    CHECK(cudaMalloc(&gS, (size_t)BH * N * N * 4)); CHECK(cudaMalloc(&gP, (size_t)BH * N * N * 2));
     fill<<<1024, 256>>>(q, n, 1u); fill<<<1024, 256>>>(k, n, 2u); fill<<<1024, 256>>>(v, n, 3u);
     CHECK(cudaDeviceSynchronize());
     float scale = 1.f / sqrtf((float)D);
@@ -181,6 +211,7 @@ int main(int argc, char **argv) {
              verdict[vi].c_str());
     }
     cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(lse); cudaFree(refO); cudaFree(refL);
+    cudaFree(gS); cudaFree(gP);
   }
   return 0;
 }

@@ -40,6 +40,24 @@ func BenchmarkFlash2(b *testing.B) {
 	}
 }
 
+// BenchmarkFlash2Fast times the tensor-core rung the same way, at its
+// compiled tiles: untraced, one batch-head traced in full, every block
+// timestamped. The bar: tracing one head costs at most 1.5× the
+// untraced time.
+func BenchmarkFlash2Fast(b *testing.B) {
+	for _, f := range kernels.Flash2FastInstances {
+		for _, causal := range []bool{false, true} {
+			n := 4096
+			c := kernels.Config{Variant: instrument.VariantFlash2Fast, N: n, D: f.D, Br: f.Br, Bc: f.Bc,
+				Batch: max(1, 16384/n), Heads: 2048 / f.D, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
+			name := fmt.Sprintf("N=%d/d=%d/Br=%d/Bc=%d/causal=%t", c.N, c.D, c.Br, c.Bc, c.Causal)
+			for _, mode := range []string{"untraced", "traced-one-head", "timing-all-blocks"} {
+				b.Run(name+"/"+mode, func(b *testing.B) { benchFlash2(b, c, mode) })
+			}
+		}
+	}
+}
+
 func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 	ms, err := onGPU(func(d *device) ([]float64, error) {
 		pr, err := d.newProblem(c)

@@ -75,7 +75,9 @@ func TestHello(t *testing.T) {
 	if d.hello.SMs == 0 || d.hello.SMIDs < d.hello.SMs || d.hello.TimerTickNs <= 0 || d.hello.GPU == "" {
 		t.Fatalf("incomplete hello: %+v", d.hello)
 	}
-	if want := 2*len(kernels.Flash2Instances) + 2*3 + 2; len(d.hello.Kernels) != want {
+	// Every kernel of every module, untraced and traced, and fs_probe in
+	// each traced module.
+	if want := 2*len(kernels.Flash2Instances) + 2*3 + 2*2*len(kernels.Flash2FastInstances) + 3; len(d.hello.Kernels) != want {
 		t.Fatalf("%d kernels loaded, want %d", len(d.hello.Kernels), want)
 	}
 }

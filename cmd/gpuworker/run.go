@@ -48,6 +48,30 @@ func (a *allocs) upload(host []float32) (cu.DevicePtr, error) {
 	return p, cu.MemcpyHtoD(p, unsafe.Pointer(&host[0]), int64(len(host))*4)
 }
 
+// uploadBF16 uploads values that are bf16 already (the bf16 kernels' inputs
+// are rounded on the host, where the mirror rounds them) as bf16.
+func (a *allocs) uploadBF16(host []float32) (cu.DevicePtr, error) {
+	p, err := a.alloc(int64(len(host)) * 2)
+	if err != nil || len(host) == 0 {
+		return p, err
+	}
+	bits := make([]uint16, len(host))
+	for i, x := range host {
+		bits[i] = bf16Bits(x)
+	}
+	return p, cu.MemcpyHtoD(p, unsafe.Pointer(&bits[0]), int64(len(bits))*2)
+}
+
+// bf16Bits is x as bfloat16, rounded to nearest even (exact for a value
+// that is bf16 already).
+func bf16Bits(x float32) uint16 {
+	b := math.Float32bits(x)
+	if x != x { // NaN stays NaN
+		return uint16(b>>16) | 0x40
+	}
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
 func (a *allocs) free() {
 	for _, p := range *a {
 		cu.MemFree(p)
@@ -67,7 +91,7 @@ type problem struct {
 // deviceBytes is what a run of c holds in device memory, trace aside.
 func deviceBytes(c *kernels.Config) int64 {
 	bh, n, d := int64(c.Batch*c.Heads), int64(c.N), int64(c.D)
-	b := 4*bh*n*d*4 + bh*n*4
+	b := 4*bh*n*d*int64(c.GPUElementBytes()) + bh*n*4
 	if c.Variant == instrument.VariantNaive {
 		b += 2 * bh * n * n * 4
 	}
@@ -106,17 +130,21 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 			pr.mem.free()
 		}
 	}()
-	if pr.q, err = pr.mem.upload(join(func(in *kernels.Inputs) []float32 { return in.Q })); err != nil {
+	upload := pr.mem.upload
+	if c.GPUElementBytes() == 2 {
+		upload = pr.mem.uploadBF16
+	}
+	if pr.q, err = upload(join(func(in *kernels.Inputs) []float32 { return in.Q })); err != nil {
 		return nil, err
 	}
-	if pr.k, err = pr.mem.upload(join(func(in *kernels.Inputs) []float32 { return in.K })); err != nil {
+	if pr.k, err = upload(join(func(in *kernels.Inputs) []float32 { return in.K })); err != nil {
 		return nil, err
 	}
-	if pr.v, err = pr.mem.upload(join(func(in *kernels.Inputs) []float32 { return in.V })); err != nil {
+	if pr.v, err = upload(join(func(in *kernels.Inputs) []float32 { return in.V })); err != nil {
 		return nil, err
 	}
 	bh := int64(c.Batch * c.Heads)
-	if pr.o, err = pr.mem.alloc(bh * int64(c.N) * int64(c.D) * 4); err != nil {
+	if pr.o, err = pr.mem.alloc(bh * int64(c.N) * int64(c.D) * int64(c.GPUElementBytes())); err != nil {
 		return nil, err
 	}
 	if pr.ls, err = pr.mem.alloc(bh * int64(c.N) * 4); err != nil {
@@ -145,7 +173,8 @@ type traceArgs struct {
 // Every argument takes its own 8-byte slot: cu copies 8 bytes per argument.
 func (d *device) launch(pr *problem, tr *traceArgs) error {
 	c := &pr.c
-	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive}[c.Variant]
+	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
+		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast}[c.Variant]
 	if tr != nil {
 		module += "_traced"
 	}
@@ -186,6 +215,13 @@ func (d *device) launch(pr *problem, tr *traceArgs) error {
 		}
 		return run(f.Name(), 0, [3]int{nq, nbh, 1}, f.Threads, f.SharedBytes(),
 			u(pr.q), u(pr.k), u(pr.v), u(pr.o), u(pr.ls), uint64(n), scaleBits, uint64(causal))
+	case instrument.VariantFlash2Fast:
+		f, ok := kernels.Flash2FastInstanceFor(c)
+		if !ok {
+			return fmt.Errorf("no compiled flash2_fast kernel for Br=%d, Bc=%d, d=%d", c.Br, c.Bc, c.D)
+		}
+		return run(f.Name(c.Causal), 0, [3]int{nq, nbh, 1}, f.Threads(), f.SharedBytes(),
+			u(pr.q), u(pr.k), u(pr.v), u(pr.o), u(pr.ls), uint64(n), scaleBits)
 	case instrument.VariantNaive:
 		scoresSmem, pvSmem := kernels.NaiveSharedBytes(c.Br, c.Bc, c.D)
 		if err := run("naive_scores", 0, [3]int{tc, nq, nbh}, kernels.NaiveThreads, scoresSmem,

@@ -540,3 +540,48 @@ func TestBrowserBannerOneLine(t *testing.T) {
 		t.Errorf("home:\n%s", strings.Join(p, "\n"))
 	}
 }
+
+// TestBrowserKernelSource: beside each step the kernel's own source is shown
+// with the lines of the step's phase lit: the first kv-tile lights the load
+// of Q, a later one does not, the epilogue lights the division by l; a
+// naive softmax step lights naive_softmax.
+func TestBrowserKernelSource(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1500, 1000)
+	problems := watchConsole(ctx)
+	lit := func() string {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('#kernel-source .line.lit').length > 0`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			t.Fatalf("no source line is lit: %v", err)
+		}
+		return evalJS[string](ctx, t, `Array.from(document.querySelectorAll('#kernel-source .line.lit')).map((l) => l.textContent).join('')`)
+	}
+	navigate(ctx, t, base+"/step?"+toyRun+"&step=1")
+	waitText(ctx, t, "#run-status", "Trace complete")
+	if src := lit(); !strings.Contains(src, "sQ[e] =") || !strings.Contains(src, "expf(") || strings.Contains(src, "__fdiv_rn(o[t], lr)") {
+		t.Errorf("the first step of q-tile 0 lights:\n%s", src)
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#step-label", "2 / 20")
+	if src := lit(); strings.Contains(src, "sQ[e] =") || !strings.Contains(src, "sK[c * KS + x] =") {
+		t.Errorf("kv-tile 1 lights the load of Q, or not the load of K:\n%s", src)
+	}
+	navigate(ctx, t, base+"/step?"+toyRun+"&step=5") // q-tile 0's epilogue: 4 kv-tiles, then it
+	waitText(ctx, t, "#step-title", "finished")
+	if src := lit(); !strings.Contains(src, "__fdiv_rn(o[t], lr)") || strings.Contains(src, "expf(") {
+		t.Errorf("the epilogue lights:\n%s", src)
+	}
+	navigate(ctx, t, base+"/step?variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1&step=17") // 16 score tiles, then the softmax
+	waitText(ctx, t, "#step-title", "Naive phase 2")
+	if src := lit(); !strings.Contains(src, "naive_softmax(") || strings.Contains(src, "naive_scores(") {
+		t.Errorf("the naive softmax step lights:\n%s", src)
+	}
+	if p := layoutProblems(ctx, t); len(p) > 0 {
+		t.Errorf("stepper with its source:\n%s", strings.Join(p, "\n"))
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}

@@ -1,11 +1,16 @@
 // Command server runs flashstep: the pages, the API and the trace streams.
 //
 //	server [-addr localhost:8080] [-worker path/to/gpuworker | -worker none]
+//	       [-nats nats://host:4222] [-public-url http://10.0.0.5:8080]
 //
 // It starts the GPU worker (by default the gpuworker binary beside it) and
 // runs on the GPU when the worker finds one. Otherwise it is in CPU mode:
 // runs recorded on a GPU are replayed, any other comes from the CPU mirror of
 // its kernel.
+//
+// Classroom rooms live in this process unless -nats names a NATS server:
+// then every flashstep server started with the same -nats shares them, so
+// several can stand behind one load balancer.
 package main
 
 import (
@@ -26,10 +31,14 @@ import (
 
 	"flashstep/kernels"
 	"flashstep/recordings"
+	"flashstep/rooms"
+	"flashstep/rooms/natsrooms"
 	"flashstep/runner"
 	"flashstep/static"
 	"flashstep/sweep"
 	"flashstep/web"
+
+	"github.com/nats-io/nats.go"
 )
 
 // startGPU starts the GPU worker. It returns nil and why when there is no GPU
@@ -77,6 +86,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	addr := fs.String("addr", "localhost:8080", "address to listen on")
 	workerPath := fs.String("worker", "", `the GPU worker binary (default: gpuworker beside this binary); "none": CPU mode`)
 	verbose := fs.Bool("v", false, "log every request")
+	natsURL := fs.String("nats", "", "share classroom rooms with other servers through this NATS server (default: rooms in this process)")
+	publicURL := fs.String("public-url", "", "the address students use to reach this server, for join links and QR codes (default: the presenter's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,8 +123,18 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
+	var roomService rooms.Service // nil: in this process
+	if *natsURL != "" {
+		nc, err := nats.Connect(*natsURL, nats.Name("flashstep"), nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("-nats %s: %w", *natsURL, err)
+		}
+		defer nc.Close()
+		roomService = natsrooms.New(nc, rooms.Limits{})
+		log.Info("classroom rooms shared through NATS", "url", *natsURL)
+	}
 	app := web.NewServer(web.Deps{Engines: eng, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
-		Static: static.Files, Log: log})
+		Static: static.Files, Log: log, Rooms: roomService, PublicURL: *publicURL})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(app.CloseStreams)
 
@@ -139,6 +160,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return err
 	}
+	// Shutdown does not wait for CloseStreams: the rooms' last word must
+	// reach the broker before its connection closes.
+	app.CloseRooms()
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

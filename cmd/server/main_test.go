@@ -166,7 +166,7 @@ func waitText(ctx context.Context, t *testing.T, sel, want string) {
 			chromedp.WithPollingTimeout(time.Until(deadline))))
 		// Right after a navigation the poll may start in the old page's
 		// context, which the new page destroys: poll again in the new one.
-		if err == nil || !strings.Contains(err.Error(), "context with specified id") {
+		if err == nil || !(strings.Contains(err.Error(), "context with specified id") || strings.Contains(err.Error(), "navigated or closed")) {
 			break
 		}
 	}

@@ -27,16 +27,21 @@ function makePane(variant, query) {
     memory: q('memory'),
     status: q('status'), title: q('title'), l2: q('l2'), dram: q('dram'), buffer: q('buffer'), measured: q('measured'),
   };
+  panes[variant]?.run?.cancel();
   panes[variant] = p;
   p.status.textContent = 'Starting…';
-  fetch(`/api/traffic?${query}`).then((r) => r.json()).then((t) => { p.traffic = t; finish(); });
-  startRun(query, {
-    onHeader(h) { p.model = new TraceModel(h); },
+  // A pane replaced by a newer run ignores what its old run still sends.
+  const current = () => panes[variant] === p;
+  fetch(`/api/traffic?${query}`).then((r) => r.json()).then((t) => { if (current()) { p.traffic = t; finish(); } });
+  p.run = startRun(query, {
+    onHeader(h) { if (current()) p.model = new TraceModel(h); },
     onRecord(r) {
+      if (!current()) return;
       p.model.add(r);
       if (p.model.length % 64 === 0) p.status.textContent = `Streaming: ${p.model.length} steps…`;
     },
     onDone() {
+      if (!current() || !p.model) return;
       p.done = true;
       p.status.textContent = `${p.model.length} steps, numbers from ${p.model.h.label}.`;
       finish();
@@ -115,7 +120,7 @@ function go(i) {
   q.delete('variant');
   if (page.embed) q.set('embed', '1');
   q.set('step', String(at + 1));
-  history.replaceState(null, '', `${location.pathname}?${q}`);
+  history.replaceState(null, '', `${location.pathname}?${q}`); // a room's /r/… path stays
   if (page.embed && window.parent !== window) {
     window.parent.postMessage({ type: 'flashstep-step', step: at + 1, total: positions.length }, location.origin);
   }
@@ -334,6 +339,30 @@ window.addEventListener('message', (ev) => {
 });
 window.addEventListener('resize', () => { if (positions.length) go(at); });
 document.addEventListener('flashstep:go', (ev) => { if (positions.length) { pause(); go(Number(ev.detail.step) - 1); } });
+
+// A new run for both panes (a classroom's presenter moving the room on):
+// the query names the run; each pane takes it with its own kernel.
+document.addEventListener('flashstep:run', (ev) => {
+  const q = new URLSearchParams(ev.detail.query);
+  q.delete('step');
+  q.set('variant', 'flash2');
+  const flash = q.toString();
+  q.set('variant', 'naive');
+  const naive = q.toString();
+  if (flash === page.flash_query && positions.length) return go(Number(ev.detail.step ?? 1) - 1);
+  pause();
+  page.flash_query = flash;
+  page.naive_query = naive;
+  page.step = Number(ev.detail.step ?? 1);
+  page.valid = true;
+  positions = [];
+  at = 0;
+  $('c-summary').hidden = true;
+  $('c-status').classList.remove('error');
+  $('c-status').textContent = 'Running both kernels…';
+  makePane('naive', naive);
+  makePane('flash2', flash);
+});
 document.addEventListener('keydown', (ev) => {
   if (ev.target.closest('input, select, textarea')) return;
   const f = { ArrowLeft: $('c-prev').onclick, ArrowRight: $('c-next').onclick, Home: $('c-first').onclick, End: $('c-last').onclick, ' ': $('c-play').onclick }[ev.key];

@@ -128,7 +128,7 @@ form.addEventListener('submit', async (ev) => {
     $('run-settings').open = true;
     return;
   }
-  history.pushState(null, '', `/step?${ok.query}`);
+  history.pushState(null, '', `${pagePath()}?${ok.query}`);
   $('run-summary').textContent = ok.summary;
   $('run-settings').open = false;
   begin(ok.query, 0);
@@ -186,6 +186,7 @@ function handlersFor() {
       setupSelectors(h);
       showSource(h);
       showKernelFigures(h);
+      loadKernelSource(h.variant);
     },
     onRecord(r) {
       const m = state.model;
@@ -278,12 +279,16 @@ function go(k) {
   syncURL();
 }
 
+// pagePath is where the URL keeps the run: the stepper's own path, or a
+// classroom's /r/… that shows the stepper.
+const pagePath = () => (location.pathname.startsWith('/r/') ? location.pathname : '/step');
+
 let urlTimer = null;
 function syncURL() {
   if (!state.query) return;
   clearTimeout(urlTimer);
   const extra = (page.embed ? '&embed=1' : '') + (page.panels?.length ? `&panels=${page.panels.join(',')}` : '');
-  urlTimer = setTimeout(() => history.replaceState(null, '', `/step?${state.query}${extra}&step=${state.k + 1}`), 150);
+  urlTimer = setTimeout(() => history.replaceState(null, '', `${pagePath()}?${state.query}${extra}&step=${state.k + 1}`), 150);
 }
 
 function play() {
@@ -319,7 +324,7 @@ document.addEventListener('flashstep:go', (ev) => { pause(); go(Number(ev.detail
 document.addEventListener('flashstep:run', (ev) => {
   const { query, step = 1 } = ev.detail;
   if (query === state.query && state.model) return go(step - 1);
-  history.replaceState(null, '', `/step?${query}`);
+  history.replaceState(null, '', `${pagePath()}?${query}`);
   begin(query, step - 1);
 });
 
@@ -406,6 +411,73 @@ function showSource(h) {
   }
 }
 
+// ---- the kernel's source beside the step ----
+
+// The source of each kernel and which of its marked phases each kind of
+// step ran (kernels/source.go owns both; the markers live in the .cu).
+const kernelSources = new Map();
+
+async function loadKernelSource(variant) {
+  if (!kernelSources.has(variant)) {
+    kernelSources.set(variant, null);
+    const src = await fetch(`/api/source?variant=${variant}`).then((r) => (r.ok ? r.json() : null)).catch(() => null);
+    kernelSources.set(variant, src);
+  }
+  buildSourceView(variant);
+  if (state.model && state.k >= 0) drawKernelSource(state.model.h, state.model.steps[state.k]);
+}
+
+function buildSourceView(variant) {
+  const src = kernelSources.get(variant);
+  const pre = $('kernel-source');
+  if (!src || pre.dataset.variant === variant) return;
+  pre.dataset.variant = variant;
+  const phaseOf = new Array(src.lines.length + 1).fill('');
+  for (const p of src.phases) for (const r of p.regions) for (let n = r.first; n <= r.last; n++) phaseOf[n] = p.name;
+  pre.replaceChildren(...src.lines.map((text, k) => {
+    const line = document.createElement('span');
+    line.className = 'line';
+    line.dataset.n = String(k + 1);
+    if (phaseOf[k + 1]) line.dataset.phase = phaseOf[k + 1];
+    line.textContent = text + '\n';
+    return line;
+  }));
+  $('source-caption').textContent = `Kernel source, ${src.file}: the lines this step ran are lit`;
+  $('source-phases').replaceChildren(...src.phases.map((p) => {
+    const li = document.createElement('li');
+    li.dataset.phase = p.name;
+    li.textContent = p.title;
+    li.onclick = () => scrollCodeTo(pre.querySelector(`[data-phase="${p.name}"]`));
+    return li;
+  }));
+}
+
+function scrollCodeTo(line) {
+  if (!line) return;
+  const box = $('code-box');
+  box.scrollTop = line.offsetTop - 8; // the box is the lines' offset parent
+}
+
+function stepKey(r) {
+  if (r.kind === 'timing') return r.j < 0 ? 'epilogue' : r.j === 0 ? 'flash_step:first' : 'flash_step';
+  return r.kind === 'flash_step' && r.j === 0 ? 'flash_step:first' : r.kind;
+}
+
+function drawKernelSource(h, r) {
+  const src = kernelSources.get(h.variant);
+  if (!src || $('kernel-source').dataset.variant !== h.variant) return;
+  const lit = new Set(src.steps[stepKey(r)] || []);
+  let first = null;
+  for (const line of $('kernel-source').children) {
+    const on = lit.has(line.dataset.phase);
+    line.classList.toggle('lit', on);
+    if (on && !first) first = line;
+  }
+  for (const li of $('source-phases').children) li.classList.toggle('lit', lit.has(li.dataset.phase));
+  $('kernel-source').dataset.lit = [...lit].join(',');
+  scrollCodeTo(first);
+}
+
 // ---- drawing the current step ----
 
 function updateLabel() {
@@ -441,6 +513,7 @@ function render() {
   drawRows(h, m, r);
   drawFinal(h, m, r);
   views.timeline.draw(m, state.k);
+  drawKernelSource(h, r);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
   $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
   $('bytes-note').textContent = h.variant === 'flash2'

@@ -1,25 +1,37 @@
-// FlashAttention-2 forward on tensor cores, bf16 in, float32 accumulation:
-// the ladder's fast rung, being tuned here before it joins kernels/ with its
-// mirror and its traced build.
+// FlashAttention-2 forward on tensor cores, bf16 in and out, float32
+// accumulation: the ladder's fast rung, whose CPU mirror is flash2_fast.go.
 //
 // One block of NW warps per (batch-head, q-tile of BR rows); each warp owns
-// BR/NW rows, MI = BR/(16·NW) row atoms of the m16n8k16 instruction. Per
-// kv-tile j of BC columns:
+// BR/NW rows, MI = BR/(16·NW) row atoms of mma.sync.m16n8k16. A thread holds
+// rows g and g+8 of each of its row atoms (g = lane/4) and, of each 8-column
+// atom, columns 2t and 2t+1 (t = lane%4). Per kv-tile j of BC columns:
 //
-//   S = Q_i K_jᵀ            mma.sync, Q and K through ldmatrix from shared memory
-//   m_new = max(m, rowmax S), α = 2^((m − m_new)·scale·log2 e)
-//   P = 2^(S·scale·log2 e − m_new·scale·log2 e), l = α·l + rowsum P
-//   O = α·O + P V_j          P stays in registers, rounded to bf16, as the A operand
+//   S     = Q_i K_jᵀ, raw (unscaled), float32: d/16 MMAs, each adding a
+//           16-term dot product of bf16 values to the float32 accumulator
+//   masks -inf where col ≥ N, or causal and col > row
+//   m_new = max(m_old, max_c S)                      raw units, exact
+//   mb    = m_new·sl2 (0 while m_new = -inf), sl2 = scale·log2 e in float32
+//   α     = 2^(fma(m_old, sl2, -mb))                 ex2.approx
+//   p     = 2^(fma(S, sl2, -mb))                     ex2.approx, float32
+//   l_t   = l_t·α + Σ (p0 + p1)                      this thread's columns, in
+//           atom order; the quad's four partial sums add up, (l0+l1)+(l2+l3),
+//           only where a full l is needed (the trace and the epilogue)
+//   O     = O·α, then O += bf16(p)·V_j: BC/16 MMAs in order of the kv columns
+//
+// and once at the end O·(1/l) (rounded to bf16 for the output) and
+// LSE = fma(m, scale, log l). The trace is in natural-log units: S·scale,
+// m·scale; P is the float32 p before its rounding to bf16.
 //
 // Shared memory rows are 16-byte chunks XOR-swizzled by the row's low three
 // bits, so the eight rows an ldmatrix phase reads fall in eight different
 // bank groups. K_{j+1} and V_j arrive by cp.async while the previous product
 // runs. Under a causal mask the tiles above the diagonal are never visited
 // and only the tiles that cross it are masked; the heaviest q-tiles start
-// first.
-#pragma once
+// first. docs/LADDER.md has its measurements and what each choice bought.
 #include <cuda_bf16.h>
 #include <stdint.h>
+
+#include "instrument.cuh"
 
 namespace fast {
 
@@ -85,9 +97,9 @@ __device__ __forceinline__ void load_tile(bf16 *s, const bf16 *__restrict__ src,
 }
 
 template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG = false, bool SW = true>
-__global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ Q, const bf16 *__restrict__ K,
+__device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, const bf16 *__restrict__ K,
                                                        const bf16 *__restrict__ V, bf16 *__restrict__ O,
-                                                       float *__restrict__ LSE, int N, float scale) {
+                                                       float *__restrict__ LSE, int N, float scale FS_TRACE_PARAMS) {
   constexpr int NT = NW * 32;
   constexpr int MI = BR / (16 * NW); // row atoms per warp
   constexpr int NI = BC / 8;         // column atoms of S
@@ -95,6 +107,7 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
   constexpr int CH = D / 8;          // 16-byte chunks per row
   static_assert(MI >= 1 && BR == MI * 16 * NW, "BR is a whole number of row atoms per warp");
   static_assert(D % 64 == 0 && BC % 16 == 0, "the swizzle needs rows of at least 8 chunks");
+  static_assert(NI % 2 == 0, "kv columns go in pairs of 8-column atoms");
 
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem);
@@ -110,6 +123,13 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
   const size_t base = (size_t)bh * N * D;
   const float sl2 = scale * 1.4426950408889634f; // scale·log2 e: exp becomes exp2
 
+  FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
+            const int rowsValid = min(BR, N - r0);)
+
+  //> load-q: Q_i (and K_0) by cp.async into swizzled shared memory; m, l and O start empty
   load_tile<BR, D, NT, SW>(sQ, Q + base, r0, N, tid);
   load_tile<BC, D, NT, SW>(sK, K + base, 0, N, tid);
   cp_async_commit();
@@ -134,12 +154,15 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
   bool qLoaded = false;
 
   for (int j = 0; j < jEnd; j++) {
+    FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
     __syncthreads(); // every warp is done with V_{j-1}
+    //> load-kv: V_j by cp.async, while S = Q_i K_jᵀ runs
     load_tile<BC, D, NT, SW>(sV, V + base, j * BC, N, tid);
     cp_async_commit();
     cp_async_wait<1>(); // Q and K_j are in
     __syncthreads();
 
+    //> scores: S = Q_i K_jᵀ, mma.sync with Q and K fragments from ldmatrix
     float s[MI][NI][4];
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
@@ -181,9 +204,11 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
       }
     }
     __syncthreads(); // every warp is done with K_j
+    //> load-kv: K_{j+1} by cp.async, while the softmax and P·V_j run
     if (j + 1 < jEnd) load_tile<BC, D, NT, SW>(sK, K + base, (j + 1) * BC, N, tid);
     cp_async_commit();
 
+    //> scores: masks on the ragged last tile and on the tiles that cross the diagonal
     // Masks: the ragged last tile, and the tiles that cross the diagonal.
     const int c0 = j * BC;
     if (c0 + BC > N || (CAUSAL && c0 + BC - 1 > r0)) {
@@ -199,6 +224,20 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
           }
     }
 
+#ifdef FS_TRACE
+    if (full) {
+      float *pl = fs_payload(cur) + fs_flash_step_s(BR, BC, D, N);
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            pl[(wr0 + mi * 16 + g + (e >> 1) * 8) * BC + ni * 8 + 2 * t + (e & 1)] = s[mi][ni][e] * scale;
+    }
+#endif
+
+    //> softmax: row max across the quad, α = 2^((m_old − m_new)·scale·log2 e), P = 2^(…), l = α·l + Σ P, O = α·O
     // Online softmax: each thread holds rows g and g+8 of each row atom;
     // the four threads of a quad share a row. P goes to bf16 pairs as soon
     // as it exists, so the float S need not live through P·V.
@@ -213,7 +252,14 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
         const float mb = mx == -INFINITY ? 0.f : mx * sl2; // a row masked so far: exp2(−inf) = 0, never NaN
-        const float alpha = ex2(m[mi][h] * sl2 - mb);
+        const float alpha = ex2(fmaf(m[mi][h], sl2, -mb));
+        FS_TRACED(if (full && t == 0) {
+          float *pl = fs_payload(cur);
+          const int r = wr0 + mi * 16 + g + h * 8;
+          pl[fs_flash_step_m_old(BR, BC, D, N) + r] = m[mi][h] * scale;
+          pl[fs_flash_step_m_new(BR, BC, D, N) + r] = mx * scale;
+          pl[fs_flash_step_alpha(BR, BC, D, N) + r] = alpha;
+        })
         m[mi][h] = mx;
         float rs = 0.f;
 #pragma unroll
@@ -222,8 +268,18 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
           const float p1 = ex2(fmaf(s[mi][ni][2 * h + 1], sl2, -mb));
           pk[mi][ni][h] = pack_bf16(p0, p1);
           rs += p0 + p1;
+          FS_TRACED(if (full) {
+            float *pl = fs_payload(cur) + fs_flash_step_p(BR, BC, D, N) + (wr0 + mi * 16 + g + h * 8) * BC + ni * 8 + 2 * t;
+            pl[0] = p0;
+            pl[1] = p1;
+          })
         }
         l[mi][h] = l[mi][h] * alpha + rs; // this thread's part of the row; the quad adds up at the end
+        FS_TRACED(if (full) {
+          float lq = l[mi][h] + __shfl_xor_sync(0xffffffff, l[mi][h], 1);
+          lq += __shfl_xor_sync(0xffffffff, lq, 2);
+          if (t == 0) fs_payload(cur)[fs_flash_step_l(BR, BC, D, N) + wr0 + mi * 16 + g + h * 8] = lq;
+        })
         // Rescaled every tile, α = 1 or not: skipping it when a warp vote
         // finds every α = 1 measured 4–9% slower (docs/LADDER.md, run c).
 #pragma unroll
@@ -233,6 +289,7 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
         }
       }
 
+    //> pv: O += bf16(P)·V_j, P from registers, V through ldmatrix.trans
     cp_async_wait<1>(); // V_j is in
     __syncthreads();
 
@@ -258,10 +315,34 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
         }
       }
     }
+    //> end
+#ifdef FS_TRACE
+    if (cur.rec) {
+      if (full) {
+        float *pl = fs_payload(cur) + fs_flash_step_o(BR, BC, D, N);
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+          for (int di = 0; di < DI; di++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) pl[(wr0 + mi * 16 + g + (e >> 1) * 8) * D + di * 8 + 2 * t + (e & 1)] = o[mi][di][e];
+        if (tid == 0) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
+      }
+      __syncthreads(); // the step's work is done: stamp its end
+      if (tid == 0) {
+        const int colsValid = min(BC, N - j * BC);
+        const unsigned long long rd = 2ull * colsValid * D * 2 + (j == 0 ? (unsigned long long)rowsValid * D * 2 : 0);
+        fs_write_header(cur, FS_KIND_FLASH_STEP, bh, qtile, j, rowsValid, colsValid, rd, 0);
+      }
+      cur.rec += stepBytes;
+    }
+#endif
   }
 
+  //> epilogue: the quad's partial sums make l; O / l in bf16 and the LSE to device memory
   // Epilogue: the quad's sums make l; one division per row; O in bf16 and
   // the LSE in natural-log units.
+  FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
 #pragma unroll
   for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -271,18 +352,58 @@ __global__ void __launch_bounds__(NW * 32) flash2_fast(const bf16 *__restrict__ 
       lt += __shfl_xor_sync(0xffffffff, lt, 2);
       const float inv = lt == 0.f ? 0.f : 1.f / lt;
       const int row = r0 + wr0 + mi * 16 + g + h * 8;
+      const float lse = lt == 0.f ? -INFINITY : fmaf(m[mi][h], scale, logf(lt));
       if (row < N) {
         bf16 *out = O + base + (size_t)row * D;
 #pragma unroll
         for (int di = 0; di < DI; di++)
           *reinterpret_cast<__nv_bfloat162 *>(out + di * 8 + 2 * t) =
               __floats2bfloat162_rn(o[mi][di][2 * h] * inv, o[mi][di][2 * h + 1] * inv);
-        if (t == 0) LSE[(size_t)bh * N + row] = lt == 0.f ? -INFINITY : m[mi][h] * scale + logf(lt);
+        if (t == 0) LSE[(size_t)bh * N + row] = lse;
       }
+#ifdef FS_TRACE
+      if (full) {
+        float *pl = fs_payload(cur);
+        const int r = wr0 + mi * 16 + g + h * 8;
+#pragma unroll
+        for (int di = 0; di < DI; di++) {
+          pl[fs_epilogue_o(BR, BC, D, N) + r * D + di * 8 + 2 * t] = o[mi][di][2 * h] * inv;
+          pl[fs_epilogue_o(BR, BC, D, N) + r * D + di * 8 + 2 * t + 1] = o[mi][di][2 * h + 1] * inv;
+        }
+        if (t == 0) pl[fs_epilogue_lse(BR, BC, D, N) + r] = lse;
+      }
+#endif
     }
+  FS_TRACED(if (cur.rec) {
+    if (full && tid == 0) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
+    __syncthreads();
+    if (tid == 0)
+      fs_write_header(cur, FS_KIND_EPILOGUE, bh, qtile, FS_NO_TILE, rowsValid, 0, 0,
+                      (unsigned long long)rowsValid * D * 2 + (unsigned long long)rowsValid * 4);
+  })
 }
+//> end
 
 // Shared memory of one block, in bytes: Q_i, K_j and V_j in bf16.
 constexpr int smem_bytes(int D, int BR, int BC) { return 2 * (BR * D + 2 * BC * D); }
 
 } // namespace fast
+
+// The compiled instantiations, extern "C" so the worker finds each by name:
+// keep in step with Flash2FastInstances in kernels/gpu.go (a test checks).
+// Tiles and warps per head dim are the fastest measured (docs/LADDER.md).
+// A causal and a plain kernel each: one function holding both needs the
+// registers of the larger and spilled at d=128.
+#define FLASH2_FAST_KERNEL(NAME, BR, BC, D, NW, CAUSAL)                                                             \
+  extern "C" __global__ void __launch_bounds__(NW * 32)                                                              \
+      NAME(const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K, const fast::bf16 *__restrict__ V,     \
+           fast::bf16 *__restrict__ O, float *__restrict__ LSE, long long N, unsigned long long scaleBits FS_TRACE_PARAMS) { \
+    fast::flash2_fast_block<D, BR, BC, NW, CAUSAL>(Q, K, V, O, LSE, (int)N, __uint_as_float((unsigned)scaleBits)      \
+                                                   FS_TRACED(, fs_trace, fs_offsets, fs_mode));                      \
+  }
+#define FLASH2_FAST_INSTANCE(BR, BC, D, NW)                                                                        \
+  FLASH2_FAST_KERNEL(flash2_fast_br##BR##_bc##BC##_d##D, BR, BC, D, NW, false)                                       \
+  FLASH2_FAST_KERNEL(flash2_fast_br##BR##_bc##BC##_d##D##_causal, BR, BC, D, NW, true)
+
+FLASH2_FAST_INSTANCE(128, 128, 64, 4)
+FLASH2_FAST_INSTANCE(128, 48, 128, 4)

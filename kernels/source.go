@@ -1,0 +1,135 @@
+package kernels
+
+import (
+	"embed"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"flashstep/instrument"
+)
+
+// The kernels' CUDA source, for the stepper to show beside each step with
+// the lines of the step's phase lit. The phases are marked in the .cu files
+// themselves, one line each:
+//
+//	//> scores: S = Q_i K_jᵀ · scale, masked
+//
+// begins the phase "scores" (titled by the rest of the line); it runs to the
+// next marker, and "//> end" closes one without opening another. A phase may
+// have several regions (flash2_fast loads K and V in two places). The
+// markers are comments, so the PTX does not change with them;
+// TestSourcePhases fails when they drift from the code they mark.
+//
+//go:embed *.cu
+var cuFiles embed.FS
+
+// sourceFiles names each variant's source file.
+var sourceFiles = map[instrument.Variant]string{
+	instrument.VariantFlash2:     "flash2.cu",
+	instrument.VariantNaive:      "naive.cu",
+	instrument.VariantFlash2Fast: "flash2_fast.cu",
+}
+
+// Region is a run of source lines, numbered from 1, both ends included.
+type Region struct {
+	First int `json:"first"`
+	Last  int `json:"last"`
+}
+
+// Phase is one marked part of a kernel's source.
+type Phase struct {
+	Name    string   `json:"name"`
+	Title   string   `json:"title"`
+	Regions []Region `json:"regions"`
+}
+
+// KernelSource is a variant's CUDA source and its marked phases.
+type KernelSource struct {
+	File   string   `json:"file"`
+	Lines  []string `json:"lines"`
+	Phases []Phase  `json:"phases"` // in order of first appearance
+	// Steps maps a step to the phases it lights, keyed by record kind
+	// ("flash_step:first" for a q-tile's first kv-tile): StepPhases for the
+	// browser, so the mapping stays in one place.
+	Steps map[string][]string `json:"steps"`
+}
+
+var reMarker = regexp.MustCompile(`^\s*//> ([a-z-]+)(?::\s*(.*))?$`)
+
+// Source reads a variant's source and its phases.
+func Source(v instrument.Variant) (*KernelSource, error) {
+	file, ok := sourceFiles[v]
+	if !ok {
+		return nil, fmt.Errorf("no source for variant %v", v)
+	}
+	b, err := cuFiles.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	ks := &KernelSource{File: "kernels/" + file, Lines: strings.Split(strings.TrimRight(string(b), "\n"), "\n")}
+	index := map[string]int{} // phase name -> its place in ks.Phases
+	open := ""
+	start := 0
+	closeOpen := func(last int) {
+		if open != "" && last >= start {
+			p := &ks.Phases[index[open]]
+			p.Regions = append(p.Regions, Region{start, last})
+		}
+		open = ""
+	}
+	for k, line := range ks.Lines {
+		m := reMarker.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n := k + 1
+		closeOpen(n - 1)
+		if m[1] == "end" {
+			continue
+		}
+		if _, seen := index[m[1]]; !seen {
+			index[m[1]] = len(ks.Phases)
+			ks.Phases = append(ks.Phases, Phase{Name: m[1], Title: m[2]})
+		}
+		open, start = m[1], n
+	}
+	closeOpen(len(ks.Lines))
+	ks.Steps = map[string][]string{}
+	for _, k := range []instrument.Kind{instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindScores, instrument.KindSoftmax, instrument.KindPV} {
+		if names := StepPhases(v, k, 1); names != nil {
+			ks.Steps[k.String()] = names
+		}
+	}
+	ks.Steps[instrument.KindFlashStep.String()+":first"] = StepPhases(v, instrument.KindFlashStep, 0)
+	return ks, nil
+}
+
+// StepPhases names the phases of a variant's source that a record's step
+// ran: the stepper lights them. A phase a source lacks is left out.
+func StepPhases(v instrument.Variant, kind instrument.Kind, j int) []string {
+	switch kind {
+	case instrument.KindFlashStep:
+		if j == 0 {
+			return []string{"load-q", "load-kv", "scores", "softmax", "pv"}
+		}
+		return []string{"load-kv", "scores", "softmax", "pv"}
+	case instrument.KindTiming:
+		if j < 0 {
+			return []string{"epilogue"}
+		}
+		if v == instrument.VariantNaive {
+			return nil // a naive timing record does not say which kernel it is
+		}
+		return StepPhases(v, instrument.KindFlashStep, j)
+	case instrument.KindScores:
+		return []string{"scores"}
+	case instrument.KindSoftmax:
+		return []string{"softmax"}
+	case instrument.KindPV:
+		return []string{"pv"}
+	case instrument.KindEpilogue:
+		return []string{"epilogue"}
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package kernels
+
+import (
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+)
+
+// phaseCode is, per source file and phase, code that must sit inside the
+// phase's lines: a marker that drifts off its code fails here.
+var phaseCode = map[string]map[string][]string{
+	"flash2.cu": {
+		"load-q": {"sQ[e] ="}, "load-kv": {"sK[c * KS + x] =", "sV[e] ="}, "scores": {"__fmul_rn(sQ[", "FS_NEG_INF : __fmul_rn(acc[k], scale)"},
+		"softmax": {"fmaxf(m, rowMax)", "expf(__fsub_rn(m, mBase))", "l = __fadd_rn(__fmul_rn(alpha, l), rowSum)"},
+		"pv":      {"o[t] = __fmul_rn(sAlpha", "__fmul_rn(sS[(e / D) * SS + c], sV["}, "epilogue": {"__fdiv_rn(o[t], lr)", "LSE[(size_t)bh * N"},
+	},
+	"naive.cu": {
+		"scores": {"naive_scores(", "float *s = S + (size_t)bh * N * N"}, "softmax": {"naive_softmax(", "float *prow = P + "}, "pv": {"naive_pv(", "sV["},
+		"epilogue": {"O[((size_t)bh * N + r0) * D + e] = o[t]"},
+	},
+	"flash2_fast.cu": {
+		"load-q": {"load_tile<BR, D, NT, SW>(sQ"}, "load-kv": {"load_tile<BC, D, NT, SW>(sV", "load_tile<BC, D, NT, SW>(sK"},
+		"scores": {"mma16816(s[mi]", "s[mi][ni][e] = -INFINITY"}, "softmax": {"ex2(fmaf(m[mi][h], sl2, -mb))", "o[mi][di][2 * h] *= alpha"},
+		"pv": {"ldsm_x4_trans(", "mma16816(o[mi]"}, "epilogue": {"LSE[(size_t)bh * N + row] = lse"},
+	},
+}
+
+// TestSourcePhases: every kernel source is mapped, its markers parse, every
+// phase a step of its variant lights is marked, and each phase's lines hold
+// the code it names.
+func TestSourcePhases(t *testing.T) {
+	files, _ := fs.Glob(cuFiles, "*.cu")
+	for _, f := range files {
+		found := false
+		for _, name := range sourceFiles {
+			found = found || name == f
+		}
+		if !found {
+			t.Errorf("%s belongs to no variant: the stepper could not show it", f)
+		}
+	}
+	kinds := map[instrument.Variant][]instrument.Kind{
+		instrument.VariantFlash2:     {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash2Fast: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantNaive:      {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
+	}
+	for v, file := range sourceFiles {
+		ks, err := Source(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]Phase{}
+		covered := map[int]string{}
+		for _, p := range ks.Phases {
+			if p.Title == "" || len(p.Regions) == 0 {
+				t.Errorf("%s: phase %q has no title or no lines", file, p.Name)
+			}
+			byName[p.Name] = p
+			for _, r := range p.Regions {
+				if r.First < 1 || r.Last < r.First || r.Last > len(ks.Lines) || !strings.Contains(ks.Lines[r.First-1], "//> "+p.Name) {
+					t.Errorf("%s: phase %q region %v does not start at its marker", file, p.Name, r)
+				}
+				for n := r.First; n <= r.Last; n++ {
+					if other, ok := covered[n]; ok {
+						t.Errorf("%s: line %d is in both %q and %q", file, n, other, p.Name)
+					}
+					covered[n] = p.Name
+				}
+			}
+		}
+		for _, k := range kinds[v] {
+			for _, j := range []int{0, 1, -1} {
+				for _, name := range StepPhases(v, k, j) {
+					if _, ok := byName[name]; !ok {
+						t.Errorf("%s: a %s step lights phase %q, which the source does not mark", file, k, name)
+					}
+				}
+			}
+		}
+		for name, snippets := range phaseCode[file] {
+			p, ok := byName[name]
+			if !ok {
+				t.Errorf("%s: no phase %q", file, name)
+				continue
+			}
+			var text strings.Builder
+			for _, r := range p.Regions {
+				text.WriteString(strings.Join(ks.Lines[r.First-1:r.Last], "\n"))
+			}
+			for _, want := range snippets {
+				if !strings.Contains(text.String(), want) {
+					t.Errorf("%s: phase %q no longer holds %q: its marker has drifted", file, name, want)
+				}
+			}
+		}
+		for name := range byName {
+			if _, ok := phaseCode[file][name]; !ok {
+				t.Errorf("%s: phase %q has no code it must hold in phaseCode", file, name)
+			}
+		}
+	}
+	if got := StepPhases(instrument.VariantFlash2, instrument.KindFlashStep, 0); !slices.Contains(got, "load-q") {
+		t.Errorf("the first kv-tile's step does not light the load of Q: %v", got)
+	}
+	if got := StepPhases(instrument.VariantFlash2, instrument.KindFlashStep, 3); slices.Contains(got, "load-q") {
+		t.Errorf("a later kv-tile's step lights the load of Q: %v", got)
+	}
+}

@@ -1,0 +1,260 @@
+// Package ladder owns the kernel ladder's table: for each rung of
+// kernels.Ladder its recorded speed on the FlashAttention benchmark shapes
+// (N = 4096, B·N = 16384, H·d = 2048) beside PyTorch's SDPA backends measured
+// in the same run, its ratio to SDPA's FlashAttention-2, what ptxas reports of
+// its kernels, and a note wherever a rung is slower than the one below it.
+//
+// The figures come from two recordings made on an H100: the ladder bench
+// (ladder-*.json, scripts/bench-gpu: the bf16 rungs and naive_mma) and the
+// sweep (sweep-*.json with sdpa-*.json: the float32 rungs). Each ratio is
+// taken within one recording, never across two.
+package ladder
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/sweep"
+)
+
+// Shape is one column of the table.
+type Shape struct {
+	D      int
+	Causal bool
+}
+
+// Shapes are the table's columns, at N = 4096.
+var Shapes = []Shape{{64, false}, {64, true}, {128, false}, {128, true}}
+
+// N is the sequence length of every figure in the table.
+const N = 4096
+
+// Cell is one rung on one shape.
+type Cell struct {
+	Ms, TFLOPs float64
+	SDPAFlash  float64 // TFLOP/s of SDPA's FlashAttention-2 backend, same run
+	SDPACuDNN  float64
+	Ratio      float64 // TFLOPs / SDPAFlash
+	Kernel     string  // what ran: the bench's variant or the sweep's kernels
+	Missing    bool    // no figure recorded for this shape
+}
+
+// Row is one rung, or the naive_mma partner.
+type Row struct {
+	Rung    kernels.Rung
+	Cells   []Cell // one per Shape
+	Source  string // which recording the figures come from
+	Notes   []string
+	Kernels []kernels.PtxasFigures // ptxas, sm_90, for the rung's compiled kernels
+}
+
+// Table is the ladder as the page shows it.
+type Table struct {
+	Rows    []Row
+	Partner Row // naive_mma
+	Shapes  []Shape
+	// Recordings describes each recording used: GPU, date, command.
+	Recordings []string
+}
+
+// benchRecord is the ladder bench's JSON (scripts/ladder-table.py).
+type benchRecord struct {
+	GPU     string `json:"gpu"`
+	NVCC    string `json:"nvcc"`
+	Date    string `json:"date"`
+	Command string `json:"command"`
+	Rows    []struct {
+		Kernel      string   `json:"kernel"`
+		D           int      `json:"d"`
+		Causal      bool     `json:"causal"`
+		Ms          float64  `json:"ms"`
+		TFLOPs      float64  `json:"tflops"`
+		Check       string   `json:"check"`
+		N           int      `json:"N"`
+		SDPAFlash   *float64 `json:"sdpa_flash_tflops"`
+		SDPACuDNN   *float64 `json:"sdpa_cudnn_tflops"`
+		TorchNaive  *float64 `json:"pytorch_naive_tflops"`
+		B           int      `json:"B"`
+		H           int      `json:"H"`
+	} `json:"rows"`
+	Flash2FastSha string `json:"flash2_fast_sha256"`
+	NaiveMMASha   string `json:"naive_mma_sha256"`
+	N             string `json:"n"`
+}
+
+type sdpaRow struct {
+	N      int  `json:"N"`
+	D      int  `json:"d"`
+	Causal bool `json:"causal"`
+	Flash  struct {
+		TFLOPs float64 `json:"tflops"`
+	} `json:"flash"`
+	CuDNN struct {
+		TFLOPs float64 `json:"tflops"`
+	} `json:"cudnn"`
+}
+
+// Build reads the recordings in files and lays out the table.
+func Build(files fs.FS) (*Table, error) {
+	t := &Table{Shapes: Shapes}
+	bench, err := readBench(files)
+	if err != nil {
+		return nil, err
+	}
+	rec, sdpaJSON, err := sweep.LoadRecorded(files)
+	if err != nil {
+		return nil, err
+	}
+	var sdpa []sdpaRow
+	if sdpaJSON != nil {
+		if err := json.Unmarshal(sdpaJSON, &sdpa); err != nil {
+			return nil, fmt.Errorf("sdpa recording: %w", err)
+		}
+	}
+	if bench != nil {
+		t.Recordings = append(t.Recordings, fmt.Sprintf("bf16 rungs and naive_mma: %s, %s, %s; `%s`", bench.GPU, bench.NVCC, bench.Date, bench.Command))
+	}
+	if rec != nil {
+		t.Recordings = append(t.Recordings, fmt.Sprintf("float32 rungs: the sweep recorded on %s, %s, with SDPA measured in the same call", rec.Source, rec.Recorded.Format("2006-01-02")))
+	}
+	ptxas := kernels.Ptxas()
+	for _, r := range kernels.Ladder {
+		if !r.Built {
+			continue
+		}
+		row := Row{Rung: r, Kernels: kernelFigures(r, ptxas)}
+		if r.Bench != "" {
+			row.Cells, row.Source = benchCells(bench, r.Bench)
+		} else {
+			row.Cells, row.Source = sweepCells(rec, sdpa, r.Variant)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	t.Partner = Row{Rung: kernels.NaiveMMA}
+	t.Partner.Cells, t.Partner.Source = benchCells(bench, kernels.NaiveMMA.Bench)
+	// A rung slower than the one below it on some shape says so.
+	for k := 1; k < len(t.Rows); k++ {
+		below, here := t.Rows[k-1], &t.Rows[k]
+		for s, sh := range Shapes {
+			a, b := below.Cells[s], here.Cells[s]
+			if !a.Missing && !b.Missing && b.TFLOPs < a.TFLOPs {
+				here.Notes = append(here.Notes, fmt.Sprintf("slower than rung %d (%s) at d=%d%s: %.1f against %.1f TFLOP/s",
+					below.Rung.Number, below.Rung.Name, sh.D, causalWord(sh.Causal), b.TFLOPs, a.TFLOPs))
+			}
+		}
+	}
+	return t, nil
+}
+
+func causalWord(c bool) string {
+	if c {
+		return ", causal"
+	}
+	return ""
+}
+
+func readBench(files fs.FS) (*benchRecord, error) {
+	names, _ := fs.Glob(files, "ladder-*.json")
+	if len(names) == 0 {
+		return nil, nil
+	}
+	b, err := fs.ReadFile(files, names[0])
+	if err != nil {
+		return nil, err
+	}
+	var rec benchRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", names[0], err)
+	}
+	for _, r := range rec.Rows {
+		if r.Check != "ok" {
+			return nil, fmt.Errorf("%s: %s did not pass its check (%q): a failed kernel's speed is no figure", names[0], r.Kernel, r.Check)
+		}
+	}
+	return &rec, nil
+}
+
+// benchCells picks the bench's figures for a kernel family: its plain
+// variant on each shape (not the controls, such as _noswizzle).
+func benchCells(rec *benchRecord, family string) ([]Cell, string) {
+	cells := make([]Cell, len(Shapes))
+	for s := range cells {
+		cells[s].Missing = true
+	}
+	if rec == nil {
+		return cells, ""
+	}
+	for _, r := range rec.Rows {
+		name := strings.TrimSuffix(r.Kernel, "_causal")
+		if !strings.HasPrefix(name, family) || strings.Contains(name, "noswizzle") || (r.N != 0 && r.N != N) {
+			continue
+		}
+		for s, sh := range Shapes {
+			if sh.D == r.D && sh.Causal == r.Causal && cells[s].Missing {
+				c := Cell{Ms: r.Ms, TFLOPs: r.TFLOPs, Kernel: r.Kernel}
+				if r.SDPAFlash != nil {
+					c.SDPAFlash = *r.SDPAFlash
+					c.Ratio = r.TFLOPs / *r.SDPAFlash
+				}
+				if r.SDPACuDNN != nil {
+					c.SDPACuDNN = *r.SDPACuDNN
+				}
+				cells[s] = c
+			}
+		}
+	}
+	return cells, fmt.Sprintf("ladder bench, %s", rec.Date)
+}
+
+// sweepCells picks the recorded sweep's figures for a float32 variant at N,
+// and SDPA's from the same call. The sweep ran flash2 with 64×64 tiles.
+func sweepCells(rec *sweep.Record, sdpa []sdpaRow, v instrument.Variant) ([]Cell, string) {
+	cells := make([]Cell, len(Shapes))
+	for s := range cells {
+		cells[s].Missing = true
+	}
+	if rec == nil {
+		return cells, ""
+	}
+	for _, r := range rec.Results {
+		if r.N != N || r.VariantName != v.String() || r.OutOfMem || r.Error != "" || r.Ms <= 0 {
+			continue
+		}
+		for s, sh := range Shapes {
+			if sh.D != r.D || sh.Causal != r.Causal || !cells[s].Missing {
+				continue
+			}
+			c := Cell{Ms: r.Ms, TFLOPs: r.TFLOPs, Kernel: r.Kernel}
+			for _, p := range sdpa {
+				if p.N == N && p.D == sh.D && p.Causal == sh.Causal && p.Flash.TFLOPs > 0 {
+					c.SDPAFlash, c.SDPACuDNN = p.Flash.TFLOPs, p.CuDNN.TFLOPs
+					c.Ratio = c.TFLOPs / c.SDPAFlash
+				}
+			}
+			cells[s] = c
+		}
+	}
+	return cells, fmt.Sprintf("recorded sweep, %s", rec.Recorded.Format("2006-01-02"))
+}
+
+// kernelFigures is what ptxas said of the untraced kernels that run a rung.
+func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []kernels.PtxasFigures {
+	var out []kernels.PtxasFigures
+	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
+		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast}[r.Variant]
+	for _, f := range all {
+		if f.Module != module || f.Kernel == "fs_probe" {
+			continue
+		}
+		// flash2 is compiled at teaching tiles too; the table is about 64×64.
+		if r.Variant == instrument.VariantFlash2 && !strings.Contains(f.Kernel, "br64_bc64") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}

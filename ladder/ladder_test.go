@@ -1,0 +1,94 @@
+package ladder
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"flashstep/kernels"
+	"flashstep/recordings"
+)
+
+// TestBuildFromRecordings: every built rung has a figure on every shape, its
+// ratio is its TFLOP/s over SDPA's from the same recording, and a rung
+// slower than the one below says so exactly where it is.
+func TestBuildFromRecordings(t *testing.T) {
+	tab, err := Build(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var built []kernels.Rung
+	for _, r := range kernels.Ladder {
+		if r.Built {
+			built = append(built, r)
+		}
+	}
+	if len(tab.Rows) != len(built) || len(tab.Recordings) != 2 {
+		t.Fatalf("%d rows for %d built rungs, %d recordings", len(tab.Rows), len(built), len(tab.Recordings))
+	}
+	for k, row := range tab.Rows {
+		if row.Rung.Name != built[k].Name || len(row.Cells) != len(Shapes) || row.Source == "" || len(row.Kernels) == 0 {
+			t.Fatalf("row %d: %+v", k, row)
+		}
+		for s, c := range row.Cells {
+			if c.Missing || !(c.TFLOPs > 0) || !(c.SDPAFlash > 0) || math.Abs(c.Ratio-c.TFLOPs/c.SDPAFlash) > 1e-12 {
+				t.Errorf("%s on %+v: %+v", row.Rung.Name, Shapes[s], c)
+			}
+		}
+		var want int
+		if k > 0 {
+			for s := range Shapes {
+				if row.Cells[s].TFLOPs < tab.Rows[k-1].Cells[s].TFLOPs {
+					want++
+				}
+			}
+		}
+		if len(row.Notes) != want {
+			t.Errorf("%s: %d notes, %d shapes slower than the rung below: %v", row.Rung.Name, len(row.Notes), want, row.Notes)
+		}
+	}
+	for s, c := range tab.Partner.Cells {
+		if c.Missing || !(c.TFLOPs > 0) {
+			t.Errorf("naive_mma on %+v: %+v", Shapes[s], c)
+		}
+	}
+}
+
+// TestSlowerRungIsNamed builds a table from a bench recording in which the
+// fast rung loses to the float32 one on one shape: the note names it.
+func TestSlowerRungIsNamed(t *testing.T) {
+	raw, err := recordings.Files.ReadFile("ladder-h100.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	json.Unmarshal(raw, &rec)
+	for _, r := range rec["rows"].([]any) {
+		row := r.(map[string]any)
+		if strings.HasPrefix(row["kernel"].(string), "flash2_fast") && row["d"].(float64) == 128 && row["causal"] == true {
+			row["tflops"] = 0.5
+		}
+	}
+	doctored, _ := json.Marshal(rec)
+	files := fstest.MapFS{"ladder-h100.json": {Data: doctored}}
+	for _, name := range []string{"sweep-h100.json", "sdpa-h100.json"} {
+		b, _ := recordings.Files.ReadFile(name)
+		files[name] = &fstest.MapFile{Data: b}
+	}
+	tab, err := Build(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := tab.Rows[len(tab.Rows)-1]
+	if fast.Rung.Name != "flash2_fast" || len(fast.Notes) != 1 || !strings.Contains(fast.Notes[0], "d=128, causal") || !strings.Contains(fast.Notes[0], "0.5 against") {
+		t.Fatalf("notes: %v", fast.Notes)
+	}
+	// A kernel that failed its check is no figure.
+	broken := strings.Replace(string(raw), `"check": "ok"`, `"check": "FAIL"`, 1)
+	files["ladder-h100.json"] = &fstest.MapFile{Data: []byte(broken)}
+	if _, err := Build(files); err == nil || !strings.Contains(err.Error(), "did not pass its check") {
+		t.Fatalf("a failed kernel's figure was accepted: %v", err)
+	}
+}

@@ -1,0 +1,162 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Memory keeps rooms in this process: the default, for one server. Rooms
+// do not survive a restart; Close tells every participant so.
+type Memory struct {
+	limits Limits
+	local  *Local
+	now    func() time.Time
+
+	mu    sync.Mutex // serialises every room's commands, and so their events' order
+	rooms map[string]*Room
+	done  chan struct{}
+	once  sync.Once
+}
+
+// NewMemory starts an in-process room service; Close stops it.
+func NewMemory(l Limits) *Memory {
+	m := &Memory{limits: l.WithDefaults(), local: NewLocal("local"), now: time.Now, rooms: map[string]*Room{}, done: make(chan struct{})}
+	go m.expire()
+	return m
+}
+
+func (m *Memory) Create(ctx context.Context, run Run) (Created, error) {
+	if err := ValidateRun(run, m.limits); err != nil {
+		return Created{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.rooms) >= m.limits.MaxRooms {
+		return Created{}, ErrTooManyRooms
+	}
+	code := newCode()
+	for m.rooms[code] != nil {
+		code = newCode()
+	}
+	c := Created{Code: code, Token: newToken()}
+	m.rooms[code] = NewRoom(code, c.Token, run, m.limits, m.now())
+	return c, nil
+}
+
+func (m *Memory) Peek(ctx context.Context, code, token string) (State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.rooms[code]
+	if r == nil {
+		return State{}, ErrNoRoom
+	}
+	st := r.State()
+	if token != "" {
+		if !r.Authorize(token) {
+			return State{}, ErrBadToken
+		}
+		st.Presenter = true
+	}
+	return st, nil
+}
+
+func (m *Memory) Join(ctx context.Context, code, token string) (*Member, error) {
+	m.mu.Lock()
+	r := m.rooms[code]
+	if r == nil {
+		m.mu.Unlock()
+		return nil, ErrNoRoom
+	}
+	presenter := token != ""
+	if presenter && !r.Authorize(token) {
+		m.mu.Unlock()
+		return nil, ErrBadToken
+	}
+	if r.Members() >= m.limits.MaxMembers {
+		m.mu.Unlock()
+		return nil, ErrRoomFull
+	}
+	r.Apply(Command{Type: cmdJoin}, m.now())
+	hello := []*Event{r.Hello("", presenter)}
+	if presenter {
+		hello = append(hello, r.HelloTally())
+	}
+	deliver := func(c Command) error { return m.apply(code, c) }
+	// Added under m.mu: no event of the room can fall between the hello
+	// and the member's first delivery.
+	mem, presence := m.local.Add(code, presenter, m.limits, deliver)
+	hello[0].Member = mem.ID
+	for _, e := range hello {
+		mem.Box.Put(e)
+	}
+	m.mu.Unlock()
+	return mem, m.apply(code, presence)
+}
+
+// apply runs a command on room code and delivers its events.
+func (m *Memory) apply(code string, c Command) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.rooms[code]
+	if r == nil {
+		return ErrNoRoom
+	}
+	evs, err := r.Apply(c, m.now())
+	if errors.Is(err, ErrClosed) {
+		delete(m.rooms, code)
+		m.local.CloseRoom(code, evs[0])
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m.local.Deliver(code, evs)
+	return nil
+}
+
+// expire ends rooms idle past the limit, checking a few times per limit.
+func (m *Memory) expire() {
+	tick := time.NewTicker(min(m.limits.IdleExpiry/4, time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-tick.C:
+			m.ExpireNow()
+		}
+	}
+}
+
+// ExpireNow ends every room idle past the limit (the expiry loop calls it;
+// tests may too).
+func (m *Memory) ExpireNow() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for code, r := range m.rooms {
+		if r.Expired(now) {
+			delete(m.rooms, code)
+			m.local.CloseRoom(code, ClosedEvent(WhyExpired, "This room ended: nobody used it for "+m.limits.IdleExpiry.String()+"."))
+		}
+	}
+}
+
+func (m *Memory) Close(reason string) {
+	m.once.Do(func() { close(m.done) })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for code := range m.rooms {
+		delete(m.rooms, code)
+		m.local.CloseRoom(code, ClosedEvent(WhyRestart, reason))
+	}
+}
+
+func (m *Memory) Stats() Stats {
+	m.mu.Lock()
+	n := len(m.rooms)
+	m.mu.Unlock()
+	return Stats{Rooms: n, Members: m.local.Members(), Coalesced: m.local.Coalesced.Load()}
+}

@@ -1,0 +1,397 @@
+// Package natsrooms shares classroom rooms between several flashstep
+// servers through a NATS broker, so that a load balancer may put the
+// presenter on one server and the students on others.
+//
+// Each room's state machine (rooms.Room) runs on the server that created
+// it, its owner. Every server holds its own participants (rooms.Local) and
+// talks to the owner over three subjects per room:
+//
+//	flashstep.room.CODE.req   request/reply: peek at the room, or check a join (token, capacity)
+//	flashstep.room.CODE.up    request/reply: a participant's command; the reply is its refusal, if any
+//	flashstep.room.CODE.down  the owner's events, as a JSON array, to every server with participants
+//
+// NATS keeps one publisher's messages in order on a subject, so every
+// server sees a room's events in the owner's order. Rooms live in their
+// owner's memory: when it stops, its rooms end and every participant,
+// wherever connected, is told.
+package natsrooms
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"flashstep/rooms"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+)
+
+const (
+	prefix      = "flashstep.room."
+	callTimeout = 3 * time.Second // a request to a room's owner
+)
+
+// Service is rooms.Service on a NATS connection.
+type Service struct {
+	nc     *nats.Conn
+	limits rooms.Limits
+	local  *rooms.Local
+
+	mu    sync.Mutex
+	owned map[string]*owned             // rooms this server created
+	down  map[string]*nats.Subscription // rooms this server has participants of
+	done  chan struct{}
+	once  sync.Once
+}
+
+// owned is a room whose state machine runs here.
+type owned struct {
+	mu   sync.Mutex // serialises the room's commands and its events' publication
+	room *rooms.Room
+	subs []*nats.Subscription
+}
+
+// New shares rooms over nc, which the caller closes after Close.
+func New(nc *nats.Conn, l rooms.Limits) *Service {
+	s := &Service{nc: nc, limits: l.WithDefaults(), local: rooms.NewLocal(nuid.Next()),
+		owned: map[string]*owned{}, down: map[string]*nats.Subscription{}, done: make(chan struct{})}
+	go s.janitor()
+	return s
+}
+
+// reply is the owner's answer to a request.
+type reply struct {
+	Err   string         `json:"err,omitempty"` // noroom, badtoken, full, field, closed
+	Field string         `json:"field,omitempty"`
+	Msg   string         `json:"msg,omitempty"`
+	State *rooms.State   `json:"state,omitempty"`
+	Hello []*rooms.Event `json:"hello,omitempty"`
+}
+
+type request struct {
+	Op    string `json:"op"` // peek, join
+	Token string `json:"token,omitempty"`
+}
+
+func errReply(err error) reply {
+	var fe *rooms.FieldError
+	switch {
+	case errors.As(err, &fe):
+		return reply{Err: "field", Field: fe.Field, Msg: fe.Message}
+	case errors.Is(err, rooms.ErrNoRoom):
+		return reply{Err: "noroom"}
+	case errors.Is(err, rooms.ErrBadToken):
+		return reply{Err: "badtoken"}
+	case errors.Is(err, rooms.ErrRoomFull):
+		return reply{Err: "full"}
+	}
+	return reply{Err: "other", Msg: err.Error()}
+}
+
+func (r reply) err() error {
+	switch r.Err {
+	case "":
+		return nil
+	case "field":
+		return &rooms.FieldError{Field: r.Field, Message: r.Msg}
+	case "noroom":
+		return rooms.ErrNoRoom
+	case "badtoken":
+		return rooms.ErrBadToken
+	case "full":
+		return rooms.ErrRoomFull
+	}
+	return errors.New(r.Msg)
+}
+
+// call asks room code's owner, wherever it runs.
+func (s *Service) call(ctx context.Context, subject string, v any) (reply, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return reply{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	msg, err := s.nc.RequestWithContext(ctx, subject, data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return reply{}, rooms.ErrNoRoom // no server owns the code
+	}
+	if err != nil {
+		return reply{}, fmt.Errorf("the room's server did not answer: %w", err)
+	}
+	var r reply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return reply{}, err
+	}
+	return r, r.err()
+}
+
+func (s *Service) Create(ctx context.Context, run rooms.Run) (rooms.Created, error) {
+	if err := rooms.ValidateRun(run, s.limits); err != nil {
+		return rooms.Created{}, err
+	}
+	s.mu.Lock()
+	n := len(s.owned)
+	s.mu.Unlock()
+	if n >= s.limits.MaxRooms {
+		return rooms.Created{}, rooms.ErrTooManyRooms
+	}
+	// A code no server owns: one request finds out (a clash is a 1 in 10^9 event).
+	var code string
+	for range 5 {
+		code = rooms.NewCode()
+		if _, err := s.call(ctx, prefix+code+".req", request{Op: "peek"}); errors.Is(err, rooms.ErrNoRoom) {
+			break
+		}
+	}
+	c := rooms.Created{Code: code, Token: rooms.NewToken()}
+	o := &owned{room: rooms.NewRoom(code, c.Token, run, s.limits, time.Now())}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	req, err := s.nc.Subscribe(prefix+code+".req", func(m *nats.Msg) { s.answerRequest(o, m) })
+	if err != nil {
+		return rooms.Created{}, err
+	}
+	up, err := s.nc.Subscribe(prefix+code+".up", func(m *nats.Msg) { s.answerCommand(o, m) })
+	if err != nil {
+		req.Unsubscribe()
+		return rooms.Created{}, err
+	}
+	o.subs = []*nats.Subscription{req, up}
+	if err := s.nc.FlushTimeout(callTimeout); err != nil { // the broker has the subscriptions before anyone joins
+		req.Unsubscribe()
+		up.Unsubscribe()
+		return rooms.Created{}, err
+	}
+	s.mu.Lock()
+	s.owned[code] = o
+	s.mu.Unlock()
+	return c, nil
+}
+
+func respond(m *nats.Msg, r reply) {
+	data, _ := json.Marshal(r)
+	m.Respond(data)
+}
+
+// answerRequest is the owner answering a peek or a join.
+func (s *Service) answerRequest(o *owned, m *nats.Msg) {
+	var req request
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		respond(m, errReply(err))
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.room == nil {
+		respond(m, errReply(rooms.ErrNoRoom))
+		return
+	}
+	r := o.room
+	presenter := req.Token != ""
+	if presenter && !r.Authorize(req.Token) {
+		respond(m, errReply(rooms.ErrBadToken))
+		return
+	}
+	st := r.State()
+	st.Presenter = presenter
+	switch req.Op {
+	case "peek":
+		respond(m, reply{State: &st})
+	case "join":
+		if r.Members() >= s.limits.MaxMembers {
+			respond(m, errReply(rooms.ErrRoomFull))
+			return
+		}
+		r.Apply(rooms.Command{Type: "join"}, time.Now())
+		hello := []*rooms.Event{r.Hello("", presenter)}
+		if presenter {
+			hello = append(hello, r.HelloTally())
+		}
+		respond(m, reply{State: &st, Hello: hello})
+	default:
+		respond(m, reply{Err: "field", Field: "op", Msg: "must be peek or join"})
+	}
+}
+
+// answerCommand is the owner running a participant's command and
+// publishing what it causes.
+func (s *Service) answerCommand(o *owned, m *nats.Msg) {
+	var c rooms.Command
+	if err := json.Unmarshal(m.Data, &c); err != nil {
+		respond(m, errReply(err))
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.room == nil {
+		respond(m, errReply(rooms.ErrNoRoom))
+		return
+	}
+	evs, err := o.room.Apply(c, time.Now())
+	if errors.Is(err, rooms.ErrClosed) {
+		s.endLocked(o, evs[0])
+		respond(m, reply{})
+		return
+	}
+	if err != nil {
+		respond(m, errReply(err))
+		return
+	}
+	s.publish(o.room.Code, evs)
+	respond(m, reply{})
+}
+
+func (s *Service) publish(code string, evs []*rooms.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	data, _ := json.Marshal(evs)
+	s.nc.Publish(prefix+code+".down", data)
+}
+
+// endLocked ends an owned room: the last event goes to every server.
+func (s *Service) endLocked(o *owned, closed *rooms.Event) {
+	code := o.room.Code
+	s.publish(code, []*rooms.Event{closed})
+	for _, sub := range o.subs {
+		sub.Unsubscribe()
+	}
+	o.room = nil
+	s.mu.Lock()
+	delete(s.owned, code)
+	s.mu.Unlock()
+}
+
+func (s *Service) Peek(ctx context.Context, code, token string) (rooms.State, error) {
+	r, err := s.call(ctx, prefix+code+".req", request{Op: "peek", Token: token})
+	if err != nil {
+		return rooms.State{}, err
+	}
+	return *r.State, nil
+}
+
+func (s *Service) Join(ctx context.Context, code, token string) (*rooms.Member, error) {
+	if err := s.follow(code); err != nil {
+		return nil, err
+	}
+	deliver := func(c rooms.Command) error {
+		_, err := s.call(context.Background(), prefix+code+".up", c)
+		return err
+	}
+	// Added before the owner answers, so no event published after the
+	// owner's snapshot can miss it; one published before may arrive after
+	// the hello, and its older seq tells the page to ignore it.
+	m, presence := s.local.Add(code, token != "", s.limits, deliver)
+	r, err := s.call(ctx, prefix+code+".req", request{Op: "join", Token: token})
+	if err != nil {
+		m.Leave()
+		return nil, err
+	}
+	r.Hello[0].Member = m.ID
+	for _, e := range r.Hello {
+		m.Box.Put(e)
+	}
+	return m, deliver(presence)
+}
+
+// follow subscribes this server to a room's events, once.
+func (s *Service) follow(code string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down[code] != nil {
+		return nil
+	}
+	sub, err := s.nc.Subscribe(prefix+code+".down", func(m *nats.Msg) {
+		var evs []*rooms.Event
+		if json.Unmarshal(m.Data, &evs) != nil {
+			return
+		}
+		for _, e := range evs {
+			if e.Type == rooms.EventClosed {
+				s.local.CloseRoom(code, e)
+				return
+			}
+		}
+		s.local.Deliver(code, evs)
+	})
+	if err != nil {
+		return err
+	}
+	s.down[code] = sub
+	return s.nc.Flush()
+}
+
+// janitor expires idle owned rooms and drops event subscriptions of
+// rooms nobody here follows any more.
+func (s *Service) janitor() {
+	tick := time.NewTicker(min(s.limits.IdleExpiry/4, 10*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+			s.ExpireNow()
+		}
+	}
+}
+
+// ExpireNow ends owned rooms idle past the limit and forgets the event
+// subscriptions of rooms without participants here.
+func (s *Service) ExpireNow() {
+	s.mu.Lock()
+	var os []*owned
+	for _, o := range s.owned {
+		os = append(os, o)
+	}
+	for code, sub := range s.down {
+		if !s.local.Has(code) {
+			sub.Unsubscribe()
+			delete(s.down, code)
+		}
+	}
+	s.mu.Unlock()
+	now := time.Now()
+	for _, o := range os {
+		o.mu.Lock()
+		if o.room != nil && o.room.Expired(now) {
+			s.endLocked(o, rooms.ClosedEvent(rooms.WhyExpired, "This room ended: nobody used it for "+s.limits.IdleExpiry.String()+"."))
+		}
+		o.mu.Unlock()
+	}
+}
+
+// Close ends the rooms this server owns, telling every participant on
+// every server, and closes the connections of its own participants.
+func (s *Service) Close(reason string) {
+	s.once.Do(func() { close(s.done) })
+	s.mu.Lock()
+	var os []*owned
+	for _, o := range s.owned {
+		os = append(os, o)
+	}
+	s.mu.Unlock()
+	for _, o := range os {
+		o.mu.Lock()
+		if o.room != nil {
+			s.endLocked(o, rooms.ClosedEvent(rooms.WhyRestart, reason))
+		}
+		o.mu.Unlock()
+	}
+	s.nc.Flush()
+	for _, code := range s.local.Codes() {
+		s.local.CloseRoom(code, rooms.ClosedEvent(rooms.WhyRestart, reason))
+	}
+}
+
+func (s *Service) Stats() rooms.Stats {
+	s.mu.Lock()
+	n := len(s.owned)
+	s.mu.Unlock()
+	return rooms.Stats{Rooms: n, Members: s.local.Members(), Coalesced: s.local.Coalesced.Load()}
+}

@@ -1,0 +1,458 @@
+package rooms
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"flashstep/lessons"
+)
+
+// Events a participant receives, as JSON text.
+//
+//	hello   {type, code, member, role, page, query, step, total, seq, poll}: the room as it is, first on every connection
+//	run     {type, seq, page, query, step}: the presenter moved the room to another run
+//	step    {type, seq, step, total}: the presenter's step, counted from 1
+//	poll    {type, seq, poll}: a poll opened, revealed (with answer, explanation, histogram) or closed (poll null)
+//	tally   {type, tally}: presenter only: who follows, who branched, the answers so far
+//	notice  {type, error, field}: to one participant: why its message was refused
+//	closed  {type, reason}: the room ended; the connection then closes
+const (
+	EventHello  = "hello"
+	EventRun    = "run"
+	EventStep   = "step"
+	EventPoll   = "poll"
+	EventTally  = "tally"
+	EventNotice = "notice"
+	EventClosed = "closed"
+)
+
+// Why a room closed, as closed events say it.
+const (
+	WhyEnded   = "ended"   // the presenter ended it
+	WhyExpired = "expired" // nobody used it for Limits.IdleExpiry
+	WhyRestart = "restart" // its server shut down: rooms live in memory
+)
+
+// ClosedEvent says a room has ended, and why.
+func ClosedEvent(why, reason string) *Event {
+	return &Event{Type: EventClosed, Why: why, Reason: reason}
+}
+
+// Event is one message to participants. Its JSON is encoded once however
+// many participants receive it.
+type Event struct {
+	Type   string    `json:"type"`
+	Seq    uint64    `json:"seq,omitempty"` // the room's message count: later events have larger ones
+	Code   string    `json:"code,omitempty"`
+	Member string    `json:"member,omitempty"`
+	Role   string    `json:"role,omitempty"`
+	Page   string    `json:"page,omitempty"`
+	Query  string    `json:"query,omitempty"`
+	Step   int       `json:"step,omitempty"`
+	Total  int       `json:"total,omitempty"`
+	Poll   *PollView `json:"poll,omitempty"`
+	Tally  *Tally    `json:"tally,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	Why    string    `json:"why,omitempty"` // closed: WhyEnded, WhyExpired or WhyRestart
+	Error  string    `json:"error,omitempty"`
+	Field  string    `json:"field,omitempty"`
+	// Presenter marks an event for the presenter's connections only.
+	Presenter bool `json:"presenter_only,omitempty"`
+
+	once sync.Once
+	raw  []byte
+}
+
+// JSON is the event's encoding, computed once.
+func (e *Event) JSON() []byte {
+	e.once.Do(func() {
+		e.raw, _ = json.Marshal(e) // every field is plain data: Marshal cannot fail
+	})
+	return e.raw
+}
+
+// Commands a room's state machine takes. Participants send the first
+// ones (see Up); the servers send the last.
+const (
+	CmdStep       = "step"       // presenter: show step Step of Total
+	CmdRun        = "run"        // presenter: switch to the run Page, Query, at Step
+	CmdPoll       = "poll"       // presenter: open a poll on the current step
+	CmdReveal     = "reveal"     // presenter: reveal the poll's answer
+	CmdClosePoll  = "close_poll" // presenter: take the poll off the screen
+	CmdEnd        = "end"        // presenter: end the room
+	CmdAnswer     = "answer"     // student: answer the open poll
+	CmdStatus     = "status"     // student: following or branched (kept by its server)
+	cmdPresence   = "presence"   // a server: its participants of the room
+	cmdJoin       = "join"       // a server: someone joined (keeps the room alive)
+	StatusFollow  = "following"  // a student's page follows the presenter
+	StatusBranch  = "branched"   // a student stepped away on their own
+	roleStudent   = "student"    // roles as hello says them
+	rolePresenter = "presenter"
+)
+
+// Command is a message to a room's state machine. Member and Presenter
+// are set by the server that holds the participant's connection, never
+// taken from what the participant sent, so nobody can act for another.
+type Command struct {
+	Type      string    `json:"type"`
+	Member    string    `json:"member,omitempty"`
+	Presenter bool      `json:"presenter,omitempty"`
+	Page      string    `json:"page,omitempty"`
+	Query     string    `json:"query,omitempty"`
+	Step      int       `json:"step,omitempty"`
+	Total     int       `json:"total,omitempty"`
+	Answer    string    `json:"answer,omitempty"`
+	Poll      *Poll     `json:"poll,omitempty"`
+	Server    string    `json:"server,omitempty"`
+	Presence  *Presence `json:"presence_counts,omitempty"`
+}
+
+// Presence is who one server holds of a room.
+type Presence struct {
+	Students   int `json:"students"`
+	Following  int `json:"following"`
+	Branched   int `json:"branched"`
+	Presenters int `json:"presenters"`
+}
+
+// Poll is a question posed to the room, with its answer, which only the
+// room's state machine sees until the presenter reveals it.
+type Poll struct {
+	ID       uint64  `json:"id"`
+	Question string  `json:"question"`
+	Unit     string  `json:"unit"` // what precision counts, e.g. "within ±0.01"
+	Step     int     `json:"step"` // the step that shows the answer, from 1
+	Number   float64 `json:"number"`
+	Tol      float64 `json:"tol"`
+	Lo, Hi   float64 // plausible answers lie between
+	Why      string  `json:"why"` // why one outside Lo..Hi cannot be right
+	Display  string  `json:"display"`
+	Explain  string  `json:"explain"`
+}
+
+// PollView is a poll as participants see it: the answer only once revealed.
+type PollView struct {
+	ID       uint64  `json:"id"`
+	Question string  `json:"question"`
+	Unit     string  `json:"unit"`
+	Status   string  `json:"status"` // open, revealed
+	Answer   string  `json:"answer,omitempty"`
+	Number   float64 `json:"number,omitempty"`
+	Tol      float64 `json:"tol,omitempty"`
+	Explain  string  `json:"explain,omitempty"`
+	Step     int     `json:"step,omitempty"`
+	Answered int     `json:"answered,omitempty"`
+	Correct  int     `json:"correct,omitempty"`
+	Bins     []Bin   `json:"bins,omitempty"`
+}
+
+// Tally is the presenter's live view of the room.
+type Tally struct {
+	Students   int   `json:"students"`
+	Following  int   `json:"following"`
+	Branched   int   `json:"branched"`
+	Presenters int   `json:"presenters"`
+	Answered   int   `json:"answered"` // answers to the open poll, one per student
+	Invalid    int   `json:"invalid"`  // answers that are not a plausible number
+	Bins       []Bin `json:"bins"`     // the numeric answers' histogram
+}
+
+// Bin is one bar of an answer histogram: answers in [Lo, Hi).
+type Bin struct {
+	Lo      float64 `json:"lo"`
+	Hi      float64 `json:"hi"`
+	Count   int     `json:"count"`
+	Correct bool    `json:"correct,omitempty"` // holds the right answer (revealed polls only)
+}
+
+// Room is one room's state machine: it runs on the server that created
+// the room, whichever server its participants are on. It is not safe for
+// concurrent use: its owner serialises commands.
+type Room struct {
+	Code     string
+	token    tokenHash
+	limits   Limits
+	page     string
+	query    string
+	step     int
+	total    int
+	seq      uint64
+	poll     *Poll
+	revealed bool
+	answers  map[string]answer // by member, one each: a new answer replaces the old
+	servers  map[string]Presence
+	active   time.Time // the last presenter command or join
+}
+
+type answer struct {
+	value   float64
+	valid   bool
+	correct bool
+}
+
+// NewRoom is a room for run; the presenter proves itself with token.
+func NewRoom(code, token string, run Run, limits Limits, now time.Time) *Room {
+	return &Room{Code: code, token: hashToken(token), limits: limits.WithDefaults(), page: run.Page, query: run.Query, step: run.Step,
+		answers: map[string]answer{}, servers: map[string]Presence{}, active: now}
+}
+
+// ValidateRun checks a run's page and query against the limits.
+func ValidateRun(run Run, l Limits) error {
+	l = l.WithDefaults()
+	if run.Page != PageStepper && run.Page != PageCompare {
+		return fieldErr("page", "must be %q or %q, got %q", PageStepper, PageCompare, truncate(run.Page, 20))
+	}
+	if run.Query == "" || len(run.Query) > l.MaxQuery {
+		return fieldErr("query", "must be a run's query of 1 to %d bytes, got %d bytes", l.MaxQuery, len(run.Query))
+	}
+	if run.Step < 0 || run.Step > l.MaxSteps {
+		return fieldErr("step", "must be from 1 to %d, got %d", l.MaxSteps, run.Step)
+	}
+	return nil
+}
+
+// Authorize says whether token is the room's control token.
+func (r *Room) Authorize(token string) bool { return r.token.matches(token) }
+
+// Expired says whether the room has been idle past the limit.
+func (r *Room) Expired(now time.Time) bool { return now.Sub(r.active) > r.limits.IdleExpiry }
+
+// Members counts participants on every server.
+func (r *Room) Members() int {
+	n := 0
+	for _, p := range r.servers {
+		n += p.Students + p.Presenters
+	}
+	return n
+}
+
+// Hello is the room as a participant who joins now sees it.
+func (r *Room) Hello(member string, presenter bool) *Event {
+	e := &Event{Type: EventHello, Seq: r.seq, Code: r.Code, Member: member, Role: roleStudent,
+		Page: r.page, Query: r.query, Step: r.step, Total: r.total, Poll: r.pollView()}
+	if presenter {
+		e.Role = rolePresenter
+	}
+	return e
+}
+
+// State is the room's run and step now.
+func (r *Room) State() State {
+	return State{Run: Run{Page: r.page, Query: r.query, Step: r.step}, Total: r.total}
+}
+
+// HelloTally is the presenter's first tally.
+func (r *Room) HelloTally() *Event {
+	return &Event{Type: EventTally, Tally: r.tally(), Presenter: true}
+}
+
+// Apply runs one command and returns the events it causes, or why it was
+// refused (a *FieldError, or ErrBadToken for a student's presenter command).
+func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
+	presenterOnly := map[string]bool{CmdStep: true, CmdRun: true, CmdPoll: true, CmdReveal: true, CmdClosePoll: true, CmdEnd: true}
+	if presenterOnly[c.Type] {
+		if !c.Presenter {
+			return nil, fieldErr("type", "only the presenter may send %q", c.Type)
+		}
+		r.active = now
+	}
+	switch c.Type {
+	case CmdStep:
+		if c.Total < 1 || c.Total > r.limits.MaxSteps {
+			return nil, fieldErr("total", "must be from 1 to %d, got %d", r.limits.MaxSteps, c.Total)
+		}
+		if c.Step < 1 || c.Step > c.Total {
+			return nil, fieldErr("step", "must be from 1 to total (%d), got %d", c.Total, c.Step)
+		}
+		r.step, r.total = c.Step, c.Total
+		r.seq++
+		return []*Event{{Type: EventStep, Seq: r.seq, Step: r.step, Total: r.total}}, nil
+	case CmdRun:
+		run := Run{Page: c.Page, Query: c.Query, Step: c.Step}
+		if err := ValidateRun(run, r.limits); err != nil {
+			return nil, err
+		}
+		r.page, r.query, r.step, r.total = run.Page, run.Query, max(c.Step, 1), 0
+		r.seq++
+		evs := []*Event{{Type: EventRun, Seq: r.seq, Page: r.page, Query: r.query, Step: r.step}}
+		if r.poll != nil {
+			// A poll is about a step of the old run.
+			r.poll, r.revealed = nil, false
+			r.seq++
+			evs = append(evs, &Event{Type: EventPoll, Seq: r.seq}, r.tallyEvent())
+		}
+		return evs, nil
+	case CmdPoll:
+		if c.Poll == nil {
+			return nil, fieldErr("poll", "is missing")
+		}
+		r.seq++
+		p := *c.Poll
+		p.ID = r.seq
+		r.poll, r.revealed = &p, false
+		clear(r.answers)
+		return []*Event{{Type: EventPoll, Seq: r.seq, Poll: r.pollView()}, r.tallyEvent()}, nil
+	case CmdReveal:
+		if r.poll == nil {
+			return nil, fieldErr("type", "no poll is open to reveal")
+		}
+		r.revealed = true
+		r.seq++
+		return []*Event{{Type: EventPoll, Seq: r.seq, Poll: r.pollView()}, r.tallyEvent()}, nil
+	case CmdClosePoll:
+		r.poll, r.revealed = nil, false
+		clear(r.answers)
+		r.seq++
+		return []*Event{{Type: EventPoll, Seq: r.seq}, r.tallyEvent()}, nil
+	case CmdEnd:
+		return []*Event{ClosedEvent(WhyEnded, "The presenter ended this room.")}, ErrClosed
+	case CmdAnswer:
+		if r.poll == nil || r.revealed {
+			return nil, fieldErr("answer", "no poll is open: answers are taken while a poll is open")
+		}
+		if len([]rune(c.Answer)) > r.limits.MaxAnswer {
+			return nil, fieldErr("answer", "must be at most %d characters, got %d", r.limits.MaxAnswer, len([]rune(c.Answer)))
+		}
+		if c.Member == "" {
+			return nil, fieldErr("member", "is missing")
+		}
+		r.answers[c.Member] = r.grade(c.Answer)
+		return []*Event{r.tallyEvent()}, nil
+	case cmdPresence:
+		if c.Presence == nil || c.Server == "" {
+			return nil, fieldErr("presence", "is missing")
+		}
+		if *c.Presence == (Presence{}) {
+			delete(r.servers, c.Server)
+		} else {
+			r.servers[c.Server] = *c.Presence
+		}
+		return []*Event{r.tallyEvent()}, nil
+	case cmdJoin:
+		r.active = now
+		return nil, nil
+	}
+	return nil, fieldErr("type", "unknown message type %q", truncate(c.Type, 20))
+}
+
+// grade judges an answer with the lessons' own grading, so a student sees
+// the same hints in class as in the course.
+func (r *Room) grade(s string) answer {
+	cp := lessons.Checkpoint{Ask: lessons.AskM, Format: lessons.FormatNumber, Tol: r.poll.Tol}
+	v := cp.Grade(s, false, lessons.Solution{Number: r.poll.Number, Lo: r.poll.Lo, Hi: r.poll.Hi, Why: r.poll.Why})
+	if v.Status == "invalid" {
+		return answer{}
+	}
+	var x float64
+	fmt.Sscan(normalizeNumber(s), &x)
+	return answer{value: x, valid: true, correct: v.Correct}
+}
+
+func normalizeNumber(s string) string {
+	out := []rune{}
+	for _, c := range s {
+		switch c {
+		case '−', '–':
+			out = append(out, '-')
+		case ' ':
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}
+
+func (r *Room) pollView() *PollView {
+	if r.poll == nil {
+		return nil
+	}
+	v := &PollView{ID: r.poll.ID, Question: r.poll.Question, Unit: r.poll.Unit, Status: "open"}
+	if r.revealed {
+		v.Status = "revealed"
+		v.Answer, v.Number, v.Tol, v.Explain, v.Step = r.poll.Display, r.poll.Number, r.poll.Tol, r.poll.Explain, r.poll.Step
+		for _, a := range r.answers {
+			v.Answered++
+			if a.correct {
+				v.Correct++
+			}
+		}
+		v.Bins = r.bins()
+	}
+	return v
+}
+
+func (r *Room) tallyEvent() *Event {
+	return &Event{Type: EventTally, Tally: r.tally(), Presenter: true}
+}
+
+func (r *Room) tally() *Tally {
+	t := &Tally{Bins: []Bin{}}
+	for _, p := range r.servers {
+		t.Students += p.Students
+		t.Following += p.Following
+		t.Branched += p.Branched
+		t.Presenters += p.Presenters
+	}
+	for _, a := range r.answers {
+		t.Answered++
+		if !a.valid {
+			t.Invalid++
+		}
+	}
+	if r.poll != nil {
+		t.Bins = r.bins()
+	}
+	return t
+}
+
+// numBins is how many bars a histogram has at most: legible on a projector.
+const numBins = 8
+
+// bins is the histogram of the valid answers: numBins equal bars from the
+// smallest to the largest answer. Only a revealed poll marks the bar that
+// holds the answer, since the presenter's screen is usually projected.
+func (r *Room) bins() []Bin {
+	var xs []float64
+	for _, a := range r.answers {
+		if a.valid {
+			xs = append(xs, a.value)
+		}
+	}
+	if len(xs) == 0 {
+		return []Bin{}
+	}
+	sort.Float64s(xs)
+	lo, hi := xs[0], xs[len(xs)-1]
+	n := numBins
+	if hi-lo < 1e-9 {
+		lo, hi, n = lo-r.poll.Tol, lo+r.poll.Tol, 1
+	}
+	width := (hi - lo) / float64(n)
+	out := make([]Bin, n)
+	for k := range out {
+		out[k] = Bin{Lo: lo + float64(k)*width, Hi: lo + float64(k+1)*width}
+	}
+	for _, x := range xs {
+		k := min(int(math.Floor((x-lo)/width)), n-1)
+		out[max(k, 0)].Count++
+	}
+	if r.revealed {
+		for k := range out {
+			last := k == n-1
+			ans := r.poll.Number
+			out[k].Correct = ans >= out[k].Lo && (ans < out[k].Hi || (last && ans <= out[k].Hi))
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,98 @@
+// Package rooms owns classroom rooms: a presenter drives a run and every
+// student's page follows it. It holds what a room is (its run, its current
+// step, its poll), the messages that move it, the join codes and control
+// tokens, the limits that keep a room and the server safe, and the
+// in-process implementation of Service (Memory), the default.
+//
+// A room carries control messages only: the step, the run's query, the poll.
+// The trace itself is never sent through a room; each student fetches the
+// run's trace once, like any other run.
+//
+// Several servers share rooms through a message broker (package
+// rooms/natsrooms). Both implementations run the same state machine (Room)
+// on the server that created the room, and deliver its events to each
+// participant through a Mailbox, which never blocks the room on a slow
+// reader: it keeps only the latest of each kind of message.
+package rooms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Service is where rooms live: in this process (Memory) or on a broker
+// shared by several servers (natsrooms).
+type Service interface {
+	// Create opens a room for a run. It returns ErrTooManyRooms when the
+	// bound on open rooms is reached, or a *FieldError for a bad run.
+	Create(ctx context.Context, run Run) (Created, error)
+	// Join attaches a participant to the room with this code: a student
+	// with an empty token, the presenter with the room's control token. It
+	// returns ErrNoRoom for an unknown or expired code and ErrBadToken for
+	// a token that is not the room's. The member's mailbox first holds a
+	// hello event with the room's current state.
+	Join(ctx context.Context, code, token string) (*Member, error)
+	// Peek is the room's current run and step, without joining it;
+	// Presenter says whether token is its control token. Errors as Join's.
+	Peek(ctx context.Context, code, token string) (State, error)
+	// Close ends every room of this server and tells its members why.
+	Close(reason string)
+	// Stats are counters for the server's runtime figures.
+	Stats() Stats
+}
+
+// Run is what a room shows: a page and the run's canonical query.
+type Run struct {
+	Page  string `json:"page"`           // PageStepper or PageCompare
+	Query string `json:"query"`          // the run's canonical URL query
+	Step  int    `json:"step,omitempty"` // where a new room starts, from 1; 0 for the first step
+}
+
+// State is a room as a page about to join it needs it.
+type State struct {
+	Run
+	Total     int  `json:"total"`     // the run's steps, once the presenter's page knows them
+	Presenter bool `json:"presenter"` // the token given was the room's
+}
+
+// The pages a room can show.
+const (
+	PageStepper = "step"
+	PageCompare = "compare"
+)
+
+// Created is what the presenter, and only the presenter, gets back.
+type Created struct {
+	Code  string `json:"code"`
+	Token string `json:"token"`
+}
+
+// Stats are a server's room figures.
+type Stats struct {
+	Rooms     int   `json:"rooms"`     // rooms this server owns
+	Members   int   `json:"members"`   // participants connected to this server
+	Coalesced int64 `json:"coalesced"` // events replaced by a newer one before a slow reader took them
+}
+
+// Errors a Service returns. The web layer maps each to a status and a
+// close code in one place.
+var (
+	ErrNoRoom       = errors.New("no room has this code: it may have expired or the server restarted; ask the presenter for the code again")
+	ErrBadToken     = errors.New("the control token is not this room's")
+	ErrTooManyRooms = errors.New("too many rooms are open on this server; try again later")
+	ErrRoomFull     = errors.New("this room is full")
+	ErrClosed       = errors.New("the room has ended")
+)
+
+// FieldError is a bad value in a message, naming the field and its limit.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}

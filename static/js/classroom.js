@@ -1,0 +1,359 @@
+// The classroom: a page in a room follows the presenter's steps, or, on the
+// presenter's page, drives them. It moves the stepper (or the side by side)
+// only through the page's events: it hears `flashstep:step` for every step
+// shown and sends `flashstep:go` and `flashstep:run`. The trace never comes
+// through the room: the stepper fetches each run's trace itself, once.
+import { fmtBytes } from './views.js';
+
+const $ = (id) => document.getElementById(id);
+const room = JSON.parse($('room-data').textContent);
+const presenter = room.presenter;
+const roomURL = `/r/${room.code}`;
+
+// Close codes the server ends a room's connection with (web/rooms_ws.go):
+// each is final, the page says why and stops reconnecting.
+const FINAL = { 4000: 'ended', 4001: 'expired', 4003: 'forbidden', 4004: 'gone', 4009: 'full', 4029: 'limited', 1012: 'restart' };
+
+const st = {
+  query: null, // the room's run
+  page: room.page,
+  step: 0, // the room's step, from 1
+  total: 0,
+  seq: 0,
+  following: true,
+  synced: !presenter, // a presenter's page speaks once it shows the room's step
+  applying: false, // a step we caused is being shown
+  userAt: 0, // when the student last touched the stepper
+  poll: null,
+  myAnswer: '',
+  closed: false,
+  opened: false,
+  failures: 0,
+  ws: null,
+  sse: null, // {source, member, key} over the HTTP fallback
+};
+
+function note(text, error = false) {
+  const el = $('room-note');
+  el.textContent = text;
+  el.classList.toggle('error', error);
+}
+
+// The stepper keeps its URL on /step?<run>; a room's page keeps the room's
+// address, so a reload comes back to the room.
+let urlTimer = null;
+function keepURL() {
+  clearTimeout(urlTimer);
+  urlTimer = setTimeout(() => history.replaceState(null, '', roomURL + location.hash), 250);
+}
+
+// ---- the connection ----
+
+function send(msg) {
+  if (st.ws?.readyState === WebSocket.OPEN) {
+    st.ws.send(JSON.stringify(msg));
+    return;
+  }
+  if (st.sse?.key) {
+    fetch(`${roomURL}/send`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ member: st.sse.member, key: st.sse.key, message: msg }),
+    }).then(async (res) => {
+      if (!res.ok) note((await res.json().catch(() => ({}))).error || `HTTP ${res.status}`, true);
+    });
+  }
+}
+
+function connect() {
+  if (st.closed) return;
+  if (new URLSearchParams(location.search).get('transport') === 'http' || st.failures >= 2) return connectHTTP();
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  const ws = new WebSocket(`${proto}//${location.host}${roomURL}/ws`);
+  st.ws = ws;
+  let opened = false;
+  ws.onopen = () => { opened = true; st.failures = 0; };
+  ws.onmessage = (ev) => handle(JSON.parse(ev.data));
+  ws.onclose = (ev) => {
+    st.ws = null;
+    if (FINAL[ev.code]) return ended(ev.code, ev.reason);
+    if (!opened) st.failures++;
+    // A network drop: come back; hello then puts us on the current step.
+    setStatus('Reconnecting…');
+    setTimeout(connect, Math.min(500 * 2 ** Math.min(st.failures, 4), 8000));
+  };
+}
+
+// connectHTTP follows the room over server-sent events where websockets
+// are blocked; messages go up by POST.
+function connectHTTP() {
+  const source = new EventSource(`${roomURL}/events`);
+  st.sse = { source };
+  source.onmessage = (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.type === 'session') {
+      st.sse.member = msg.member;
+      st.sse.key = msg.key;
+      return;
+    }
+    handle(msg);
+    if (msg.type === 'closed') source.close();
+  };
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED && !st.closed) {
+      ended(4004, 'This room is not on the server any more: it may have ended, expired, or the server restarted.');
+    }
+  };
+}
+
+function ended(code, reason) {
+  st.closed = true;
+  const text = reason || 'The room ended.';
+  setStatus(`Room ended: ${text}`, 'closed');
+  note(text, true);
+  document.body.dataset.roomClosed = String(code);
+  for (const id of ['poll-open', 'poll-reveal', 'poll-close', 'room-end', 'room-rejoin']) {
+    if ($(id)) $(id).disabled = true;
+  }
+}
+
+// ---- what the room says ----
+
+function handle(ev) {
+  switch (ev.type) {
+    case 'hello':
+      st.seq = ev.seq;
+      st.step = ev.step;
+      st.total = ev.total;
+      if (!presenter) {
+        const newRun = st.query !== null && ev.query !== st.query;
+        st.query = ev.query;
+        st.page = ev.page;
+        setStatus(st.following ? 'Following the presenter' : 'Branched off');
+        // A reconnect is a new member, following until told otherwise.
+        if (!st.following) send({ type: 'status', status: 'branched' });
+        if (st.following && newRun) runRoom();
+        else if (st.following && st.step > 0) goRoom();
+      } else {
+        st.query = ev.query;
+        setStatus();
+        measure(ev.query);
+      }
+      showPoll(ev.poll || null);
+      return;
+    case 'run':
+      if (ev.seq <= st.seq) return;
+      st.seq = ev.seq;
+      st.query = ev.query;
+      st.page = ev.page;
+      st.step = ev.step;
+      if (presenter) return measure(ev.query);
+      if (st.following) runRoom();
+      return;
+    case 'step':
+      if (ev.seq <= st.seq) return;
+      st.seq = ev.seq;
+      st.step = ev.step;
+      st.total = ev.total;
+      if (!presenter && st.following) goRoom();
+      return;
+    case 'poll':
+      if (ev.seq) st.seq = Math.max(st.seq, ev.seq);
+      showPoll(ev.poll || null);
+      return;
+    case 'tally':
+      return showTally(ev.tally);
+    case 'notice':
+      return note(ev.error, true);
+    case 'closed':
+      return ended(ev.why, ev.reason);
+  }
+}
+
+function goRoom() {
+  st.applying = true;
+  document.dispatchEvent(new CustomEvent('flashstep:go', { detail: { step: st.step } }));
+  st.applying = false;
+}
+
+function runRoom() {
+  st.applying = true;
+  document.dispatchEvent(new CustomEvent('flashstep:run', { detail: { query: st.query, step: Math.max(st.step, 1) } }));
+  st.applying = false;
+}
+
+function setStatus(text, cls = '') {
+  const el = $('room-status');
+  if (!el) return;
+  el.textContent = text ?? el.textContent;
+  el.className = `room-status ${cls || (st.following ? '' : 'branched')}`;
+  const rejoin = $('room-rejoin');
+  if (rejoin) rejoin.hidden = st.following || st.closed;
+}
+
+// ---- the page's steps ----
+
+// A student who touches the stepper has branched off; the room keeps
+// going, and Rejoin snaps back.
+function touched(ev) {
+  if (presenter || st.closed || ev.target.closest?.('#room-bar')) return;
+  if (ev.type === 'keydown' && !['ArrowLeft', 'ArrowRight', 'Home', 'End', ' '].includes(ev.key)) return;
+  if (ev.type === 'keydown' && ev.target.closest('input, select, textarea')) return;
+  st.userAt = performance.now();
+  branch();
+}
+function branch() {
+  if (!st.following) return;
+  st.following = false;
+  setStatus('Branched off: you are stepping on your own');
+  send({ type: 'status', status: 'branched' });
+}
+const stepper = document.querySelector('#stepper, .compare');
+for (const type of ['pointerdown', 'wheel']) stepper?.addEventListener(type, touched, { capture: true, passive: true });
+document.addEventListener('keydown', touched, { capture: true });
+stepper?.addEventListener('change', touched, { capture: true });
+
+$('room-rejoin')?.addEventListener('click', () => {
+  st.following = true;
+  setStatus('Following the presenter');
+  send({ type: 'status', status: 'following' });
+  if (st.query && lastShown.query && st.query !== lastShown.query) runRoom();
+  else goRoom();
+});
+
+let lastShown = {};
+document.addEventListener('flashstep:step', (ev) => {
+  const d = ev.detail;
+  lastShown = d;
+  keepURL();
+  if (presenter) return presenterStep(d);
+  // A following page that is still loading its trace could not reach the
+  // room's step yet: once it has the step, go there.
+  if (st.following && !st.applying && st.step > 0 && d.step !== st.step && d.total >= st.step && d.query === st.query) goRoom();
+});
+
+// presenterStep sends the presenter's step, or the new run when the
+// presenter ran something else from the form.
+let lastSent = '';
+function presenterStep(d) {
+  if (!st.synced) {
+    // The page opens at the room's step; the steps it shows on the way
+    // there (its trace still arriving) are not the presenter's.
+    if (d.step !== st.step && st.step > 0 && d.query === st.query && d.total < st.step) return;
+    st.synced = true;
+  }
+  if (d.query && d.query !== st.query) {
+    st.query = d.query;
+    send({ type: 'run', page: room.page, query: d.query, step: d.step });
+    measure(d.query);
+    lastSent = '';
+    return;
+  }
+  const key = `${d.step}/${d.total}`;
+  if (key === lastSent) return;
+  lastSent = key;
+  send({ type: 'step', step: d.step, total: d.total });
+}
+
+// ---- the presenter's figures ----
+
+async function measure(query) {
+  const el = $('room-bytes');
+  if (!el || !query) return;
+  el.textContent = 'Each student downloads the trace once: measuring…';
+  const res = await fetch(`/api/trace/bytes?${query}`);
+  if (!res.ok) { el.textContent = 'Could not measure the trace.'; return; }
+  const b = await res.json();
+  // The websocket sends the trace as it is; the HTTP fallback gzips it.
+  // Float arrays hardly compress, and the figure says so.
+  el.textContent = `Each student downloads ${fmtBytes(b.raw)} once before following (${fmtBytes(b.gzip)} gzipped over the HTTP fallback: float arrays hardly compress).`;
+  el.dataset.raw = String(b.raw);
+  el.dataset.compressed = String(b.gzip);
+}
+
+function showTally(t) {
+  const el = $('room-counts');
+  if (!el) return;
+  const students = t.students === 1 ? '1 student' : `${t.students} students`;
+  el.textContent = t.students ? `${students}: ${t.following} following, ${t.branched} branched` : 'no students yet';
+  el.dataset.following = String(t.following);
+  el.dataset.branched = String(t.branched);
+  if (st.poll?.status === 'open') {
+    drawBins(t.bins);
+    $('room-reveal').textContent = `${t.answered} answered${t.invalid ? ` (${t.invalid} not a number)` : ''}`;
+    $('room-poll').dataset.answered = String(t.answered);
+  }
+}
+
+function drawBins(bins) {
+  const el = $('room-hist');
+  el.replaceChildren();
+  const most = Math.max(1, ...bins.map((b) => b.count));
+  for (const b of bins) {
+    const bar = document.createElement('div');
+    bar.className = `bar${b.correct ? ' correct' : ''}`;
+    bar.style.height = `${(b.count / most) * 100}%`;
+    bar.title = `${b.lo.toFixed(2)} to ${b.hi.toFixed(2)}: ${b.count}`;
+    const n = document.createElement('span');
+    n.textContent = String(b.count);
+    const lo = document.createElement('i');
+    lo.textContent = b.lo.toFixed(2);
+    bar.append(n, lo);
+    el.append(bar);
+  }
+}
+
+// ---- polls ----
+
+function showPoll(p) {
+  const box = $('room-poll');
+  const changed = p?.id !== st.poll?.id;
+  st.poll = p;
+  box.hidden = !p;
+  if ($('poll-reveal')) {
+    $('poll-reveal').hidden = p?.status !== 'open';
+    $('poll-close').hidden = !p;
+  }
+  if (!p) { $('room-hist').replaceChildren(); $('room-reveal').textContent = ''; return; }
+  $('room-question').textContent = `${p.question} (${p.unit})`;
+  box.dataset.status = p.status;
+  const form = $('room-answer-form');
+  if (changed) {
+    st.myAnswer = '';
+    if (form) $('room-answer').value = '';
+    $('room-hist').replaceChildren();
+    $('room-reveal').textContent = '';
+  }
+  if (form) form.hidden = p.status !== 'open';
+  if (p.status === 'revealed') {
+    drawBins(p.bins || []);
+    let mine = '';
+    if (!presenter && st.myAnswer !== '') {
+      const x = Number(st.myAnswer.replace(/[−–]/g, '-'));
+      mine = Math.abs(x - p.number) <= p.tol ? ` Your answer ${st.myAnswer} is right.` : ` Your answer was ${st.myAnswer}.`;
+    }
+    $('room-reveal').textContent = `Answer: ${p.answer}. ${p.correct} of ${p.answered} right.${mine} ${p.explain}`;
+  }
+}
+
+$('room-answer-form')?.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const a = $('room-answer').value.trim();
+  if (!a) return note('Type a number first.', true);
+  st.myAnswer = a;
+  send({ type: 'answer', answer: a });
+  note(`Answer sent: ${a}. You may change it until the presenter reveals the answer.`);
+});
+
+$('poll-open')?.addEventListener('click', () => { note(''); send({ type: 'poll' }); });
+$('poll-reveal')?.addEventListener('click', () => {
+  send({ type: 'reveal' });
+  // The step that shows the answer: the whole room goes there.
+  if (st.poll?.step) document.dispatchEvent(new CustomEvent('flashstep:go', { detail: { step: st.poll.step } }));
+});
+$('poll-close')?.addEventListener('click', () => send({ type: 'close_poll' }));
+$('room-end')?.addEventListener('click', () => {
+  if (confirm('End the room for every student?')) send({ type: 'end' });
+});
+
+connect();

@@ -1,0 +1,473 @@
+package web
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"flashstep/kernels"
+	"flashstep/rooms"
+	"flashstep/templates"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// Classroom rooms over HTTP. Every URL of a room lies under /r/{code}, so
+// the presenter's control token can travel in a cookie scoped to that path
+// (HttpOnly, SameSite=Strict): it is never in a page, a URL or a script's
+// reach, and a student's browser never has it.
+//
+//	POST /rooms               the stepper's Present button: create, set the cookie, 303 to /r/{code}
+//	POST /api/rooms           the same for programs: JSON {code, join_url, token}
+//	GET  /join[?code=]        a form to type a code; a good code redirects to the room
+//	GET  /r/{code}            the room's page: the stepper (or side by side) following the room
+//	GET  /r/{code}/ws         the participant's websocket (see rooms_ws.go)
+//	GET  /r/{code}/events     the same downstream as server-sent events, where websockets are blocked
+//	POST /r/{code}/send       the upstream of an events connection
+//	GET  /r/{code}/qr.svg     the join URL as a QR code
+//	GET  /api/trace/bytes?run what a student downloads to follow a run, compressed and not
+//	GET  /debug/rooms         runtime figures, to loopback clients only (the load generator)
+const presenterCookie = "fs_presenter"
+
+// Close codes a room's connection ends with; the page shows the reason.
+const (
+	closeRoomEnded   = 4000 // the presenter ended the room
+	closeRoomExpired = 4001 // nobody used it for the idle limit
+	closeBadToken    = 4003 // a presenter cookie that is not the room's
+	closeNoRoom      = 4004 // no such room (expired, or the server restarted)
+	closeRoomFull    = 4009
+	closeTooMany     = 4029 // too many joins from this address
+	closeRestart     = 1012 // the server is restarting: the room is lost
+)
+
+// restartMessage is what every participant reads when the server shuts down.
+const restartMessage = "The server is restarting, and this room ended with it: rooms live in the server's memory. Ask the presenter for a new code."
+
+// roomPlace is how a page in a room learns it is one.
+type roomPlace struct {
+	code      string
+	presenter bool
+	state     rooms.State
+}
+
+type roomPlaceKey struct{}
+
+// classroomView is what the stepper and side-by-side pages show of the
+// classroom: the Present button, or the room's bar when the page is in one.
+func (s *Server) classroomView(r *http.Request, page, query string, embed bool) templates.ClassroomView {
+	v := templates.ClassroomView{Page: page, Query: query, Embed: embed}
+	place, ok := r.Context().Value(roomPlaceKey{}).(roomPlace)
+	if !ok {
+		return v
+	}
+	join := s.joinURL(r, place.code)
+	v.Room = &templates.RoomView{Code: place.code, CodeShown: rooms.FormatCode(place.code), JoinURL: join,
+		Presenter: place.presenter, QR: "/r/" + place.code + "/qr.svg",
+		Data: templates.RoomData{Code: place.code, Presenter: place.presenter, Page: page, JoinURL: join}}
+	return v
+}
+
+func (s *Server) joinURL(r *http.Request, code string) string {
+	base := s.publicURL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	return base + "/r/" + code
+}
+
+// fromThisSite says whether a request that changes something comes from
+// one of this site's pages, or from a program (no browser headers). A
+// browser says so in Sec-Fetch-Site; under Referrer-Policy: no-referrer its
+// form posts carry "Origin: null", so Origin alone cannot tell.
+func fromThisSite(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin"
+	}
+	return sameOrigin(r)
+}
+
+// clientAddr is the address a limit counts: the peer's IP. A server behind
+// a proxy sees the proxy's, and limits the whole class as one; the limits
+// on joins with a good code are set for that.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// admit applies the per-address join limits to a join of code: any join
+// counts against the joins a minute, a join of a code that does not exist
+// also against the failed joins a minute (the guesses an attacker gets).
+func (s *Server) admit(r *http.Request, exists bool) error {
+	addr, now := clientAddr(r), time.Now()
+	if !s.joins.Allow(addr, now) {
+		return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many joins from your address: at most %d a minute", s.roomLimits.JoinsPerMinute)}
+	}
+	if !exists && !s.failedJoins.Allow(addr, now) {
+		return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many wrong codes from your address: at most %d a minute; wait a minute and check the code", s.roomLimits.FailedJoinsPerMinute)}
+	}
+	return nil
+}
+
+func roomErr(err error) error {
+	switch {
+	case errors.Is(err, rooms.ErrNoRoom):
+		return &httpError{http.StatusNotFound, err.Error()}
+	case errors.Is(err, rooms.ErrBadToken):
+		return &httpError{http.StatusForbidden, err.Error()}
+	case errors.Is(err, rooms.ErrTooManyRooms), errors.Is(err, rooms.ErrRoomFull):
+		return &httpError{http.StatusServiceUnavailable, err.Error()}
+	}
+	var fe *rooms.FieldError
+	if errors.As(err, &fe) {
+		return &httpError{http.StatusBadRequest, "invalid room message: " + fe.Error()}
+	}
+	return err
+}
+
+// roomRequest is what creating a room takes.
+type roomRequest struct {
+	Page  string `json:"page"`
+	Query string `json:"query"`
+	Step  int    `json:"step"`
+}
+
+type roomCreated struct {
+	Code     string `json:"code"`
+	Shown    string `json:"shown"` // the code as read aloud: K7QM-4TXZ
+	JoinURL  string `json:"join_url"`
+	Token    string `json:"token"`
+	Page     string `json:"page"`
+	Query    string `json:"query"`
+	Socket   string `json:"socket"`
+	Presents string `json:"presents"` // the presenter's page
+}
+
+// createRoom validates the run and opens a room on it at the given step.
+func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, error) {
+	if !fromThisSite(r) {
+		return roomCreated{}, &httpError{http.StatusForbidden, "rooms are created from this site's own pages"}
+	}
+	if !s.creates.Allow(clientAddr(r), time.Now()) {
+		return roomCreated{}, &httpError{http.StatusTooManyRequests, "too many rooms created from your address: at most 20 a minute"}
+	}
+	if req.Page == "" {
+		req.Page = rooms.PageStepper
+	}
+	if req.Page != rooms.PageStepper && req.Page != rooms.PageCompare {
+		return roomCreated{}, &httpError{http.StatusBadRequest, fmt.Sprintf("page must be %q or %q", rooms.PageStepper, rooms.PageCompare)}
+	}
+	query, err := canonicalRun(req.Query, s.roomLimits.MaxQuery)
+	if err != nil {
+		return roomCreated{}, err
+	}
+	// Students start where the presenter stood when pressing Present.
+	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step})
+	if err != nil {
+		return roomCreated{}, roomErr(err)
+	}
+	return roomCreated{Code: c.Code, Shown: rooms.FormatCode(c.Code), JoinURL: s.joinURL(r, c.Code), Token: c.Token,
+		Page: req.Page, Query: query, Socket: "/r/" + c.Code + "/ws", Presents: "/r/" + c.Code}, nil
+}
+
+// canonicalRun checks a run's query as the stepper does and returns its
+// canonical form, so a room never carries a run that cannot start.
+func canonicalRun(query string, maxQuery int) (string, error) {
+	if len(query) > maxQuery {
+		return "", &httpError{http.StatusBadRequest, fmt.Sprintf("query must be at most %d bytes, got %d", maxQuery, len(query))}
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", &httpError{http.StatusBadRequest, "query is not a URL query: " + err.Error()}
+	}
+	c, err := kernels.ParseConfig(q)
+	if err != nil {
+		return "", err
+	}
+	return c.Values().Encode(), nil
+}
+
+// presentForm is the stepper's Present button: a plain form, so it needs
+// no script on a page that is not in a room.
+func (s *Server) presentForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		return &httpError{http.StatusBadRequest, "the form is over 4096 bytes or malformed"}
+	}
+	step, _ := strconv.Atoi(r.PostForm.Get("step"))
+	made, err := s.createRoom(r, roomRequest{Page: r.PostForm.Get("page"), Query: r.PostForm.Get("query"), Step: step})
+	if err != nil {
+		return err
+	}
+	setPresenterCookie(w, made.Code, made.Token, s.roomLimits.IdleExpiry)
+	http.Redirect(w, r, made.Presents, http.StatusSeeOther)
+	return nil
+}
+
+// createRoomAPI is POST /api/rooms, for programs (the load generator):
+// the token comes back in the body, and in the cookie as for a browser.
+func (s *Server) createRoomAPI(w http.ResponseWriter, r *http.Request) error {
+	var req roomRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4097))
+	if err != nil {
+		return err
+	}
+	if len(body) > 4096 {
+		return &httpError{http.StatusRequestEntityTooLarge, "the request body is over 4096 bytes"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return &httpError{http.StatusBadRequest, `the body must be JSON {"page": "step", "query": "…", "step": 1}: ` + err.Error()}
+	}
+	made, err := s.createRoom(r, req)
+	if err != nil {
+		return err
+	}
+	setPresenterCookie(w, made.Code, made.Token, s.roomLimits.IdleExpiry)
+	writeJSON(w, http.StatusCreated, made)
+	return nil
+}
+
+func setPresenterCookie(w http.ResponseWriter, code, token string, life time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: presenterCookie, Value: token, Path: "/r/" + code, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(life.Seconds()) + 3600})
+}
+
+func presenterToken(r *http.Request) string {
+	if c, err := r.Cookie(presenterCookie); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+// roomCode reads the {code} of a room URL; a code typed loosely is
+// redirected to its canonical URL by the page handler.
+func roomCode(r *http.Request) string { return rooms.NormalizeCode(chi.URLParam(r, "code")) }
+
+// joinPage is the form where a student types a code.
+func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) error {
+	v := templates.JoinView{Code: r.URL.Query().Get("code")}
+	if r.URL.Query().Has("code") {
+		code := rooms.NormalizeCode(v.Code)
+		exists := false
+		if code != "" {
+			_, err := s.rooms.Peek(r.Context(), code, "")
+			exists = err == nil
+		}
+		if err := s.admit(r, exists); err != nil {
+			v.Error = err.Error()
+			return render(w, r, http.StatusTooManyRequests, templates.JoinPage(s.page("Join a room", ""), v))
+		}
+		switch {
+		case code == "":
+			v.Error = fmt.Sprintf("code: a room's code is %d letters and digits, like K7QM-4TXZ (got %q)", rooms.CodeLength, truncate(v.Code, 20))
+		case !exists:
+			v.Error = "code: " + rooms.ErrNoRoom.Error()
+		default:
+			http.Redirect(w, r, "/r/"+code, http.StatusSeeOther)
+			return nil
+		}
+		return render(w, r, http.StatusNotFound, templates.JoinPage(s.page("Join a room", ""), v))
+	}
+	return render(w, r, http.StatusOK, templates.JoinPage(s.page("Join a room", ""), v))
+}
+
+// roomPage is a room's page: the stepper (or the side by side) at the
+// room's run and step, with the classroom bar. Whether it is the
+// presenter's is the cookie's say.
+func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
+	raw := chi.URLParam(r, "code")
+	code := rooms.NormalizeCode(raw)
+	if code != "" && code != raw {
+		http.Redirect(w, r, "/r/"+code, http.StatusMovedPermanently)
+		return nil
+	}
+	var st rooms.State
+	var err error = rooms.ErrNoRoom
+	if code != "" {
+		st, err = s.rooms.Peek(r.Context(), code, presenterToken(r))
+		if errors.Is(err, rooms.ErrBadToken) {
+			// A stale cookie (an old room's): a student's view.
+			st, err = s.rooms.Peek(r.Context(), code, "")
+		}
+	}
+	if aerr := s.admit(r, err == nil); aerr != nil {
+		return aerr
+	}
+	if err != nil {
+		return roomErr(err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	r2 := r.Clone(context.WithValue(r.Context(), roomPlaceKey{}, roomPlace{code: code, presenter: st.Presenter, state: st}))
+	q, _ := url.ParseQuery(st.Query)
+	if st.Step > 0 {
+		q.Set("step", strconv.Itoa(st.Step))
+	}
+	r2.URL.RawQuery = q.Encode()
+	if st.Page == rooms.PageCompare {
+		return s.comparePage(w, r2)
+	}
+	return s.stepper(w, r2)
+}
+
+// qrCode is the room's join URL as an SVG QR code, for the presenter's
+// screen. It names only the join URL, which every student may see.
+func (s *Server) qrCode(w http.ResponseWriter, r *http.Request) error {
+	code := roomCode(r)
+	if code == "" {
+		return errNotFound
+	}
+	svg, err := qrSVG(s.joinURL(r, code))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "private, max-age=3600")
+	w.Write(svg)
+	return nil
+}
+
+// traceBytes is what one student downloads to follow a run: the encoded
+// trace, and the same gzip-compressed (the HTTP fallback) and deflated
+// (a websocket with permessage-deflate). Float arrays compress poorly,
+// which is the point of showing it.
+type traceBytes struct {
+	Query   string  `json:"query"`
+	Raw     int     `json:"raw"`
+	Gzip    int     `json:"gzip"`
+	Deflate int     `json:"deflate"`
+	Ratio   float64 `json:"ratio"` // gzip / raw
+}
+
+// traceSizes remembers a few runs' sizes: every presenter of a run asks.
+type traceSizes struct {
+	mu   sync.Mutex
+	byQ  map[string]traceBytes
+	keys []string
+}
+
+func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
+	c, err := kernels.ParseConfig(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	q := c.Values().Encode()
+	s.sizes.mu.Lock()
+	tb, ok := s.sizes.byQ[q]
+	s.sizes.mu.Unlock()
+	if !ok {
+		tb, err = s.measureTrace(r.Context(), c)
+		if err != nil {
+			return err
+		}
+		s.sizes.mu.Lock()
+		if len(s.sizes.keys) >= 32 {
+			delete(s.sizes.byQ, s.sizes.keys[0])
+			s.sizes.keys = s.sizes.keys[1:]
+		}
+		s.sizes.byQ[q] = tb
+		s.sizes.keys = append(s.sizes.keys, q)
+		s.sizes.mu.Unlock()
+	}
+	writeJSON(w, http.StatusOK, tb)
+	return nil
+}
+
+type countWriter struct{ n int }
+
+func (c *countWriter) Write(b []byte) (int, error) { c.n += len(b); return len(b), nil }
+
+// measureTrace compresses the trace as the server would send it: gzip at
+// the level of /api/trace, deflate per websocket frame as gorilla does
+// (level 1, no context kept between frames).
+func (s *Server) measureTrace(ctx context.Context, c kernels.Config) (traceBytes, error) {
+	raw, gz, defl := &countWriter{}, &countWriter{}, &countWriter{}
+	zw, _ := gzip.NewWriterLevel(gz, gzip.BestSpeed)
+	fw, _ := flate.NewWriter(defl, flate.BestSpeed)
+	var frame []byte
+	flushFrame := func() {
+		if len(frame) > 0 {
+			fw.Write(frame)
+			fw.Flush()
+			fw.Reset(defl)
+			frame = frame[:0]
+		}
+	}
+	err := s.runner.Run(ctx, c, func(chunk []byte) error {
+		raw.Write(chunk)
+		zw.Write(chunk)
+		if len(frame)+len(chunk) > maxFrameBytes {
+			flushFrame()
+		}
+		frame = append(frame, chunk...)
+		return nil
+	})
+	if err != nil {
+		return traceBytes{}, err
+	}
+	flushFrame()
+	zw.Close()
+	tb := traceBytes{Query: c.Values().Encode(), Raw: raw.n, Gzip: gz.n, Deflate: defl.n}
+	if raw.n > 0 {
+		tb.Ratio = float64(gz.n) / float64(raw.n)
+	}
+	return tb, nil
+}
+
+// debugRooms answers runtime figures to a client on this machine only.
+func (s *Server) debugRooms(w http.ResponseWriter, r *http.Request) error {
+	// A proxy on this machine makes every client look local: a request it
+	// forwarded (it says so) is not the load generator's.
+	if ip := net.ParseIP(clientAddr(r)); ip == nil || !ip.IsLoopback() || r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" {
+		return errNotFound
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st := s.rooms.Stats()
+	writeJSON(w, http.StatusOK, map[string]any{"rooms": st.Rooms, "members": st.Members, "coalesced": st.Coalesced,
+		"heap_alloc": ms.HeapAlloc, "heap_inuse": ms.HeapInuse, "sys": ms.Sys, "goroutines": runtime.NumGoroutine()})
+	return nil
+}
+
+// closeCodeFor maps a refused join to the close code the page reads.
+func closeCodeFor(err error) int {
+	switch {
+	case errors.Is(err, rooms.ErrNoRoom):
+		return closeNoRoom
+	case errors.Is(err, rooms.ErrBadToken):
+		return closeBadToken
+	case errors.Is(err, rooms.ErrRoomFull):
+		return closeRoomFull
+	}
+	return closeTooMany
+}
+
+// closeCodeOf maps a room's end to the close code the page reads.
+func closeCodeOf(e *rooms.Event) int {
+	switch e.Why {
+	case rooms.WhyExpired:
+		return closeRoomExpired
+	case rooms.WhyRestart:
+		return closeRestart
+	}
+	return closeRoomEnded
+}

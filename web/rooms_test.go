@@ -1,0 +1,620 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/rooms"
+	"flashstep/runner"
+	"flashstep/sweep"
+
+	"github.com/gorilla/websocket"
+)
+
+// A small flash2 run: every test's room shows it.
+const roomRun = "variant=flash2&n=12&d=4&br=4&bc=3&seed=3"
+
+func newRoomServer(t *testing.T, l rooms.Limits) (*Server, *httptest.Server) {
+	t.Helper()
+	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	t.Cleanup(sweeps.Close)
+	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RoomLimits: l})
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { app.rooms.Close("test over") })
+	return app, ts
+}
+
+// createRoom opens a room over the API and returns what the presenter got.
+func createRoom(t *testing.T, base, query string) roomCreated {
+	t.Helper()
+	body, _ := json.Marshal(roomRequest{Page: "step", Query: query})
+	res, err := http.Post(base+"/api/rooms", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var c roomCreated
+	if res.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("create: %s %s", res.Status, b)
+	}
+	json.NewDecoder(res.Body).Decode(&c)
+	return c
+}
+
+// participant is one websocket of a room, read by its own goroutine.
+type participant struct {
+	conn   *websocket.Conn
+	events chan map[string]any // ends with {"type":"_close","close":*websocket.CloseError}
+}
+
+func joinRoom(t *testing.T, base, code, token string) *participant {
+	t.Helper()
+	p, err := tryJoin(base, code, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.conn.Close() })
+	return p
+}
+
+func tryJoin(base, code, token string, dialer *websocket.Dialer) (*participant, error) {
+	h := http.Header{}
+	if token != "" {
+		h.Set("Cookie", presenterCookie+"="+token)
+	}
+	if dialer == nil {
+		dialer = websocket.DefaultDialer
+	}
+	conn, _, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/r/"+code+"/ws", h)
+	if err != nil {
+		return nil, err
+	}
+	p := &participant{conn: conn, events: make(chan map[string]any, 100000)}
+	go func() {
+		for {
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				var ce *websocket.CloseError
+				errors.As(err, &ce)
+				p.events <- map[string]any{"type": "_close", "close": ce} // after every event, in order
+				return
+			}
+			var m map[string]any
+			json.Unmarshal(data, &m)
+			p.events <- m
+		}
+	}()
+	return p, nil
+}
+
+func (p *participant) send(t *testing.T, msg any) {
+	t.Helper()
+	if err := p.conn.WriteJSON(msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next waits for the next event of type typ, skipping others.
+func (p *participant) next(t *testing.T, typ string) map[string]any {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-p.events:
+			if e["type"] == typ {
+				return e
+			}
+			if e["type"] == "_close" {
+				t.Fatalf("closed (%v) while waiting for %s", e["close"], typ)
+			}
+		case <-deadline:
+			t.Fatalf("no %s event in 5 s", typ)
+		}
+	}
+}
+
+func (p *participant) closeCode(t *testing.T) *websocket.CloseError {
+	t.Helper()
+	for {
+		select {
+		case e := <-p.events:
+			if e["type"] != "_close" {
+				continue
+			}
+			ce, _ := e["close"].(*websocket.CloseError)
+			if ce == nil {
+				t.Fatal("the connection ended without a close frame")
+			}
+			return ce
+		case <-time.After(5 * time.Second):
+			t.Fatal("no close in 5 s")
+		}
+	}
+}
+
+func num(v any) int { f, _ := v.(float64); return int(f) }
+
+func TestRoomStepsReachEveryStudentInOrder(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{PresenterRate: 1e5})
+	c := createRoom(t, ts.URL, roomRun)
+	canon, _ := canonicalRun(roomRun, 512)
+	if c.Query != canon || len(c.Code) != rooms.CodeLength || c.Token == "" {
+		t.Fatalf("created: %+v", c)
+	}
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	if h := pres.next(t, "hello"); h["role"] != "presenter" {
+		t.Fatalf("the token's holder is %v", h["role"])
+	}
+	students := []*participant{joinRoom(t, ts.URL, c.Code, ""), joinRoom(t, ts.URL, c.Code, "")}
+	for _, s := range students {
+		if h := s.next(t, "hello"); h["role"] != "student" || h["query"] != c.Query {
+			t.Fatalf("a student's hello: %v", h)
+		}
+	}
+	if tl := pres.next(t, "tally"); num(tl["tally"].(map[string]any)["students"]) == 0 {
+		pres.next(t, "tally")
+	}
+	const steps = 200
+	for k := 1; k <= steps; k++ {
+		pres.send(t, rooms.Up{Type: "step", Step: k, Total: steps})
+	}
+	for i, s := range students {
+		last := 0
+		for last < steps {
+			e := s.next(t, "step")
+			if num(e["step"]) <= last {
+				t.Fatalf("student %d: step %d after %d", i, num(e["step"]), last)
+			}
+			last = num(e["step"])
+		}
+	}
+	// A student may not step the room: it is told, the room goes on.
+	students[0].send(t, rooms.Up{Type: "step", Step: 1, Total: steps})
+	if n := students[0].next(t, "notice"); !strings.Contains(n["error"].(string), "only the presenter") {
+		t.Fatalf("notice: %v", n)
+	}
+	pres.send(t, rooms.Up{Type: "step", Step: 7, Total: steps})
+	if e := students[1].next(t, "step"); num(e["step"]) != 7 {
+		t.Fatalf("after the refusal the room went to %v", e["step"])
+	}
+}
+
+func TestRoomRefusesForgedTokensAndUnknownCodes(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	forged := []byte(c.Token)
+	forged[0] ^= 1
+	p, err := tryJoin(ts.URL, c.Code, string(forged), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce := p.closeCode(t); ce.Code != closeBadToken {
+		t.Fatalf("a forged token: close %d, want %d", ce.Code, closeBadToken)
+	}
+	p, _ = tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
+	if ce := p.closeCode(t); ce.Code != closeNoRoom || !strings.Contains(ce.Text, "no room has this code") {
+		t.Fatalf("an unknown code: %v", ce)
+	}
+	// Another site's page may not open a room's websocket.
+	h := http.Header{"Origin": {"http://evil.example"}}
+	if _, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(ts.URL, "http")+"/r/"+c.Code+"/ws", h); err == nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-origin websocket was accepted: %v", err)
+	}
+}
+
+func TestRoomPagesKeepTheTokenSecret(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	// The Present button: a form post that answers with a cookie and a redirect.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.PostForm(ts.URL+"/rooms", map[string][]string{"page": {"step"}, "query": {roomRun}, "step": {"4"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	loc := res.Header.Get("Location")
+	var cookie *http.Cookie
+	for _, ck := range res.Cookies() {
+		if ck.Name == presenterCookie {
+			cookie = ck
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/r/") || cookie == nil || !cookie.HttpOnly ||
+		cookie.SameSite != http.SameSiteStrictMode || cookie.Path != loc || strings.Contains(loc, cookie.Value) {
+		t.Fatalf("present: %s, Location %q, cookie %+v", res.Status, loc, cookie)
+	}
+	for _, who := range []string{"presenter", "student"} {
+		req, _ := http.NewRequest("GET", ts.URL+loc, nil)
+		if who == "presenter" {
+			req.AddCookie(cookie)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		page := string(body)
+		if res.StatusCode != 200 || strings.Contains(page, cookie.Value) {
+			t.Fatalf("%s page: %s, holds the token: %v", who, res.Status, strings.Contains(page, cookie.Value))
+		}
+		if !strings.Contains(page, `/static/js/classroom.js`) || !strings.Contains(page, `&#34;step&#34;:4`) && !strings.Contains(page, `"step":4`) {
+			t.Fatalf("%s page lacks the classroom or the room's step 4", who)
+		}
+		if got := strings.Contains(page, `data-testid="poll-open"`); got != (who == "presenter") {
+			t.Errorf("%s page has the presenter's controls: %v", who, got)
+		}
+		for k, v := range map[string]string{"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+			if res.Header.Get(k) != v {
+				t.Errorf("%s: %s is %q", who, k, res.Header.Get(k))
+			}
+		}
+		if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "script-src 'self' 'unsafe") {
+			t.Errorf("CSP %q", csp)
+		}
+	}
+	// A plain stepper page has the Present button, and the headers too.
+	res, body := get(t, ts.URL+"/step?"+roomRun)
+	if !strings.Contains(string(body), `id="present-form"`) || res.Header.Get("Content-Security-Policy") == "" {
+		t.Fatal("the stepper lacks the Present button or the CSP")
+	}
+	// The QR code is an SVG of the join URL.
+	res, body = get(t, ts.URL+loc+"/qr.svg")
+	if res.Header.Get("Content-Type") != "image/svg+xml" || !bytes.HasPrefix(body, []byte("<svg")) || bytes.Count(body, []byte("h1v1")) < 200 {
+		t.Fatalf("QR: %s, %d bytes", res.Header.Get("Content-Type"), len(body))
+	}
+}
+
+func TestJoinFloodIsRateLimited(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{FailedJoinsPerMinute: 5})
+	c := createRoom(t, ts.URL, roomRun)
+	limited := 0
+	for i := range 20 {
+		res, body := get(t, ts.URL+fmt.Sprintf("/join?code=ZZZZZZ%02d", i))
+		switch res.StatusCode {
+		case http.StatusTooManyRequests:
+			limited++
+			if !strings.Contains(string(body), "at most 5 a minute") {
+				t.Fatalf("the refusal does not state the limit: %s", body)
+			}
+		case http.StatusNotFound:
+		default:
+			t.Fatalf("a wrong code: %s", res.Status)
+		}
+	}
+	if limited != 15 {
+		t.Fatalf("20 wrong codes at 5 a minute: %d refused, want 15", limited)
+	}
+	// The right code still gets in: guessing is limited, joining is not.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Get(ts.URL + "/join?code=" + strings.ToLower(rooms.FormatCode(c.Code)))
+	if err != nil || res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/r/"+c.Code {
+		t.Fatalf("the right code, typed loosely: %v %v", err, res.Header.Get("Location"))
+	}
+	// And a wrong code over the websocket after the limit: refused with 4029.
+	p, _ := tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
+	if ce := p.closeCode(t); ce.Code != closeTooMany {
+		t.Fatalf("a guess over the limit: close %d", ce.Code)
+	}
+}
+
+func TestOversizedMessageEndsOnlyItsConnection(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	bad := joinRoom(t, ts.URL, c.Code, "")
+	good := joinRoom(t, ts.URL, c.Code, "")
+	good.next(t, "hello")
+	bad.send(t, map[string]string{"type": "answer", "answer": strings.Repeat("9", 4000)})
+	if ce := bad.closeCode(t); ce.Code != websocket.CloseMessageTooBig {
+		t.Fatalf("an oversized message: close %d, want 1009", ce.Code)
+	}
+	// A malformed one is refused with a notice naming the field.
+	good.send(t, map[string]any{"type": "status", "status": "asleep"})
+	if n := good.next(t, "notice"); n["field"] != "status" {
+		t.Fatalf("notice: %v", n)
+	}
+	pres.send(t, rooms.Up{Type: "step", Step: 3, Total: 9})
+	if e := good.next(t, "step"); num(e["step"]) != 3 {
+		t.Fatal("the room stopped")
+	}
+}
+
+// TestSlowStudentIsCoalesced: a student whose page stops reading must not
+// slow anyone else; its mailbox keeps only the latest step, and when it
+// reads again it lands on the current step.
+func TestSlowStudentIsCoalesced(t *testing.T) {
+	app, ts := newRoomServer(t, rooms.Limits{PresenterRate: 1e6})
+	c := createRoom(t, ts.URL, roomRun)
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	// A tiny receive buffer, and nobody reading: the server's writes to it
+	// block once the kernel's buffers fill.
+	stuckDialer := &websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		conn, err := net.Dial(network, addr)
+		if err == nil {
+			conn.(*net.TCPConn).SetReadBuffer(4096)
+		}
+		return conn, err
+	}}
+	h := http.Header{}
+	stuck, _, err := stuckDialer.Dial("ws"+strings.TrimPrefix(ts.URL, "http")+"/r/"+c.Code+"/ws", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	good := joinRoom(t, ts.URL, c.Code, "")
+	good.next(t, "hello")
+	const steps = 30000
+	start := time.Now()
+	var slowest time.Duration
+	for k := 1; k <= steps; k++ {
+		sent := time.Now()
+		pres.send(t, rooms.Up{Type: "step", Step: k, Total: steps})
+		if k%1000 == 0 {
+			for {
+				e := good.next(t, "step")
+				if num(e["step"]) == k {
+					break
+				}
+			}
+			slowest = max(slowest, time.Since(sent))
+		}
+	}
+	if slowest > 2*time.Second {
+		t.Fatalf("the reading student waited %v for a step while another stopped reading", slowest)
+	}
+	if app.rooms.Stats().Coalesced == 0 {
+		t.Fatal("nothing was coalesced: the stuck student's writer never blocked, so the test proves nothing")
+	}
+	// The stuck student reads again: fewer messages than steps, ending on the last.
+	received, last := 0, 0
+	stuck.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for last < steps {
+		_, data, err := stuck.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d messages (last step %d): %v", received, last, err)
+		}
+		var e map[string]any
+		json.Unmarshal(data, &e)
+		if e["type"] == "step" {
+			received++
+			if num(e["step"]) <= last {
+				t.Fatalf("step %d after %d", num(e["step"]), last)
+			}
+			last = num(e["step"])
+		}
+	}
+	if received >= steps {
+		t.Fatalf("the stuck student got all %d steps: nothing coalesced", received)
+	}
+	t.Logf("%d steps in %v; the stuck student got %d step messages, coalesced %d", steps, time.Since(start), received, app.rooms.Stats().Coalesced)
+}
+
+func TestPresenterReconnectsAndResumes(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	stud := joinRoom(t, ts.URL, c.Code, "")
+	pres.send(t, rooms.Up{Type: "step", Step: 5, Total: 40})
+	stud.next(t, "step")
+	pres.conn.Close() // the presenter's network drops
+	time.Sleep(50 * time.Millisecond)
+	pres = joinRoom(t, ts.URL, c.Code, c.Token)
+	h := pres.next(t, "hello")
+	if h["role"] != "presenter" || num(h["step"]) != 5 {
+		t.Fatalf("the presenter came back to %v at step %v", h["role"], h["step"])
+	}
+	pres.send(t, rooms.Up{Type: "step", Step: 6, Total: 40})
+	if e := stud.next(t, "step"); num(e["step"]) != 6 {
+		t.Fatalf("after the reconnect the student got step %v", e["step"])
+	}
+	// A student who reconnects lands on the current step without the trace.
+	late := joinRoom(t, ts.URL, c.Code, "")
+	if h := late.next(t, "hello"); num(h["step"]) != 6 || h["query"] != c.Query {
+		t.Fatalf("a reconnecting student's hello: %v", h)
+	}
+}
+
+func TestServerRestartTellsEveryStudent(t *testing.T) {
+	app, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	var studs []*participant
+	for range 3 {
+		s := joinRoom(t, ts.URL, c.Code, "")
+		s.next(t, "hello")
+		studs = append(studs, s)
+	}
+	app.CloseStreams()
+	for _, s := range studs {
+		e := s.next(t, "closed")
+		if e["why"] != rooms.WhyRestart || !strings.Contains(e["reason"].(string), "server is restarting") {
+			t.Fatalf("closed: %v", e)
+		}
+		if ce := s.closeCode(t); ce.Code != closeRestart || !strings.Contains(ce.Text, "restarting") {
+			t.Fatalf("close frame: %v", ce)
+		}
+	}
+	p, _ := tryJoin(ts.URL, c.Code, "", nil)
+	if ce := p.closeCode(t); ce.Code != closeNoRoom {
+		t.Fatalf("joining after the restart: %d", ce.Code)
+	}
+}
+
+func TestPollFromTheTrace(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	a := joinRoom(t, ts.URL, c.Code, "")
+	b := joinRoom(t, ts.URL, c.Code, "")
+	pres.send(t, rooms.Up{Type: "step", Step: 2, Total: 20})
+	a.next(t, "step")
+	a.send(t, map[string]string{"type": "poll"})
+	if n := a.next(t, "notice"); !strings.Contains(n["error"].(string), "only the presenter") {
+		t.Fatalf("a student opened a poll: %v", n)
+	}
+	pres.send(t, map[string]string{"type": "poll"})
+	open := a.next(t, "poll")["poll"].(map[string]any)
+	q := open["question"].(string)
+	if !strings.Contains(q, "Predict m for row") || open["status"] != "open" || open["answer"] != nil {
+		t.Fatalf("open poll: %v", open)
+	}
+	// The answer, computed here from the mirror's trace of the same run.
+	var row, kv, step int
+	fmt.Sscanf(q[strings.Index(q, "row"):], "row %d after kv-tile %d (step %d)", &row, &kv, &step)
+	want := mirrorM(t, roomRun, step, row%4)
+	a.send(t, map[string]string{"type": "answer", "answer": fmt.Sprintf("%.4f", want)})
+	b.send(t, map[string]string{"type": "answer", "answer": fmt.Sprintf("%.4f", want+3)})
+	for {
+		tl := pres.next(t, "tally")["tally"].(map[string]any)
+		if num(tl["answered"]) == 2 {
+			break
+		}
+	}
+	pres.send(t, map[string]string{"type": "reveal"})
+	rev := b.next(t, "poll")["poll"].(map[string]any)
+	if rev["status"] == "open" {
+		rev = b.next(t, "poll")["poll"].(map[string]any)
+	}
+	if rev["status"] != "revealed" || num(rev["correct"]) != 1 || num(rev["answered"]) != 2 || rev["explain"] == "" {
+		t.Fatalf("revealed: %v", rev)
+	}
+	if got := rev["number"].(float64); got != float64(float32(want)) && fmt.Sprintf("%.4f", got) != fmt.Sprintf("%.4f", want) {
+		t.Fatalf("the revealed answer %v is not the mirror's m %v", got, want)
+	}
+}
+
+// mirrorM is m_new of a row at a step (from 1) of the mirror's trace.
+func mirrorM(t *testing.T, query string, step, row int) float64 {
+	t.Helper()
+	q, _ := url.ParseQuery(query)
+	c, err := kernels.ParseConfig(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := (runner.Mirror{}).Run(context.Background(), c, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, recs, err := instrument.ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []*instrument.Record
+	for _, r := range recs {
+		if r.Kind != instrument.KindInputs {
+			steps = append(steps, r)
+		}
+	}
+	r := steps[step-1]
+	if r.Kind != instrument.KindFlashStep {
+		t.Fatalf("step %d is a %v, not a tile step", step, r.Kind)
+	}
+	return float64(r.MNew[row])
+}
+
+func TestTraceDownloadIsGzipped(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	req, _ := http.NewRequest("GET", ts.URL+"/api/trace?"+roomRun, nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding %q", res.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(zr)
+	_, plain := get(t, ts.URL+"/api/trace?"+roomRun)
+	if !bytes.Equal(got, plain) || len(plain) == 0 {
+		t.Fatalf("the gzipped trace (%d bytes) is not the trace (%d bytes)", len(got), len(plain))
+	}
+	_, body := get(t, ts.URL+"/api/trace/bytes?"+roomRun)
+	var tb traceBytes
+	json.Unmarshal(body, &tb)
+	if tb.Raw != len(plain) || tb.Gzip <= 0 || tb.Gzip >= tb.Raw || tb.Deflate <= 0 {
+		t.Fatalf("trace bytes %+v, the trace is %d bytes", tb, len(plain))
+	}
+}
+
+func TestRoomOverServerSentEvents(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	res, err := http.Get(ts.URL + "/r/" + c.Code + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %s", res.Header.Get("Content-Type"))
+	}
+	lines := bufio.NewScanner(res.Body)
+	next := func() map[string]any {
+		for lines.Scan() {
+			if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+				var m map[string]any
+				json.Unmarshal([]byte(data), &m)
+				return m
+			}
+		}
+		t.Fatal("the event stream ended")
+		return nil
+	}
+	session := next()
+	if session["type"] != "session" || next()["type"] != "hello" {
+		t.Fatal("the stream does not start with session and hello")
+	}
+	pres.send(t, rooms.Up{Type: "step", Step: 4, Total: 9})
+	for {
+		if e := next(); e["type"] == "step" {
+			if num(e["step"]) != 4 {
+				t.Fatalf("step %v", e["step"])
+			}
+			break
+		}
+	}
+	post := func(key string) *http.Response {
+		body, _ := json.Marshal(map[string]any{"member": session["member"], "key": key, "message": map[string]string{"type": "status", "status": "branched"}})
+		res, err := http.Post(ts.URL+"/r/"+c.Code+"/send", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	if res := post("forged"); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a forged key: %s", res.Status)
+	}
+	if res := post(session["key"].(string)); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("the real key: %s", res.Status)
+	}
+	for {
+		tl := pres.next(t, "tally")["tally"].(map[string]any)
+		if num(tl["branched"]) == 1 {
+			break
+		}
+	}
+}

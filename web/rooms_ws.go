@@ -1,0 +1,186 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"flashstep/rooms"
+
+	"github.com/gorilla/websocket"
+)
+
+// The websocket of a room's participant, /r/{code}/ws.
+//
+// Server to browser: text frames, each one rooms.Event as JSON, hello
+// first (the room as it is: a late joiner or a reconnect lands on the
+// current step), then steps, runs, polls and, to the presenter, tallies.
+// When the room ends the last event is {"type":"closed","why","reason"} and
+// the close frame carries the reason too: 4000 ended by the presenter, 4001
+// expired, 1012 the server restarted. A refused join is a close frame at
+// once: 4004 no such room, 4003 a token that is not the room's, 4009 room
+// full, 4029 too many joins from this address.
+//
+// Browser to server: rooms.Up as JSON text, at most Limits.MaxMessage
+// bytes; a larger one closes the connection with 1009 (the room and the
+// others in it go on). A message the participant may not send, or a
+// malformed one, is refused with a notice event naming the field; the
+// connection stays.
+var roomUpgrader = websocket.Upgrader{
+	ReadBufferSize:  1024,
+	WriteBufferSize: 4096,
+	CheckOrigin:     sameOrigin,
+}
+
+// roomSocket joins the room with this code and serves the participant.
+func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
+	code := roomCode(r)
+	token := presenterToken(r)
+	var m *rooms.Member
+	err := rooms.ErrNoRoom
+	if code != "" {
+		m, err = s.rooms.Join(r.Context(), code, token)
+	}
+	if aerr := s.admit(r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
+		if m != nil {
+			m.Leave()
+			m = nil
+		}
+		err = aerr
+	}
+	conn, uerr := roomUpgrader.Upgrade(w, r, nil)
+	if uerr != nil {
+		if m != nil {
+			m.Leave()
+		}
+		return // the upgrader has answered with an HTTP error
+	}
+	if err != nil {
+		// The page can read a close frame's reason, not an HTTP status.
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCodeFor(err), closeReason(err.Error())), time.Now().Add(writeWait))
+		conn.Close()
+		return
+	}
+	defer m.Leave()
+	readerDone := make(chan struct{})
+	go s.readRoom(conn, m, readerDone)
+	writeRoom(conn, m, readerDone)
+	<-readerDone
+}
+
+// closeReason fits a reason in a close frame (at most 123 bytes).
+func closeReason(s string) string {
+	if len(s) <= 123 {
+		return s
+	}
+	r := []rune(s)
+	for len(string(r)) > 120 {
+		r = r[:len(r)-1]
+	}
+	return string(r) + "…"
+}
+
+// writeRoom is the connection's only writer: whatever the mailbox holds,
+// pings, and the close. A reader that falls behind blocks only this
+// goroutine; its mailbox meanwhile keeps just the latest of each kind, and
+// a write that cannot finish within writeWait drops the connection.
+func writeRoom(conn *websocket.Conn, m *rooms.Member, readerDone <-chan struct{}) {
+	ping := time.NewTicker(pingPeriod)
+	defer ping.Stop()
+	defer conn.Close()
+	for {
+		select {
+		case <-readerDone:
+			return
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				return
+			}
+		case <-m.Box.Ready():
+			for _, e := range m.Box.Take() {
+				conn.SetWriteDeadline(time.Now().Add(writeWait))
+				if err := conn.WriteMessage(websocket.TextMessage, e.JSON()); err != nil {
+					return
+				}
+				if e.Type == rooms.EventClosed {
+					conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCodeOf(e), closeReason(e.Reason)), time.Now().Add(writeWait))
+					select {
+					case <-readerDone:
+					case <-time.After(closeGrace):
+					}
+					return
+				}
+			}
+		}
+	}
+}
+
+// readRoom takes the participant's messages to the room.
+func (s *Server) readRoom(conn *websocket.Conn, m *rooms.Member, done chan<- struct{}) {
+	defer close(done)
+	conn.SetReadLimit(int64(s.roomLimits.MaxMessage))
+	conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
+	for {
+		kind, data, err := conn.ReadMessage()
+		if err != nil {
+			return // over the read limit: gorilla has sent close 1009
+		}
+		conn.SetReadDeadline(time.Now().Add(pongWait))
+		if kind != websocket.TextMessage {
+			notify(m, &rooms.FieldError{Field: "message", Message: "must be JSON text, not binary"})
+			continue
+		}
+		if err := s.roomMessage(m, data); err != nil {
+			notify(m, err)
+		}
+	}
+}
+
+// roomMessage handles one message of a participant, whichever transport
+// brought it.
+func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
+	u, err := rooms.ParseUp(data, s.roomLimits)
+	if err != nil {
+		return err
+	}
+	switch u.Type {
+	case rooms.CmdRun:
+		if !m.Presenter {
+			break // the room refuses it, with its own words
+		}
+		q, err := canonicalRun(u.Query, s.roomLimits.MaxQuery)
+		if err != nil {
+			_, body := statusOf(err)
+			return &rooms.FieldError{Field: "query", Message: body.Error}
+		}
+		u.Query = q
+	case rooms.CmdPoll:
+		if !m.Presenter {
+			return &rooms.FieldError{Field: "type", Message: `only the presenter may send "poll"`}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		st, err := s.rooms.Peek(ctx, m.Code, "")
+		if err != nil {
+			return err
+		}
+		p, err := s.newPoll(ctx, st)
+		if err != nil {
+			return err
+		}
+		return m.OpenPoll(p)
+	}
+	return m.Send(u)
+}
+
+// notify tells one participant why its message was refused.
+func notify(m *rooms.Member, err error) {
+	e := &rooms.Event{Type: rooms.EventNotice, Error: err.Error()}
+	var fe *rooms.FieldError
+	if errors.As(err, &fe) {
+		e.Field, e.Error = fe.Field, fe.Error()
+	}
+	m.Box.Put(e)
+}
