@@ -53,7 +53,7 @@ func (p Pattern) String() string { return enumName(patternNames, p) }
 
 // Variants, Patterns list the valid values in order, for forms and tests.
 var (
-	Variants = []Variant{VariantFlash2, VariantNaive}
+	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast}
 	Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
 )
 

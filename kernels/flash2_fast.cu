@@ -13,7 +13,7 @@
 //   mb    = m_new·sl2 (0 while m_new = -inf), sl2 = scale·log2 e in float32
 //   α     = 2^(fma(m_old, sl2, -mb))                 ex2.approx
 //   p     = 2^(fma(S, sl2, -mb))                     ex2.approx, float32
-//   l_t   = l_t·α + Σ (p0 + p1)                      this thread's columns, in
+//   l_t   = fma(l_t, α, Σ (p0 + p1))                 this thread's columns, in
 //           atom order; the quad's four partial sums add up, (l0+l1)+(l2+l3),
 //           only where a full l is needed (the trace and the epilogue)
 //   O     = O·α, then O += bf16(p)·V_j: BC/16 MMAs in order of the kv columns
@@ -274,7 +274,7 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
             pl[1] = p1;
           })
         }
-        l[mi][h] = l[mi][h] * alpha + rs; // this thread's part of the row; the quad adds up at the end
+        l[mi][h] = fmaf(l[mi][h], alpha, rs); // this thread's part of the row; the quad adds up at the end
         FS_TRACED(if (full) {
           float lq = l[mi][h] + __shfl_xor_sync(0xffffffff, l[mi][h], 1);
           lq += __shfl_xor_sync(0xffffffff, lq, 2);

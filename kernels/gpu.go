@@ -71,10 +71,10 @@ func (f Flash2FastInstance) Threads() int { return 32 * f.Warps }
 func (f Flash2FastInstance) SharedBytes() int { return 2 * (f.Br*f.D + 2*f.Bc*f.D) }
 
 // GPUElementBytes is the size of one element of Q, K, V and O on the GPU:
-// 2 for the bf16 kernels, 4 for the float32 ones.
+// the variant's (2 for the bf16 kernels, 4 for the float32 ones).
 func (c *Config) GPUElementBytes() int {
-	if c.Variant == instrument.VariantFlash2Fast {
-		return 2
+	if v := Info(c.Variant); v != nil {
+		return v.ElementBytes()
 	}
 	return 4
 }

@@ -23,7 +23,22 @@ const largeLogitStd = 8
 // scores of the row stay near ±1.
 const peakLogit = 10
 
-// GenerateInputs draws the inputs of batch-head bh from the run's seed. The
+// InputsFor is the Q, K and V that c's kernel computes with for batch-head
+// bh: GenerateInputs' numbers, rounded to bf16 (round to nearest even) for a
+// bf16 variant. It is the one place that rounding happens for a run: the
+// mirror, the trace's inputs record, the GPU upload and the float64
+// reference all take their inputs from here, so all four see the same
+// numbers and the reference measures the kernel's arithmetic alone.
+func InputsFor(c *Config, bh int) *Inputs {
+	in := GenerateInputs(c, bh)
+	if v := variantInfo[c.Variant]; v != nil && v.DType == instrument.DTypeBF16 {
+		in.Q, in.K, in.V = roundBF16All(in.Q), roundBF16All(in.K), roundBF16All(in.V)
+	}
+	return in
+}
+
+// GenerateInputs draws the inputs of batch-head bh from the run's seed, in
+// float32 whatever the kernel (InputsFor rounds them for a bf16 one). The
 // same (seed, bh, pattern, N, d) always gives the same numbers, on any machine.
 func GenerateInputs(c *Config, bh int) *Inputs {
 	rng := rand.New(rand.NewPCG(c.Seed, uint64(bh)))

@@ -10,7 +10,7 @@ import (
 )
 
 // MirrorLabel is the source label of traces made by the CPU mirror.
-const MirrorLabel = "CPU mirror: the kernel's Go twin, float32, on this server"
+const MirrorLabel = "CPU mirror: the kernel's Go twin, in the kernel's own arithmetic, on this server"
 
 // RunMirror computes the trace of c on the CPU and hands each record to sink
 // in trace order, as soon as it is ready: the first step leaves long before
@@ -32,7 +32,7 @@ func RunMirror(ctx context.Context, c Config, sink func(*instrument.Record) erro
 	inputs := make([]func() *Inputs, bhs.Len())
 	for k := range inputs {
 		bh := bhs.Lo + k
-		inputs[k] = sync.OnceValue(func() *Inputs { return GenerateInputs(&c, bh) })
+		inputs[k] = sync.OnceValue(func() *Inputs { return InputsFor(&c, bh) })
 	}
 
 	type block struct {

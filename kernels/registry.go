@@ -9,6 +9,9 @@ type VariantInfo struct {
 	Variant instrument.Variant
 	Title   string
 	Summary string
+	// DType is what the kernel computes in, as its trace header says: bf16
+	// variants take Q, K and V rounded to bf16 (InputsFor).
+	DType instrument.DType
 
 	// Traffic is the device-memory bytes a record's step loads and stores,
 	// from the kernel's access pattern.
@@ -32,6 +35,7 @@ var variantOrder = []*VariantInfo{
 		Variant: instrument.VariantFlash2,
 		Title:   "FlashAttention-2 (float32)",
 		Summary: "One block per q-tile keeps m, l and O on chip and walks the kv-tiles: S and P never leave the chip.",
+		DType:   instrument.DTypeF32,
 		Traffic: flash2Traffic,
 		phases:  1,
 		records: flash2Records,
@@ -41,10 +45,21 @@ var variantOrder = []*VariantInfo{
 		Variant: instrument.VariantNaive,
 		Title:   "Naive attention (float32)",
 		Summary: "Three kernels: S = QKᵀ to device memory, a row softmax to P in device memory, then O = PV.",
+		DType:   instrument.DTypeF32,
 		Traffic: naiveTraffic,
 		phases:  naivePhases,
 		records: naiveRecords,
 		block:   naiveBlock,
+	},
+	{
+		Variant: instrument.VariantFlash2Fast,
+		Title:   "FlashAttention-2, tensor cores (bf16)", // the stepper's projector select holds about 37 characters
+		Summary: "FlashAttention-2's loop on tensor cores: bf16 Q, K, V and P through mma.sync with float32 accumulation, exp2 with the scale folded in.",
+		DType:   instrument.DTypeBF16,
+		Traffic: flash2FastTraffic,
+		phases:  1,
+		records: flash2Records, // the same tiles as flash2: one step per visited kv-tile, then the epilogue
+		block:   flash2FastBlock,
 	},
 }
 
@@ -55,6 +70,15 @@ var variantInfo = func() map[instrument.Variant]*VariantInfo {
 	}
 	return m
 }()
+
+// ElementBytes is the size of one element of Q, K, V and O in device
+// memory: 2 for bf16, 4 for float32.
+func (v *VariantInfo) ElementBytes() int {
+	if v.DType == instrument.DTypeBF16 {
+		return 2
+	}
+	return 4
+}
 
 // Variants lists the kernel variants in the order pages show them.
 func Variants() []*VariantInfo { return variantOrder }
@@ -74,13 +98,22 @@ func variantNames() []string {
 // exact count of records the trace will hold.
 func (c *Config) Header(source instrument.Source, label string) instrument.Header {
 	return instrument.Header{
-		Variant: c.Variant, DType: instrument.DTypeF32, Source: source, Causal: c.Causal, Timing: c.Timing, Pattern: c.Pattern,
+		Variant: c.Variant, DType: c.dtype(), Source: source, Causal: c.Causal, Timing: c.Timing, Pattern: c.Pattern,
 		N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: c.Batch, Heads: c.Heads,
 		TracedBH: c.TracedBH(), TracedQ: c.TracedQ(),
 		Seed: c.Seed, Scale: c.Scale(),
 		Records: c.recordCount(),
 		Label:   label,
 	}
+}
+
+// dtype is the element type of c's kernel; float32 for an unknown variant,
+// which Validate refuses anyway.
+func (c *Config) dtype() instrument.DType {
+	if v := variantInfo[c.Variant]; v != nil {
+		return v.DType
+	}
+	return instrument.DTypeF32
 }
 
 // recordCount and TraceBytes add up the records of every traced q-tile. A

@@ -100,7 +100,21 @@ var H100 = CacheModel{Name: "NVIDIA H100 80GB HBM3", L2Bytes: 50 << 20, Resident
 // being started) are in flight.
 func (m CacheModel) kvFits(c *Config) bool {
 	inFlight := int64(ceilDiv(m.ResidentBlocks, c.Tr()) + 1)
-	return inFlight*2*int64(c.N)*int64(c.D)*4 <= m.L2Bytes
+	return inFlight*2*int64(c.N)*int64(c.D)*int64(elementBytes(c)) <= m.L2Bytes
+}
+
+// elementBytes is the size of an element of Q, K, V and O of c's kernel.
+func elementBytes(c *Config) int {
+	if v := variantInfo[c.Variant]; v != nil {
+		return v.ElementBytes()
+	}
+	return 4
+}
+
+// isFlash says whether c's kernel is one of the flash loop's: one block per
+// q-tile walking the kv-tiles, causal tiles above the diagonal skipped.
+func isFlash(c *Config) bool {
+	return c.Variant == instrument.VariantFlash2 || c.Variant == instrument.VariantFlash2Fast
 }
 
 // bufferFits says whether one N×N buffer of every batch-head fits in L2.
@@ -109,9 +123,14 @@ func (m CacheModel) bufferFits(c *Config) bool {
 }
 
 // firstQTile is the first q-tile that reads kv-tile j: q-tile 0, or under a
-// causal mask the one holding row j·Bc, the first that sees column j·Bc.
+// causal mask the one holding row j·Bc, the first that sees column j·Bc;
+// flash2_fast launches its causal q-tiles heaviest first, so there the last
+// q-tile, which visits every kv-tile, reads each first.
 func firstQTile(c *Config, j int) int {
-	if c.Causal && c.Variant == instrument.VariantFlash2 {
+	if c.Causal && c.Variant == instrument.VariantFlash2Fast {
+		return c.Tr() - 1
+	}
+	if c.Causal && isFlash(c) {
 		return j * c.Bc / c.Br
 	}
 	return 0
@@ -121,14 +140,15 @@ func firstQTile(c *Config, j int) int {
 // under the model.
 func (m CacheModel) DRAM(c *Config, s StepRef) (read, write uint64) {
 	const f32 = 4
+	elem := uint64(elementBytes(c)) // Q, K, V and O: float32, or bf16
 	rows, cols, d, n := uint64(s.RowsValid), uint64(s.ColsValid), uint64(c.D), uint64(c.N)
 	switch s.Kind {
 	case instrument.KindFlashStep:
 		if s.J == 0 {
-			read += rows * d * f32 // Q_i: each q-tile is read once
+			read += rows * d * elem // Q_i: each q-tile is read once
 		}
 		if s.I == firstQTile(c, s.J) || !m.kvFits(c) {
-			read += 2 * cols * d * f32 // K_j, V_j: first touch, or evicted
+			read += 2 * cols * d * elem // K_j, V_j: first touch, or evicted
 		}
 	case instrument.KindScores:
 		if s.J == 0 {
@@ -155,8 +175,8 @@ func (m CacheModel) DRAM(c *Config, s StepRef) (read, write uint64) {
 			read += cols * d * f32
 		}
 	case instrument.KindEpilogue:
-		if c.Variant == instrument.VariantFlash2 {
-			write = rows*d*f32 + rows*f32
+		if isFlash(c) {
+			write = rows*d*elem + rows*f32 // O, and the LSE in float32
 		} else {
 			write = rows * d * f32
 		}
@@ -197,10 +217,13 @@ func (m CacheModel) RunTraffic(c Config) []Traffic {
 	one.TraceBH = instrument.Range{Lo: 0, Hi: 1}
 	for _, s := range Schedule(&one) {
 		kernel := map[instrument.Kind]string{
-			instrument.KindFlashStep: "flash2", instrument.KindScores: "naive_scores",
+			instrument.KindFlashStep: c.Variant.String(), instrument.KindScores: "naive_scores",
 			instrument.KindSoftmax: "naive_softmax", instrument.KindPV: "naive_pv"}[s.Kind]
 		if s.Kind == instrument.KindEpilogue {
-			kernel = map[instrument.Variant]string{instrument.VariantFlash2: "flash2", instrument.VariantNaive: "naive_pv"}[c.Variant]
+			kernel = "naive_pv"
+			if isFlash(&c) {
+				kernel = c.Variant.String() // one kernel does it all
+			}
 		}
 		add(kernel, s)
 	}

@@ -126,3 +126,31 @@ func TestPlanMemory(t *testing.T) {
 		t.Fatalf("bad input: %v", err)
 	}
 }
+
+// TestRunTrafficFlash2Fast: the bf16 kernel moves flash2's elements at 2
+// bytes each (the LSE stays float32), in one launch named for it; under a
+// causal mask K and V still come from DRAM once per head.
+func TestRunTrafficFlash2Fast(t *testing.T) {
+	for _, causal := range []bool{false, true} {
+		c := Config{Variant: instrument.VariantFlash2Fast, N: 4096, D: 128, Br: 128, Bc: 48, Batch: 1, Heads: 16, Causal: causal, Pattern: instrument.PatternNormal}
+		N, d, bh := uint64(c.N), uint64(c.D), uint64(16)
+		runs := H100.RunTraffic(c)
+		if len(runs) != 1 || runs[0].Kernel != "flash2_fast" {
+			t.Fatalf("launches %+v", runs)
+		}
+		var wantRead uint64
+		for _, s := range Schedule(&Config{Variant: c.Variant, N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: 1, Heads: 1, Causal: causal}) {
+			if s.Kind == instrument.KindFlashStep {
+				wantRead += 2 * 2 * uint64(s.ColsValid) * d
+			}
+		}
+		wantRead = bh * (wantRead + 2*N*d)
+		r := runs[0]
+		if r.L2Read != wantRead || r.L2Write != bh*(2*N*d+4*N) {
+			t.Errorf("causal %v: L2 %d/%d, want %d/%d", causal, r.L2Read, r.L2Write, wantRead, bh*(2*N*d+4*N))
+		}
+		if !H100.kvFits(&c) || r.DRAMRead != bh*2*3*N*d || r.DRAMWrite != r.L2Write {
+			t.Errorf("causal %v: DRAM %d/%d, want %d/%d", causal, r.DRAMRead, r.DRAMWrite, bh*2*3*N*d, r.L2Write)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func TestSweepsRunInTurnAndCancel(t *testing.T) {
 	fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
 	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
 	defer m.Close()
-	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: instrument.Variants, Repeats: 3}
+	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants, Repeats: 3} // the float32 pair: the sweep times those
 	first, err := m.Submit(spec)
 	if err != nil {
 		t.Fatal(err)

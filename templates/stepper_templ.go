@@ -23,7 +23,7 @@ type StepperView struct {
 	Patterns  []Option
 	Engines   []Option
 	Modes     []Option
-	GPUTiles  []Option // flash2's compiled (Br, Bc, d), as "br,bc,d"
+	GPUTiles  []Option // the flash kernels' compiled tiles, as "variant,br,bc,d"
 	RunsOn    string   // which engine would compute this run
 	Limits    Limits
 	Data      StepperData   // handed to the browser as JSON
@@ -1260,7 +1260,7 @@ func runForm(v StepperView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "</select> <span class=\"help\">flash2 runs on the GPU with these; naive with any tiles.</span></label>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "</select> <span class=\"help\">the flash kernels run on the GPU with these; naive with any tiles.</span></label>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

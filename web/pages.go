@@ -154,7 +154,10 @@ func estimate(c *kernels.Config) string {
 func gpuTileOptions() []templates.Option {
 	var o []templates.Option
 	for _, f := range kernels.Flash2Instances {
-		o = append(o, templates.Option{Value: fmt.Sprintf("%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("%d×%d tiles, d=%d", f.Br, f.Bc, f.D)})
+		o = append(o, templates.Option{Value: fmt.Sprintf("flash2,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2 %d×%d, d=%d", f.Br, f.Bc, f.D)})
+	}
+	for _, f := range kernels.Flash2FastInstances {
+		o = append(o, templates.Option{Value: fmt.Sprintf("flash2_fast,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2_fast %d×%d, d=%d", f.Br, f.Bc, f.D)})
 	}
 	return o
 }

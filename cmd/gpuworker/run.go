@@ -48,28 +48,15 @@ func (a *allocs) upload(host []float32) (cu.DevicePtr, error) {
 	return p, cu.MemcpyHtoD(p, unsafe.Pointer(&host[0]), int64(len(host))*4)
 }
 
-// uploadBF16 uploads values that are bf16 already (the bf16 kernels' inputs
-// are rounded on the host, where the mirror rounds them) as bf16.
+// uploadBF16 uploads a bf16 kernel's inputs (kernels.InputsFor rounds them,
+// where the mirror's come from) as 16-bit patterns.
 func (a *allocs) uploadBF16(host []float32) (cu.DevicePtr, error) {
 	p, err := a.alloc(int64(len(host)) * 2)
 	if err != nil || len(host) == 0 {
 		return p, err
 	}
-	bits := make([]uint16, len(host))
-	for i, x := range host {
-		bits[i] = bf16Bits(x)
-	}
+	bits := kernels.BF16Bits(host)
 	return p, cu.MemcpyHtoD(p, unsafe.Pointer(&bits[0]), int64(len(bits))*2)
-}
-
-// bf16Bits is x as bfloat16, rounded to nearest even (exact for a value
-// that is bf16 already).
-func bf16Bits(x float32) uint16 {
-	b := math.Float32bits(x)
-	if x != x { // NaN stays NaN
-		return uint16(b>>16) | 0x40
-	}
-	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
 func (a *allocs) free() {
@@ -114,7 +101,7 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 	pr := &problem{c: c, inputs: make([]*kernels.Inputs, c.Batch*c.Heads)}
 	var wg sync.WaitGroup
 	for bh := range pr.inputs {
-		wg.Go(func() { pr.inputs[bh] = kernels.GenerateInputs(&c, bh) })
+		wg.Go(func() { pr.inputs[bh] = kernels.InputsFor(&c, bh) })
 	}
 	wg.Wait()
 	join := func(pick func(*kernels.Inputs) []float32) []float32 {

@@ -578,8 +578,61 @@ func TestBrowserKernelSource(t *testing.T) {
 	if src := lit(); !strings.Contains(src, "naive_softmax(") || strings.Contains(src, "naive_scores(") {
 		t.Errorf("the naive softmax step lights:\n%s", src)
 	}
+	// The tensor-core rung, as recorded on the H100: its own source, and
+	// the trace says bf16.
+	navigate(ctx, t, base+"/step?variant=flash2_fast&n=256&d=64&br=128&bc=128&pattern=normal&seed=1&step=1")
+	waitText(ctx, t, "#run-status", "replayed from a recording")
+	waitText(ctx, t, "#source", "bf16")
+	waitText(ctx, t, "#source-caption", "kernels/flash2_fast.cu")
+	if src := lit(); !strings.Contains(src, "load_tile<BR, D, NT, SW>(sQ") || !strings.Contains(src, "mma16816(o[mi]") {
+		t.Errorf("flash2_fast's first step lights:\n%s", src)
+	}
 	if p := layoutProblems(ctx, t); len(p) > 0 {
 		t.Errorf("stepper with its source:\n%s", strings.Join(p, "\n"))
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserLadder: the ladder page shows every built rung with a figure on
+// every shape, its step-through links work, and nothing overflows at a
+// projector's width.
+func TestBrowserLadder(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1024, 768)
+	problems := watchConsole(ctx)
+	navigate(ctx, t, base+"/ladder")
+	waitText(ctx, t, "[data-testid=ladder-table]", "flash2_fast")
+	for _, r := range kernels.Ladder {
+		if !r.Built {
+			continue
+		}
+		cells := evalJS[[]string](ctx, t, fmt.Sprintf(`Array.from(document.querySelectorAll('[data-testid=rung-%s] td strong')).map((e) => e.textContent)`, r.Name))
+		if len(cells) != 4 {
+			t.Errorf("rung %s shows %d figures: %v", r.Name, len(cells), cells)
+		}
+		for _, c := range cells {
+			if v, err := strconv.ParseFloat(c, 64); err != nil || !(v > 0) {
+				t.Errorf("rung %s: figure %q", r.Name, c)
+			}
+		}
+	}
+	links := evalJS[[]string](ctx, t, `Array.from(document.querySelectorAll('[data-testid=ladder-table] a')).map((a) => a.href)`)
+	if len(links) < 3 {
+		t.Fatalf("step-through links: %v", links)
+	}
+	for _, l := range links {
+		res, err := http.Get(l)
+		if err != nil || res.StatusCode != 200 {
+			t.Errorf("%s: %v %v", l, err, res)
+		}
+		if res != nil {
+			res.Body.Close()
+		}
+	}
+	if p := layoutProblems(ctx, t); len(p) > 0 {
+		t.Errorf("ladder:\n%s", strings.Join(p, "\n"))
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))

@@ -22,6 +22,10 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 	}
 	f := kernels.Flash2Instances[rng.IntN(len(kernels.Flash2Instances))]
 	c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
+	if c.Variant == instrument.VariantFlash2Fast {
+		f := kernels.Flash2FastInstances[rng.IntN(len(kernels.Flash2FastInstances))]
+		c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
+	}
 	if c.Variant == instrument.VariantNaive && rng.IntN(2) == 0 {
 		c.Br, c.Bc, c.D = 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(96)
 	}

@@ -101,11 +101,11 @@ async function checkForm() {
 $('gpu-tiles').addEventListener('change', (ev) => {
   const v = ev.target.value;
   if (!v) return;
-  const [br, bc, d] = v.split(',');
+  const [variant, br, bc, d] = v.split(',');
   $('f-br').value = br;
   $('f-bc').value = bc;
   $('f-d').value = d;
-  $('f-variant').value = 'flash2';
+  $('f-variant').value = variant;
   ev.target.value = '';
   form.dispatchEvent(new Event('input'));
 });
@@ -384,7 +384,11 @@ async function showKernelFigures(h) {
   el.textContent = '';
   if (!kernelTable) kernelTable = await fetch('/api/kernels').then((r) => r.json()).catch(() => null);
   if (!kernelTable) return;
-  const names = h.variant === 'flash2' ? [`flash2_br${h.Br}_bc${h.Bc}_d${h.D}`] : ['naive_scores', 'naive_softmax', 'naive_pv'];
+  const names = {
+    flash2: [`flash2_br${h.Br}_bc${h.Bc}_d${h.D}`],
+    flash2_fast: [`flash2_fast_br${h.Br}_bc${h.Bc}_d${h.D}${h.causal ? '_causal' : ''}`],
+    naive: ['naive_scores', 'naive_softmax', 'naive_pv'],
+  }[h.variant] || [];
   const module = h.variant + (h.source === 'cpu' ? '' : '_traced');
   const parts = [];
   for (const n of names) {
@@ -396,7 +400,7 @@ async function showKernelFigures(h) {
     parts.push(s);
   }
   if (parts.length) el.textContent = `Kernel${parts.length > 1 ? 's' : ''} (${module}.ptx): ${parts.join('; ')}. More on the Kernels page.`;
-  else el.textContent = h.variant === 'flash2' && h.source === 'cpu' ? `No compiled GPU kernel has ${h.Br}×${h.Bc} tiles with d=${h.D}: the mirror runs any shape.` : '';
+  else el.textContent = h.variant !== 'naive' && h.source === 'cpu' ? `No compiled GPU kernel has ${h.Br}×${h.Bc} tiles with d=${h.D}: the mirror runs any shape.` : '';
 }
 
 // showSource says where the numbers come from; the folded form above it

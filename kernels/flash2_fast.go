@@ -1,0 +1,186 @@
+package kernels
+
+import "flashstep/instrument"
+
+// FlashAttention-2 on tensor cores, bf16: the CPU mirror of flash2_fast.cu.
+//
+// The loop is flash2's (one block per batch-head and q-tile, the kv-tiles in
+// order, causal tiles above the diagonal skipped); the arithmetic is the
+// kernel's, operation by operation, as its PTX has it:
+//
+//	Q, K, V    bf16 (InputsFor rounds them; the tiles are rounded again,
+//	           which changes nothing, so the mirror holds for any inputs)
+//	S_raw      float32, d/16 mma chunks of 16 exact bf16 products (mmaChunk)
+//	masks      −Inf where col ≥ N, or causal and col > row
+//	m_new      max(m_old, max_c S_raw), raw units
+//	sl2        float32(scale·float32(log2 e))
+//	mb         float32(m_new·sl2), 0 while m_new = −Inf
+//	α          ex2(fma(m_old, sl2, −mb))
+//	p          ex2(fma(S_raw, sl2, −mb))
+//	l_t        fma(α, l_t, rs_t): nvcc contracts the .cu's l·α + rs into one
+//	           fma.rn.f32; rs_t = Σ_ni (p0 + p1) over thread t's columns
+//	           ni·8+2t and ni·8+2t+1, in atom order, every add float32
+//	l          (l_0 + l_1) + (l_2 + l_3), where the trace or the end needs it
+//	O          float32(O·α), then Bc/16 mma chunks of bf16(p)·V
+//	end        inv = float32(1/l), out = float32(O·inv),
+//	           LSE = fma(m_new, scale, logf(l))
+//
+// The trace is in natural-log units as flash2's: S = S_raw·scale and
+// m = m_raw·scale (float32 products), P the float32 p before its rounding to
+// bf16, α, the full l and O after the step; the epilogue's O is O·inv in
+// float32 (the kernel stores it to device memory rounded to bf16).
+//
+// The kernel runs Br in whole 16-row atoms and Bc in pairs of 8-column
+// atoms; the mirror runs any shape, with a shorter last chunk where d or Bc
+// is not a multiple of 16 and a partial last column atom where Bc is not a
+// multiple of 8 (its missing columns add nothing).
+
+// log2e32 is log2 e as the kernel's float literal 1.4426950408889634f.
+const log2e32 = float32(1.4426950408889634)
+
+// flash2FastTraffic is the device-memory traffic of one record: as flash2's,
+// with Q, K, V and O in bf16 (2 bytes) and the LSE in float32.
+func flash2FastTraffic(c *Config, r *instrument.Record) (read, written uint64) {
+	const bf16, f32 = 2, 4
+	rows, cols, d := uint64(r.RowsValid), uint64(r.ColsValid), uint64(c.D)
+	switch r.Kind {
+	case instrument.KindFlashStep:
+		read = 2 * cols * d * bf16
+		if r.J == 0 {
+			read += rows * d * bf16
+		}
+	case instrument.KindEpilogue:
+		written = rows*d*bf16 + rows*f32
+	}
+	return read, written
+}
+
+// quadThreads is the four threads of a quad, which share a row of S: thread
+// t holds columns 2t and 2t+1 of each 8-column atom.
+const quadThreads = 4
+
+// fastArith is the arithmetic the kernel leaves unspecified: the sum inside
+// one mma and ex2.approx. The mirror uses one admissible choice of each;
+// tests swap in others (a stand-in for the GPU) to try the GPU bound.
+type fastArith struct {
+	mma func(acc float32, a, b []float32, stride int) float32
+	ex2 func(x float32) float32
+}
+
+var mirrorArith = fastArith{mma: mmaChunk, ex2: ex2}
+
+// flash2FastBlock runs the block of (bh, q-tile i) and emits its records.
+func flash2FastBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
+	mirrorArith.block(c, in, bh, i, emit)
+}
+
+func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
+	br, bc, d, n := c.Br, c.Bc, c.D, c.N
+	scale := c.Scale()
+	sl2 := float32(scale * log2e32)
+	r0 := i * br
+	rowsValid := min(br, n-r0)
+	q := roundBF16All(tileRows(in.Q, d, r0, rowsValid, br))
+	atoms := ceilDiv(bc, 8)
+
+	m := fill(br, negInf)                 // raw units
+	lt := make([]float32, br*quadThreads) // each thread's part of l
+	o := make([]float32, br*d)
+	sRaw := make([]float32, bc)
+	p16 := make([]float32, bc)
+
+	for j := range flash2KVTiles(c, i) {
+		c0 := j * bc
+		colsValid := min(bc, n-c0)
+		k := roundBF16All(tileRows(in.K, d, c0, colsValid, bc))
+		v := roundBF16All(tileRows(in.V, d, c0, colsValid, bc))
+
+		rec := &instrument.Record{Kind: instrument.KindFlashStep, BH: bh, I: i, J: j,
+			RowsValid: rowsValid, ColsValid: colsValid,
+			MOld: make([]float32, br), MNew: make([]float32, br), Alpha: make([]float32, br),
+			L: make([]float32, br), S: make([]float32, br*bc), P: make([]float32, br*bc)}
+
+		for r := range br {
+			qr := q[r*d : (r+1)*d]
+			mx := m[r]
+			for col := range bc {
+				if col >= colsValid || (c.Causal && c0+col > r0+r) {
+					sRaw[col] = negInf
+				} else {
+					var acc float32
+					for k0 := 0; k0 < d; k0 += 16 {
+						k1 := min(k0+16, d)
+						acc = a.mma(acc, qr[k0:k1], k[col*d+k0:col*d+k1], 1)
+					}
+					sRaw[col] = acc
+				}
+				mx = max(mx, sRaw[col])
+				rec.S[r*bc+col] = float32(sRaw[col] * scale)
+			}
+			var mb float32 // a row masked so far: exp2(−Inf − 0) = 0, never NaN
+			if mx != negInf {
+				mb = float32(mx * sl2)
+			}
+			alpha := a.ex2(fma32(m[r], sl2, -mb))
+			p := rec.P[r*bc : (r+1)*bc]
+			for col := range bc {
+				p[col] = a.ex2(fma32(sRaw[col], sl2, -mb))
+				p16[col] = RoundBF16(p[col])
+			}
+			for t := range quadThreads {
+				var rs float32
+				for ni := range atoms {
+					rs = float32(rs + float32(colOrZero(p, ni*8+2*t)+colOrZero(p, ni*8+2*t+1)))
+				}
+				lt[r*quadThreads+t] = fma32(alpha, lt[r*quadThreads+t], rs)
+			}
+			or := o[r*d : (r+1)*d]
+			for x := range d {
+				acc := float32(or[x] * alpha)
+				for k0 := 0; k0 < bc; k0 += 16 {
+					k1 := min(k0+16, bc)
+					acc = a.mma(acc, p16[k0:k1], v[k0*d+x:], d)
+				}
+				or[x] = acc
+			}
+			rec.MOld[r], rec.MNew[r], rec.Alpha[r] = float32(m[r]*scale), float32(mx*scale), alpha
+			rec.L[r] = quadSum(lt[r*quadThreads : (r+1)*quadThreads])
+			m[r] = mx
+		}
+		rec.O = append([]float32(nil), o...)
+		rec.BytesRead, rec.BytesWritten = flash2FastTraffic(c, rec)
+		emit(0, rec)
+	}
+
+	epi := &instrument.Record{Kind: instrument.KindEpilogue, BH: bh, I: i, J: -1, RowsValid: rowsValid,
+		O: make([]float32, br*d), LSE: make([]float32, br)}
+	for r := range br {
+		l := quadSum(lt[r*quadThreads : (r+1)*quadThreads])
+		var inv float32
+		epi.LSE[r] = negInf
+		if l != 0 { // every score of the row masked: no output
+			inv = float32(1 / l)
+			epi.LSE[r] = fma32(m[r], scale, log32(l))
+		}
+		for x := range d {
+			epi.O[r*d+x] = float32(o[r*d+x] * inv)
+		}
+	}
+	epi.BytesRead, epi.BytesWritten = flash2FastTraffic(c, epi)
+	emit(0, epi)
+}
+
+// quadSum adds a quad's four partial row sums as the two butterfly shuffles
+// do: (l0 + l1) + (l2 + l3).
+func quadSum(l []float32) float32 {
+	return float32(float32(l[0]+l[1]) + float32(l[2]+l[3]))
+}
+
+// colOrZero is p[col], or 0 for a column past the tile (a partial last
+// atom, which only the mirror's odd shapes have): adding 0 changes no sum.
+func colOrZero(p []float32, col int) float32 {
+	if col < len(p) {
+		return p[col]
+	}
+	return 0
+}
