@@ -59,11 +59,11 @@ PTX       := $(foreach k,$(KERNEL_CU:kernels/%.cu=%),kernels/ptx/$(k).ptx kernel
 
 ptx: $(PTX) kernels/ptx/ptxas.txt
 
-kernels/ptx/%_traced.ptx: kernels/%.cu kernels/instrument.cuh kernels/trace_abi.h
+kernels/ptx/%_traced.ptx: kernels/%.cu kernels/instrument.cuh kernels/mma.cuh kernels/trace_abi.h
 	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
 	$(NVCC) $(PTXFLAGS) -DFS_TRACE -o $@ $<
 
-kernels/ptx/%.ptx: kernels/%.cu kernels/instrument.cuh kernels/trace_abi.h
+kernels/ptx/%.ptx: kernels/%.cu kernels/instrument.cuh kernels/mma.cuh kernels/trace_abi.h
 	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
 	$(NVCC) $(PTXFLAGS) -o $@ $<
 

@@ -11,6 +11,9 @@ const (
 	// VariantFlash2Fast is FlashAttention-2 on tensor cores: bf16 inputs,
 	// mma.sync with float32 accumulation (kernels/flash2_fast.cu).
 	VariantFlash2Fast Variant = 3
+	// VariantNaiveMMA is naive attention on the same tensor cores: bf16
+	// products, S (float32) and P (bf16) through device memory.
+	VariantNaiveMMA Variant = 4
 )
 
 // DType is the element type the kernel computed in.
@@ -40,7 +43,7 @@ const (
 )
 
 var (
-	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast"}
+	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast", VariantNaiveMMA: "naive_mma"}
 	dtypeNames   = map[DType]string{DTypeF32: "f32", DTypeBF16: "bf16"}
 	sourceNames  = map[Source]string{SourceCPUMirror: "cpu", SourceGPU: "gpu", SourceRecording: "recording"}
 	patternNames = map[Pattern]string{PatternNormal: "normal", PatternPeaked: "peaked", PatternLarge: "large"}
@@ -53,7 +56,7 @@ func (p Pattern) String() string { return enumName(patternNames, p) }
 
 // Variants, Patterns list the valid values in order, for forms and tests.
 var (
-	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast}
+	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA}
 	Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
 )
 

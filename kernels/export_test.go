@@ -28,3 +28,42 @@ var (
 	Ex2      = ex2
 	MMAChunk = mmaChunk
 )
+
+// MirrorNaiveMMAWith runs naive_mma's mirror over c with another sum inside
+// each mma, and returns its whole trace in order (phase by phase over the
+// grid, as the three launches run): a stand-in for the GPU.
+func MirrorNaiveMMAWith(c Config, mma func(acc float32, a, b []float32, stride int) float32) []*instrument.Record {
+	a := naiveMMA
+	a.score = func(q, k []float32, scale float32) float32 {
+		var acc float32
+		for k0 := 0; k0 < len(q); k0 += 16 {
+			k1 := min(k0+16, len(q))
+			acc = mma(acc, q[k0:k1], k[k0:k1], 1)
+		}
+		return float32(acc * scale)
+	}
+	a.pvTile = func(acc float32, p []float32, v []float32, stride int) float32 {
+		for c0 := 0; c0 < len(p); c0 += 16 {
+			c1 := min(c0+16, len(p))
+			acc = mma(acc, p[c0:c1], v[c0*stride:], stride)
+		}
+		return acc
+	}
+	phases := make([][]*instrument.Record, naivePhases)
+	var recs []*instrument.Record
+	bhs, qs := c.TracedBH(), c.TracedQ()
+	ins := map[int]*Inputs{}
+	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+		ins[bh] = InputsFor(&c, bh)
+		recs = append(recs, &instrument.Record{Kind: instrument.KindInputs, BH: bh, I: -1, J: -1, Q: ins[bh].Q, K: ins[bh].K, V: ins[bh].V})
+	}
+	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+		for i := qs.Lo; i < qs.Hi; i++ {
+			a.block(&c, ins[bh], bh, i, func(ph int, r *instrument.Record) { phases[ph] = append(phases[ph], r) })
+		}
+	}
+	for _, p := range phases {
+		recs = append(recs, p...)
+	}
+	return recs
+}

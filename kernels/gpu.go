@@ -89,6 +89,45 @@ func Flash2FastInstanceFor(c *Config) (Flash2FastInstance, bool) {
 	return Flash2FastInstance{}, false
 }
 
+// NaiveMMAInstance is one compiled instantiation of naive_mma.cu: flash2_fast's
+// tiles (Br = 128) for one head dim, so the two step over the same tiles.
+type NaiveMMAInstance struct {
+	Bc, D int
+}
+
+// NaiveMMABr is naive_mma's q-tile: 4 warps of 32 rows.
+const NaiveMMABr = 128
+
+// NaiveMMAInstances lists the instantiations compiled into naive_mma.cu, in
+// its order (TestNaiveMMAInstancesMatchSource checks the two agree).
+var NaiveMMAInstances = []NaiveMMAInstance{{128, 64}, {48, 128}}
+
+// Kernel names the instance's kernel of a phase: scores, softmax or pv.
+func (f NaiveMMAInstance) Kernel(phase string) string {
+	return fmt.Sprintf("naive_mma_%s_bc%d_d%d", phase, f.Bc, f.D)
+}
+
+// SharedBytes is the dynamic shared memory of the scores and pv kernels
+// (naive_mma::scores_smem and pv_smem in naive_mma.cu): bf16 tiles, P's rows
+// padded by 8 elements.
+func (f NaiveMMAInstance) SharedBytes() (scores, pv int) {
+	return 2 * (NaiveMMABr*f.D + f.Bc*f.D), 2 * (NaiveMMABr*(f.Bc+8) + f.Bc*f.D)
+}
+
+// NaiveMMAInstanceFor finds the instantiation that runs c, if any.
+func NaiveMMAInstanceFor(c *Config) (NaiveMMAInstance, bool) {
+	for _, f := range NaiveMMAInstances {
+		if c.Br == NaiveMMABr && f.Bc == c.Bc && f.D == c.D {
+			return f, true
+		}
+	}
+	return NaiveMMAInstance{}, false
+}
+
+// NaiveMMARowStride is the row length of naive_mma's S and P buffers: N
+// rounded up to whole kv-tiles, so every tile load is whole and aligned.
+func NaiveMMARowStride(c *Config) int { return c.Tc() * c.Bc }
+
 // NaiveThreads is the block size of every naive kernel.
 const NaiveThreads = 256
 
@@ -160,6 +199,14 @@ func (c *Config) ValidateGPU() error {
 				s = append(s, fmt.Sprintf("%d×%d, d=%d", f.Br, f.Bc, f.D))
 			}
 			return FieldErrors{{FieldBr, fmt.Sprintf("the GPU runs flash2_fast with these compiled tiles (Br×Bc, d): %s; not %d×%d with d=%d", strings.Join(s, "; "), c.Br, c.Bc, c.D)}}
+		}
+	case instrument.VariantNaiveMMA:
+		if _, ok := NaiveMMAInstanceFor(c); !ok {
+			var s []string
+			for _, f := range NaiveMMAInstances {
+				s = append(s, fmt.Sprintf("%d×%d, d=%d", NaiveMMABr, f.Bc, f.D))
+			}
+			return FieldErrors{{FieldBr, fmt.Sprintf("the GPU runs naive_mma with these compiled tiles (Br×Bc, d): %s; not %d×%d with d=%d", strings.Join(s, "; "), c.Br, c.Bc, c.D)}}
 		}
 	case instrument.VariantNaive:
 		scores, pv := NaiveSharedBytes(c.Br, c.Bc, c.D)
@@ -243,8 +290,13 @@ func GPUTraceLayout(c *Config) TraceLayout {
 				lay.Bytes += uint64(flash2KVTiles(c, i))*size(instrument.KindFlashStep) + size(instrument.KindEpilogue)
 			}
 		}
-	case instrument.VariantNaive:
-		scores := newLaunch("naive_scores", tc, tr, nbh)
+	case instrument.VariantNaive, instrument.VariantNaiveMMA:
+		name := func(phase string) string { return "naive_" + phase }
+		if c.Variant == instrument.VariantNaiveMMA {
+			f, _ := NaiveMMAInstanceFor(c)
+			name = f.Kernel
+		}
+		scores := newLaunch(name("scores"), tc, tr, nbh)
 		for bh := range nbh {
 			for i := range tr {
 				for j := range tc {
@@ -255,7 +307,7 @@ func GPUTraceLayout(c *Config) TraceLayout {
 				}
 			}
 		}
-		softmax := newLaunch("naive_softmax", tr, nbh, 1)
+		softmax := newLaunch(name("softmax"), tr, nbh, 1)
 		for bh := range nbh {
 			for i := range tr {
 				if traced(bh, i) {
@@ -264,7 +316,7 @@ func GPUTraceLayout(c *Config) TraceLayout {
 				}
 			}
 		}
-		pv := newLaunch("naive_pv", tr, nbh, 1)
+		pv := newLaunch(name("pv"), tr, nbh, 1)
 		for bh := range nbh {
 			for i := range tr {
 				if traced(bh, i) {

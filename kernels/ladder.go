@@ -33,4 +33,4 @@ var Ladder = []Rung{
 
 // NaiveMMA is naive attention on the same tensor cores as the last rungs:
 // bf16 S and P products, S and P still through device memory.
-var NaiveMMA = Rung{0, "naive_mma", 0, "bf16", "The naive three kernels on tensor cores: S = QKᵀ (float32, N×N), a row softmax writing P (bf16, N×N), O = PV. The like-for-like partner of the bf16 flash rungs: memory-bound on its N² traffic.", false, "naive_mma"}
+var NaiveMMA = Rung{0, "naive_mma", instrument.VariantNaiveMMA, "bf16", "The naive three kernels on tensor cores: S = QKᵀ (float32, N×N), a row softmax writing P (bf16, N×N), O = PV. The like-for-like partner of the bf16 flash rungs: memory-bound on its N² traffic.", false, "naive_mma"}

@@ -338,7 +338,7 @@ func TestTraceStructure(t *testing.T) {
 		for bh := bhs.Lo; bh < bhs.Hi; bh++ {
 			for i := qs.Lo; i < qs.Hi; i++ {
 				for j := range h.Tc() {
-					if c.Variant == instrument.VariantNaive || !tileFullyMasked(&c, i, j) {
+					if materialises(c.Variant) || !tileFullyMasked(&c, i, j) {
 						wantSteps = append(wantSteps, tile{bh, i, j})
 					}
 				}
@@ -346,7 +346,7 @@ func TestTraceStructure(t *testing.T) {
 			}
 		}
 		stepKind := instrument.KindFlashStep
-		if c.Variant == instrument.VariantNaive {
+		if materialises(c.Variant) {
 			stepKind = instrument.KindPV
 			if fmt.Sprint(got[instrument.KindScores]) != fmt.Sprint(wantSteps) {
 				t.Fatalf("%+v: scores tiles %v, want %v", c, got[instrument.KindScores], wantSteps)
@@ -461,6 +461,10 @@ func TestTraffic(t *testing.T) {
 		case instrument.VariantFlash2Fast: // Q, K, V and O in bf16, the LSE in float32
 			wantR = 2 * (N*d + 2*tr*N*d)
 			wantW = 2*N*d + 4*N
+		case instrument.VariantNaiveMMA: // Q, K, V, P and O in bf16; S, the LSE in float32
+			tc := uint64(c.Tc())
+			wantR = 2*(N*d*tc+N*d*tr) + 4*3*N*N + 2*N*N + 2*tr*N*d
+			wantW = 4*N*N + 2*N*N + 4*N + 2*N*d
 		default:
 			tc := uint64(c.Tc())
 			wantR = 4 * (N*d*tc + N*d*tr + 3*N*N + N*N + tr*N*d)
@@ -538,3 +542,5 @@ func TestLargePatternOverflowsWithoutMax(t *testing.T) {
 		}
 	}
 }
+
+func materialises(v instrument.Variant) bool { return Info(v).Materialised }

@@ -70,15 +70,43 @@ func warpSum(n int, term func(c int) float32) float32 {
 	return lane[0]
 }
 
+// naiveArith is what differs between naive's float32 kernels and naive_mma's
+// tensor-core ones: how a score is formed, how P is stored, and how a
+// kv-tile's P·V adds into O.
+type naiveArith struct {
+	score   func(q, k []float32, scale float32) float32
+	storeP  func(p float32) float32
+	pvTile  func(acc float32, p []float32, v []float32, stride int) float32
+	traffic func(c *Config, r *instrument.Record) (read, written uint64)
+}
+
+// naiveF32 is naive.cu's arithmetic: dot products over d in order, P in
+// float32, P·V over the tile's columns in order, every operation rounded.
+var naiveF32 = naiveArith{
+	score:  func(q, k []float32, scale float32) float32 { return float32(dot32(q, k) * scale) },
+	storeP: func(p float32) float32 { return p },
+	pvTile: func(acc float32, p []float32, v []float32, stride int) float32 {
+		for col, pv := range p {
+			acc = float32(acc + float32(pv*v[col*stride]))
+		}
+		return acc
+	},
+	traffic: naiveTraffic,
+}
+
 // naiveBlock runs every phase for the rows of (bh, q-tile i) and emits each
 // phase's records under its phase number.
 func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
+	naiveF32.block(c, in, bh, i, emit)
+}
+
+func (a naiveArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
 	br, bc, d, n := c.Br, c.Bc, c.D, c.N
 	scale := c.Scale()
 	r0 := i * br
 	rowsValid := min(br, n-r0)
 	traffic := func(r *instrument.Record) *instrument.Record {
-		r.BytesRead, r.BytesWritten = naiveTraffic(c, r)
+		r.BytesRead, r.BytesWritten = a.traffic(c, r)
 		return r
 	}
 
@@ -96,7 +124,7 @@ func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instru
 				if c.Causal && c0+col > r0+r {
 					v = negInf
 				} else {
-					v = float32(dot32(q, in.K[(c0+col)*d:(c0+col+1)*d]) * scale)
+					v = a.score(q, in.K[(c0+col)*d:(c0+col+1)*d], scale)
 				}
 				s[r*n+c0+col] = v
 				rec.S[r*bc+col] = v
@@ -119,7 +147,7 @@ func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instru
 		l := warpSum(n, func(c int) float32 { return exp32(row[c] - base) })
 		if l > 0 {
 			for col, v := range row {
-				p[r*n+col] = float32(exp32(v-base) / l)
+				p[r*n+col] = a.storeP(float32(exp32(v-base) / l))
 			}
 		}
 		sm.MNew[r], sm.L[r] = m, l
@@ -138,11 +166,7 @@ func naiveBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instru
 			copy(rec.P[r*bc:], pr)
 			or := o[r*d : (r+1)*d]
 			for x := range d {
-				acc := or[x]
-				for col, pv := range pr {
-					acc = float32(acc + float32(pv*in.V[(c0+col)*d+x]))
-				}
-				or[x] = acc
+				or[x] = a.pvTile(or[x], pr, in.V[c0*d+x:], d)
 			}
 		}
 		rec.O = append([]float32(nil), o...)

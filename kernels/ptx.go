@@ -26,10 +26,12 @@ const (
 
 	ModuleFlash2Fast       = "flash2_fast"
 	ModuleFlash2FastTraced = "flash2_fast_traced"
+	ModuleNaiveMMA         = "naive_mma"
+	ModuleNaiveMMATraced   = "naive_mma_traced"
 )
 
 // Modules lists every PTX module.
-var Modules = []string{ModuleFlash2, ModuleFlash2Traced, ModuleNaive, ModuleNaiveTraced, ModuleFlash2Fast, ModuleFlash2FastTraced}
+var Modules = []string{ModuleFlash2, ModuleFlash2Traced, ModuleNaive, ModuleNaiveTraced, ModuleFlash2Fast, ModuleFlash2FastTraced, ModuleNaiveMMA, ModuleNaiveMMATraced}
 
 // PTX returns a module's PTX text.
 func PTX(module string) (string, error) {

@@ -13,6 +13,10 @@ type VariantInfo struct {
 	// variants take Q, K and V rounded to bf16 (InputsFor).
 	DType instrument.DType
 
+	// Materialised: S and P go through device memory (naive's three phases),
+	// rather than living one tile at a time on chip.
+	Materialised bool
+
 	// Traffic is the device-memory bytes a record's step loads and stores,
 	// from the kernel's access pattern.
 	Traffic func(c *Config, r *instrument.Record) (read, written uint64)
@@ -42,14 +46,15 @@ var variantOrder = []*VariantInfo{
 		block:   flash2Block,
 	},
 	{
-		Variant: instrument.VariantNaive,
-		Title:   "Naive attention (float32)",
-		Summary: "Three kernels: S = QKᵀ to device memory, a row softmax to P in device memory, then O = PV.",
-		DType:   instrument.DTypeF32,
-		Traffic: naiveTraffic,
-		phases:  naivePhases,
-		records: naiveRecords,
-		block:   naiveBlock,
+		Variant:      instrument.VariantNaive,
+		Title:        "Naive attention (float32)",
+		Summary:      "Three kernels: S = QKᵀ to device memory, a row softmax to P in device memory, then O = PV.",
+		DType:        instrument.DTypeF32,
+		Materialised: true,
+		Traffic:      naiveTraffic,
+		phases:       naivePhases,
+		records:      naiveRecords,
+		block:        naiveBlock,
 	},
 	{
 		Variant: instrument.VariantFlash2Fast,
@@ -60,6 +65,17 @@ var variantOrder = []*VariantInfo{
 		phases:  1,
 		records: flash2Records, // the same tiles as flash2: one step per visited kv-tile, then the epilogue
 		block:   flash2FastBlock,
+	},
+	{
+		Variant:      instrument.VariantNaiveMMA,
+		Title:        "Naive attention, tensor cores (bf16)",
+		Summary:      "naive's three kernels on tensor cores: bf16 products, S (float32) and P (bf16) still N×N in device memory.",
+		DType:        instrument.DTypeBF16,
+		Materialised: true,
+		Traffic:      naiveMMATraffic,
+		phases:       naivePhases,
+		records:      naiveRecords,
+		block:        naiveMMABlock,
 	},
 }
 

@@ -29,6 +29,7 @@ var sourceFiles = map[instrument.Variant]string{
 	instrument.VariantFlash2:     "flash2.cu",
 	instrument.VariantNaive:      "naive.cu",
 	instrument.VariantFlash2Fast: "flash2_fast.cu",
+	instrument.VariantNaiveMMA:   "naive_mma.cu",
 }
 
 // Region is a run of source lines, numbered from 1, both ends included.

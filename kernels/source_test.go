@@ -21,6 +21,10 @@ var phaseCode = map[string]map[string][]string{
 		"scores": {"naive_scores(", "float *s = S + (size_t)bh * N * N"}, "softmax": {"naive_softmax(", "float *prow = P + "}, "pv": {"naive_pv(", "sV["},
 		"epilogue": {"O[((size_t)bh * N + r0) * D + e] = o[t]"},
 	},
+	"naive_mma.cu": {
+		"scores": {"naive_mma_scores", "fast::mma16816(s[mi]"}, "softmax": {"naive_mma_softmax", "__float2bfloat16_rn("},
+		"pv": {"naive_mma_pv", "fast::ldsm_x4_trans("}, "epilogue": {"__floats2bfloat162_rn(o[mi][di][2 * h]"},
+	},
 	"flash2_fast.cu": {
 		"load-q": {"load_tile<BR, D, NT, SW>(sQ"}, "load-kv": {"load_tile<BC, D, NT, SW>(sV", "load_tile<BC, D, NT, SW>(sK"},
 		"scores": {"mma16816(s[mi]", "s[mi][ni][e] = -INFINITY"}, "softmax": {"ex2(fmaf(m[mi][h], sl2, -mb))", "o[mi][di][2 * h] *= alpha"},
@@ -46,6 +50,7 @@ func TestSourcePhases(t *testing.T) {
 		instrument.VariantFlash2:     {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash2Fast: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantNaive:      {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
+		instrument.VariantNaiveMMA:   {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
 	}
 	for v, file := range sourceFiles {
 		ks, err := Source(v)

@@ -134,7 +134,7 @@ func Build(files fs.FS) (*Table, error) {
 		}
 		t.Rows = append(t.Rows, row)
 	}
-	t.Partner = Row{Rung: kernels.NaiveMMA}
+	t.Partner = Row{Rung: kernels.NaiveMMA, Kernels: kernelFigures(kernels.NaiveMMA, ptxas)}
 	t.Partner.Cells, t.Partner.Source = benchCells(bench, kernels.NaiveMMA.Bench)
 	// A rung slower than the one below it on some shape says so.
 	for k := 1; k < len(t.Rows); k++ {
@@ -245,7 +245,7 @@ func sweepCells(rec *sweep.Record, sdpa []sdpaRow, v instrument.Variant) ([]Cell
 func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []kernels.PtxasFigures {
 	var out []kernels.PtxasFigures
 	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
-		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast}[r.Variant]
+		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast, instrument.VariantNaiveMMA: kernels.ModuleNaiveMMA}[r.Variant]
 	for _, f := range all {
 		if f.Module != module || f.Kernel == "fs_probe" {
 			continue

@@ -30,6 +30,7 @@ const (
 	AskL        = "l"          // running sum of a row after a kv-tile
 	AskAlpha    = "alpha"      // the rescale factor exp(m_old − m_new) at a kv-tile
 	AskWeight   = "weight"     // the final attention weight of a row on a key
+	AskP        = "p"          // a row's probability p = exp(s − m_new) on a key, at that key's kv-tile
 	AskArgmax   = "argmax"     // the key a row attends to most (choice)
 	AskLastRise = "last-raise" // the last kv-tile that raised a row's m (choice)
 	AskSkipped  = "skipped"    // the tiles a run never visits (tiles)
@@ -39,8 +40,13 @@ const (
 
 	// Asks answered by arithmetic the server does itself, not by a trace.
 	AskOverflow  = "overflow"   // the logit at which the playground's l becomes inf (choice)
-	AskLoopParts = "loop-parts" // where lesson 10's slipped loop first differs from the correct one (choice)
+	AskLoopParts = "loop-parts" // where the debugging lesson's slipped loop first differs from the correct one (choice)
 	AskLoopL     = "loop-l"     // the slipped loop's l for a row after a kv-tile
+
+	// Asks answered from the kernel ladder's recorded figures (ladder.Build
+	// of the recordings) and the floors' arithmetic (roofline.go).
+	AskLadderSpeedup = "ladder-speedup" // how many times faster one row of the ladder is than another on a shape
+	AskLadderFloor   = "ladder-floor"   // what percentage of a floor (compute or memory) a row reaches on a shape
 )
 
 // Answer formats.
@@ -68,6 +74,7 @@ type Checkpoint struct {
 
 	Playground playground.Settings // overflow: the row
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
+	Ladder     LadderQuestion      // ladder-speedup, ladder-floor: the row, shape and floor
 
 	Choices []Choice // choice: the options; tiles: every tile of the grid, row by row
 }
@@ -85,11 +92,21 @@ func (c *Checkpoint) Unit() string {
 		return "a whole number, exactly"
 	case c.Ask == AskWritten:
 		return fmt.Sprintf("in bytes, within %g%%", c.Tol*100)
+	case c.Ask == AskLadderFloor:
+		return fmt.Sprintf("in percent, within %g%% of the answer", c.Tol*100)
+	case c.RelativeTol():
+		return fmt.Sprintf("within %g%%", c.Tol*100)
 	}
 	return fmt.Sprintf("within ±%g", c.Tol)
 }
 
 func (c *Checkpoint) integer() bool { return c.Ask == AskCount || c.Ask == AskSM }
+
+// RelativeTol says whether c's tolerance is a fraction of the answer rather
+// than an absolute distance from it.
+func (c *Checkpoint) RelativeTol() bool {
+	return c.Ask == AskWritten || c.Ask == AskLadderSpeedup || c.Ask == AskLadderFloor
+}
 
 // TileGrid is the tiles checkpoint's grid: Tr rows of Tc tiles.
 func (c *Checkpoint) TileGrid() (rows, cols int) { return c.Run.Tr(), c.Run.Tc() }
@@ -104,7 +121,7 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		return nil, fmt.Errorf("%s: the question goes between the ::: lines", c.ID)
 	}
 	var err error
-	if c.Ask != AskOverflow {
+	if c.Ask != AskOverflow && !c.ladderAsk() {
 		if c.Run, err = presetRun(c.Preset); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.ID, err)
 		}
@@ -145,7 +162,7 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 	}
 	flashRun := func() {
 		fullRun()
-		if run.Variant != instrument.VariantFlash2 {
+		if !flashVariant(run.Variant) {
 			errs = append(errs, fmt.Sprintf("ask=%s reads FlashAttention steps; preset %q runs %s", c.Ask, c.Preset, run.Variant))
 		}
 	}
@@ -158,7 +175,7 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		c.KV = intAttr("kv", -1, 0, run.Tc()-1)
 		c.Format = FormatNumber
 		tolAttr(0.01)
-	case AskWeight:
+	case AskWeight, AskP:
 		flashRun()
 		bh()
 		c.Row = intAttr("row", -1, 0, run.N-1)
@@ -229,6 +246,9 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		c.Choices = append(c.Choices, Choice{"none", "none: l stays finite"})
 	case AskLoopParts, AskLoopL:
 		flashRun()
+		if run.Variant != instrument.VariantFlash2 {
+			errs = append(errs, fmt.Sprintf("ask=%s runs the float32 loop of flash2; preset %q runs %s", c.Ask, c.Preset, run.Variant))
+		}
 		bh()
 		known = append(known, "slip")
 		var perr error
@@ -250,10 +270,19 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 			}
 			c.Choices = append(c.Choices, Choice{"output", "only in the output, after the loop"}, Choice{"never", "never: the slip changes nothing here"})
 		}
+	case AskLadderSpeedup, AskLadderFloor:
+		if c.Preset != "" {
+			errs = append(errs, fmt.Sprintf("ask=%s reads the ladder's recorded figures, not a preset's run", c.Ask))
+		}
+		lknown, lerrs := c.parseLadder(attrs)
+		known = append(known, lknown...)
+		errs = append(errs, lerrs...)
+		c.Format = FormatNumber
+		tolAttr(0.02)
 	default:
-		errs = append(errs, fmt.Sprintf("unknown ask %q: one of m, l, alpha, weight, argmax, last-raise, skipped, count, sm, written, overflow, loop-parts, loop-l", c.Ask))
+		errs = append(errs, fmt.Sprintf("unknown ask %q: one of m, l, alpha, p, weight, argmax, last-raise, skipped, count, sm, written, overflow, loop-parts, loop-l, ladder-speedup, ladder-floor", c.Ask))
 	}
-	if c.Format != "" && run.Variant == instrument.VariantFlash2 && (c.Ask == AskM || c.Ask == AskL || c.Ask == AskAlpha || c.Ask == AskArgmax || c.Ask == AskLastRise || c.Ask == AskWeight) {
+	if c.Format != "" && flashVariant(run.Variant) && (c.Ask == AskM || c.Ask == AskL || c.Ask == AskAlpha || c.Ask == AskArgmax || c.Ask == AskLastRise || c.Ask == AskWeight || c.Ask == AskP) {
 		if !run.TracedQ().Contains(c.Row / run.Br) {
 			errs = append(errs, fmt.Sprintf("row %d is in q-tile %d, which preset %q does not trace", c.Row, c.Row/run.Br, c.Preset))
 		}
@@ -268,6 +297,13 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		return nil, fmt.Errorf("%s: %s", c.ID, strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// flashVariant says whether v's trace holds FlashAttention's flash steps
+// (m, α, l, S, P and O at every kv-tile): the float32 flash2 and the
+// tensor-core flash2_fast.
+func flashVariant(v instrument.Variant) bool {
+	return v == instrument.VariantFlash2 || v == instrument.VariantFlash2Fast
 }
 
 func kindByName(name string) (instrument.Kind, bool) {
@@ -325,10 +361,11 @@ var errNotInTrace = errors.New("not in the trace")
 func f3(v float32) string { return strconv.FormatFloat(float64(v), 'f', 3, 32) }
 
 // NeedsTrace says whether Solve reads the trace of c's run; the other asks
-// are answered by arithmetic done here (the playground's, lesson 10's loop)
-// and Solve takes a nil trace.
+// are answered by arithmetic done here (the playground's, the debugging
+// lesson's loop) or from the ladder's recorded figures, and Solve takes a
+// nil trace.
 func (c *Checkpoint) NeedsTrace() bool {
-	return c.Ask != AskOverflow && c.Ask != AskLoopParts && c.Ask != AskLoopL
+	return c.Ask != AskOverflow && c.Ask != AskLoopParts && c.Ask != AskLoopL && !c.ladderAsk()
 }
 
 // Source says where the numbers of an answer that needs no trace come from.
@@ -337,7 +374,9 @@ func (c *Checkpoint) Source() string {
 	case AskOverflow:
 		return "the playground's " + c.Playground.Dtype.Name() + " arithmetic, worked on the server"
 	case AskLoopParts, AskLoopL:
-		return "the loop of lesson 10, run on the server's CPU on the inputs of the run " + c.Preset
+		return "the debugging lesson's loop, run on the server's CPU on the inputs of the run " + c.Preset
+	case AskLadderSpeedup, AskLadderFloor:
+		return ladderSource()
 	}
 	return ""
 }
@@ -400,6 +439,26 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 			s.Lo, s.Hi, s.Why = 0, 1, "m never decreases, so α = exp(m_old − m_new) is between 0 and 1"
 		}
 		s.Display = f3(float32(s.Number))
+		return s, nil
+
+	case AskP:
+		j, col := c.Key/h.Bc, c.Key%h.Bc
+		k, r := t.find(instrument.KindFlashStep, c.BH, i, j)
+		if r == nil {
+			return Solution{}, fmt.Errorf("checkpoint %s: q-tile %d × kv-tile %d of batch-head %d: %w (a causal run skips tiles above the diagonal)", c.ID, i, j, c.BH, errNotInTrace)
+		}
+		sv, m, p := r.S[row*h.Bc+col], r.MNew[row], r.P[row*h.Bc+col]
+		s := Solution{Number: float64(p), Display: strconv.FormatFloat(float64(p), 'f', 4, 32), Step: k + 1, Lo: 0, Hi: 1.001,
+			Why: "p = exp(s − m_new), and m_new is at least every score of the row so far, so p lies between 0 and 1"}
+		s.Explain = fmt.Sprintf("Key %d is column %d of kv-tile %d; at step %d (q-tile %d × kv-tile %d) row %d's score on it is S = %s and the row's max is m_new = %s, so p = exp(%s − %s) = exp(%s) = %s.",
+			c.Key, col, j, k+1, i, j, c.Row, f3(sv), f3(m), f3(sv), f3(m), f3(sv-m), strconv.FormatFloat(float64(p), 'f', 4, 32))
+		if h.Variant == instrument.VariantFlash2Fast {
+			b := kernels.RoundBF16(p)
+			if p > 0 {
+				s.Explain += fmt.Sprintf(" The tensor-core kernel computes it as 2^(S·log₂e − m·log₂e) with ex2 and keeps it in float32 for l; the P·V product multiplies V by its bf16 rounding, %s (%s relative).",
+					strconv.FormatFloat(float64(b), 'g', 8, 32), strconv.FormatFloat(float64((b-p)/p), 'e', 1, 32))
+			}
+		}
 		return s, nil
 
 	case AskWeight, AskArgmax:
@@ -581,6 +640,12 @@ func (c *Checkpoint) Grade(answer string, reveal bool, s Solution) Verdict {
 	}
 	switch c.Format {
 	case FormatNumber:
+		switch c.Ask { // the unit the answer is shown with may be typed too
+		case AskLadderFloor:
+			answer = strings.TrimSpace(strings.TrimSuffix(answer, "%"))
+		case AskLadderSpeedup:
+			answer = strings.TrimSpace(strings.TrimRight(answer, "×xX"))
+		}
 		x, msg := parseNumber(answer, c.integer())
 		if msg != "" {
 			v.Status, v.Hint = "invalid", msg
@@ -591,7 +656,7 @@ func (c *Checkpoint) Grade(answer string, reveal bool, s Solution) Verdict {
 			return v
 		}
 		tol := c.Tol
-		if c.Ask == AskWritten {
+		if c.RelativeTol() {
 			tol = c.Tol * math.Abs(s.Number)
 		}
 		if math.Abs(x-s.Number) <= tol {

@@ -11,7 +11,7 @@ import (
 )
 
 // The checkpoints whose answers come from arithmetic the server does
-// itself: the playground's row (lesson 6) and lesson 10's loop, with and
+// itself: the playground's row (lesson 6) and the debugging lesson's loop, with and
 // without its slips. Like the trace's asks, the answer is never written in
 // the lesson; it is worked out from the directive's row or run.
 
@@ -40,6 +40,12 @@ func (c *Checkpoint) solveComputed() (Solution, error) {
 		return c.solveOverflow(), nil
 	case AskLoopParts, AskLoopL:
 		return c.solveLoop()
+	case AskLadderSpeedup, AskLadderFloor:
+		tab, err := LadderTable()
+		if err != nil {
+			return Solution{}, fmt.Errorf("checkpoint %s: the ladder's figures: %w", c.ID, err)
+		}
+		return c.SolveLadder(tab)
 	}
 	return Solution{}, fmt.Errorf("checkpoint %s: ask %q needs a trace", c.ID, c.Ask)
 }

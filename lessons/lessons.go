@@ -38,17 +38,19 @@ func (p Preset) Config() (kernels.Config, error) {
 // recording, so a class without a GPU still sees an H100's numbers; a run of
 // a shape the GPU does not run comes from the CPU mirror everywhere.
 var Runs = map[string]Preset{
-	"toy":                 {"Toy run", "N=8, d=4, 2×2 tiles: every number fits on a projector.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
-	"peaked":              {"Peaked rows", "Each query has one dominant key: softmax is almost a lookup.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=peaked&seed=2"},
-	"large-logits":        {"Large logits", "Scores in the hundreds: exp would overflow without subtracting the running max.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=large&seed=3"},
-	"ragged":              {"Ragged tiles", "N=11 does not divide into tiles of 4: padding appears.", "variant=flash2&n=11&d=8&br=4&bc=4&pattern=normal&seed=7"},
-	"ragged-causal":       {"Ragged and causal", "N=11 in 4×4 tiles, causal: padding, masked and skipped tiles.", "variant=flash2&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
-	"loop-order":          {"One block's loop", "N=16 in 4×4 tiles: follow q-tile 0 across every kv-tile.", "variant=flash2&n=16&d=8&br=4&bc=4&pattern=normal&seed=5"},
-	"causal-16":           {"Causal, N=16", "The same run with the causal mask: skipped and half-masked tiles.", "variant=flash2&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
-	"real-tiles":          {"Real tile sizes", "N=256, d=64, 64×64 tiles, one head: what a real kernel's block does.", "variant=flash2&n=256&d=64&br=64&bc=64&pattern=normal&seed=1"},
-	"naive-toy":           {"Naive attention", "The toy run again, with S and P written to device memory.", "variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
-	"naive-ragged-causal": {"Naive, ragged and causal", "Naive computes every tile, masked or not.", "variant=naive&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
-	"timeline-2048":       {"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
+	"toy":                    {"Toy run", "N=8, d=4, 2×2 tiles: every number fits on a projector.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
+	"peaked":                 {"Peaked rows", "Each query has one dominant key: softmax is almost a lookup.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=peaked&seed=2"},
+	"large-logits":           {"Large logits", "Scores in the hundreds: exp would overflow without subtracting the running max.", "variant=flash2&n=8&d=4&br=2&bc=2&pattern=large&seed=3"},
+	"ragged":                 {"Ragged tiles", "N=11 does not divide into tiles of 4: padding appears.", "variant=flash2&n=11&d=8&br=4&bc=4&pattern=normal&seed=7"},
+	"ragged-causal":          {"Ragged and causal", "N=11 in 4×4 tiles, causal: padding, masked and skipped tiles.", "variant=flash2&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
+	"loop-order":             {"One block's loop", "N=16 in 4×4 tiles: follow q-tile 0 across every kv-tile.", "variant=flash2&n=16&d=8&br=4&bc=4&pattern=normal&seed=5"},
+	"causal-16":              {"Causal, N=16", "The same run with the causal mask: skipped and half-masked tiles.", "variant=flash2&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
+	"real-tiles":             {"Real tile sizes", "N=256, d=64, 64×64 tiles, one head: what a real kernel's block does.", "variant=flash2&n=256&d=64&br=64&bc=64&pattern=normal&seed=1"},
+	"naive-toy":              {"Naive attention", "The toy run again, with S and P written to device memory.", "variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
+	"naive-ragged-causal":    {"Naive, ragged and causal", "Naive computes every tile, masked or not.", "variant=naive&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
+	"fast-real-tiles":        {"Tensor cores, real tiles", "The bf16 tensor-core kernel (flash2_fast): N=256, d=64, 128×128 tiles, one head.", "variant=flash2_fast&n=256&d=64&br=128&bc=128&pattern=normal&seed=1"},
+	"fast-real-tiles-causal": {"Tensor cores, causal", "The same tensor-core run with the causal mask: the tile above the diagonal is never visited.", "variant=flash2_fast&n=256&d=64&br=128&bc=128&causal=1&pattern=normal&seed=1"},
+	"timeline-2048":          {"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
 }
 
 // RunNames lists the presets' names in order.
@@ -74,5 +76,6 @@ type Link struct {
 // Pages are the app's views beyond the stepper.
 var Pages = []Link{
 	{"Naive against flash, step by step", "Both kernels on the same inputs, with their memory traffic.", "/compare?n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
+	{"Naive against flash on tensor cores", "The bf16 pair, recorded on an H100: naive_mma against flash2_fast at 128×128 tiles.", "/compare?pair=bf16&n=256&d=64&br=128&bc=128&pattern=normal&seed=1"},
 	{"Naive against flash, timed", "Both kernels across N on an H100: where naive runs out of memory.", "/sweep"},
 }

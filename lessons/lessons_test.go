@@ -3,6 +3,7 @@ package lessons_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -79,6 +80,28 @@ func TestCourseLoads(t *testing.T) {
 				t.Errorf("%s: rendered page holds %q: a directive or formula was not recognised", l.Slug, leak)
 			}
 		}
+		// "lesson N, …" in the prerequisites names an earlier lesson, by
+		// its number as the course numbers it now.
+		for _, pre := range l.Prerequisites {
+			var n int
+			if _, err := fmt.Sscanf(pre, "lesson %d,", &n); err != nil {
+				continue
+			}
+			if n < 1 || n > len(c.Lessons) || n >= l.Order {
+				t.Errorf("%s: prerequisite %q is not an earlier lesson", l.Slug, pre)
+				continue
+			}
+			norm := func(s string) string {
+				s = strings.ToLower(strings.TrimSpace(s))
+				return strings.TrimPrefix(strings.TrimPrefix(s, "the "), "a ")
+			}
+			if norm(strings.SplitN(pre, ",", 2)[1]) != norm(c.Lessons[n-1].Title) {
+				t.Errorf("%s: prerequisite %q, but lesson %d is %q", l.Slug, pre, n, c.Lessons[n-1].Title)
+			}
+		}
+		if l.Order != n+1 {
+			t.Errorf("%s: order %d, but it is lesson %d of the course: number the lessons 1, 2, 3, …", l.Slug, l.Order, n+1)
+		}
 		// Links to other lessons must name a lesson.
 		for _, part := range strings.Split(html.String(), `href="/lessons/`)[1:] {
 			slug, _, _ := strings.Cut(part, `"`)
@@ -132,38 +155,49 @@ func TestBadDirectivesFail(t *testing.T) {
 	}
 	steps := lessons.StepCount(ptr(mustConfig(t, lessons.Runs["toy"].Query)))
 	for body, want := range map[string]string{
-		"::: sliders id=w preset=toy\n:::\n":                                                  `unknown widget "sliders"`,
-		"::: stepper id=w preset=nope\n:::\n":                                                 `unknown preset "nope"`,
-		"::: stepper id=w preset=toy panels=grid,heat\n:::\n":                                 `unknown panel "heat"`,
-		"::: stepper id=w preset=toy step=" + strconv.Itoa(steps+1) + "\n:::\n":               "step must be a whole number from 1 to " + strconv.Itoa(steps),
-		"::: stepper id=w preset=toy step=0\n:::\n":                                           "step must be a whole number from 1 to",
-		"::: stepper id=w preset=toy colour=red\n:::\n":                                       `unknown attribute "colour"`,
-		"::: stepper id=w preset=toy\n":                                                       "not closed",
-		"::: checkpoint id=c preset=toy ask=vibes\nq\n:::\n":                                  `unknown ask "vibes"`,
-		"::: checkpoint id=c preset=toy ask=m row=8 kv=0\nq\n:::\n":                           "row must be a whole number from 0 to 7",
-		"::: checkpoint id=c preset=toy ask=m row=1\nq\n:::\n":                                "needs kv=",
-		"::: checkpoint id=c preset=toy ask=sm q=1\nq\n:::\n":                                 "needs a timing run",
-		"::: checkpoint id=c preset=toy ask=m row=1 kv=0 widget=x\nq\n:::\n":                  `widget "x" is not on this page`,
-		"::: checkpoint id=c preset=toy ask=m row=1 kv=0\n:::\n":                              "the question goes between",
-		"::: timeline id=w preset=toy\n:::\n":                                                 "needs a run with mode=timing",
-		"::: playground id=p\n:::\n":                                                          "needs logits=",
-		"::: playground id=p logits=1,x\n:::\n":                                               "logit 1 must be a number",
-		"::: playground id=p logits=1,2 tile=3\n:::\n":                                        "tile: a whole number from 1 to 2",
-		"::: playground id=p logits=1,2 dtype=f8\n:::\n":                                      "dtype: f32, f16 or bf16",
-		"::: playground id=p logits=1,2 max=yes\n:::\n":                                       "max: on or off",
-		"::: playground id=p logits=1,2 colour=red\n:::\n":                                    `unknown attribute "colour"`,
-		"::: loop id=w preset=toy slip=typo\n:::\n":                                           `unknown slip "typo"`,
-		"::: loop id=w preset=naive-toy\n:::\n":                                               "variant must be flash2",
-		"::: loop id=w preset=toy row=8\n:::\n":                                               "row must be a whole number from 0 to 7",
-		"::: checkpoint id=c ask=overflow dtype=f16\nq\n:::\n":                                "needs logits=",
-		"::: checkpoint id=c ask=overflow logits=1,2 preset=toy\nq\n:::\n":                    "not on a preset",
-		"::: checkpoint id=c ask=overflow logits=1,2 dtype=f64\nq\n:::\n":                     "dtype: f32, f16 or bf16",
-		"::: checkpoint id=c preset=toy ask=loop-parts row=1\nq\n:::\n":                       "slip= must name one or more",
-		"::: checkpoint id=c preset=toy ask=loop-parts row=1 slip=bogus\nq\n:::\n":            "slip= must name one or more",
-		"::: checkpoint id=c preset=toy ask=loop-l row=1 slip=stale-max\nq\n:::\n":            "needs kv=",
-		"::: checkpoint id=c preset=naive-toy ask=loop-l row=1 kv=0 slip=no-divide\nq\n:::\n": "reads FlashAttention steps",
-		"Cost is $5 today.\n":                                                                 "unclosed $",
-		"## Heading with $x$\n":                                                               "holds math",
+		"::: sliders id=w preset=toy\n:::\n":                                                            `unknown widget "sliders"`,
+		"::: stepper id=w preset=nope\n:::\n":                                                           `unknown preset "nope"`,
+		"::: stepper id=w preset=toy panels=grid,heat\n:::\n":                                           `unknown panel "heat"`,
+		"::: stepper id=w preset=toy step=" + strconv.Itoa(steps+1) + "\n:::\n":                         "step must be a whole number from 1 to " + strconv.Itoa(steps),
+		"::: stepper id=w preset=toy step=0\n:::\n":                                                     "step must be a whole number from 1 to",
+		"::: stepper id=w preset=toy colour=red\n:::\n":                                                 `unknown attribute "colour"`,
+		"::: stepper id=w preset=toy\n":                                                                 "not closed",
+		"::: checkpoint id=c preset=toy ask=vibes\nq\n:::\n":                                            `unknown ask "vibes"`,
+		"::: checkpoint id=c preset=toy ask=m row=8 kv=0\nq\n:::\n":                                     "row must be a whole number from 0 to 7",
+		"::: checkpoint id=c preset=toy ask=m row=1\nq\n:::\n":                                          "needs kv=",
+		"::: checkpoint id=c preset=toy ask=sm q=1\nq\n:::\n":                                           "needs a timing run",
+		"::: checkpoint id=c preset=toy ask=m row=1 kv=0 widget=x\nq\n:::\n":                            `widget "x" is not on this page`,
+		"::: checkpoint id=c preset=toy ask=m row=1 kv=0\n:::\n":                                        "the question goes between",
+		"::: timeline id=w preset=toy\n:::\n":                                                           "needs a run with mode=timing",
+		"::: playground id=p\n:::\n":                                                                    "needs logits=",
+		"::: playground id=p logits=1,x\n:::\n":                                                         "logit 1 must be a number",
+		"::: playground id=p logits=1,2 tile=3\n:::\n":                                                  "tile: a whole number from 1 to 2",
+		"::: playground id=p logits=1,2 dtype=f8\n:::\n":                                                "dtype: f32, f16 or bf16",
+		"::: playground id=p logits=1,2 max=yes\n:::\n":                                                 "max: on or off",
+		"::: playground id=p logits=1,2 colour=red\n:::\n":                                              `unknown attribute "colour"`,
+		"::: loop id=w preset=toy slip=typo\n:::\n":                                                     `unknown slip "typo"`,
+		"::: loop id=w preset=naive-toy\n:::\n":                                                         "variant must be flash2",
+		"::: loop id=w preset=toy row=8\n:::\n":                                                         "row must be a whole number from 0 to 7",
+		"::: checkpoint id=c ask=overflow dtype=f16\nq\n:::\n":                                          "needs logits=",
+		"::: checkpoint id=c ask=overflow logits=1,2 preset=toy\nq\n:::\n":                              "not on a preset",
+		"::: checkpoint id=c ask=overflow logits=1,2 dtype=f64\nq\n:::\n":                               "dtype: f32, f16 or bf16",
+		"::: checkpoint id=c preset=toy ask=loop-parts row=1\nq\n:::\n":                                 "slip= must name one or more",
+		"::: checkpoint id=c preset=toy ask=loop-parts row=1 slip=bogus\nq\n:::\n":                      "slip= must name one or more",
+		"::: checkpoint id=c preset=toy ask=loop-l row=1 slip=stale-max\nq\n:::\n":                      "needs kv=",
+		"::: checkpoint id=c preset=naive-toy ask=loop-l row=1 kv=0 slip=no-divide\nq\n:::\n":           "reads FlashAttention steps",
+		"::: checkpoint id=c preset=naive-toy ask=p row=1 key=2\nq\n:::\n":                              "reads FlashAttention steps",
+		"::: checkpoint id=c preset=toy ask=p row=1\nq\n:::\n":                                          "needs key=",
+		"::: checkpoint id=c preset=fast-real-tiles ask=loop-l row=1 kv=0 slip=no-divide\nq\n:::\n":     "runs the float32 loop of flash2",
+		"::: checkpoint id=c ask=ladder-speedup rung=flash2_fast against=naive_mma\nq\n:::\n":           "d= must be a head dim of the ladder's shapes (64, 128)",
+		"::: checkpoint id=c ask=ladder-speedup rung=flash9 against=naive_mma d=64\nq\n:::\n":           `rung= must name a row of the ladder`,
+		"::: checkpoint id=c ask=ladder-speedup rung=naive against=naive d=64\nq\n:::\n":                "name the same row",
+		"::: checkpoint id=c ask=ladder-speedup rung=naive against=flash2 d=64 causal=2\nq\n:::\n":      "causal= must be 0 or 1",
+		"::: checkpoint id=c ask=ladder-speedup rung=naive against=flash2 d=64 floor=compute\nq\n:::\n": `unknown attribute "floor"`,
+		"::: checkpoint id=c ask=ladder-floor rung=flash2 floor=compute d=64\nq\n:::\n":                 "float32 on the CUDA cores",
+		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=dram d=64\nq\n:::\n":               "floor= must be compute or memory",
+		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=compute d=64 preset=toy\nq\n:::\n": "not a preset's run",
+		"Cost is $5 today.\n":   "unclosed $",
+		"## Heading with $x$\n": "holds math",
 	} {
 		_, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + body)}})
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -247,7 +281,7 @@ func rightAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
 	switch {
 	case c.Unit() == "a whole number, exactly":
 		off = 0
-	case c.Ask == lessons.AskWritten:
+	case c.RelativeTol():
 		off = c.Tol / 3 * math.Abs(s.Number)
 	}
 	if s.Number+off > s.Hi {
@@ -386,6 +420,10 @@ func computedAnswerMoves(t *testing.T, name string, c *lessons.Checkpoint) {
 	want, err := c.Solve(nil)
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if c.Ask == lessons.AskLadderSpeedup || c.Ask == lessons.AskLadderFloor {
+		ladderAnswerMoves(t, name, c, want)
 		return
 	}
 	patterns := []instrument.Pattern{instrument.PatternNormal, instrument.PatternLarge, instrument.PatternPeaked}

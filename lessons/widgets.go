@@ -22,12 +22,12 @@ const (
 	WidgetKernels  = "kernels"  // ptxas's figures of compiled kernels
 	// WidgetPlayground is the online-softmax playground on a row of logits.
 	WidgetPlayground = "playground"
-	// WidgetLoop is lesson 10's loop with slips beside the correct one.
+	// WidgetLoop is the debugging lesson's loop with slips beside the correct one.
 	WidgetLoop = "loop"
 )
 
 // Panels are the stepper's views an embedded stepper may show.
-var Panels = []string{"grid", "qkv", "s", "p", "rows", "o", "final", "timeline", "bytes"}
+var Panels = []string{"grid", "qkv", "s", "p", "rows", "o", "final", "timeline", "bytes", "source"}
 
 // Widget is one live view placed in a lesson by a directive.
 type Widget struct {

@@ -16,7 +16,8 @@ import (
 //
 //	presenter: {"type":"step","step":5,"total":40}
 //	           {"type":"run","page":"step","query":"…","step":1}
-//	           {"type":"poll"} {"type":"reveal"} {"type":"close_poll"} {"type":"end"}
+//	           {"type":"poll"} (predict m) {"type":"poll","poll":"checkpoint"} (the lesson's)
+//	           {"type":"reveal"} {"type":"close_poll"} {"type":"end"}
 //	student:   {"type":"answer","answer":"1.25"}
 //	           {"type":"status","status":"following"|"branched"}
 type Up struct {
@@ -27,7 +28,12 @@ type Up struct {
 	Query  string `json:"query,omitempty"`
 	Answer string `json:"answer,omitempty"`
 	Status string `json:"status,omitempty"`
+	Poll   string `json:"poll,omitempty"` // poll: PollCheckpoint, or empty for "predict m"
 }
+
+// PollCheckpoint asks for the lesson checkpoint of a room presented from
+// a lesson's widget.
+const PollCheckpoint = "checkpoint"
 
 // ParseUp reads a participant's message, or says which field is wrong.
 func ParseUp(data []byte, l Limits) (Up, error) {
@@ -188,6 +194,14 @@ func (l *Local) presenceLocked(code string) Presence {
 		}
 	}
 	return p
+}
+
+// Presence is the command that reports this server's participants of
+// room code; a broker-backed service repeats it as a heartbeat.
+func (l *Local) Presence(code string) Command {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.presenceCommand(l.presenceLocked(code))
 }
 
 // Has says whether this server holds members of room code.

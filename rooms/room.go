@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +37,8 @@ const (
 	WhyEnded   = "ended"   // the presenter ended it
 	WhyExpired = "expired" // nobody used it for Limits.IdleExpiry
 	WhyRestart = "restart" // its server shut down: rooms live in memory
+	WhyLost    = "lost"    // its server stopped answering (it crashed, or the broker is out of reach)
+	WhyMoved   = "moved"   // not the room's end: this server is leaving, the page reconnects to another
 )
 
 // ClosedEvent says a room has ended, and why.
@@ -132,6 +136,66 @@ type Poll struct {
 	Why      string  `json:"why"` // why one outside Lo..Hi cannot be right
 	Display  string  `json:"display"`
 	Explain  string  `json:"explain"`
+
+	// A lesson checkpoint's poll: graded as the course grades it
+	// (lessons.Checkpoint.Grade), in any of its formats. A poll with no
+	// Format is a number, as "predict m" is.
+	Checkpoint string   `json:"checkpoint,omitempty"` // lesson/id
+	Format     string   `json:"format,omitempty"`     // lessons.FormatNumber, FormatChoice or FormatTiles
+	Ask        string   `json:"ask,omitempty"`        // the checkpoint's ask: whole numbers, relative tolerance
+	Choices    []Choice `json:"choices,omitempty"`    // choice: the options; tiles: every tile
+	Choice     string   `json:"choice,omitempty"`     // choice: the right option's value
+	Tiles      []string `json:"tiles,omitempty"`      // tiles: the right tiles, sorted "i,j"
+	Rows       int      `json:"rows,omitempty"`       // tiles: the grid's q-tiles
+	Cols       int      `json:"cols,omitempty"`       // tiles: the grid's kv-tiles
+}
+
+// Choice is one option of a poll, as lessons.Choice.
+type Choice struct {
+	Value string `json:"value"`
+	Label string `json:"label"`
+}
+
+func (p *Poll) format() string {
+	if p.Format == "" {
+		return lessons.FormatNumber
+	}
+	return p.Format
+}
+
+// checkpoint is the poll as the lessons package grades it.
+func (p *Poll) checkpoint() (lessons.Checkpoint, lessons.Solution) {
+	cp := lessons.Checkpoint{Ask: p.Ask, Format: p.format(), Tol: p.Tol}
+	if cp.Ask == "" {
+		cp.Ask = lessons.AskM
+	}
+	for _, c := range p.Choices {
+		cp.Choices = append(cp.Choices, lessons.Choice{Value: c.Value, Label: c.Label})
+	}
+	// The grid's shape, as Tr() and Tc() read it from a run.
+	cp.Run.N, cp.Run.Br, cp.Run.Bc = max(p.Rows*p.Cols, 1), max(p.Cols, 1), max(p.Rows, 1)
+	return cp, lessons.Solution{Number: p.Number, Choice: p.Choice, Tiles: p.Tiles, Lo: p.Lo, Hi: p.Hi, Why: p.Why}
+}
+
+// key is the right answer as answers are keyed: the option, or the tiles.
+func (p *Poll) key() string {
+	switch p.format() {
+	case lessons.FormatChoice:
+		return p.Choice
+	case lessons.FormatTiles:
+		return tilesKey(strings.Join(p.Tiles, ";"))
+	}
+	return ""
+}
+
+// tilesKey is a tiles answer in one spelling: sorted, without repeats.
+func tilesKey(s string) string {
+	if strings.EqualFold(strings.TrimSpace(s), "none") || strings.TrimSpace(s) == "" {
+		return "none"
+	}
+	parts := strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ' ' })
+	sort.Strings(parts)
+	return strings.Join(slices.Compact(parts), ";")
 }
 
 // PollView is a poll as participants see it: the answer only once revealed.
@@ -148,6 +212,12 @@ type PollView struct {
 	Answered int     `json:"answered,omitempty"`
 	Correct  int     `json:"correct,omitempty"`
 	Bins     []Bin   `json:"bins,omitempty"`
+	// A lesson checkpoint's poll: its format and options; the right
+	// option or tiles (Key) only once revealed.
+	Checkpoint string   `json:"checkpoint,omitempty"`
+	Format     string   `json:"format,omitempty"`
+	Choices    []Choice `json:"choices,omitempty"`
+	Key        string   `json:"key,omitempty"`
 }
 
 // Tally is the presenter's live view of the room.
@@ -163,6 +233,7 @@ type Tally struct {
 
 // Bin is one bar of an answer histogram: answers in [Lo, Hi).
 type Bin struct {
+	Label   string  `json:"label,omitempty"` // an option or a set of tiles, for answers that are not numbers
 	Lo      float64 `json:"lo"`
 	Hi      float64 `json:"hi"`
 	Count   int     `json:"count"`
@@ -185,11 +256,15 @@ type Room struct {
 	revealed bool
 	answers  map[string]answer // by member, one each: a new answer replaces the old
 	servers  map[string]Presence
+	heard    map[string]time.Time // when each server last reported its presence
+	lesson   string
+	widget   string
 	active   time.Time // the last presenter command or join
 }
 
 type answer struct {
 	value   float64
+	key     string // choice and tiles: the answer in one spelling
 	valid   bool
 	correct bool
 }
@@ -197,7 +272,8 @@ type answer struct {
 // NewRoom is a room for run; the presenter proves itself with token.
 func NewRoom(code, token string, run Run, limits Limits, now time.Time) *Room {
 	return &Room{Code: code, token: hashToken(token), limits: limits.WithDefaults(), page: run.Page, query: run.Query, step: run.Step,
-		answers: map[string]answer{}, servers: map[string]Presence{}, active: now}
+		answers: map[string]answer{}, servers: map[string]Presence{}, heard: map[string]time.Time{}, active: now,
+		lesson: run.Lesson, widget: run.Widget}
 }
 
 // ValidateRun checks a run's page and query against the limits.
@@ -211,6 +287,9 @@ func ValidateRun(run Run, l Limits) error {
 	}
 	if run.Step < 0 || run.Step > l.MaxSteps {
 		return fieldErr("step", "must be from 1 to %d, got %d", l.MaxSteps, run.Step)
+	}
+	if len(run.Lesson) > 64 || len(run.Widget) > 64 {
+		return fieldErr("lesson", "a lesson's slug and a widget's id are at most 64 bytes each")
 	}
 	return nil
 }
@@ -242,7 +321,7 @@ func (r *Room) Hello(member string, presenter bool) *Event {
 
 // State is the room's run and step now.
 func (r *Room) State() State {
-	return State{Run: Run{Page: r.page, Query: r.query, Step: r.step}, Total: r.total}
+	return State{Run: Run{Page: r.page, Query: r.query, Step: r.step, Lesson: r.lesson, Widget: r.widget}, Total: r.total}
 }
 
 // HelloTally is the presenter's first tally.
@@ -328,7 +407,12 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		}
 		if *c.Presence == (Presence{}) {
 			delete(r.servers, c.Server)
+			delete(r.heard, c.Server)
 		} else {
+			r.heard[c.Server] = now
+			if r.servers[c.Server] == *c.Presence {
+				return nil, nil // a heartbeat's refresh: nothing changed
+			}
 			r.servers[c.Server] = *c.Presence
 		}
 		return []*Event{r.tallyEvent()}, nil
@@ -339,17 +423,42 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 	return nil, fieldErr("type", "unknown message type %q", truncate(c.Type, 20))
 }
 
+// ForgetSilent drops the presence of servers not heard from for longer
+// than maxAge (a server that crashed never says its students left) and
+// returns the presenter's new tally, or nil when nothing changed.
+func (r *Room) ForgetSilent(now time.Time, maxAge time.Duration) []*Event {
+	changed := false
+	for server, at := range r.heard {
+		if now.Sub(at) > maxAge {
+			delete(r.heard, server)
+			delete(r.servers, server)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return []*Event{r.tallyEvent()}
+}
+
 // grade judges an answer with the lessons' own grading, so a student sees
 // the same hints in class as in the course.
 func (r *Room) grade(s string) answer {
-	cp := lessons.Checkpoint{Ask: lessons.AskM, Format: lessons.FormatNumber, Tol: r.poll.Tol}
-	v := cp.Grade(s, false, lessons.Solution{Number: r.poll.Number, Lo: r.poll.Lo, Hi: r.poll.Hi, Why: r.poll.Why})
+	cp, sol := r.poll.checkpoint()
+	v := cp.Grade(s, false, sol)
 	if v.Status == "invalid" {
 		return answer{}
 	}
-	var x float64
-	fmt.Sscan(normalizeNumber(s), &x)
-	return answer{value: x, valid: true, correct: v.Correct}
+	a := answer{valid: true, correct: v.Correct}
+	switch cp.Format {
+	case lessons.FormatChoice:
+		a.key = strings.TrimSpace(s)
+	case lessons.FormatTiles:
+		a.key = tilesKey(s)
+	default:
+		fmt.Sscan(normalizeNumber(s), &a.value)
+	}
+	return a
 }
 
 func normalizeNumber(s string) string {
@@ -370,10 +479,18 @@ func (r *Room) pollView() *PollView {
 	if r.poll == nil {
 		return nil
 	}
-	v := &PollView{ID: r.poll.ID, Question: r.poll.Question, Unit: r.poll.Unit, Status: "open"}
+	v := &PollView{ID: r.poll.ID, Question: r.poll.Question, Unit: r.poll.Unit, Status: "open",
+		Checkpoint: r.poll.Checkpoint, Format: r.poll.Format}
+	if r.poll.format() == lessons.FormatChoice {
+		v.Choices = r.poll.Choices
+	}
 	if r.revealed {
 		v.Status = "revealed"
 		v.Answer, v.Number, v.Tol, v.Explain, v.Step = r.poll.Display, r.poll.Number, r.poll.Tol, r.poll.Explain, r.poll.Step
+		v.Key = r.poll.key()
+		if r.poll.Ask == lessons.AskWritten {
+			v.Tol = r.poll.Tol * math.Abs(r.poll.Number) // a relative tolerance, as Grade reads it
+		}
 		for _, a := range r.answers {
 			v.Answered++
 			if a.correct {
@@ -416,6 +533,9 @@ const numBins = 8
 // smallest to the largest answer. Only a revealed poll marks the bar that
 // holds the answer, since the presenter's screen is usually projected.
 func (r *Room) bins() []Bin {
+	if r.poll.format() != lessons.FormatNumber {
+		return r.categoryBins()
+	}
 	var xs []float64
 	for _, a := range r.answers {
 		if a.valid {
@@ -446,6 +566,51 @@ func (r *Room) bins() []Bin {
 			ans := r.poll.Number
 			out[k].Correct = ans >= out[k].Lo && (ans < out[k].Hi || (last && ans <= out[k].Hi))
 		}
+	}
+	return out
+}
+
+// categoryBins is the histogram of answers that are options or tiles: a
+// bar per option (in the options' order) where there are few, else the
+// most given answers.
+func (r *Room) categoryBins() []Bin {
+	counts := map[string]int{}
+	for _, a := range r.answers {
+		if a.valid {
+			counts[a.key]++
+		}
+	}
+	var out []Bin
+	if r.poll.format() == lessons.FormatChoice && len(r.poll.Choices) <= numBins {
+		for _, c := range r.poll.Choices {
+			out = append(out, Bin{Label: c.Label, Count: counts[c.Value], Correct: r.revealed && c.Value == r.poll.Choice})
+		}
+		return out
+	}
+	labels := map[string]string{}
+	for _, c := range r.poll.Choices {
+		labels[c.Value] = c.Label
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	right := r.poll.key()
+	for _, k := range keys[:min(len(keys), numBins)] {
+		label := k
+		if l, ok := labels[k]; ok && r.poll.format() == lessons.FormatChoice {
+			label = l
+		}
+		out = append(out, Bin{Label: label, Count: counts[k], Correct: r.revealed && k == right})
+	}
+	if out == nil {
+		out = []Bin{}
 	}
 	return out
 }

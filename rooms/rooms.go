@@ -47,6 +47,11 @@ type Run struct {
 	Page  string `json:"page"`           // PageStepper or PageCompare
 	Query string `json:"query"`          // the run's canonical URL query
 	Step  int    `json:"step,omitempty"` // where a new room starts, from 1; 0 for the first step
+	// A room presented from a lesson's widget: the lesson's slug and the
+	// widget's id, whose checkpoints the presenter may pose. They stay with
+	// the room when the presenter switches runs.
+	Lesson string `json:"lesson,omitempty"`
+	Widget string `json:"widget,omitempty"`
 }
 
 // State is a room as a page about to join it needs it.
@@ -83,6 +88,8 @@ var (
 	ErrTooManyRooms = errors.New("too many rooms are open on this server; try again later")
 	ErrRoomFull     = errors.New("this room is full")
 	ErrClosed       = errors.New("the room has ended")
+	// ErrShuttingDown: this server is leaving; the room may go on elsewhere.
+	ErrShuttingDown = errors.New("this server is shutting down: reconnect to reach the room through another")
 )
 
 // FieldError is a bad value in a message, naming the field and its limit.

@@ -316,3 +316,95 @@ func TestMailboxKeepsTheLatest(t *testing.T) {
 		t.Fatalf("after closed: %v", evs)
 	}
 }
+
+// TestCheckpointPollsGradeAsTheCourse: a lesson checkpoint's poll of each
+// format is graded by lessons' Grade, tallied per option or tile set, and
+// its right answer is hidden until the reveal.
+func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
+	choices := []Choice{{"0", "key 0"}, {"1", "key 1"}, {"2", "key 2"}}
+	for _, tc := range []struct {
+		name    string
+		poll    Poll
+		answers []string // one per student
+		correct int
+		invalid int
+		bins    map[string]int // label: count
+		key     string
+	}{
+		{name: "choice", poll: Poll{Format: "choice", Ask: "argmax", Choices: choices, Choice: "2", Display: "key 2"},
+			answers: []string{"2", "1", "2", "7"}, correct: 2, invalid: 1, bins: map[string]int{"key 0": 0, "key 1": 1, "key 2": 2}, key: "2"},
+		{name: "tiles", poll: Poll{Format: "tiles", Ask: "skipped", Rows: 2, Cols: 2, Tiles: []string{"0,1"},
+			Choices: []Choice{{"0,0", ""}, {"0,1", ""}, {"1,0", ""}, {"1,1", ""}}},
+			answers: []string{"0,1", "0,1;0,1", "1,1; 0,1", "9,9"}, correct: 2, invalid: 1, bins: map[string]int{"0,1": 2, "0,1;1,1": 1}, key: "0,1"},
+		{name: "whole number", poll: Poll{Format: "number", Ask: "count", Number: 6, Lo: 0, Hi: 9, Why: "nine tiles"},
+			answers: []string{"6", "6.5", "5", "12"}, correct: 1, invalid: 2},
+		{name: "bytes within 1%", poll: Poll{Format: "number", Ask: "written", Number: 1000, Tol: 0.01, Lo: 0, Hi: 1e300},
+			answers: []string{"1005", "1020", "995"}, correct: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, c := newRoom(t, Limits{StudentRate: 100})
+			ctx := context.Background()
+			p, _ := svc.Join(ctx, c.Code, c.Token)
+			take(t, p)
+			poll := tc.poll
+			if err := p.OpenPoll(&poll); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range tc.answers {
+				s, _ := svc.Join(ctx, c.Code, "")
+				take(t, s)
+				if err := s.Send(Up{Type: CmdAnswer, Answer: a}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var tl *Tally
+			for deadline := time.Now().Add(2 * time.Second); ; {
+				if e := find(take(t, p), EventTally); e != nil && e.Tally.Answered == len(tc.answers) {
+					tl = e.Tally
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the answers were not all tallied")
+				}
+			}
+			if tl.Invalid != tc.invalid {
+				t.Errorf("invalid %d, want %d", tl.Invalid, tc.invalid)
+			}
+			for _, b := range tl.Bins {
+				if b.Correct {
+					t.Errorf("an open poll marks the right bar: %+v", b)
+				}
+				if want, ok := tc.bins[b.Label]; tc.bins != nil && (!ok || want != b.Count) {
+					t.Errorf("bar %q counts %d, want %d (%v)", b.Label, b.Count, want, tc.bins)
+				}
+			}
+			if err := p.Send(Up{Type: CmdReveal}); err != nil {
+				t.Fatal(err)
+			}
+			e := find(take(t, p), EventPoll)
+			if e == nil || e.Poll.Status != "revealed" || e.Poll.Correct != tc.correct || e.Poll.Key != tc.key {
+				t.Fatalf("revealed: %+v (want %d right, key %q)", e.Poll, tc.correct, tc.key)
+			}
+			if tc.key != "" && !strings.Contains(string(e.JSON()), `"correct":true`) {
+				t.Errorf("the revealed histogram marks no right bar: %s", e.JSON())
+			}
+		})
+	}
+}
+
+// TestSilentServersAreForgotten: presence a server stopped refreshing
+// leaves the tally after the limit; a refreshed one stays.
+func TestSilentServersAreForgotten(t *testing.T) {
+	t0 := time.Now()
+	r := NewRoom("ABCDEFGH", "tok", Run{Page: PageStepper, Query: "n=8"}, Limits{}, t0)
+	r.Apply(Command{Type: cmdPresence, Server: "a", Presence: &Presence{Students: 3, Following: 3}}, t0)
+	r.Apply(Command{Type: cmdPresence, Server: "b", Presence: &Presence{Students: 2, Following: 2}}, t0)
+	r.Apply(Command{Type: cmdPresence, Server: "a", Presence: &Presence{Students: 3, Following: 3}}, t0.Add(3*time.Second))
+	if evs := r.ForgetSilent(t0.Add(2*time.Second), 4*time.Second); evs != nil || r.tally().Students != 5 {
+		t.Fatalf("forgot a server too soon: %d students", r.tally().Students)
+	}
+	evs := r.ForgetSilent(t0.Add(5*time.Second), 4*time.Second)
+	if len(evs) != 1 || evs[0].Tally.Students != 3 {
+		t.Fatalf("after b fell silent: %+v", evs)
+	}
+}

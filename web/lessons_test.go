@@ -149,7 +149,7 @@ func TestCheckpointAPI(t *testing.T) {
 	}
 }
 
-// The loop API runs lesson 10's loop correctly and with the slips named:
+// The loop API runs the debugging lesson's loop correctly and with the slips named:
 // both runs' state after every kv-tile, −inf carried through JSON, and for
 // each row where the two part; every bad field is a 400 naming the field.
 func TestLoopAPI(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // GET /api/loop?<a run, as /step names it>&q=0&bh=0&slip=stale-max runs
-// lesson 10's tiled-attention loop over one q-tile twice, correctly and
+// the debugging lesson's tiled-attention loop over one q-tile twice, correctly and
 // with the slips named, and answers both runs' m, l and O after every
 // kv-tile and where each row's numbers part. Every bad field is a 400 that
 // names the field and its limit.
@@ -66,7 +66,7 @@ func (s *Server) loopAPI(w http.ResponseWriter, r *http.Request) error {
 	ans := loopAnswer{Run: c.Values().Encode(), Q: q, BH: bh, Br: c.Br, D: c.D,
 		Rows: min(c.Br, c.N-q*c.Br), FirstRow: q * c.Br,
 		Correct: loop.Run(&c, bh, q, nil), Slipped: loop.Run(&c, bh, q, slips),
-		Source: "the loop of lesson 10 on this server's CPU, float32, on the run's inputs"}
+		Source: "the debugging lesson's loop on this server's CPU, float32, on the run's inputs"}
 	for row := range ans.Rows {
 		ans.Parts = append(ans.Parts, loop.Part(ans.Correct, ans.Slipped, row, c.D))
 	}

@@ -159,6 +159,9 @@ func gpuTileOptions() []templates.Option {
 	for _, f := range kernels.Flash2FastInstances {
 		o = append(o, templates.Option{Value: fmt.Sprintf("flash2_fast,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2_fast %d×%d, d=%d", f.Br, f.Bc, f.D)})
 	}
+	for _, f := range kernels.NaiveMMAInstances {
+		o = append(o, templates.Option{Value: fmt.Sprintf("naive_mma,%d,%d,%d", kernels.NaiveMMABr, f.Bc, f.D), Label: fmt.Sprintf("naive_mma %d×%d, d=%d", kernels.NaiveMMABr, f.Bc, f.D)})
+	}
 	return o
 }
 
@@ -221,10 +224,23 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	v := templates.CompareView{Values: formValues(q), Errors: map[string]string{}}
-	q.Set(kernels.FieldVariant, "flash2")
+	// The pair: float32 on CUDA cores, or bf16 on tensor cores.
+	flashV, naiveV := instrument.VariantFlash2, instrument.VariantNaive
+	switch q.Get("pair") {
+	case "", "f32":
+	case "bf16":
+		flashV, naiveV = instrument.VariantFlash2Fast, instrument.VariantNaiveMMA
+	default:
+		v.Errors["pair"] = fmt.Sprintf("pair must be f32 or bf16 (got %q)", truncate(q.Get("pair"), 20))
+	}
+	v.Values["pair"] = q.Get("pair")
+	q.Set(kernels.FieldVariant, flashV.String())
 	flash, err := kernels.ParseConfig(q)
 	naive := flash
-	naive.Variant = instrument.VariantNaive
+	naive.Variant = naiveV
+	if err == nil && v.Errors["pair"] != "" {
+		err = kernels.FieldErrors{{Field: "pair", Message: v.Errors["pair"]}}
+	}
 	if err == nil {
 		err = naive.Validate()
 	}
@@ -252,8 +268,10 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err == nil {
-		v.Summary = summary(&flash)
-		v.Summary = strings.TrimPrefix(v.Summary, "flash2 · ")
+		v.Summary = strings.TrimPrefix(summary(&flash), flash.Variant.String()+" · ")
+		if flash.Variant == instrument.VariantFlash2Fast {
+			v.Summary = "bf16 on tensor cores · " + v.Summary
+		}
 		if flash.TraceQ != (instrument.Range{}) {
 			v.Summary += fmt.Sprintf(" · q-tiles %d–%d traced", flash.TracedQ().Lo, flash.TracedQ().Hi-1)
 		}

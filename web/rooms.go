@@ -48,6 +48,9 @@ const (
 	closeBadToken    = 4003 // a presenter cookie that is not the room's
 	closeNoRoom      = 4004 // no such room (expired, or the server restarted)
 	closeRoomFull    = 4009
+	closeRoomLost    = 4010 // the server running the room stopped answering (natsrooms)
+	closeGoingAway   = 1001 // this server leaves, the room goes on: the page reconnects
+	closeTryAgain    = 1013 // this server is leaving: join again (through another)
 	closeTooMany     = 4029 // too many joins from this address
 	closeRestart     = 1012 // the server is restarting: the room is lost
 )
@@ -76,6 +79,12 @@ func (s *Server) classroomView(r *http.Request, page, query string, embed bool) 
 	v.Room = &templates.RoomView{Code: place.code, CodeShown: rooms.FormatCode(place.code), JoinURL: join,
 		Presenter: place.presenter, QR: "/r/" + place.code + "/qr.svg",
 		Data: templates.RoomData{Code: place.code, Presenter: place.presenter, Page: page, JoinURL: join}}
+	if l, cp := s.roomCheckpoint(place.state); l != nil {
+		v.Room.LessonTitle, v.Room.LessonHref = l.Title, lessonHref(l.Slug, place.state.Widget)
+		if cp != nil {
+			v.Room.Checkpoint = plainText(cp.Question)
+		}
+	}
 	return v
 }
 
@@ -133,7 +142,7 @@ func roomErr(err error) error {
 		return &httpError{http.StatusNotFound, err.Error()}
 	case errors.Is(err, rooms.ErrBadToken):
 		return &httpError{http.StatusForbidden, err.Error()}
-	case errors.Is(err, rooms.ErrTooManyRooms), errors.Is(err, rooms.ErrRoomFull):
+	case errors.Is(err, rooms.ErrTooManyRooms), errors.Is(err, rooms.ErrRoomFull), errors.Is(err, rooms.ErrShuttingDown):
 		return &httpError{http.StatusServiceUnavailable, err.Error()}
 	}
 	var fe *rooms.FieldError
@@ -148,6 +157,9 @@ type roomRequest struct {
 	Page  string `json:"page"`
 	Query string `json:"query"`
 	Step  int    `json:"step"`
+	// From a lesson: its widget names the page and the run (rooms_lesson.go).
+	Lesson string `json:"lesson,omitempty"`
+	Widget string `json:"widget,omitempty"`
 }
 
 type roomCreated struct {
@@ -169,6 +181,12 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 	if !s.creates.Allow(clientAddr(r), time.Now()) {
 		return roomCreated{}, &httpError{http.StatusTooManyRequests, "too many rooms created from your address: at most 20 a minute"}
 	}
+	if req.Lesson != "" || req.Widget != "" {
+		var err error
+		if req, err = s.lessonRun(req); err != nil {
+			return roomCreated{}, err
+		}
+	}
 	if req.Page == "" {
 		req.Page = rooms.PageStepper
 	}
@@ -180,7 +198,7 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 		return roomCreated{}, err
 	}
 	// Students start where the presenter stood when pressing Present.
-	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step})
+	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step, Lesson: req.Lesson, Widget: req.Widget})
 	if err != nil {
 		return roomCreated{}, roomErr(err)
 	}
@@ -213,7 +231,8 @@ func (s *Server) presentForm(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{http.StatusBadRequest, "the form is over 4096 bytes or malformed"}
 	}
 	step, _ := strconv.Atoi(r.PostForm.Get("step"))
-	made, err := s.createRoom(r, roomRequest{Page: r.PostForm.Get("page"), Query: r.PostForm.Get("query"), Step: step})
+	made, err := s.createRoom(r, roomRequest{Page: r.PostForm.Get("page"), Query: r.PostForm.Get("query"), Step: step,
+		Lesson: r.PostForm.Get("lesson"), Widget: r.PostForm.Get("widget")})
 	if err != nil {
 		return err
 	}
@@ -457,6 +476,8 @@ func closeCodeFor(err error) int {
 		return closeBadToken
 	case errors.Is(err, rooms.ErrRoomFull):
 		return closeRoomFull
+	case errors.Is(err, rooms.ErrShuttingDown):
+		return closeTryAgain
 	}
 	return closeTooMany
 }
@@ -468,6 +489,10 @@ func closeCodeOf(e *rooms.Event) int {
 		return closeRoomExpired
 	case rooms.WhyRestart:
 		return closeRestart
+	case rooms.WhyLost:
+		return closeRoomLost
+	case rooms.WhyMoved:
+		return closeGoingAway
 	}
 	return closeRoomEnded
 }

@@ -36,18 +36,11 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State) (*rooms.Poll, erro
 	if c.Variant != instrument.VariantFlash2 || c.Timing {
 		return nil, &rooms.FieldError{Field: "type", Message: "polls ask about FlashAttention's online softmax: run flash2 with a full trace"}
 	}
-	var buf bytes.Buffer
-	if err := s.runner.Run(ctx, c, func(b []byte) error { buf.Write(b); return nil }); err != nil {
-		return nil, err
-	}
-	h, recs, err := instrument.ReadAll(&buf)
+	trace, err := s.runTrace(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) != h.Records {
-		return nil, errors.New("the run's trace is incomplete")
-	}
-	trace := lessons.NewTrace(h, recs)
+	h := trace.H
 	at := max(st.Step, 1) // the step on screen, from 1; the next step's index is the same number from 0
 	k := -1
 	for n := at; n < len(trace.Steps); n++ {
@@ -76,6 +69,23 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State) (*rooms.Poll, erro
 		Unit:     cp.Unit(), Step: sol.Step, Number: sol.Number, Tol: cp.Tol, Lo: sol.Lo, Hi: sol.Hi, Why: sol.Why,
 		Display: sol.Display, Explain: strings.TrimSpace(sol.Explain),
 	}, nil
+}
+
+// runTrace is a run's whole trace, obtained through the server's engines
+// as the students' pages obtain it.
+func (s *Server) runTrace(ctx context.Context, c kernels.Config) (*lessons.Trace, error) {
+	var buf bytes.Buffer
+	if err := s.runner.Run(ctx, c, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+		return nil, err
+	}
+	h, recs, err := instrument.ReadAll(&buf)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != h.Records {
+		return nil, errors.New("the run's trace is incomplete")
+	}
+	return lessons.NewTrace(h, recs), nil
 }
 
 // interestingRow is the row of a tile step whose m rises the most, a

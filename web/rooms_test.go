@@ -21,10 +21,13 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/rooms"
+	"flashstep/rooms/natsrooms"
 	"flashstep/runner"
 	"flashstep/sweep"
 
 	"github.com/gorilla/websocket"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // A small flash2 run: every test's room shows it.
@@ -616,5 +619,173 @@ func TestRoomOverServerSentEvents(t *testing.T) {
 		if num(tl["branched"]) == 1 {
 			break
 		}
+	}
+}
+
+// TestLessonRoomPosesItsCheckpoint: a room presented from a lesson's
+// widget shows the widget's run at its step, and its checkpoint poll is the
+// lesson's checkpoint nearest the widget, graded as the course grades it.
+func TestLessonRoomPosesItsCheckpoint(t *testing.T) {
+	_, ts := newRoomServer(t, rooms.Limits{})
+	body := `{"lesson":"tiling","widget":"ragged-run","step":3,"query":"variant=naive&n=4"}`
+	res, err := http.Post(ts.URL+"/api/rooms", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c roomCreated
+	json.NewDecoder(res.Body).Decode(&c)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated || c.Page != "step" || !strings.Contains(c.Query, "variant=flash2") {
+		t.Fatalf("create from a lesson: %s %+v", res.Status, c)
+	}
+	for _, bad := range []string{`{"lesson":"tiling","widget":"nope"}`, `{"lesson":"nope","widget":"ragged-run"}`, `{"lesson":"naive","widget":"memory-calc"}`} {
+		res, _ := http.Post(ts.URL+"/api/rooms", "application/json", strings.NewReader(bad))
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %s", bad, res.Status)
+		}
+	}
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	if h := pres.next(t, "hello"); num(h["step"]) != 3 {
+		t.Fatalf("the room did not open at the widget's step: %v", h)
+	}
+	a, b := joinRoom(t, ts.URL, c.Code, ""), joinRoom(t, ts.URL, c.Code, "")
+	pres.send(t, map[string]string{"type": "poll", "poll": "checkpoint"})
+	open := a.next(t, "poll")["poll"].(map[string]any)
+	if open["checkpoint"] != "tiling/ragged-steps" || open["status"] != "open" || open["answer"] != nil || strings.Contains(open["question"].(string), "<") {
+		t.Fatalf("open poll: %v", open)
+	}
+	// The course's own answer to the same checkpoint.
+	res, err = http.Post(ts.URL+"/api/checkpoints/tiling/ragged-steps", "application/json", strings.NewReader(`{"reveal":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var course struct{ Answer, Explanation string }
+	json.NewDecoder(res.Body).Decode(&course)
+	res.Body.Close()
+	a.send(t, map[string]string{"type": "answer", "answer": course.Answer})
+	b.send(t, map[string]string{"type": "answer", "answer": course.Answer + "1"})
+	for {
+		if tl := pres.next(t, "tally")["tally"].(map[string]any); num(tl["answered"]) == 2 {
+			break
+		}
+	}
+	pres.send(t, map[string]string{"type": "reveal"})
+	rev := b.next(t, "poll")["poll"].(map[string]any)
+	if rev["status"] == "open" {
+		rev = b.next(t, "poll")["poll"].(map[string]any)
+	}
+	if rev["status"] != "revealed" || rev["answer"] != course.Answer || num(rev["correct"]) != 1 ||
+		!strings.HasPrefix(rev["explain"].(string), strings.TrimSpace(course.Explanation)) {
+		t.Fatalf("revealed %v; the course says %+v", rev, course)
+	}
+	// A room not presented from a lesson has no checkpoint to pose.
+	plain := createRoom(t, ts.URL, roomRun)
+	pp := joinRoom(t, ts.URL, plain.Code, plain.Token)
+	pp.send(t, map[string]string{"type": "poll", "poll": "checkpoint"})
+	if n := pp.next(t, "notice"); n["field"] != "poll" {
+		t.Fatalf("a checkpoint poll in a plain room: %v", n)
+	}
+}
+
+// natsRoomServer is a whole web server whose rooms go through the broker
+// at url on a connection of its own, which a test may cut as a crash.
+func natsRoomServer(t *testing.T, url string) (*Server, *httptest.Server, *nats.Conn) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	t.Cleanup(sweeps.Close)
+	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,
+		Log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Rooms: natsrooms.NewWithOptions(nc, rooms.Limits{}, natsrooms.Options{Beat: 200 * time.Millisecond, LostAfter: time.Second})})
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { app.rooms.Close("test over") })
+	return app, ts, nc
+}
+
+func embeddedNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the embedded NATS server did not start")
+	}
+	return ns.ClientURL()
+}
+
+// TestRoomOwnerCrashReachesOtherServersStudents: two servers and a
+// broker; the room's owner crashes (its broker connection and its sockets
+// cut, no word said); the students on the other server are told the room
+// is lost within a few seconds, with its own close code.
+func TestRoomOwnerCrashReachesOtherServersStudents(t *testing.T) {
+	url := embeddedNATS(t)
+	_, tsA, ncA := natsRoomServer(t, url)
+	_, tsB, _ := natsRoomServer(t, url)
+	c := createRoom(t, tsA.URL, roomRun)
+	pres := joinRoom(t, tsA.URL, c.Code, c.Token)
+	pres.next(t, "hello")
+	var studs []*participant
+	for range 2 {
+		s := joinRoom(t, tsB.URL, c.Code, "")
+		s.next(t, "hello")
+		studs = append(studs, s)
+	}
+	pres.send(t, rooms.Up{Type: "step", Step: 2, Total: 9})
+	for _, s := range studs {
+		s.next(t, "step")
+	}
+	ncA.Close()
+	tsA.CloseClientConnections()
+	start := time.Now()
+	for _, s := range studs {
+		if e := s.next(t, "closed"); e["why"] != rooms.WhyLost {
+			t.Fatalf("closed: %v", e)
+		}
+		if ce := s.closeCode(t); ce.Code != closeRoomLost {
+			t.Fatalf("close frame: %v", ce)
+		}
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("the students were told after %v", d)
+	}
+}
+
+// TestLeavingServerSendsItsStudentsToAnother: a server that shuts down
+// while another owns the room closes its students' sockets with 1001
+// (going away, not the room's end); they reconnect through the other server
+// and land on the current step.
+func TestLeavingServerSendsItsStudentsToAnother(t *testing.T) {
+	url := embeddedNATS(t)
+	_, tsA, _ := natsRoomServer(t, url)
+	appB, tsB, _ := natsRoomServer(t, url)
+	c := createRoom(t, tsA.URL, roomRun)
+	pres := joinRoom(t, tsA.URL, c.Code, c.Token)
+	s := joinRoom(t, tsB.URL, c.Code, "")
+	s.next(t, "hello")
+	pres.send(t, rooms.Up{Type: "step", Step: 5, Total: 9})
+	s.next(t, "step")
+	appB.CloseRooms()
+	if e := s.next(t, "closed"); e["why"] != rooms.WhyMoved {
+		t.Fatalf("closed: %v", e)
+	}
+	if ce := s.closeCode(t); ce.Code != closeGoingAway {
+		t.Fatalf("close frame: %v", ce)
+	}
+	p, _ := tryJoin(tsB.URL, c.Code, "", nil)
+	if ce := p.closeCode(t); ce.Code != closeTryAgain {
+		t.Fatalf("joining the leaving server: %v", ce)
+	}
+	back := joinRoom(t, tsA.URL, c.Code, "")
+	if h := back.next(t, "hello"); num(h["step"]) != 5 {
+		t.Fatalf("back at %v", h)
 	}
 }

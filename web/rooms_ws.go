@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -166,7 +167,15 @@ func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
 		if err != nil {
 			return err
 		}
-		p, err := s.newPoll(ctx, st)
+		var p *rooms.Poll
+		switch u.Poll {
+		case rooms.PollCheckpoint:
+			p, err = s.checkpointPoll(ctx, st)
+		case "":
+			p, err = s.newPoll(ctx, st)
+		default:
+			return &rooms.FieldError{Field: "poll", Message: fmt.Sprintf("must be %q or empty (predict m), got %q", rooms.PollCheckpoint, truncate(u.Poll, 20))}
+		}
 		if err != nil {
 			return err
 		}

@@ -413,3 +413,29 @@ func TestStepperStepParam(t *testing.T) {
 		}
 	}
 }
+
+// TestComparePair: the side by side runs the float32 pair or the bf16 one,
+// and names the field when asked for another.
+func TestComparePair(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	for pair, want := range map[string][2]string{"": {"flash2", "naive"}, "f32": {"flash2", "naive"}, "bf16": {"flash2_fast", "naive_mma"}} {
+		_, body := get(t, ts.URL+"/compare?n=40&d=16&br=16&bc=16&seed=4&pair="+pair)
+		var data struct {
+			Valid      bool
+			FlashQuery string `json:"flash_query"`
+			NaiveQuery string `json:"naive_query"`
+		}
+		if err := json.Unmarshal([]byte(text(findNode(parse(t, body), "id", "compare-data"))), &data); err != nil || !data.Valid {
+			t.Fatalf("pair %q: %+v %v", pair, data, err)
+		}
+		f, _ := url.ParseQuery(data.FlashQuery)
+		n, _ := url.ParseQuery(data.NaiveQuery)
+		if f.Get("variant") != want[0] || n.Get("variant") != want[1] {
+			t.Errorf("pair %q runs %s and %s", pair, f.Get("variant"), n.Get("variant"))
+		}
+	}
+	_, body := get(t, ts.URL+"/compare?n=40&d=16&br=16&bc=16&pair=fp8")
+	if msg := text(findNode(parse(t, body), "id", "cerr-pair")); !strings.Contains(msg, "pair must be f32 or bf16") {
+		t.Errorf("a bad pair says %q", msg)
+	}
+}

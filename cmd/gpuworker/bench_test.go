@@ -58,6 +58,20 @@ func BenchmarkFlash2Fast(b *testing.B) {
 	}
 }
 
+// BenchmarkNaiveMMA times naive attention on the tensor cores at the same
+// shapes and tiles as BenchmarkFlash2Fast, untraced: run both in one call
+// for the bf16 pair's ratio (the bar: flash at least 4× at d=128).
+func BenchmarkNaiveMMA(b *testing.B) {
+	for _, f := range kernels.NaiveMMAInstances {
+		for _, causal := range []bool{false, true} {
+			n := 4096
+			c := kernels.Config{Variant: instrument.VariantNaiveMMA, N: n, D: f.D, Br: kernels.NaiveMMABr, Bc: f.Bc,
+				Batch: max(1, 16384/n), Heads: 2048 / f.D, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
+			b.Run(fmt.Sprintf("N=%d/d=%d/Br=%d/Bc=%d/causal=%t/untraced", c.N, c.D, c.Br, c.Bc, c.Causal), func(b *testing.B) { benchFlash2(b, c, "untraced") })
+		}
+	}
+}
+
 func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 	ms, err := onGPU(func(d *device) ([]float64, error) {
 		pr, err := d.newProblem(c)

@@ -115,6 +115,12 @@ func (d *device) load(module string) error {
 	if strings.HasPrefix(module, "naive") {
 		names = []string{"naive_scores", "naive_softmax", "naive_pv"}
 	}
+	if strings.HasPrefix(module, kernels.ModuleNaiveMMA) {
+		names = nil
+		for _, f := range kernels.NaiveMMAInstances {
+			names = append(names, f.Kernel("scores"), f.Kernel("softmax"), f.Kernel("pv"))
+		}
+	}
 	if strings.HasPrefix(module, kernels.ModuleFlash2Fast) {
 		names = nil
 		for _, f := range kernels.Flash2FastInstances {

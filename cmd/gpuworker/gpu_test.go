@@ -77,7 +77,7 @@ func TestHello(t *testing.T) {
 	}
 	// Every kernel of every module, untraced and traced, and fs_probe in
 	// each traced module.
-	if want := 2*len(kernels.Flash2Instances) + 2*3 + 2*2*len(kernels.Flash2FastInstances) + 3; len(d.hello.Kernels) != want {
+	if want := 2*len(kernels.Flash2Instances) + 2*3 + 2*2*len(kernels.Flash2FastInstances) + 2*3*len(kernels.NaiveMMAInstances) + 4; len(d.hello.Kernels) != want {
 		t.Fatalf("%d kernels loaded, want %d", len(d.hello.Kernels), want)
 	}
 }
@@ -254,7 +254,7 @@ func TestGPUMatchesMirror(t *testing.T) {
 func TestGPUSanitizerSample(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	worst := map[string]float64{}
-	for k := 0; k < 9; k++ {
+	for k := 0; k < 12; k++ {
 		c := kernelstest.RandomGPUConfig(rng, 160)
 		c.Variant = instrument.Variants[k%len(instrument.Variants)]
 		switch c.Variant {
@@ -266,6 +266,12 @@ func TestGPUSanitizerSample(t *testing.T) {
 			f := kernels.Flash2FastInstances[k%len(kernels.Flash2FastInstances)]
 			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 			c.N = max(c.N, f.Br, f.Bc)
+		case instrument.VariantNaiveMMA:
+			f := kernels.NaiveMMAInstances[k%len(kernels.NaiveMMAInstances)]
+			c.Br, c.Bc, c.D = kernels.NaiveMMABr, f.Bc, f.D
+			c.N = max(c.N, c.Br, c.Bc)
+		case instrument.VariantNaive: // any tiles, within the naive kernel's 8192 outputs per q-tile
+			c.Br = min(c.Br, max(1, 8192/c.D))
 		}
 		c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
 		if err := compareRun(c, func() (*instrument.Header, []*instrument.Record, error) { return mirrorTrace(c, "") }, worst); err != nil {

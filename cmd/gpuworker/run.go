@@ -79,8 +79,11 @@ type problem struct {
 func deviceBytes(c *kernels.Config) int64 {
 	bh, n, d := int64(c.Batch*c.Heads), int64(c.N), int64(c.D)
 	b := 4*bh*n*d*int64(c.GPUElementBytes()) + bh*n*4
-	if c.Variant == instrument.VariantNaive {
+	switch c.Variant {
+	case instrument.VariantNaive:
 		b += 2 * bh * n * n * 4
+	case instrument.VariantNaiveMMA: // S in float32, P in bf16, rows of whole kv-tiles
+		b += bh * n * int64(kernels.NaiveMMARowStride(c)) * (4 + 2)
 	}
 	return b
 }
@@ -137,11 +140,20 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 	if pr.ls, err = pr.mem.alloc(bh * int64(c.N) * 4); err != nil {
 		return nil, err
 	}
-	if c.Variant == instrument.VariantNaive {
+	switch c.Variant {
+	case instrument.VariantNaive:
 		if pr.s, err = pr.mem.alloc(bh * int64(c.N) * int64(c.N) * 4); err != nil {
 			return nil, err
 		}
 		if pr.p, err = pr.mem.alloc(bh * int64(c.N) * int64(c.N) * 4); err != nil {
+			return nil, err
+		}
+	case instrument.VariantNaiveMMA:
+		ld := int64(kernels.NaiveMMARowStride(&c))
+		if pr.s, err = pr.mem.alloc(bh * int64(c.N) * ld * 4); err != nil {
+			return nil, err
+		}
+		if pr.p, err = pr.mem.alloc(bh * int64(c.N) * ld * 2); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +173,7 @@ type traceArgs struct {
 func (d *device) launch(pr *problem, tr *traceArgs) error {
 	c := &pr.c
 	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
-		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast}[c.Variant]
+		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast, instrument.VariantNaiveMMA: kernels.ModuleNaiveMMA}[c.Variant]
 	if tr != nil {
 		module += "_traced"
 	}
@@ -209,6 +221,22 @@ func (d *device) launch(pr *problem, tr *traceArgs) error {
 		}
 		return run(f.Name(c.Causal), 0, [3]int{nq, nbh, 1}, f.Threads(), f.SharedBytes(),
 			u(pr.q), u(pr.k), u(pr.v), u(pr.o), u(pr.ls), uint64(n), scaleBits)
+	case instrument.VariantNaiveMMA:
+		f, ok := kernels.NaiveMMAInstanceFor(c)
+		if !ok {
+			return fmt.Errorf("no compiled naive_mma kernels for Br=%d, Bc=%d, d=%d", c.Br, c.Bc, c.D)
+		}
+		scoresSmem, pvSmem := f.SharedBytes()
+		if err := run(f.Kernel("scores"), 0, [3]int{tc, nq, nbh}, 128, scoresSmem,
+			u(pr.q), u(pr.k), u(pr.s), uint64(n), scaleBits, uint64(causal)); err != nil {
+			return err
+		}
+		if err := run(f.Kernel("softmax"), 1, [3]int{nq, nbh, 1}, 256, 0,
+			u(pr.s), u(pr.p), u(pr.ls), uint64(n), uint64(tc)); err != nil {
+			return err
+		}
+		return run(f.Kernel("pv"), 2, [3]int{nq, nbh, 1}, 128, pvSmem,
+			u(pr.p), u(pr.v), u(pr.ls), u(pr.o), uint64(n))
 	case instrument.VariantNaive:
 		scoresSmem, pvSmem := kernels.NaiveSharedBytes(c.Br, c.Bc, c.D)
 		if err := run("naive_scores", 0, [3]int{tc, nq, nbh}, kernels.NaiveThreads, scoresSmem,

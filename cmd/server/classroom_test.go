@@ -327,3 +327,77 @@ func TestTwoServersShareARoomThroughNATS(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserLessonClassroom: a teacher presses Present on a lesson's
+// embedded stepper; the room opens on the widget's run; a student joins and
+// follows; the teacher poses the lesson's checkpoint nearest the widget;
+// the student answers; the reveal shows the course's own answer.
+func TestBrowserLessonClassroom(t *testing.T) {
+	base, _ := startServer(t)
+	pres := browser(t)
+	presProblems := watchConsole(pres)
+	if err := chromedp.Do(pres, chromedp.Navigate(base+"/lessons/tiling#ragged-run")); err != nil {
+		t.Fatal(err)
+	}
+	click(pres, t, "#ragged-run [data-testid=widget-present] button")
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		path, err := chromedp.Run(pres, chromedp.Evaluate[string](`location.pathname + (document.querySelector('[data-testid=room-code]') ? '!' : '')`))
+		if err == nil && strings.HasPrefix(path, "/r/") && strings.HasSuffix(path, "!") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Present on the lesson's widget did not open a room: %q %v", path, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitText(pres, t, "#run-status", "Trace complete")
+	waitText(pres, t, "[data-testid=room-lesson]", "Tiling")
+	// The widget's run: the ragged preset (N = 11), at the widget's step 1.
+	if got := stepLabel(pres, t); !strings.HasPrefix(got, "1 / ") {
+		t.Fatalf("the room opened at %q, not the widget's step 1", got)
+	}
+	joinURL, _ := chromedp.Run(pres, chromedp.Evaluate[string](`document.querySelector('[data-testid=room-join-url]').href`))
+	s, sProblems := student(t, pres, joinURL)
+	waitText(s, t, "[data-testid=room-status]", "Following the presenter")
+	click(pres, t, "#next")
+	click(pres, t, "#next")
+	want := stepLabel(pres, t)
+	if !strings.HasPrefix(want, "3 / ") {
+		t.Fatalf("the presenter is at %q", want)
+	}
+	waitLabel(s, t, "student", want)
+
+	click(pres, t, "[data-testid=poll-checkpoint]")
+	waitText(s, t, "[data-testid=room-question]", "How many tile steps")
+	// The course's answer to the same checkpoint, as its page would get it.
+	res, err := http.Post(base+"/api/checkpoints/tiling/ragged-steps", "application/json", strings.NewReader(`{"reveal":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var course struct{ Answer string }
+	json.NewDecoder(res.Body).Decode(&course)
+	res.Body.Close()
+	if course.Answer == "" {
+		t.Fatal("the course gave no answer")
+	}
+	if err := chromedp.Do(s, chromedp.SendKeys(chromedp.CSS("[data-testid=room-answer]"), course.Answer)); err != nil {
+		t.Fatal(err)
+	}
+	click(s, t, "[data-testid=room-answer-send]")
+	waitText(s, t, "[data-testid=room-note]", "Answer sent")
+	waitText(pres, t, "[data-testid=room-reveal]", "1 answered")
+	click(pres, t, "[data-testid=poll-reveal]")
+	for _, c := range []context.Context{pres, s} {
+		waitText(c, t, "[data-testid=room-reveal]", "Answer: "+course.Answer+". 1 of 1 right.")
+	}
+	waitText(s, t, "[data-testid=room-reveal]", "Your answer "+course.Answer+" is right")
+	bars, _ := chromedp.Run(s, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=room-hist] .bar.correct').length`))
+	if bars != 1 {
+		t.Errorf("the revealed histogram marks %d right bars", bars)
+	}
+	for who, p := range map[string]func() []string{"presenter": presProblems, "student": sProblems} {
+		if probs := p(); len(probs) > 0 {
+			t.Errorf("%s's console: %v", who, probs)
+		}
+	}
+}

@@ -638,3 +638,32 @@ func TestBrowserLadder(t *testing.T) {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
 	}
 }
+
+// TestBrowserCompareBF16Pair: the side by side offers the bf16 pair on
+// tensor cores; the recorded H100 run shows both kernels' traces from the
+// GPU, naive_mma's S and P in device memory against flash2_fast's tiles.
+func TestBrowserCompareBF16Pair(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1024, 768)
+	problems := watchConsole(ctx)
+	navigate(ctx, t, base+"/compare?pair=bf16&n=256&d=64&br=128&bc=128&pattern=normal&seed=1")
+	waitText(ctx, t, "#c-status", "Both traces are in")
+	for _, pane := range []string{"naive", "flash2"} {
+		waitText(ctx, t, "#pane-"+pane+" [data-role=status]", "NVIDIA H100")
+	}
+	waitText(ctx, t, "[data-testid=c-run-summary]", "bf16 on tensor cores")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("c-last"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#c-progress", "finishing: 100%")
+	waitText(ctx, t, "[data-testid=naive-buffer]", "in device memory")
+	if r := evalJS[string](ctx, t, `document.getElementById('c-ratio').textContent`); !strings.HasSuffix(r, "×") {
+		t.Errorf("ratio %q", r)
+	}
+	if p := layoutProblems(ctx, t); len(p) > 0 {
+		t.Errorf("bf16 pair:\n%s", strings.Join(p, "\n"))
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}

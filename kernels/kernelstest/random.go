@@ -26,6 +26,10 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 		f := kernels.Flash2FastInstances[rng.IntN(len(kernels.Flash2FastInstances))]
 		c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 	}
+	if c.Variant == instrument.VariantNaiveMMA {
+		f := kernels.NaiveMMAInstances[rng.IntN(len(kernels.NaiveMMAInstances))]
+		c.Br, c.Bc, c.D = kernels.NaiveMMABr, f.Bc, f.D
+	}
 	if c.Variant == instrument.VariantNaive && rng.IntN(2) == 0 {
 		c.Br, c.Bc, c.D = 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(96)
 	}

@@ -1,4 +1,4 @@
-// Package loop owns the tiled-attention loop of lesson 10: FlashAttention's
+// Package loop owns the tiled-attention loop of the debugging lesson: FlashAttention's
 // loop over the kv-tiles of one q-tile, written plainly in Go with float32
 // arithmetic, with a switch for each of three slips that a widely shared
 // lecture version of the loop makes. Run gives, after every kv-tile, the

@@ -93,7 +93,7 @@ func TestNoSlipsMatchesMirror(t *testing.T) {
 	}
 }
 
-// Each slip parts from the correct loop where lesson 10 says: (a) in O at
+// Each slip parts from the correct loop where the debugging lesson says: (a) in O at
 // the first kv-tile, m and l untouched; (b) in l at the second kv-tile, m
 // untouched, α = 0 throughout; (c) nowhere in the loop, only in the output.
 // (With one key in the first tile, (a) cannot show there: that key's p is

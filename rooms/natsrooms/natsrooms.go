@@ -14,6 +14,17 @@
 // server sees a room's events in the owner's order. Rooms live in their
 // owner's memory: when it stops, its rooms end and every participant,
 // wherever connected, is told.
+//
+// A server that crashes says nothing, so every server beats: each beat the
+// owner publishes an empty event list on each room's down subject, and
+// every server with participants of a room reports their presence on its
+// up subject. A server that hears nothing of a room for LostAfter tells its
+// participants the room is lost (closed, why "lost"); an owner that hears
+// no presence from a server for LostAfter stops counting its students.
+//
+// A server that shuts down ends the rooms it owns; its participants of
+// rooms owned elsewhere are told to reconnect (closed, why "moved"), and
+// reach the room again through another server.
 package natsrooms
 
 import (
@@ -35,15 +46,27 @@ const (
 	callTimeout = 3 * time.Second // a request to a room's owner
 )
 
+// Options tune the heartbeat; zero fields take the defaults.
+type Options struct {
+	Beat      time.Duration // how often owners and followers say they are alive (default 1 s)
+	LostAfter time.Duration // silence after which a room or a server counts as gone (default 4 beats)
+}
+
+const lostMessage = "The server running this room stopped answering (it may have crashed), and the room is lost. Ask the presenter for a new code."
+const movedMessage = "This server is shutting down; the room goes on. Reconnecting you through another server…"
+
 // Service is rooms.Service on a NATS connection.
 type Service struct {
 	nc     *nats.Conn
 	limits rooms.Limits
 	local  *rooms.Local
+	opts   Options
 
 	mu    sync.Mutex
 	owned map[string]*owned             // rooms this server created
 	down  map[string]*nats.Subscription // rooms this server has participants of
+	heard map[string]time.Time          // when each followed room's owner was last heard
+	shut  bool                          // Close has begun: no new joins here
 	done  chan struct{}
 	once  sync.Once
 }
@@ -56,10 +79,20 @@ type owned struct {
 }
 
 // New shares rooms over nc, which the caller closes after Close.
-func New(nc *nats.Conn, l rooms.Limits) *Service {
-	s := &Service{nc: nc, limits: l.WithDefaults(), local: rooms.NewLocal(nuid.Next()),
-		owned: map[string]*owned{}, down: map[string]*nats.Subscription{}, done: make(chan struct{})}
+func New(nc *nats.Conn, l rooms.Limits) *Service { return NewWithOptions(nc, l, Options{}) }
+
+// NewWithOptions is New with the heartbeat tuned.
+func NewWithOptions(nc *nats.Conn, l rooms.Limits, o Options) *Service {
+	if o.Beat <= 0 {
+		o.Beat = time.Second
+	}
+	if o.LostAfter <= 0 {
+		o.LostAfter = 4 * o.Beat
+	}
+	s := &Service{nc: nc, limits: l.WithDefaults(), local: rooms.NewLocal(nuid.Next()), opts: o,
+		owned: map[string]*owned{}, down: map[string]*nats.Subscription{}, heard: map[string]time.Time{}, done: make(chan struct{})}
 	go s.janitor()
+	go s.heartbeat()
 	return s
 }
 
@@ -258,6 +291,8 @@ func (s *Service) publish(code string, evs []*rooms.Event) {
 func (s *Service) endLocked(o *owned, closed *rooms.Event) {
 	code := o.room.Code
 	s.publish(code, []*rooms.Event{closed})
+	s.local.CloseRoom(code, closed) // this server's own, at once: its broker echo may come too late
+
 	for _, sub := range o.subs {
 		sub.Unsubscribe()
 	}
@@ -276,6 +311,12 @@ func (s *Service) Peek(ctx context.Context, code, token string) (rooms.State, er
 }
 
 func (s *Service) Join(ctx context.Context, code, token string) (*rooms.Member, error) {
+	s.mu.Lock()
+	shut := s.shut
+	s.mu.Unlock()
+	if shut {
+		return nil, rooms.ErrShuttingDown
+	}
 	if err := s.follow(code); err != nil {
 		return nil, err
 	}
@@ -306,7 +347,13 @@ func (s *Service) follow(code string) error {
 	if s.down[code] != nil {
 		return nil
 	}
+	s.heard[code] = time.Now()
 	sub, err := s.nc.Subscribe(prefix+code+".down", func(m *nats.Msg) {
+		s.mu.Lock()
+		if _, ok := s.heard[code]; ok {
+			s.heard[code] = time.Now() // any word from the owner, a beat included
+		}
+		s.mu.Unlock()
 		var evs []*rooms.Event
 		if json.Unmarshal(m.Data, &evs) != nil {
 			return
@@ -353,6 +400,7 @@ func (s *Service) ExpireNow() {
 		if !s.local.Has(code) {
 			sub.Unsubscribe()
 			delete(s.down, code)
+			delete(s.heard, code)
 		}
 	}
 	s.mu.Unlock()
@@ -366,11 +414,64 @@ func (s *Service) ExpireNow() {
 	}
 }
 
+// heartbeat beats every Options.Beat: see the package comment.
+func (s *Service) heartbeat() {
+	tick := time.NewTicker(s.opts.Beat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+			s.Beat(time.Now())
+		}
+	}
+}
+
+// Beat is one heartbeat (the heartbeat loop calls it; tests may too): the
+// owner's beat for each owned room, this server's presence for each room
+// it has participants of, and the verdicts on silent owners and servers.
+func (s *Service) Beat(now time.Time) {
+	s.mu.Lock()
+	var os []*owned
+	for _, o := range s.owned {
+		os = append(os, o)
+	}
+	var lost []string
+	for code, at := range s.heard {
+		if now.Sub(at) > s.opts.LostAfter && s.local.Has(code) {
+			lost = append(lost, code)
+			s.down[code].Unsubscribe()
+			delete(s.down, code)
+			delete(s.heard, code)
+		}
+	}
+	s.mu.Unlock()
+	for _, code := range lost {
+		s.local.CloseRoom(code, rooms.ClosedEvent(rooms.WhyLost, lostMessage))
+	}
+	for _, o := range os {
+		o.mu.Lock()
+		if o.room != nil {
+			s.nc.Publish(prefix+o.room.Code+".down", []byte("[]"))
+			s.publish(o.room.Code, o.room.ForgetSilent(now, s.opts.LostAfter))
+		}
+		o.mu.Unlock()
+	}
+	for _, code := range s.local.Codes() {
+		if data, err := json.Marshal(s.local.Presence(code)); err == nil {
+			s.nc.Publish(prefix+code+".up", data) // no reply wanted: the owner notes the server alive
+		}
+	}
+}
+
 // Close ends the rooms this server owns, telling every participant on
-// every server, and closes the connections of its own participants.
+// every server, and closes the connections of its own participants: those
+// of rooms owned elsewhere are told to reconnect, since their rooms go on.
 func (s *Service) Close(reason string) {
 	s.once.Do(func() { close(s.done) })
 	s.mu.Lock()
+	s.shut = true
 	var os []*owned
 	for _, o := range s.owned {
 		os = append(os, o)
@@ -385,7 +486,9 @@ func (s *Service) Close(reason string) {
 	}
 	s.nc.Flush()
 	for _, code := range s.local.Codes() {
-		s.local.CloseRoom(code, rooms.ClosedEvent(rooms.WhyRestart, reason))
+		// An owned room's members have had the restart (the first closed
+		// event is final); the others' rooms live on elsewhere.
+		s.local.CloseRoom(code, rooms.ClosedEvent(rooms.WhyMoved, movedMessage))
 	}
 }
 

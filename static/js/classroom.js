@@ -12,7 +12,10 @@ const roomURL = `/r/${room.code}`;
 
 // Close codes the server ends a room's connection with (web/rooms_ws.go):
 // each is final, the page says why and stops reconnecting.
-const FINAL = { 4000: 'ended', 4001: 'expired', 4003: 'forbidden', 4004: 'gone', 4009: 'full', 4029: 'limited', 1012: 'restart' };
+// 1001 is not among them: the server that held the connection is leaving,
+// the room goes on, and the page reconnects (to another server, through
+// the load balancer).
+const FINAL = { 4000: 'ended', 4001: 'expired', 4003: 'forbidden', 4004: 'gone', 4009: 'full', 4010: 'lost', 4029: 'limited', 1012: 'restart' };
 
 const st = {
   query: null, // the room's run
@@ -26,6 +29,7 @@ const st = {
   userAt: 0, // when the student last touched the stepper
   poll: null,
   myAnswer: '',
+  myLabel: '', // the option's label, for a multiple-choice poll
   closed: false,
   opened: false,
   failures: 0,
@@ -97,7 +101,8 @@ function connectHTTP() {
       return;
     }
     handle(msg);
-    if (msg.type === 'closed') source.close();
+    // A server that leaves ends the stream; EventSource then reconnects.
+    if (msg.type === 'closed' && msg.why !== 'moved') source.close();
   };
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED && !st.closed) {
@@ -107,12 +112,13 @@ function connectHTTP() {
 }
 
 function ended(code, reason) {
+  if (st.closed) return; // the closed event, then the close frame: the first says why
   st.closed = true;
   const text = reason || 'The room ended.';
   setStatus(`Room ended: ${text}`, 'closed');
   note(text, true);
   document.body.dataset.roomClosed = String(code);
-  for (const id of ['poll-open', 'poll-reveal', 'poll-close', 'room-end', 'room-rejoin']) {
+  for (const id of ['poll-open', 'poll-checkpoint', 'poll-reveal', 'poll-close', 'room-end', 'room-rejoin']) {
     if ($(id)) $(id).disabled = true;
   }
 }
@@ -166,6 +172,12 @@ function handle(ev) {
     case 'notice':
       return note(ev.error, true);
     case 'closed':
+      if (ev.why === 'moved') {
+        // This server is leaving; the room is not. The connection closes
+        // and the page reconnects, landing on the room's current step.
+        setStatus('Reconnecting…');
+        return note(ev.reason);
+      }
       return ended(ev.why, ev.reason);
   }
 }
@@ -291,13 +303,15 @@ function drawBins(bins) {
   const most = Math.max(1, ...bins.map((b) => b.count));
   for (const b of bins) {
     const bar = document.createElement('div');
-    bar.className = `bar${b.correct ? ' correct' : ''}`;
+    // An option's or a set of tiles' bar is labelled with it; a number's
+    // with where its range starts.
+    bar.className = `bar${b.correct ? ' correct' : ''}${b.label ? ' category' : ''}`;
     bar.style.height = `${(b.count / most) * 100}%`;
-    bar.title = `${b.lo.toFixed(2)} to ${b.hi.toFixed(2)}: ${b.count}`;
+    bar.title = b.label ? `${b.label}: ${b.count}` : `${b.lo.toFixed(2)} to ${b.hi.toFixed(2)}: ${b.count}`;
     const n = document.createElement('span');
     n.textContent = String(b.count);
     const lo = document.createElement('i');
-    lo.textContent = b.lo.toFixed(2);
+    lo.textContent = b.label || b.lo.toFixed(2);
     bar.append(n, lo);
     el.append(bar);
   }
@@ -315,12 +329,13 @@ function showPoll(p) {
     $('poll-close').hidden = !p;
   }
   if (!p) { $('room-hist').replaceChildren(); $('room-reveal').textContent = ''; return; }
-  $('room-question').textContent = `${p.question} (${p.unit})`;
+  $('room-question').textContent = p.unit ? `${p.question} (${p.unit})` : p.question;
   box.dataset.status = p.status;
+  box.dataset.format = p.format || 'number';
   const form = $('room-answer-form');
   if (changed) {
     st.myAnswer = '';
-    if (form) $('room-answer').value = '';
+    if (form) answerInput(p);
     $('room-hist').replaceChildren();
     $('room-reveal').textContent = '';
   }
@@ -329,23 +344,52 @@ function showPoll(p) {
     drawBins(p.bins || []);
     let mine = '';
     if (!presenter && st.myAnswer !== '') {
-      const x = Number(st.myAnswer.replace(/[−–]/g, '-'));
-      mine = Math.abs(x - p.number) <= p.tol ? ` Your answer ${st.myAnswer} is right.` : ` Your answer was ${st.myAnswer}.`;
+      const shown = st.myLabel || st.myAnswer;
+      mine = isRight(p, st.myAnswer) ? ` Your answer ${shown} is right.` : ` Your answer was ${shown}.`;
     }
     $('room-reveal').textContent = `Answer: ${p.answer}. ${p.correct} of ${p.answered} right.${mine} ${p.explain}`;
   }
 }
 
+// answerInput fits the answer form to the poll: a number, one of the
+// options of a lesson's multiple-choice checkpoint, or tiles.
+function answerInput(p) {
+  const input = $('room-answer');
+  const choice = $('room-choice');
+  const options = p.format === 'choice';
+  input.value = '';
+  input.hidden = options;
+  choice.hidden = !options;
+  input.inputMode = p.format === 'tiles' ? 'text' : 'decimal';
+  input.placeholder = p.format === 'tiles' ? '0,1; 1,2 or none' : '';
+  choice.replaceChildren(new Option('choose…', ''), ...(options ? p.choices : []).map((c) => new Option(c.label, c.value)));
+}
+
+const tilesKey = (s) => {
+  const parts = [...new Set(s.split(/[;\s]+/).filter(Boolean))].sort();
+  return !parts.length || (parts.length === 1 && parts[0].toLowerCase() === 'none') ? 'none' : parts.join(';');
+};
+
+function isRight(p, answer) {
+  if (p.format === 'choice') return answer === p.key;
+  if (p.format === 'tiles') return tilesKey(answer) === p.key;
+  return Math.abs(Number(answer.replace(/[−–\s]/g, (c) => (c.trim() ? '-' : ''))) - p.number) <= (p.tol || 0); // a whole number has no tolerance
+}
+
 $('room-answer-form')?.addEventListener('submit', (ev) => {
   ev.preventDefault();
-  const a = $('room-answer').value.trim();
-  if (!a) return note('Type a number first.', true);
+  const options = st.poll?.format === 'choice';
+  const box = options ? $('room-choice') : $('room-answer');
+  const a = box.value.trim();
+  if (!a) return note(options ? 'Pick one of the options first.' : 'Type a number first.', true);
   st.myAnswer = a;
+  st.myLabel = options ? box.selectedOptions[0].textContent : '';
   send({ type: 'answer', answer: a });
-  note(`Answer sent: ${a}. You may change it until the presenter reveals the answer.`);
+  note(`Answer sent: ${st.myLabel || a}. You may change it until the presenter reveals the answer.`);
 });
 
 $('poll-open')?.addEventListener('click', () => { note(''); send({ type: 'poll' }); });
+$('poll-checkpoint')?.addEventListener('click', () => { note(''); send({ type: 'poll', poll: 'checkpoint' }); });
 $('poll-reveal')?.addEventListener('click', () => {
   send({ type: 'reveal' });
   // The step that shows the answer: the whole room goes there.

@@ -7,7 +7,7 @@
 import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
 import { TileGrid, fmtBytes } from './views.js';
-import { describe } from './steps.js';
+import { describe, materialises } from './steps.js';
 import { reportSize } from './embed.js';
 
 const $ = (id) => document.getElementById(id);
@@ -118,6 +118,7 @@ function go(i) {
   document.dispatchEvent(new CustomEvent('flashstep:step', { detail: { step: at + 1, total: positions.length, query: page.flash_query } }));
   const q = new URLSearchParams(page.flash_query);
   q.delete('variant');
+  if (new URLSearchParams(page.flash_query).get('variant') === 'flash2_fast') q.set('pair', 'bf16');
   if (page.embed) q.set('embed', '1');
   q.set('step', String(at + 1));
   history.replaceState(null, '', `${location.pathname}?${q}`); // a room's /r/… path stays
@@ -190,7 +191,7 @@ function drawMemory(p, states) {
     x += Math.max(strip, 10) + 4;
   }
   x += 6;
-  if (h.variant === 'naive') {
+  if (materialises(h.variant)) {
     const fills = { S: ['stored', 'normalised', 'consumed', 'current'], P: ['normalised', 'consumed'] };
     const colour = { S: '#e8a15c', P: '#9d6fcf' };
     for (const name of ['S', 'P']) {
@@ -206,7 +207,7 @@ function drawMemory(p, states) {
       g.strokeStyle = '#555';
       g.strokeRect(x + 0.5, y0 + 0.5, side, side);
       g.fillStyle = '#333';
-      g.fillText(`${name} ${fmtBytes(h.N * h.N * 4)}`, x, y0 + side + 3);
+      g.fillText(`${name} ${fmtBytes(h.N * h.N * (name === 'P' && h.dtype === 'bf16' ? 2 : 4))}`, x, y0 + side + 3);
       x += side + 12;
     }
   } else {
@@ -221,7 +222,7 @@ function drawMemory(p, states) {
   g.fillStyle = '#0b5fff';
   g.fillText('on chip', cx + 6, 4);
   const tw = Math.max(2, side * h.Bc / h.N), th = Math.max(2, side * h.Br / h.N);
-  g.fillStyle = h.variant === 'naive' ? '#e8a15c' : '#9bb7e0';
+  g.fillStyle = materialises(h.variant) ? '#e8a15c' : '#9bb7e0';
   g.fillRect(cx + 8, y0, Math.min(tw, W - cx - 16), th);
   g.fillStyle = '#333';
   g.fillText(`${h.Br}×${h.Bc} tile`, cx + 6, Math.min(H - 30, y0 + th + 4));
@@ -244,8 +245,8 @@ function drawPane(p, k) {
     p.dram.textContent = `${fmtBytes(c[2])} read, ${fmtBytes(c[3])} written`;
   }
   const bh = h.batch * h.heads;
-  p.buffer.textContent = h.variant === 'naive'
-    ? `S and P: 2 × ${fmtBytes(bh * h.N * h.N * 4)} in device memory`
+  p.buffer.textContent = materialises(h.variant)
+    ? `S and P: ${fmtBytes(bh * h.N * h.N * 4)} + ${fmtBytes(bh * h.N * h.N * (h.dtype === 'bf16' ? 2 : 4))} in device memory`
     : `none beyond Q, K, V, O; S and P tiles: ${fmtBytes(2 * h.Br * h.Bc * 4)} on chip per block`;
   const m = p.traffic.measured;
   p.measured.textContent = m
@@ -345,9 +346,11 @@ document.addEventListener('flashstep:go', (ev) => { if (positions.length) { paus
 document.addEventListener('flashstep:run', (ev) => {
   const q = new URLSearchParams(ev.detail.query);
   q.delete('step');
-  q.set('variant', 'flash2');
+  // The room keeps the page's pair: float32, or bf16 on tensor cores.
+  const bf16 = new URLSearchParams(page.flash_query).get('variant') === 'flash2_fast';
+  q.set('variant', bf16 ? 'flash2_fast' : 'flash2');
   const flash = q.toString();
-  q.set('variant', 'naive');
+  q.set('variant', bf16 ? 'naive_mma' : 'naive');
   const naive = q.toString();
   if (flash === page.flash_query && positions.length) return go(Number(ev.detail.step ?? 1) - 1);
   pause();

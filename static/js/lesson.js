@@ -45,6 +45,9 @@ window.addEventListener('message', (ev) => {
     fig.dataset.current = String(step);
     $('.widget-step', fig).textContent = Number.isInteger(total) ? `step ${step} of ${total}` : `step ${step}`;
     $('.widget-link', fig).href = `#${fig.id}:step=${step}`;
+    // Present opens the room where the widget stands.
+    const present = $('.widget-present input[name="step"]', fig);
+    if (present) present.value = String(step);
   } else if (ev.data.type === 'flashstep-size' && Number.isFinite(ev.data.height)) {
     $('iframe', fig).style.height = `${Math.min(Math.max(ev.data.height, 200), 2400)}px`;
   }

@@ -81,7 +81,7 @@ export class TraceModel {
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
         if (i < h.tracedQ[0] || i >= h.tracedQ[1]) states[i * h.Tc + j] = 'untraced';
-        else if (h.variant === 'flash2' && this.epilogueAt.has(`${cur.bh},${i}`) && !this.visited.has(`${cur.bh},${i},${j}`)) states[i * h.Tc + j] = 'skipped';
+        else if (!h.variant.startsWith('naive') && this.epilogueAt.has(`${cur.bh},${i}`) && !this.visited.has(`${cur.bh},${i},${j}`)) states[i * h.Tc + j] = 'skipped';
       }
     }
     for (let s = 0; s <= k; s++) {

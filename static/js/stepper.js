@@ -3,7 +3,7 @@
 import { startRun, readFile } from './stream.js';
 import { TraceModel } from './model.js';
 import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
-import { describe, sub } from './steps.js';
+import { describe, materialises, sub } from './steps.js';
 import { reportSize } from './embed.js';
 
 const $ = (id) => document.getElementById(id);
@@ -388,6 +388,7 @@ async function showKernelFigures(h) {
     flash2: [`flash2_br${h.Br}_bc${h.Bc}_d${h.D}`],
     flash2_fast: [`flash2_fast_br${h.Br}_bc${h.Bc}_d${h.D}${h.causal ? '_causal' : ''}`],
     naive: ['naive_scores', 'naive_softmax', 'naive_pv'],
+    naive_mma: ['scores', 'softmax', 'pv'].map((k) => `naive_mma_${k}_bc${h.Bc}_d${h.D}`),
   }[h.variant] || [];
   const module = h.variant + (h.source === 'cpu' ? '' : '_traced');
   const parts = [];
@@ -400,7 +401,7 @@ async function showKernelFigures(h) {
     parts.push(s);
   }
   if (parts.length) el.textContent = `Kernel${parts.length > 1 ? 's' : ''} (${module}.ptx): ${parts.join('; ')}. More on the Kernels page.`;
-  else el.textContent = h.variant !== 'naive' && h.source === 'cpu' ? `No compiled GPU kernel has ${h.Br}×${h.Bc} tiles with d=${h.D}: the mirror runs any shape.` : '';
+  else el.textContent = !materialises(h.variant) && h.source === 'cpu' ? `No compiled GPU kernel has ${h.Br}×${h.Bc} tiles with d=${h.D}: the mirror runs any shape.` : '';
 }
 
 // showSource says where the numbers come from; the folded form above it
@@ -520,7 +521,7 @@ function render() {
   drawKernelSource(h, r);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
   $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
-  $('bytes-note').textContent = h.variant === 'flash2'
+  $('bytes-note').textContent = !materialises(h.variant)
     ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
     : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.';
 }
@@ -588,7 +589,7 @@ function drawTiles(h, m, r) {
     views.p.clear(r.kind === 'scores' ? 'P does not exist yet: phase 2 computes it.' : 'No P tile in this step.');
   }
   if (r.o) {
-    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised` : (h.variant === 'flash2' ? 'O accumulator, unnormalised (÷ l at the end)' : 'O accumulator');
+    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised` : (!materialises(h.variant) ? 'O accumulator, unnormalised (÷ l at the end)' : 'O accumulator');
     views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
       scale: 'diverging', max: m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex });
   } else {
@@ -624,7 +625,7 @@ function drawRows(h, m, r) {
     addCol('\\alpha = e^{\\,m_{\\text{old}} - m_{\\text{new}}}', 'alpha', (x) => r.alpha[x]);
     addCol('l', 'l', (x) => r.l[x]);
   } else if (r.kind === 'epilogue') {
-    const last = h.variant === 'flash2' ? lastFlashStep(m, r) : softmaxStep(m, r);
+    const last = !materialises(h.variant) ? lastFlashStep(m, r) : softmaxStep(m, r);
     if (last) {
       addCol('m', 'm-new', (x) => (last.m_new ?? last.m)[x]);
       addCol('l', 'l', (x) => last.l[x]);

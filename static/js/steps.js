@@ -13,7 +13,7 @@ export function describe(h, r) {
         (r.j === 0 ? ` First kv-tile: Q${sub(r.i)} is loaded from device memory once and stays on chip.` : '')];
     case 'epilogue':
       return [`Q-tile ${r.i} finished (${rowsOf(h, r.i)}), ${head}`,
-        h.variant === 'flash2'
+        !materialises(h.variant)
           ? 'After the last kv-tile the block divides O by l once, and writes the output rows and LSE = m + log l to device memory.'
           : 'O = P·V is complete; the output rows are written to device memory.'];
     case 'scores':
@@ -33,6 +33,10 @@ export function describe(h, r) {
   }
   return [r.kind, ''];
 }
+
+// materialises: a naive kernel, whose S and P go through device memory; the
+// others are flash loops (float32 or tensor cores).
+export const materialises = (variant) => variant.startsWith('naive');
 
 const SUB = '₀₁₂₃₄₅₆₇₈₉';
 export const sub = (n) => String(n).split('').map((c) => SUB[+c]).join('');

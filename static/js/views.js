@@ -222,7 +222,7 @@ const TILE_COLOURS = {
 // tileStateNames are the tile states in words, per kernel: the legend and
 // the tooltip say the same thing.
 export function tileStateNames(variant) {
-  return variant === 'naive'
+  return variant.startsWith('naive')
     ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', consumed: 'P·V done (S, P stay in device memory)', current: 'this step', 'current-row': 'this q-tile', untraced: 'not traced' }
     : { pending: 'to do', done: 'done (left the chip as O only)', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
 }

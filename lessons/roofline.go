@@ -1,0 +1,259 @@
+package lessons
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"flashstep/kernels"
+	"flashstep/ladder"
+	"flashstep/recordings"
+)
+
+// The ladder's checkpoints: questions about the kernel ladder's recorded
+// figures (the /ladder page's table, ladder.Build of the recordings) read
+// against the two floors of each benchmark shape. The answer is never in
+// the lesson: it is worked out from the table the page shows.
+//
+//	::: checkpoint id=fast-vs-naive ask=ladder-speedup rung=flash2_fast against=naive_mma d=128
+//	By how many times is flash2_fast faster than naive_mma at d = 128?
+//	:::
+
+// The H100 SXM5's published rates (NVIDIA's H100 datasheet), the ones
+// docs/LADDER.md's floors use.
+const (
+	TensorPeakFLOPs = 989.4e12 // dense bf16 on the tensor cores, FLOP/s
+	HBMBytesPerSec  = 3.35e12  // HBM3 bandwidth, bytes/s
+)
+
+// The benchmark shapes are FlashAttention's: B·N tokens and H·d channels.
+const (
+	benchTokens = 16384
+	benchWidth  = 2048
+)
+
+// Floor kinds a ladder-floor checkpoint names.
+const (
+	FloorCompute = "compute" // FLOPs at the tensor cores' peak
+	FloorMemory  = "memory"  // the bytes the kernel must move at HBM bandwidth
+)
+
+// LadderTable is the ladder's table as the /ladder page builds it from the
+// recordings, built once.
+var LadderTable = sync.OnceValues(func() (*ladder.Table, error) { return ladder.Build(recordings.Files) })
+
+// LadderQuestion is what a ladder checkpoint asks about: one row of the
+// table (a rung or naive_mma) on one shape, against another row or a floor.
+type LadderQuestion struct {
+	Rung    string
+	Against string // ladder-speedup: the row it is compared with
+	Shape   ladder.Shape
+	Floor   string // ladder-floor: compute or memory
+}
+
+// Floors are one benchmark shape's sizes and the least time its work and
+// its traffic can take on an H100 SXM5.
+type Floors struct {
+	B, H         int
+	FLOPs        float64 // 4·B·H·N²·d, halved under a causal mask
+	Bytes        float64 // Q, K, V read once and O written once, bf16
+	SPBytes      float64 // naive's S and P round trips, B·H·N² elements each
+	ComputeMs    float64 // FLOPs at TensorPeakFLOPs
+	MemoryMs     float64 // Bytes at HBMBytesPerSec
+	SPMemoryMs   float64 // (Bytes + SPBytes) at HBMBytesPerSec
+	ScoreCount   float64 // B·H·N², the elements of one N×N matrix over every head
+	flopsFormula string
+}
+
+// FloorsOf works out a shape's floors at N = ladder.N. naive_mma's S/P
+// traffic follows docs/LADDER.md: S (float32) written once and read three
+// times by the softmax (max, sum, write P), P (bf16) written once and read
+// once by P·V: 4·4 + 2·2 = 20 bytes per element.
+func FloorsOf(sh ladder.Shape) Floors {
+	n := float64(ladder.N)
+	f := Floors{B: benchTokens / ladder.N, H: benchWidth / sh.D}
+	bh := float64(f.B * f.H)
+	f.ScoreCount = bh * n * n
+	f.FLOPs = 4 * f.ScoreCount * float64(sh.D)
+	f.flopsFormula = fmt.Sprintf("4·B·H·N²·d = 4·%d·%d·%d²·%d", f.B, f.H, ladder.N, sh.D)
+	if sh.Causal {
+		f.FLOPs /= 2
+		f.flopsFormula += "/2"
+	}
+	f.Bytes = 4 * bh * n * float64(sh.D) * 2
+	f.SPBytes = f.ScoreCount * (4*4 + 2*2)
+	f.ComputeMs = f.FLOPs / TensorPeakFLOPs * 1e3
+	f.MemoryMs = f.Bytes / HBMBytesPerSec * 1e3
+	f.SPMemoryMs = (f.Bytes + f.SPBytes) / HBMBytesPerSec * 1e3
+	return f
+}
+
+// ladderRows are the names a ladder checkpoint may name: the built rungs
+// and naive_mma.
+func ladderRows() []string {
+	var names []string
+	for _, r := range kernels.Ladder {
+		if r.Built {
+			names = append(names, r.Name)
+		}
+	}
+	return append(names, kernels.NaiveMMA.Name)
+}
+
+// tensorRow says whether a row runs on the tensor cores in bf16, where the
+// floors of this file apply.
+func tensorRow(name string) bool {
+	if name == kernels.NaiveMMA.Name {
+		return true
+	}
+	for _, r := range kernels.Ladder {
+		if r.Name == name {
+			return r.DType == "bf16"
+		}
+	}
+	return false
+}
+
+func (c *Checkpoint) ladderAsk() bool { return c.Ask == AskLadderSpeedup || c.Ask == AskLadderFloor }
+
+// parseLadder reads a ladder checkpoint's attributes; it returns the
+// attribute names it knows and what is wrong.
+func (c *Checkpoint) parseLadder(attrs map[string]string) (known, errs []string) {
+	rows := ladderRows()
+	row := func(key string) string {
+		known = append(known, key)
+		v := attrs[key]
+		if !slices.Contains(rows, v) {
+			errs = append(errs, fmt.Sprintf("%s= must name a row of the ladder (%s), got %q", key, strings.Join(rows, ", "), v))
+		}
+		return v
+	}
+	q := &c.Ladder
+	q.Rung = row("rung")
+	known = append(known, "d", "causal")
+	var ds []string
+	for _, sh := range ladder.Shapes {
+		if !sh.Causal {
+			ds = append(ds, strconv.Itoa(sh.D))
+		}
+	}
+	d, err := strconv.Atoi(attrs["d"])
+	if err != nil || !slices.Contains(ds, attrs["d"]) {
+		errs = append(errs, fmt.Sprintf("d= must be a head dim of the ladder's shapes (%s), got %q", strings.Join(ds, ", "), attrs["d"]))
+	}
+	q.Shape.D = d
+	switch attrs["causal"] {
+	case "", "0":
+	case "1":
+		q.Shape.Causal = true
+	default:
+		errs = append(errs, fmt.Sprintf("causal= must be 0 or 1, got %q", attrs["causal"]))
+	}
+	switch c.Ask {
+	case AskLadderSpeedup:
+		q.Against = row("against")
+		if q.Against == q.Rung && q.Rung != "" {
+			errs = append(errs, "rung= and against= name the same row")
+		}
+	case AskLadderFloor:
+		known = append(known, "floor")
+		q.Floor = attrs["floor"]
+		if q.Floor != FloorCompute && q.Floor != FloorMemory {
+			errs = append(errs, fmt.Sprintf("floor= must be compute or memory, got %q", q.Floor))
+		}
+		if q.Rung != "" && slices.Contains(rows, q.Rung) && !tensorRow(q.Rung) {
+			errs = append(errs, fmt.Sprintf("rung %s is float32 on the CUDA cores: the floors are the tensor cores' bf16 peak and bf16 traffic", q.Rung))
+		}
+	}
+	return known, errs
+}
+
+// ladderCell finds a row's figure on a shape, and the recording it is from.
+func ladderCell(tab *ladder.Table, name string, sh ladder.Shape) (ladder.Cell, string, error) {
+	rows := append(slices.Clone(tab.Rows), tab.Partner)
+	s := slices.Index(tab.Shapes, sh)
+	for _, r := range rows {
+		if r.Rung.Name != name {
+			continue
+		}
+		if s < 0 || r.Cells[s].Missing || !(r.Cells[s].Ms > 0) {
+			return ladder.Cell{}, "", fmt.Errorf("%s has no recorded figure at %s", name, shapeWords(sh))
+		}
+		return r.Cells[s], r.Source, nil
+	}
+	return ladder.Cell{}, "", fmt.Errorf("the ladder's table has no row %s", name)
+}
+
+func shapeWords(sh ladder.Shape) string {
+	s := fmt.Sprintf("d = %d", sh.D)
+	if sh.Causal {
+		s += ", causal"
+	}
+	return s
+}
+
+func ladderSource() string {
+	tab, err := LadderTable()
+	if err != nil {
+		return "the ladder's recorded figures"
+	}
+	return "the ladder's recorded figures (" + strings.Join(tab.Recordings, "; ") + ")"
+}
+
+// SolveLadder answers a ladder checkpoint from a table of figures: the
+// recorded one (LadderTable) when a student asks, a doctored one in tests.
+func (c *Checkpoint) SolveLadder(tab *ladder.Table) (Solution, error) {
+	q := c.Ladder
+	cell, source, err := ladderCell(tab, q.Rung, q.Shape)
+	if err != nil {
+		return Solution{}, fmt.Errorf("checkpoint %s: %w", c.ID, err)
+	}
+	f := FloorsOf(q.Shape)
+	shape := fmt.Sprintf("%s (N = %d, B = %d, H = %d)", shapeWords(q.Shape), ladder.N, f.B, f.H)
+	ms := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	switch c.Ask {
+	case AskLadderSpeedup:
+		other, otherSource, err := ladderCell(tab, q.Against, q.Shape)
+		if err != nil {
+			return Solution{}, fmt.Errorf("checkpoint %s: %w", c.ID, err)
+		}
+		if otherSource != source {
+			return Solution{}, fmt.Errorf("checkpoint %s: %s (%s) and %s (%s) come from two recordings; a ratio is taken within one", c.ID, q.Rung, source, q.Against, otherSource)
+		}
+		x := other.Ms / cell.Ms
+		hi := other.Ms / f.ComputeMs
+		return Solution{Number: x, Display: strconv.FormatFloat(x, 'f', 2, 64) + "×", Lo: 0, Hi: hi,
+			Why: fmt.Sprintf("a ratio of two times is positive, and %s cannot finish in less than the compute floor of %s, %s ms, so it is at most %s / %s = %.1f times faster than %s",
+				q.Rung, shapeWords(q.Shape), ms(f.ComputeMs), ms(other.Ms), ms(f.ComputeMs), hi, q.Against),
+			Explain: fmt.Sprintf("At %s, %s (%s) took %s ms and %s (%s) %s ms in the %s: %s / %s = %.2f. Both are counted as %.1f GFLOP, so %s ran at %.1f TFLOP/s and %s at %.1f.",
+				shape, q.Against, other.Kernel, ms(other.Ms), q.Rung, cell.Kernel, ms(cell.Ms), source, ms(other.Ms), ms(cell.Ms), x,
+				f.FLOPs/1e9, q.Rung, cell.TFLOPs, q.Against, other.TFLOPs)}, nil
+
+	case AskLadderFloor:
+		s := Solution{Lo: 0, Hi: 100, Why: fmt.Sprintf("no kernel finishes in less than its floor, so %s reaches at most 100%% of it", q.Rung)}
+		var floor float64
+		switch q.Floor {
+		case FloorCompute:
+			floor = f.ComputeMs
+			s.Explain = fmt.Sprintf("At %s attention does %s = %.1f GFLOP; at the tensor cores' %.1f TFLOP/s (dense bf16, NVIDIA's H100 SXM5 datasheet) that takes at least %s ms. In the %s, %s took %s ms, so it reaches %s / %s = %.1f%% of the compute floor: %.1f of %.1f TFLOP/s.",
+				shape, f.flopsFormula, f.FLOPs/1e9, TensorPeakFLOPs/1e12, ms(floor), source, q.Rung, ms(cell.Ms), ms(floor), ms(cell.Ms), 100*floor/cell.Ms, f.FLOPs/cell.Ms/1e9, TensorPeakFLOPs/1e12)
+		case FloorMemory:
+			bytes := f.Bytes
+			what := fmt.Sprintf("Q, K and V read once and O written once in bf16, %.1f MB", f.Bytes/1e6)
+			if q.Rung == kernels.NaiveMMA.Name {
+				bytes += f.SPBytes
+				what = fmt.Sprintf("S and P through device memory: B·H·N² = %.3g elements each, S in float32 written once and read three times, P in bf16 written once and read once, 20 bytes an element, %.1f GB; with Q, K, V and O (%.2f GB), %.2f GB",
+					f.ScoreCount, f.SPBytes/1e9, f.Bytes/1e9, bytes/1e9)
+			}
+			floor = bytes / HBMBytesPerSec * 1e3
+			s.Explain = fmt.Sprintf("At %s %s moves at least %s. At %.2f TB/s (HBM3, NVIDIA's H100 SXM5 datasheet) that takes %s ms. In the %s it took %s ms: %s / %s = %.1f%% of its memory floor.",
+				shape, q.Rung, what, HBMBytesPerSec/1e12, ms(floor), source, ms(cell.Ms), ms(floor), ms(cell.Ms), 100*floor/cell.Ms)
+		}
+		s.Number = 100 * floor / cell.Ms
+		s.Display = strconv.FormatFloat(s.Number, 'f', 1, 64) + "%"
+		return s, nil
+	}
+	return Solution{}, fmt.Errorf("checkpoint %s: ask %q is not a ladder question", c.ID, c.Ask)
+}
