@@ -27,7 +27,7 @@ const ModelledMemoryHow = "model (no device memory on the CPU mirror): what this
 
 func (CPU) Time(ctx context.Context, p Point, repeats int, seed uint64) (Result, error) {
 	c := p.Config(seed)
-	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p) + " (Go mirror)", DType: "f32",
+	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p) + " (Go mirror)", DType: kernels.Info(p.Variant).DType.String(),
 		PeakHow: ModelledMemoryHow}
 	if err := c.Validate(); err != nil {
 		r.Error = err.Error()

@@ -266,8 +266,20 @@ func (m *Manager) run(j *Job) {
 
 // kernelLabel names what a point runs, with its data type.
 func kernelLabel(p Point) string {
-	if p.Variant == instrument.VariantFlash2 {
-		return fmt.Sprintf("flash2_br%d_bc%d_d%d", sweepTile, sweepTile, p.D)
+	c := p.Config(0)
+	switch p.Variant {
+	case instrument.VariantFlash2:
+		return fmt.Sprintf("flash2_br%d_bc%d_d%d", c.Br, c.Bc, p.D)
+	case instrument.VariantFlash2Fast:
+		if f, ok := kernels.Flash2FastInstanceFor(&c); ok {
+			return f.Name(p.Causal)
+		}
+		return fmt.Sprintf("flash2_fast (Go mirror tiles %d×%d)", c.Br, c.Bc)
+	case instrument.VariantNaiveMMA:
+		if f, ok := kernels.NaiveMMAInstanceFor(&c); ok {
+			return f.Kernel("scores") + " + " + f.Kernel("softmax") + " + " + f.Kernel("pv")
+		}
+		return fmt.Sprintf("naive_mma (Go mirror tiles %d×%d)", c.Br, c.Bc)
 	}
 	return "naive_scores + naive_softmax + naive_pv"
 }

@@ -35,7 +35,7 @@ type Spec struct {
 
 // Limits of a sweep.
 const (
-	MaxPoints   = 64
+	MaxPoints   = 128
 	MaxRepeats  = 20
 	MaxGPUN     = 32768
 	MaxCPUN     = 1024
@@ -71,8 +71,24 @@ func (p Point) FLOPs() float64 {
 
 // Config is the run a point times.
 func (p Point) Config(seed uint64) kernels.Config {
-	return kernels.Config{Variant: p.Variant, N: p.N, D: p.D, Br: sweepTile, Bc: sweepTile, Batch: p.B, Heads: p.H,
+	c := kernels.Config{Variant: p.Variant, N: p.N, D: p.D, Br: sweepTile, Bc: sweepTile, Batch: p.B, Heads: p.H,
 		Causal: p.Causal, Pattern: instrument.PatternNormal, Seed: seed}
+	// The tensor-core kernels run at their compiled tiles for the head dim.
+	switch p.Variant {
+	case instrument.VariantFlash2Fast:
+		for _, f := range kernels.Flash2FastInstances {
+			if f.D == p.D {
+				c.Br, c.Bc = f.Br, f.Bc
+			}
+		}
+	case instrument.VariantNaiveMMA:
+		for _, f := range kernels.NaiveMMAInstances {
+			if f.D == p.D {
+				c.Br, c.Bc = kernels.NaiveMMABr, f.Bc
+			}
+		}
+	}
+	return c
 }
 
 // Points is the grid of the spec: for each d, N and causal, every variant.
@@ -97,13 +113,14 @@ func (s *Spec) Points() []Point {
 	return out
 }
 
-// Rates the estimate assumes, from the figures in docs/GPU.md: flash2 f32
-// runs at about 7 TFLOP/s on an H100, naive at about 2; each GPU point costs
-// a second or two of input drawing and copying. The CPU mirrors run at
-// about 2.5 GFLOP/s.
+// Rates the estimate assumes, from the figures in docs/GPU.md and
+// docs/LADDER.md: on an H100 flash2 f32 runs at about 7 TFLOP/s, naive at
+// about 2, flash2_fast at about 280 and naive_mma at about 25; each GPU
+// point costs a second or two of input drawing and copying. The CPU mirrors
+// run at about 2.5 GFLOP/s, the bf16 ones at about a fifth of that.
 var estimateRates = map[string]map[instrument.Variant]float64{
-	kernels.EngineGPU: {instrument.VariantFlash2: 6e12, instrument.VariantNaive: 2e12},
-	kernels.EngineCPU: {instrument.VariantFlash2: 2e9, instrument.VariantNaive: 2e9},
+	kernels.EngineGPU: {instrument.VariantFlash2: 6e12, instrument.VariantNaive: 2e12, instrument.VariantFlash2Fast: 250e12, instrument.VariantNaiveMMA: 25e12},
+	kernels.EngineCPU: {instrument.VariantFlash2: 2e9, instrument.VariantNaive: 2e9, instrument.VariantFlash2Fast: 0.4e9, instrument.VariantNaiveMMA: 0.4e9},
 }
 
 // Estimate is how long the sweep should take.
@@ -111,7 +128,7 @@ func (s *Spec) Estimate() time.Duration {
 	var secs float64
 	for _, p := range s.Points() {
 		flops := p.FLOPs()
-		if p.Causal && p.Variant == instrument.VariantNaive {
+		if p.Causal && kernels.Info(p.Variant).Materialised {
 			flops *= 2 // naive computes every tile
 		}
 		secs += flops / estimateRates[s.Engine][p.Variant] * float64(s.Repeats+1)
@@ -122,9 +139,13 @@ func (s *Spec) Estimate() time.Duration {
 	return time.Duration(secs * float64(time.Second))
 }
 
-// sweptVariants are the kernels a sweep times: the float32 pair (the GPU
-// worker benches the tensor-core rungs once it launches them).
-var sweptVariants = []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive}
+// sweptVariants are the kernels a sweep times by default: on the GPU both
+// pairs, float32 and bf16 on tensor cores; on the CPU mirror the float32
+// pair (the bf16 mirrors' tiles need N of 128 and more, and run slower).
+var (
+	sweptVariants    = []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive}
+	sweptGPUVariants = []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive, instrument.VariantFlash2Fast, instrument.VariantNaiveMMA}
+)
 
 // DefaultSpec is the sweep on the GPU, and a small one on the CPU.
 func DefaultSpec(engine string) Spec {
@@ -133,7 +154,7 @@ func DefaultSpec(engine string) Spec {
 			Variants: sweptVariants, Batch: 1, Heads: 1, Repeats: 3}
 	}
 	return Spec{Engine: kernels.EngineGPU, Ns: []int{512, 1024, 2048, 4096, 8192, 16384, 32768}, Ds: []int{64, 128},
-		Causal: []bool{false, true}, Variants: sweptVariants, Repeats: 5}
+		Causal: []bool{false, true}, Variants: sweptGPUVariants, Repeats: 5}
 }
 
 // Field names of a sweep's URL form.
@@ -212,7 +233,7 @@ func ParseSpec(v url.Values) (Spec, error) {
 		for _, f := range strings.Split(raw, ",") {
 			vr, ok := instrument.ParseVariant(strings.TrimSpace(f))
 			if !ok {
-				add(FieldVariants, "variants must be flash2, naive or both (got %q)", trunc(f))
+				add(FieldVariants, "variants must be a comma-separated list of flash2, naive, flash2_fast, naive_mma (got %q)", trunc(f))
 				break
 			}
 			s.Variants = append(s.Variants, vr)
@@ -245,8 +266,8 @@ func ParseSpec(v url.Values) (Spec, error) {
 			if err := c.ValidateGPU(); err != nil {
 				return s, kernels.FieldErrors{{Field: FieldBatch, Message: fmt.Sprintf("N=%d, d=%d: %v", p.N, p.D, err)}}
 			}
-		} else if p.N < sweepTile {
-			return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("the sweep's tiles are %d×%d: N must be at least %d", sweepTile, sweepTile, sweepTile)}}
+		} else if c := p.Config(0); p.N < max(c.Br, c.Bc) {
+			return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("%s's tiles are %d×%d: N must be at least %d", p.Variant, c.Br, c.Bc, max(c.Br, c.Bc))}}
 		}
 	}
 	limit := map[string]time.Duration{kernels.EngineGPU: MaxGPUTime, kernels.EngineCPU: MaxCPUTime}[engine]
@@ -344,7 +365,7 @@ func (r *Result) finish() {
 
 // GPUResult turns the worker's timing into a point's result.
 func GPUResult(p Point, t worker.Timed) Result {
-	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p), DType: "f32",
+	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p), DType: kernels.Info(p.Variant).DType.String(),
 		Repeats: t.Ms, OutOfMem: t.OutOfMem, Error: t.Error, FreeBefore: t.FreeBefore, FreeAfter: t.FreeAfter,
 		PeakHow: "the drop in free device memory (cuMemGetInfo) once the run's buffers were allocated"}
 	if t.FreeInUse > 0 {

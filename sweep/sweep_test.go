@@ -39,7 +39,7 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 		}
 	}
 	s, err := ParseSpec(url.Values{})
-	if err != nil || len(s.Points()) != 7*2*2*2 {
+	if err != nil || len(s.Points()) != 7*2*2*4 { // Ns × head dims × masks × both pairs
 		t.Fatalf("the default GPU sweep: %v, %d points", err, len(s.Points()))
 	}
 	t.Logf("the default GPU sweep: %d points, estimated %v", len(s.Points()), s.Estimate())

@@ -60,7 +60,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"sweep-page\"><section class=\"panel\"><h1>Naive against flash, timed</h1><h2 id=\"sweep-title\" data-testid=\"sweep-title\">Results</h2><p class=\"source\" id=\"sweep-source\"></p><p class=\"note\" id=\"sweep-how\" data-testid=\"sweep-how\"></p><div class=\"sweep-filters\"><label>d <select id=\"f-d\"></select></label> <label>causal <select id=\"f-causal\"><option value=\"false\">no</option><option value=\"true\">yes</option></select></label> <span class=\"downloads\" id=\"sweep-downloads\"></span></div><p class=\"note\" id=\"sweep-empty\" data-testid=\"sweep-empty\" hidden></p><div class=\"charts\" id=\"sweep-charts\"><figure class=\"view\"><figcaption>Time per forward pass (ms), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-ms\" data-testid=\"chart-ms\"></canvas></div></figure><figure class=\"view\"><figcaption>Throughput (TFLOP/s), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-tflops\" data-testid=\"chart-tflops\"></canvas></div></figure></div><p class=\"note\" id=\"sweep-oom\" data-testid=\"sweep-oom\"></p><table class=\"figures\" id=\"sweep-table\" data-testid=\"sweep-table\"></table></section><section class=\"panel\"><h2>Run a sweep</h2><p>Both kernels on the same inputs across sequence lengths. Naive writes the N×N scores and probabilities of every head to device memory, so its memory grows with N² and it runs out long before flash, which holds one tile on chip. FLOPs are 4·B·H·N²·d, halved under a causal mask.</p><p class=\"note\">On a GPU the sweep runs the FlashAttention benchmark shapes (B·N = 16384 tokens, H·d = 2048) and times each point by CUDA events; flashstep's kernels there are <strong>float32</strong> (no tensor cores), drawn beside PyTorch's <strong>bf16</strong> references from the same GPU. On the CPU mirror it runs one head at small N and times the Go code, which builds every trace record as it goes: a picture of the growth with N, not of a GPU's speed.</p><form id=\"sweep-form\" novalidate><div class=\"row4\"><label class=\"field\" for=\"s-engine\"><span class=\"label\">Engine</span> <select id=\"s-engine\" name=\"engine\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"sweep-page\"><section class=\"panel\"><h1>Naive against flash, timed</h1><h2 id=\"sweep-title\" data-testid=\"sweep-title\">Results</h2><p class=\"source\" id=\"sweep-source\"></p><p class=\"note\" id=\"sweep-how\" data-testid=\"sweep-how\"></p><div class=\"sweep-filters\"><label>d <select id=\"f-d\"></select></label> <label>causal <select id=\"f-causal\"><option value=\"false\">no</option><option value=\"true\">yes</option></select></label> <span class=\"downloads\" id=\"sweep-downloads\"></span></div><p class=\"note\" id=\"sweep-empty\" data-testid=\"sweep-empty\" hidden></p><div class=\"charts\" id=\"sweep-charts\"><figure class=\"view\"><figcaption>Time per forward pass (ms), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-ms\" data-testid=\"chart-ms\"></canvas></div></figure><figure class=\"view\"><figcaption>Throughput (TFLOP/s), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-tflops\" data-testid=\"chart-tflops\"></canvas></div></figure></div><p class=\"note\" id=\"sweep-oom\" data-testid=\"sweep-oom\"></p><table class=\"figures\" id=\"sweep-table\" data-testid=\"sweep-table\"></table></section><section class=\"panel\"><h2>Run a sweep</h2><p>Both kernels on the same inputs across sequence lengths. Naive writes the N×N scores and probabilities of every head to device memory, so its memory grows with N² and it runs out long before flash, which holds one tile on chip. FLOPs are 4·B·H·N²·d, halved under a causal mask.</p><p class=\"note\">On a GPU the sweep runs the FlashAttention benchmark shapes (B·N = 16384 tokens, H·d = 2048) and times each point by CUDA events: flashstep's <strong>float32</strong> pair (no tensor cores) and its <strong>bf16</strong> pair on tensor cores (flash2_fast, naive_mma), drawn beside PyTorch's bf16 references from the same GPU. On the CPU mirror it runs one head at small N and times the Go code, which builds every trace record as it goes: a picture of the growth with N, not of a GPU's speed.</p><form id=\"sweep-form\" novalidate><div class=\"row4\"><label class=\"field\" for=\"s-engine\"><span class=\"label\">Engine</span> <select id=\"s-engine\" name=\"engine\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -72,7 +72,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 				var templ_7745c5c3_Var3 string
 				templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(v.GPU)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 63, Col: 50}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 64, Col: 50}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 				if templ_7745c5c3_Err != nil {
@@ -100,7 +100,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 			var templ_7745c5c3_Var4 string
 			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(v.Data.DefaultNs)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 71, Col: 68}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 72, Col: 68}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
@@ -113,7 +113,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 			var templ_7745c5c3_Var5 string
 			templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxGPUN))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 72, Col: 93}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 73, Col: 93}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 			if templ_7745c5c3_Err != nil {
@@ -126,7 +126,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 			var templ_7745c5c3_Var6 string
 			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxCPUN))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 72, Col: 144}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 73, Col: 144}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 			if templ_7745c5c3_Err != nil {
@@ -144,7 +144,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(v.RecordedOn)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 102, Col: 90}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 103, Col: 90}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {

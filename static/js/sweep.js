@@ -127,7 +127,7 @@ function howMeasured(rec) {
 $('f-d').addEventListener('change', draw);
 $('f-causal').addEventListener('change', draw);
 
-const COLOURS = { flash2: '#0b5fff', naive: '#d1495b', 'SDPA flash (bf16)': '#2a9d8f', 'SDPA cuDNN (bf16)': '#6a4c93', 'PyTorch naive (bf16)': '#e9a03b' };
+const COLOURS = { flash2: '#0b5fff', naive: '#d1495b', flash2_fast: '#003a99', naive_mma: '#8c1c2b', 'SDPA flash (bf16)': '#2a9d8f', 'SDPA cuDNN (bf16)': '#6a4c93', 'PyTorch naive (bf16)': '#e9a03b' };
 
 function draw() {
   const rec = state.record;
@@ -201,10 +201,13 @@ const outOfMemoryMarks = {
   },
 };
 
+// OURS are flashstep's kernels, by their data type; the rest are PyTorch's.
+const OURS = { flash2: 'f32', naive: 'f32', flash2_fast: 'bf16', naive_mma: 'bf16' };
+
 function plot(key, canvasId, series, label, oom, ns, rec) {
   if (!Chart) return;
   const datasets = Object.values(series).map((s) => ({
-    label: s.name.startsWith('flash2') || s.name === 'naive' ? `${s.name} (flashstep, f32${onCPU(rec) ? ', CPU mirror' : ''})` : s.name,
+    label: OURS[s.name] ? `${s.name} (${OURS[s.name]}${onCPU(rec) ? ', CPU mirror' : ''})` : s.name,
     data: s.points.sort((a, b) => a.n - b.n).map((p) => ({ x: p.n, y: p[key] })),
     borderColor: COLOURS[s.name] || '#555',
     backgroundColor: COLOURS[s.name] || '#555',
@@ -236,7 +239,8 @@ function plot(key, canvasId, series, label, oom, ns, rec) {
         x: xScale,
         y: { type: 'logarithmic', title: { display: true, text: label } },
       },
-      plugins: { legend: { position: 'bottom' }, outOfMemoryMarks: { marks } },
+      // A compact legend: seven series must leave the plot its room.
+      plugins: { legend: { position: 'bottom', labels: { boxWidth: 14, boxHeight: 8, padding: 6, font: { size: 11 } } }, outOfMemoryMarks: { marks } },
     },
   });
 }
