@@ -3,13 +3,11 @@ package web
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
-	"flashstep/instrument"
 	"flashstep/lessons"
 	"flashstep/templates"
 
@@ -112,17 +110,10 @@ type checkpointAnswer struct {
 }
 
 func (s *Server) checkpointTrace(r *http.Request, cp *lessons.Checkpoint) (*lessons.Trace, error) {
-	var buf bytes.Buffer
-	if err := s.runner.Run(r.Context(), cp.Run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
-		return nil, err
-	}
-	h, recs, err := instrument.ReadAll(&buf)
+	trace, err := s.runTrace(r.Context(), cp.Run)
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) != h.Records {
-		return nil, errors.New("the run's trace is incomplete")
-	}
-	h.Label = strings.TrimSpace(h.Label)
-	return lessons.NewTrace(h, recs), nil
+	trace.H.Label = strings.TrimSpace(trace.H.Label)
+	return trace, nil
 }

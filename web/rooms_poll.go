@@ -73,6 +73,9 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State) (*rooms.Poll, erro
 
 // runTrace is a run's whole trace, obtained through the server's engines
 // as the students' pages obtain it.
+// runTrace runs c through the server's engines (the GPU, a recording of the
+// same run, or the mirror: the numbers a page showing c has) and decodes the
+// whole trace, for a lesson's checkpoint or a room's poll to grade against.
 func (s *Server) runTrace(ctx context.Context, c kernels.Config) (*lessons.Trace, error) {
 	var buf bytes.Buffer
 	if err := s.runner.Run(ctx, c, func(b []byte) error { buf.Write(b); return nil }); err != nil {

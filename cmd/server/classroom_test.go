@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -162,33 +160,6 @@ func TestBrowserClassroom(t *testing.T) {
 	}
 }
 
-// startServerWith runs the whole program with extra flags until the test ends.
-func startServerWith(t *testing.T, args ...string) (base string, stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-worker", "none"}, args...), io.Discard, ready)
-	}()
-	select {
-	case addr := <-ready:
-		var once sync.Once
-		stop = func() {
-			once.Do(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("server exited with %v", err)
-				}
-			})
-		}
-		t.Cleanup(stop)
-		return "http://" + addr, stop
-	case err := <-done:
-		t.Fatalf("server did not start: %v", err)
-	}
-	return "", nil
-}
 
 // roomClient is one participant's websocket, read into a channel in order.
 type roomClient struct {
@@ -256,8 +227,8 @@ func TestTwoServersShareARoomThroughNATS(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("the embedded NATS server did not start")
 	}
-	a, stopA := startServerWith(t, "-nats", ns.ClientURL())
-	b, _ := startServerWith(t, "-nats", ns.ClientURL())
+	a, stopA := startServer(t, "-worker", "none", "-nats", ns.ClientURL())
+	b, _ := startServer(t, "-worker", "none", "-nats", ns.ClientURL())
 
 	res, err := http.Post(a+"/api/rooms", "application/json", strings.NewReader(`{"page":"step","query":"variant=flash2&n=12&d=4&br=4&bc=3"}`))
 	if err != nil {

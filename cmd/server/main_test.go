@@ -31,13 +31,14 @@ import (
 
 var screenshot = flag.String("screenshot", "", "write a screenshot of the stepper to this PNG file")
 
-// startServer runs the whole program on a free port until the test ends.
-func startServer(t *testing.T) (base string, stop func()) {
+// startServer runs the whole program on a free port, with any extra flags,
+// until the test ends.
+func startServer(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, io.Discard, ready) }()
+	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, ready) }()
 	select {
 	case addr := <-ready:
 		var once sync.Once
