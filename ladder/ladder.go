@@ -68,18 +68,18 @@ type benchRecord struct {
 	Date    string `json:"date"`
 	Command string `json:"command"`
 	Rows    []struct {
-		Kernel      string   `json:"kernel"`
-		D           int      `json:"d"`
-		Causal      bool     `json:"causal"`
-		Ms          float64  `json:"ms"`
-		TFLOPs      float64  `json:"tflops"`
-		Check       string   `json:"check"`
-		N           int      `json:"N"`
-		SDPAFlash   *float64 `json:"sdpa_flash_tflops"`
-		SDPACuDNN   *float64 `json:"sdpa_cudnn_tflops"`
-		TorchNaive  *float64 `json:"pytorch_naive_tflops"`
-		B           int      `json:"B"`
-		H           int      `json:"H"`
+		Kernel     string   `json:"kernel"`
+		D          int      `json:"d"`
+		Causal     bool     `json:"causal"`
+		Ms         float64  `json:"ms"`
+		TFLOPs     float64  `json:"tflops"`
+		Check      string   `json:"check"`
+		N          int      `json:"N"`
+		SDPAFlash  *float64 `json:"sdpa_flash_tflops"`
+		SDPACuDNN  *float64 `json:"sdpa_cudnn_tflops"`
+		TorchNaive *float64 `json:"pytorch_naive_tflops"`
+		B          int      `json:"B"`
+		H          int      `json:"H"`
 	} `json:"rows"`
 	Flash2FastSha string `json:"flash2_fast_sha256"`
 	NaiveMMASha   string `json:"naive_mma_sha256"`

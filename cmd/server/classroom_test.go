@@ -160,7 +160,6 @@ func TestBrowserClassroom(t *testing.T) {
 	}
 }
 
-
 // roomClient is one participant's websocket, read into a channel in order.
 type roomClient struct {
 	conn   *websocket.Conn
