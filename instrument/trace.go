@@ -14,6 +14,15 @@ const (
 	// VariantNaiveMMA is naive attention on the same tensor cores: bf16
 	// products, S (float32) and P (bf16) through device memory.
 	VariantNaiveMMA Variant = 4
+	// VariantNaiveRow is the ladder's first rung: one thread per query row,
+	// two passes over the keys (the row max, then exp, sum and P·V), float32.
+	VariantNaiveRow Variant = 5
+	// VariantFlash1 is FlashAttention-1's loop order: kv-tiles outer, q-tiles
+	// inner, O, m and l through device memory at every step; float32.
+	VariantFlash1 Variant = 6
+	// VariantFlash2MMA is flash2's loop on tensor cores without the tuning of
+	// flash2_fast: bf16 inputs, mma.sync and ldmatrix, plain shared tiles.
+	VariantFlash2MMA Variant = 7
 )
 
 // DType is the element type the kernel computed in.
@@ -43,7 +52,8 @@ const (
 )
 
 var (
-	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast", VariantNaiveMMA: "naive_mma"}
+	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast", VariantNaiveMMA: "naive_mma",
+		VariantNaiveRow: "naive_row", VariantFlash1: "flash1", VariantFlash2MMA: "flash2_mma"}
 	dtypeNames   = map[DType]string{DTypeF32: "f32", DTypeBF16: "bf16"}
 	sourceNames  = map[Source]string{SourceCPUMirror: "cpu", SourceGPU: "gpu", SourceRecording: "recording"}
 	patternNames = map[Pattern]string{PatternNormal: "normal", PatternPeaked: "peaked", PatternLarge: "large"}
@@ -56,7 +66,7 @@ func (p Pattern) String() string { return enumName(patternNames, p) }
 
 // Variants, Patterns list the valid values in order, for forms and tests.
 var (
-	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA}
+	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA}
 	Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
 )
 

@@ -29,7 +29,7 @@ func flash2KVTiles(c *Config, i int) int {
 }
 
 func flash2Records(c *Config, i int) []kindCount {
-	return []kindCount{{instrument.KindFlashStep, flash2KVTiles(c, i), 0}, {instrument.KindEpilogue, 1, 0}}
+	return []kindCount{{instrument.KindFlashStep, flash2KVTiles(c, i), 0, 0}, {instrument.KindEpilogue, 1, 0, 0}}
 }
 
 // flash2Traffic is the device-memory traffic of one record: Q_i is loaded at

@@ -28,6 +28,7 @@ func RunMirror(ctx context.Context, c Config, sink func(*instrument.Record) erro
 	defer cancel()
 	info := variantInfo[c.Variant]
 	bhs, qs := c.TracedBH(), c.TracedQ()
+	phases := info.phases(&c)
 
 	inputs := make([]func() *Inputs, bhs.Len())
 	for k := range inputs {
@@ -42,8 +43,8 @@ func RunMirror(ctx context.Context, c Config, sink func(*instrument.Record) erro
 	var blocks []*block
 	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
 		for i := qs.Lo; i < qs.Hi; i++ {
-			b := &block{bh: bh, i: i, out: make([]chan *instrument.Record, info.phases)}
-			perPhase := make([]int, info.phases)
+			b := &block{bh: bh, i: i, out: make([]chan *instrument.Record, phases)}
+			perPhase := make([]int, phases)
 			for _, kc := range info.records(&c, i) {
 				perPhase[kc.phase] += kc.n
 			}
@@ -82,7 +83,7 @@ func RunMirror(ctx context.Context, c Config, sink func(*instrument.Record) erro
 			return err
 		}
 	}
-	for p := range info.phases {
+	for p := range phases {
 		for _, b := range blocks {
 			for {
 				var rec *instrument.Record

@@ -17,10 +17,10 @@ import "flashstep/instrument"
 
 func naiveRecords(c *Config, _ int) []kindCount {
 	return []kindCount{
-		{instrument.KindScores, c.Tc(), naivePhaseScores},
-		{instrument.KindSoftmax, 1, naivePhaseSoftmax},
-		{instrument.KindPV, c.Tc(), naivePhasePV},
-		{instrument.KindEpilogue, 1, naivePhasePV},
+		{instrument.KindScores, c.Tc(), naivePhaseScores, 0},
+		{instrument.KindSoftmax, 1, naivePhaseSoftmax, 0},
+		{instrument.KindPV, c.Tc(), naivePhasePV, 0},
+		{instrument.KindEpilogue, 1, naivePhasePV, 0},
 	}
 }
 

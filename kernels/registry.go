@@ -21,30 +21,31 @@ type VariantInfo struct {
 	// from the kernel's access pattern.
 	Traffic func(c *Config, r *instrument.Record) (read, written uint64)
 
-	phases  int
+	// phases is how many phases the variant's records leave in: the trace
+	// holds phase 0 of every block, then phase 1 of every block, and so on
+	// (naive's three kernels; flash1's kv-tiles, one after the other).
+	phases  func(c *Config) int
 	records func(c *Config, i int) []kindCount
 	block   func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
 }
 
 // kindCount says that a q-tile's trace holds n records of a kind, emitted in
-// the given phase of the variant.
+// the given phase of the variant, for kv-tiles j0, j0+1, ... (kinds with a
+// kv-tile).
 type kindCount struct {
 	kind  instrument.Kind
 	n     int
 	phase int
+	j0    int
 }
 
+// onePhase is the phases of a variant whose blocks each run once, start to end.
+func onePhase(*Config) int { return 1 }
+
+// variantOrder is the kernels in ladder order (kernels/ladder.go), naive_mma,
+// the tensor-core naive partner, last.
 var variantOrder = []*VariantInfo{
-	{
-		Variant: instrument.VariantFlash2,
-		Title:   "FlashAttention-2 (float32)",
-		Summary: "One block per q-tile keeps m, l and O on chip and walks the kv-tiles: S and P never leave the chip.",
-		DType:   instrument.DTypeF32,
-		Traffic: flash2Traffic,
-		phases:  1,
-		records: flash2Records,
-		block:   flash2Block,
-	},
+	naiveRowInfo,
 	{
 		Variant:      instrument.VariantNaive,
 		Title:        "Naive attention (float32)",
@@ -52,17 +53,29 @@ var variantOrder = []*VariantInfo{
 		DType:        instrument.DTypeF32,
 		Materialised: true,
 		Traffic:      naiveTraffic,
-		phases:       naivePhases,
+		phases:       func(*Config) int { return naivePhases },
 		records:      naiveRecords,
 		block:        naiveBlock,
 	},
+	flash1Info,
+	{
+		Variant: instrument.VariantFlash2,
+		Title:   "FlashAttention-2 (float32)",
+		Summary: "One block per q-tile keeps m, l and O on chip and walks the kv-tiles: S and P never leave the chip.",
+		DType:   instrument.DTypeF32,
+		Traffic: flash2Traffic,
+		phases:  onePhase,
+		records: flash2Records,
+		block:   flash2Block,
+	},
+	flash2MMAInfo,
 	{
 		Variant: instrument.VariantFlash2Fast,
 		Title:   "FlashAttention-2, tensor cores (bf16)", // the stepper's projector select holds about 37 characters
 		Summary: "FlashAttention-2's loop on tensor cores: bf16 Q, K, V and P through mma.sync with float32 accumulation, exp2 with the scale folded in.",
 		DType:   instrument.DTypeBF16,
 		Traffic: flash2FastTraffic,
-		phases:  1,
+		phases:  onePhase,
 		records: flash2Records, // the same tiles as flash2: one step per visited kv-tile, then the epilogue
 		block:   flash2FastBlock,
 	},
@@ -73,11 +86,45 @@ var variantOrder = []*VariantInfo{
 		DType:        instrument.DTypeBF16,
 		Materialised: true,
 		Traffic:      naiveMMATraffic,
-		phases:       naivePhases,
+		phases:       func(*Config) int { return naivePhases },
 		records:      naiveRecords,
 		block:        naiveMMABlock,
 	},
 }
+
+// The ladder's other rungs, in ladder order.
+var (
+	naiveRowInfo = &VariantInfo{
+		Variant: instrument.VariantNaiveRow,
+		Title:   "One thread per row (float32)",
+		Summary: "The first kernel a student writes: one thread per query row walks every key twice, once for the row max, once for exp, the sum and P·V.",
+		DType:   instrument.DTypeF32,
+		Traffic: naiveRowTraffic,
+		phases:  onePhase,
+		records: naiveRowRecords,
+		block:   naiveRowBlock,
+	}
+	flash1Info = &VariantInfo{
+		Variant: instrument.VariantFlash1,
+		Title:   "FlashAttention-1 loop order (float32)",
+		Summary: "kv-tiles outer, q-tiles inner: one block per batch-head reads O, m and l from device memory and writes them back at every tile.",
+		DType:   instrument.DTypeF32,
+		Traffic: flash1Traffic,
+		phases:  flash1Phases,
+		records: flash1Records,
+		block:   flash1Block,
+	}
+	flash2MMAInfo = &VariantInfo{
+		Variant: instrument.VariantFlash2MMA,
+		Title:   "FlashAttention-2, plain mma (bf16)",
+		Summary: "flash2's loop on tensor cores, nothing tuned: bf16 Q, K, V and P through mma.sync and ldmatrix, plain shared tiles, loads that wait, expf.",
+		DType:   instrument.DTypeBF16,
+		Traffic: flash2FastTraffic, // the same loads and stores as flash2_fast
+		phases:  onePhase,
+		records: flash2Records,
+		block:   flash2MMABlock,
+	}
+)
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {
 	m := map[instrument.Variant]*VariantInfo{}

@@ -30,6 +30,9 @@ var sourceFiles = map[instrument.Variant]string{
 	instrument.VariantNaive:      "naive.cu",
 	instrument.VariantFlash2Fast: "flash2_fast.cu",
 	instrument.VariantNaiveMMA:   "naive_mma.cu",
+	instrument.VariantNaiveRow:   "naive_row.cu",
+	instrument.VariantFlash1:     "flash1.cu",
+	instrument.VariantFlash2MMA:  "flash2_mma.cu",
 }
 
 // Region is a run of source lines, numbered from 1, both ends included.
@@ -109,6 +112,20 @@ func Source(v instrument.Variant) (*KernelSource, error) {
 // StepPhases names the phases of a variant's source that a record's step
 // ran: the stepper lights them. A phase a source lacks is left out.
 func StepPhases(v instrument.Variant, kind instrument.Kind, j int) []string {
+	switch {
+	case v == instrument.VariantNaiveRow && kind == instrument.KindScores:
+		// Pass 1 over the keys: the row's scores and its max.
+		if j == 0 {
+			return []string{"load-q", "scores"}
+		}
+		return []string{"scores"}
+	case v == instrument.VariantNaiveRow && kind == instrument.KindFlashStep:
+		return []string{"pv"} // pass 2: exp, the sum and P·V against the known max
+	case v == instrument.VariantFlash1 && kind == instrument.KindFlashStep:
+		// Every step reloads its q-tile's state; K_j and V_j stay for the
+		// inner loop, but a step is where a student looks for them.
+		return []string{"load-kv", "load-q", "scores", "softmax", "pv"}
+	}
 	switch kind {
 	case instrument.KindFlashStep:
 		if j == 0 {

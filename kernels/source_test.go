@@ -51,6 +51,9 @@ func TestSourcePhases(t *testing.T) {
 		instrument.VariantFlash2Fast: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantNaive:      {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
 		instrument.VariantNaiveMMA:   {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
+		instrument.VariantNaiveRow:   {instrument.KindScores, instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash1:     {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash2MMA:  {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 	}
 	for v, file := range sourceFiles {
 		ks, err := Source(v)

@@ -38,7 +38,7 @@ func Schedule(c *Config) []StepRef {
 	info := variantInfo[c.Variant]
 	bhs, qs := c.TracedBH(), c.TracedQ()
 	var phases [][]StepRef
-	for range info.phases {
+	for range info.phases(c) {
 		phases = append(phases, nil)
 	}
 	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
@@ -48,7 +48,7 @@ func Schedule(c *Config) []StepRef {
 				for j := range kc.n {
 					ref := StepRef{Kind: kc.kind, BH: bh, I: i, J: -1, RowsValid: rows}
 					if spec, _ := instrument.Spec(kc.kind); spec.HasJ {
-						ref.J, ref.ColsValid = j, c.ColsValidOf(j)
+						ref.J, ref.ColsValid = kc.j0+j, c.ColsValidOf(kc.j0+j)
 					}
 					if c.Timing {
 						ref.Kind = instrument.KindTiming
