@@ -276,9 +276,10 @@ func ParseConfig(v url.Values) (Config, error) {
 	return c, c.Validate()
 }
 
-// ParseBenchConfig reads a configuration for an untraced GPU run: the
-// stepper's limits (which bound a trace) do not apply, the GPU's do.
-func ParseBenchConfig(v url.Values) (Config, error) {
+// ParseBenchFields reads a configuration for an untraced GPU run: the
+// stepper's limits (which bound a trace) do not apply; the GPU's, which
+// launch.ParseBenchConfig adds, do.
+func ParseBenchFields(v url.Values) (Config, error) {
 	c, errs := parseFields(v)
 	if len(errs) > 0 {
 		return c, errs
@@ -286,7 +287,7 @@ func ParseBenchConfig(v url.Values) (Config, error) {
 	if c.N < 1 || c.D < 1 || c.Br < 1 || c.Bc < 1 || c.Batch < 1 || c.Heads < 1 {
 		return c, FieldErrors{{FieldN, "every size must be positive"}}
 	}
-	return c, c.ValidateGPU()
+	return c, nil
 }
 
 // parseFields reads every field, reporting those it cannot read.

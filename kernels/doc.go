@@ -1,11 +1,27 @@
 // Package kernels owns flashstep's attention kernels: for each variant its
 // CUDA source and, beside it, the Go CPU mirror that follows the kernel's own
-// tile order and float32 arithmetic (flash2.cu beside flash2.go). It also owns
-// what a run is (Config, its limits and its URL form), the seeded input
-// patterns, the float64 reference that tests hold every kernel to, and the
-// registry describing each variant's trace and device-memory traffic.
+// tile order and arithmetic. The ladder, in order (ladder.go says each rung's
+// idea):
 //
-// The mirrors round every float32 operation explicitly, float32(a*b) and
+//	1 naive_row.cu   naive_row.go     one thread per query row, float32
+//	2 naive.cu       naive.go         S and P through device memory, float32
+//	3 flash1.cu      flash1.go        FlashAttention-1's loop order, float32
+//	4 flash2.cu      flash2.go        FlashAttention-2's loop order, float32
+//	5 flash2_mma.cu  flash2_mma.go    the same loop on tensor cores, bf16
+//	6 flash2_fast.cu flash2_fast.go   tuned: swizzle, cp.async, exp2, bf16
+//	  naive_mma.cu   naive_mma.go     naive on tensor cores, rung 6's partner
+//
+// with the pieces they share: instrument.cuh (trace writes) and mma.cuh
+// (tensor-core fragments) on the CUDA side; float32.go and bf16.go (the
+// arithmetic the mirrors model) on the Go side. The package also owns what a
+// run is (Config, its limits and its URL form), the seeded input patterns,
+// the float64 reference that tests hold every kernel to, the registry
+// describing each variant's trace and the bytes each step moves, and the
+// order a trace's steps leave in (Schedule). How a run is launched on a GPU
+// is package launch's; what its bytes cost in device memory, package
+// traffic's.
+//
+// The float32 mirrors round every operation explicitly, float32(a*b) and
 // float32(x+y), so that no platform's fused multiply-add changes their
 // results, and accumulate in the order the kernels do: dot products over d in
 // order, row sums and P·V over the tile's columns in order.

@@ -65,7 +65,73 @@ func flash1FirstQTile(c *Config, j int) int {
 }
 
 // flash1Block runs q-tile i of batch-head bh through every kv-tile and emits
-// step j in phase j.
+// step j in phase j. The kernel interleaves the q-tiles (each kv-tile visits
+// all of them before the next), but a q-tile's steps depend only on each
+// other, through O_i, m_i and l_i in device memory: here those are m, l and
+// o, carried from one step to the next as float32, exactly what the kernel
+// stores and reloads.
 func flash1Block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
-	panic("flash1 mirror: not written yet")
+	br, bc, d, n := c.Br, c.Bc, c.D, c.N
+	scale := c.Scale()
+	r0 := i * br
+	rowsValid := min(br, n-r0)
+	q := tileRows(in.Q, d, r0, rowsValid, br)
+
+	m := fill(br, negInf)
+	l := make([]float32, br)
+	o := make([]float32, br*d)
+
+	tiles := flash2KVTiles(c, i)
+	for j := range tiles {
+		c0 := j * bc
+		colsValid := min(bc, n-c0)
+		k := tileRows(in.K, d, c0, colsValid, bc)
+		v := tileRows(in.V, d, c0, colsValid, bc)
+		// Padding rows have no place in device memory: the kernel starts
+		// them afresh at every step, as every row at j = 0.
+		for r := rowsValid; r < br; r++ {
+			m[r], l[r] = negInf, 0
+			clear(o[r*d : (r+1)*d])
+		}
+
+		rec := &instrument.Record{Kind: instrument.KindFlashStep, BH: bh, I: i, J: j,
+			RowsValid: rowsValid, ColsValid: colsValid,
+			MOld: append([]float32(nil), m...), MNew: make([]float32, br), Alpha: make([]float32, br),
+			L: make([]float32, br), S: make([]float32, br*bc), P: make([]float32, br*bc)}
+
+		for r := range br {
+			p := rec.P[r*bc : (r+1)*bc]
+			mNew, alpha, rowSum := softmaxRow(c, q[r*d:(r+1)*d], k, scale, r0+r, c0, colsValid, m[r], rec.S[r*bc:(r+1)*bc], p)
+			lScaled := float32(alpha * l[r]) // the old rows' weight, against the new max
+			lNew := float32(lScaled + rowSum)
+			or := o[r*d : (r+1)*d]
+			for x := range d {
+				// O_old is normalised: lScaled·O_old is its unnormalised sum.
+				acc := pvDot(float32(lScaled*or[x]), p, v, x, d)
+				if lNew == 0 { // every score seen so far masked
+					or[x] = 0
+				} else {
+					or[x] = float32(acc / lNew)
+				}
+			}
+			m[r], l[r] = mNew, lNew
+			rec.MNew[r], rec.Alpha[r], rec.L[r] = mNew, alpha, lNew
+		}
+		rec.O = append([]float32(nil), o...)
+		rec.BytesRead, rec.BytesWritten = flash1Traffic(c, rec)
+		emit(j, rec)
+	}
+
+	// The last step's O is final; the epilogue adds the LSE.
+	epi := &instrument.Record{Kind: instrument.KindEpilogue, BH: bh, I: i, J: -1, RowsValid: rowsValid,
+		O: append([]float32(nil), o...), LSE: make([]float32, br)}
+	for r := range br {
+		if l[r] == 0 {
+			epi.LSE[r] = negInf
+		} else {
+			epi.LSE[r] = float32(m[r] + log32(l[r]))
+		}
+	}
+	epi.BytesRead, epi.BytesWritten = flash1Traffic(c, epi)
+	emit(tiles-1, epi)
 }

@@ -74,33 +74,12 @@ func flash2Block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instr
 			L: make([]float32, br), S: make([]float32, br*bc), P: make([]float32, br*bc)}
 
 		for r := range br {
-			s := rec.S[r*bc : (r+1)*bc]
 			p := rec.P[r*bc : (r+1)*bc]
-			rowMax := negInf
-			for col := range bc {
-				if col >= colsValid || (c.Causal && c0+col > r0+r) {
-					s[col] = negInf
-				} else {
-					s[col] = float32(dot32(q[r*d:(r+1)*d], k[col*d:(col+1)*d]) * scale)
-				}
-				rowMax = max(rowMax, s[col])
-			}
-			mNew := max(m[r], rowMax)
-			base := softmaxBase(mNew)
-			alpha := exp32(m[r] - base)
-			var rowSum float32
-			for col := range bc {
-				p[col] = exp32(s[col] - base)
-				rowSum = float32(rowSum + p[col])
-			}
+			mNew, alpha, rowSum := softmaxRow(c, q[r*d:(r+1)*d], k, scale, r0+r, c0, colsValid, m[r], rec.S[r*bc:(r+1)*bc], p)
 			l[r] = float32(float32(alpha*l[r]) + rowSum)
 			or := o[r*d : (r+1)*d]
 			for x := range d {
-				acc := float32(alpha * or[x])
-				for col := range bc {
-					acc = float32(acc + float32(p[col]*v[col*d+x]))
-				}
-				or[x] = acc
+				or[x] = pvDot(float32(alpha*or[x]), p, v, x, d)
 			}
 			m[r] = mNew
 			rec.MNew[r], rec.Alpha[r] = mNew, alpha
@@ -125,4 +104,40 @@ func flash2Block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instr
 	}
 	epi.BytesRead, epi.BytesWritten = flash2Traffic(c, epi)
 	emit(0, epi)
+}
+
+// softmaxRow is one row's step of the flash loop's online softmax, shared by
+// flash2 and flash1: the scores of query q (global row `row`) against the
+// kv-tile k of columns c0, c0+1, ... into s (−Inf where masked or padding),
+// then P = exp(S − m_new) into p. It returns m_new = max(m_old, rowmax S),
+// α = exp(m_old − m_new) and the row sum of p, in column order.
+func softmaxRow(c *Config, q, k []float32, scale float32, row, c0, colsValid int, mOld float32, s, p []float32) (mNew, alpha, rowSum float32) {
+	d := len(q)
+	rowMax := negInf
+	for col := range s {
+		if col >= colsValid || (c.Causal && c0+col > row) {
+			s[col] = negInf
+		} else {
+			s[col] = float32(dot32(q, k[col*d:(col+1)*d]) * scale)
+		}
+		rowMax = max(rowMax, s[col])
+	}
+	mNew = max(mOld, rowMax)
+	base := softmaxBase(mNew)
+	alpha = exp32(mOld - base)
+	for col := range p {
+		p[col] = exp32(s[col] - base)
+		rowSum = float32(rowSum + p[col])
+	}
+	return mNew, alpha, rowSum
+}
+
+// pvDot adds P·V's element x of one row to acc: the row's weights p times
+// column x of the kv-tile v (rows of d), over the columns in order, each
+// product and sum rounded.
+func pvDot(acc float32, p, v []float32, x, d int) float32 {
+	for col := range p {
+		acc = float32(acc + float32(p[col]*v[col*d+x]))
+	}
+	return acc
 }

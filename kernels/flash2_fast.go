@@ -34,6 +34,10 @@ import "flashstep/instrument"
 // atoms; the mirror runs any shape, with a shorter last chunk where d or Bc
 // is not a multiple of 16 and a partial last column atom where Bc is not a
 // multiple of 8 (its missing columns add nothing).
+//
+// flash2_mma (rung 5) runs this same block walk; where the two kernels'
+// softmaxes part (the units of S and m, the exponential, the LSE) is a
+// softmaxForm: exp2Form here, naturalForm in flash2_mma.go.
 
 // log2e32 is log2 e as the kernel's float literal 1.4426950408889634f.
 const log2e32 = float32(1.4426950408889634)
@@ -59,34 +63,85 @@ func flash2FastTraffic(c *Config, r *instrument.Record) (read, written uint64) {
 // t holds columns 2t and 2t+1 of each 8-column atom.
 const quadThreads = 4
 
-// fastArith is the arithmetic the kernel leaves unspecified: the sum inside
-// one mma and ex2.approx. The mirror uses one admissible choice of each;
-// tests swap in others (a stand-in for the GPU) to try the GPU bound.
+// fastArith is the arithmetic the bf16 flash kernels leave unspecified: the
+// sum inside one mma, and the exponential (ex2.approx in flash2_fast, expf
+// in flash2_mma). The mirror uses one admissible choice of each; tests swap
+// in others (a stand-in for the GPU) to try the GPU bound.
 type fastArith struct {
 	mma func(acc float32, a, b []float32, stride int) float32
-	ex2 func(x float32) float32
+	ex2 func(x float32) float32 // flash2_fast's
+	exp func(x float32) float32 // flash2_mma's
 }
 
-var mirrorArith = fastArith{mma: mmaChunk, ex2: ex2}
+var mirrorArith = fastArith{mma: mmaChunk, ex2: ex2, exp: exp32}
 
 // flash2FastBlock runs the block of (bh, q-tile i) and emits its records.
 func flash2FastBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
 	mirrorArith.block(c, in, bh, i, emit)
 }
 
+// softmaxForm is where the two bf16 flash kernels part: the units their
+// row max is kept in and how a score becomes P. Everything else, the mma
+// products, the masks, the quad's partial sums, the rescale of O and the
+// end, is one block walk (fastArith.block).
+type softmaxForm interface {
+	// score is the value the row max is taken over, from the raw S_raw
+	// (−Inf where masked).
+	score(sRaw float32) float32
+	// natural is a kept score or row max in the trace's natural-log units.
+	natural(v float32) float32
+	// base is what the exponents subtract, from the new row max: 0 while
+	// every score seen is masked, so that the exponential gives 0, never NaN.
+	base(m float32) float32
+	// exp is the kernel's e^(v − m) for a kept score or row max v, from
+	// base(m).
+	exp(v, base float32) float32
+	// lse is the row's log-sum-exp from its kept max and its l.
+	lse(m, l float32) float32
+}
+
+// exp2Form is flash2_fast's softmax: S and m raw (unscaled), the scale and
+// log2 e folded into one fma before ex2.approx.
+type exp2Form struct {
+	scale, sl2 float32
+	ex2        func(float32) float32
+}
+
+func (f exp2Form) score(sRaw float32) float32 { return sRaw }
+func (f exp2Form) natural(v float32) float32  { return float32(v * f.scale) }
+func (f exp2Form) base(m float32) float32 {
+	if m == negInf {
+		return 0
+	}
+	return float32(m * f.sl2)
+}
+func (f exp2Form) exp(v, mb float32) float32 { return f.ex2(fma32(v, f.sl2, -mb)) }
+func (f exp2Form) lse(m, l float32) float32  { return fma32(m, f.scale, log32(l)) }
+
+// form is the softmax of c's variant: flash2_mma's natural units, or
+// flash2_fast's exp2.
+func (a fastArith) form(c *Config) softmaxForm {
+	scale := c.Scale()
+	if c.Variant == instrument.VariantFlash2MMA {
+		return naturalForm{scale: scale, expf: a.exp}
+	}
+	return exp2Form{scale: scale, sl2: float32(scale * log2e32), ex2: a.ex2}
+}
+
+// block is the bf16 flash kernels' block of (bh, q-tile i), in the softmax
+// form of c's variant.
 func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
 	br, bc, d, n := c.Br, c.Bc, c.D, c.N
-	scale := c.Scale()
-	sl2 := float32(scale * log2e32)
+	f := a.form(c)
 	r0 := i * br
 	rowsValid := min(br, n-r0)
 	q := roundBF16All(tileRows(in.Q, d, r0, rowsValid, br))
 	atoms := ceilDiv(bc, 8)
 
-	m := fill(br, negInf)                 // raw units
+	m := fill(br, negInf)                 // kept units (raw in flash2_fast)
 	lt := make([]float32, br*quadThreads) // each thread's part of l
 	o := make([]float32, br*d)
-	sRaw := make([]float32, bc)
+	s := make([]float32, bc) // the row's scores, kept units
 	p16 := make([]float32, bc)
 
 	for j := range flash2KVTiles(c, i) {
@@ -104,27 +159,24 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 			qr := q[r*d : (r+1)*d]
 			mx := m[r]
 			for col := range bc {
-				if col >= colsValid || (c.Causal && c0+col > r0+r) {
-					sRaw[col] = negInf
-				} else {
+				sRaw := negInf
+				if col < colsValid && !(c.Causal && c0+col > r0+r) {
 					var acc float32
 					for k0 := 0; k0 < d; k0 += 16 {
 						k1 := min(k0+16, d)
 						acc = a.mma(acc, qr[k0:k1], k[col*d+k0:col*d+k1], 1)
 					}
-					sRaw[col] = acc
+					sRaw = acc
 				}
-				mx = max(mx, sRaw[col])
-				rec.S[r*bc+col] = float32(sRaw[col] * scale)
+				s[col] = f.score(sRaw)
+				mx = max(mx, s[col])
+				rec.S[r*bc+col] = f.natural(s[col])
 			}
-			var mb float32 // a row masked so far: exp2(−Inf − 0) = 0, never NaN
-			if mx != negInf {
-				mb = float32(mx * sl2)
-			}
-			alpha := a.ex2(fma32(m[r], sl2, -mb))
+			mb := f.base(mx)
+			alpha := f.exp(m[r], mb)
 			p := rec.P[r*bc : (r+1)*bc]
 			for col := range bc {
-				p[col] = a.ex2(fma32(sRaw[col], sl2, -mb))
+				p[col] = f.exp(s[col], mb)
 				p16[col] = RoundBF16(p[col])
 			}
 			for t := range quadThreads {
@@ -143,7 +195,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 				}
 				or[x] = acc
 			}
-			rec.MOld[r], rec.MNew[r], rec.Alpha[r] = float32(m[r]*scale), float32(mx*scale), alpha
+			rec.MOld[r], rec.MNew[r], rec.Alpha[r] = f.natural(m[r]), f.natural(mx), alpha
 			rec.L[r] = quadSum(lt[r*quadThreads : (r+1)*quadThreads])
 			m[r] = mx
 		}
@@ -160,7 +212,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 		epi.LSE[r] = negInf
 		if l != 0 { // every score of the row masked: no output
 			inv = float32(1 / l)
-			epi.LSE[r] = fma32(m[r], scale, log32(l))
+			epi.LSE[r] = f.lse(m[r], l)
 		}
 		for x := range d {
 			epi.O[r*d+x] = float32(o[r*d+x] * inv)

@@ -10,6 +10,7 @@ import (
 	"flashstep/instrument"
 	. "flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/launch"
 )
 
 // simulatedGPU is other admissible arithmetic for what flash2_fast leaves
@@ -79,7 +80,7 @@ func TestFlash2FastBoundHoldsForOtherArithmetic(t *testing.T) {
 			c.D, c.Br, c.Bc = 1+rng.IntN(40), 1+rng.IntN(min(c.N, 20)), 1+rng.IntN(min(c.N, 20))
 			c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
 		} else {
-			f := Flash2FastInstances[rng.IntN(len(Flash2FastInstances))]
+			f := launch.Flash2FastInstances[rng.IntN(len(launch.Flash2FastInstances))]
 			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 			c.N = max(c.Br, c.Bc) + rng.IntN(200)
 			c.Batch, c.Heads, c.TraceBH, c.TraceQ = 1, 1, instrument.Range{}, instrument.Range{}

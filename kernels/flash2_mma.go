@@ -2,7 +2,50 @@ package kernels
 
 import "flashstep/instrument"
 
-// flash2MMABlock runs the block of (bh, q-tile i) and emits its records.
+// FlashAttention-2 on tensor cores with nothing tuned, bf16: the CPU mirror
+// of flash2_mma.cu, the ladder's rung 5.
+//
+// The block walk is flash2_fast's (fastArith.block: the same tiles, mma
+// chunks, masks, per-thread partial sums of l and rescale of O); only the
+// softmax is in other units, flash2's natural ones, operation by operation
+// as the kernel writes it:
+//
+//	Q, K, V    bf16 (InputsFor rounds them)
+//	S_raw      float32, d/16 mma chunks of 16 exact bf16 products (mmaChunk)
+//	x          float32(S_raw·scale), −Inf where col ≥ N, or causal and
+//	           col > row
+//	m_new      max(m_old, max_c x), natural-log units, exact
+//	mb         m_new, 0 while m_new = −Inf
+//	α          expf(float32(m_old − mb))
+//	p          expf(float32(x − mb))
+//	l_t        fma(α, l_t, rs_t), rs_t = Σ_ni (p0 + p1) over thread t's
+//	           columns ni·8+2t and ni·8+2t+1, in atom order
+//	l          (l_0 + l_1) + (l_2 + l_3), where the trace or the end needs it
+//	O          float32(O·α), then Bc/16 mma chunks of bf16(p)·V
+//	end        inv = float32(1/l), out = float32(O·inv),
+//	           LSE = float32(m + logf(l))
+//
+// The trace holds these values as they are: S = x, m, α, P the float32 p
+// before its rounding to bf16, the full l, O after the step; the epilogue's
+// O is O·inv in float32. expf and logf are exp32 and log32 here, within
+// 2 ulp and 1 ulp of CUDA's, which the GPU comparison's bound allows for.
+
+// naturalForm is flash2_mma's softmax: each score scaled by one float32
+// multiply as soon as it exists, the row max kept in natural-log units, and
+// expf of the difference.
+type naturalForm struct {
+	scale float32
+	expf  func(float32) float32
+}
+
+func (f naturalForm) score(sRaw float32) float32 { return float32(sRaw * f.scale) }
+func (f naturalForm) natural(v float32) float32  { return v }
+func (f naturalForm) base(m float32) float32     { return softmaxBase(m) }
+func (f naturalForm) exp(v, mb float32) float32  { return f.expf(float32(v - mb)) }
+func (f naturalForm) lse(m, l float32) float32   { return float32(m + log32(l)) }
+
+// flash2MMABlock runs the block of (bh, q-tile i) and emits its records:
+// fastArith.block, which takes naturalForm for a flash2_mma config.
 func flash2MMABlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
-	panic("flash2_mma mirror: not written yet")
+	mirrorArith.block(c, in, bh, i, emit)
 }

@@ -2,11 +2,13 @@ package kernels
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"flashstep/instrument"
@@ -345,6 +347,17 @@ func TestTraceStructure(t *testing.T) {
 				wantEpi = append(wantEpi, tile{bh, i, -1})
 			}
 		}
+		if c.Variant == instrument.VariantFlash1 { // kv-tile-major: TestFlash1RecordsLeaveInKVTileOrder checks the order
+			for _, k := range []instrument.Kind{instrument.KindFlashStep, instrument.KindEpilogue} {
+				slices.SortStableFunc(got[k], func(a, b tile) int {
+					return cmp.Or(cmp.Compare(a.bh, b.bh), cmp.Compare(a.i, b.i), cmp.Compare(a.j, b.j))
+				})
+			}
+		}
+		if c.Variant == instrument.VariantNaiveRow && fmt.Sprint(got[instrument.KindScores]) != fmt.Sprint(wantSteps) {
+			// Pass 1 visits the tiles pass 2 does, each q-tile's before its steps.
+			t.Fatalf("%+v: pass-1 scores tiles %v, want %v", c, got[instrument.KindScores], wantSteps)
+		}
 		stepKind := instrument.KindFlashStep
 		if materialises(c.Variant) {
 			stepKind = instrument.KindPV
@@ -458,7 +471,14 @@ func TestTraffic(t *testing.T) {
 		case instrument.VariantFlash2:
 			wantR = 4 * (N*d + 2*tr*N*d)
 			wantW = 4 * (N*d + N)
-		case instrument.VariantFlash2Fast: // Q, K, V and O in bf16, the LSE in float32
+		case instrument.VariantNaiveRow: // per q-tile, Q once, K twice and V once
+			wantR = 4 * (N*d + 3*tr*N*d)
+			wantW = 4 * (N*d + N)
+		case instrument.VariantFlash1: // Q every step, O, m, l after the first kv-tile, K and V once
+			tc := uint64(c.Tc())
+			wantR = 4 * (tc*N*d + (tc-1)*(N*d+2*N) + 2*N*d)
+			wantW = 4 * (tc*(N*d+2*N) + N)
+		case instrument.VariantFlash2Fast, instrument.VariantFlash2MMA: // Q, K, V and O in bf16, the LSE in float32
 			wantR = 2 * (N*d + 2*tr*N*d)
 			wantW = 2*N*d + 4*N
 		case instrument.VariantNaiveMMA: // Q, K, V, P and O in bf16; S, the LSE in float32

@@ -8,6 +8,7 @@ import (
 	"flashstep/instrument"
 	. "flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/launch"
 )
 
 // TestNaiveMMABoundHoldsForOtherArithmetic: naive_mma's mirror against the
@@ -24,8 +25,8 @@ func TestNaiveMMABoundHoldsForOtherArithmetic(t *testing.T) {
 			c.N = 1 + rng.IntN(90)
 			c.D, c.Br, c.Bc = 1+rng.IntN(40), 1+rng.IntN(min(c.N, 20)), 1+rng.IntN(min(c.N, 20))
 		} else {
-			f := NaiveMMAInstances[rng.IntN(len(NaiveMMAInstances))]
-			c.Br, c.Bc, c.D = NaiveMMABr, f.Bc, f.D
+			f := launch.NaiveMMAInstances[rng.IntN(len(launch.NaiveMMAInstances))]
+			c.Br, c.Bc, c.D = launch.NaiveMMABr, f.Bc, f.D
 			c.N = max(c.Br, c.Bc) + rng.IntN(200)
 		}
 		c.Batch, c.Heads, c.TraceBH, c.TraceQ = 1, 1, instrument.Range{}, instrument.Range{}

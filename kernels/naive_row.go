@@ -45,7 +45,94 @@ func naiveRowTraffic(c *Config, r *instrument.Record) (read, written uint64) {
 	return read, written
 }
 
-// naiveRowBlock runs the block of (bh, q-tile i) and emits its records.
+// naiveRowBlock runs the block of (bh, q-tile i) and emits its records: the
+// scores record of every visited kv-tile (pass 1), the flash step of every
+// one (pass 2), then the epilogue. A padding row has no key: S = −Inf, P = 0,
+// m = −Inf, l = 0, O = 0 and LSE = −Inf, as the kernel leaves it.
 func naiveRowBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
-	panic("naive_row mirror: not written yet")
+	br, bc, d, n := c.Br, c.Bc, c.D, c.N
+	scale := c.Scale()
+	r0 := i * br
+	rowsValid := min(br, n-r0)
+	q := tileRows(in.Q, d, r0, rowsValid, br)
+	tiles := flash2KVTiles(c, i)
+
+	// keys is how many keys of kv-tile j row r sees, from the tile's first:
+	// none for a padding row, under a causal mask those at or left of the
+	// row's own column.
+	keys := func(r, j int) int {
+		if r >= rowsValid {
+			return 0
+		}
+		cols := min(bc, n-j*bc)
+		if c.Causal {
+			cols = min(cols, r0+r-j*bc+1)
+		}
+		return max(cols, 0)
+	}
+	// score is s = q·k · scale of row r and key col, the same in both passes.
+	score := func(r, col int) float32 {
+		return float32(dot32(q[r*d:(r+1)*d], in.K[col*d:(col+1)*d]) * scale)
+	}
+
+	// Pass 1: the scores and the row max.
+	m := fill(br, negInf)
+	for j := range tiles {
+		c0 := j * bc
+		rec := &instrument.Record{Kind: instrument.KindScores, BH: bh, I: i, J: j,
+			RowsValid: rowsValid, ColsValid: min(bc, n-c0), S: fill(br*bc, negInf)}
+		for r := range br {
+			for col := range keys(r, j) {
+				s := score(r, c0+col)
+				rec.S[r*bc+col] = s
+				m[r] = max(m[r], s)
+			}
+		}
+		rec.BytesRead, rec.BytesWritten = naiveRowTraffic(c, rec)
+		emit(0, rec)
+	}
+
+	// Pass 2: p = exp(s − m), l and O, against the max pass 1 found.
+	l := make([]float32, br)
+	o := make([]float32, br*d)
+	for j := range tiles {
+		c0 := j * bc
+		rec := &instrument.Record{Kind: instrument.KindFlashStep, BH: bh, I: i, J: j,
+			RowsValid: rowsValid, ColsValid: min(bc, n-c0),
+			MOld: append([]float32(nil), m...), MNew: append([]float32(nil), m...), Alpha: fill(br, 1),
+			S: fill(br*bc, negInf), P: make([]float32, br*bc)}
+		for r := range br {
+			base := softmaxBase(m[r])
+			or := o[r*d : (r+1)*d]
+			for col := range keys(r, j) {
+				s := score(r, c0+col)
+				p := exp32(s - base)
+				l[r] = float32(l[r] + p)
+				v := in.V[(c0+col)*d : (c0+col+1)*d]
+				for x := range d {
+					or[x] = float32(or[x] + float32(p*v[x]))
+				}
+				rec.S[r*bc+col], rec.P[r*bc+col] = s, p
+			}
+		}
+		rec.L = append([]float32(nil), l...)
+		rec.O = append([]float32(nil), o...)
+		rec.BytesRead, rec.BytesWritten = naiveRowTraffic(c, rec)
+		emit(0, rec)
+	}
+
+	epi := &instrument.Record{Kind: instrument.KindEpilogue, BH: bh, I: i, J: -1, RowsValid: rowsValid,
+		O: make([]float32, br*d), LSE: make([]float32, br)}
+	for r := range br {
+		if l[r] == 0 { // a padding row: no key, no output
+			epi.LSE[r] = negInf
+			continue
+		}
+		for x := range d {
+			epi.O[r*d+x] = float32(o[r*d+x] / l[r])
+		}
+		epi.LSE[r] = float32(m[r] + log32(l[r]))
+	}
+	epi.BytesRead, epi.BytesWritten = naiveRowTraffic(c, epi)
+	emit(0, epi)
 }

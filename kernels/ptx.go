@@ -28,10 +28,18 @@ const (
 	ModuleFlash2FastTraced = "flash2_fast_traced"
 	ModuleNaiveMMA         = "naive_mma"
 	ModuleNaiveMMATraced   = "naive_mma_traced"
+
+	ModuleNaiveRow        = "naive_row"
+	ModuleNaiveRowTraced  = "naive_row_traced"
+	ModuleFlash1          = "flash1"
+	ModuleFlash1Traced    = "flash1_traced"
+	ModuleFlash2MMA       = "flash2_mma"
+	ModuleFlash2MMATraced = "flash2_mma_traced"
 )
 
 // Modules lists every PTX module.
-var Modules = []string{ModuleFlash2, ModuleFlash2Traced, ModuleNaive, ModuleNaiveTraced, ModuleFlash2Fast, ModuleFlash2FastTraced, ModuleNaiveMMA, ModuleNaiveMMATraced}
+var Modules = []string{ModuleFlash2, ModuleFlash2Traced, ModuleNaive, ModuleNaiveTraced, ModuleFlash2Fast, ModuleFlash2FastTraced, ModuleNaiveMMA, ModuleNaiveMMATraced,
+	ModuleNaiveRow, ModuleNaiveRowTraced, ModuleFlash1, ModuleFlash1Traced, ModuleFlash2MMA, ModuleFlash2MMATraced}
 
 // PTX returns a module's PTX text.
 func PTX(module string) (string, error) {

@@ -211,3 +211,25 @@ func (c *Config) TraceBytes() int64 {
 	}
 	return int64(h.HeaderBytes()) + perBH*int64(c.TracedBH().Len())
 }
+
+// GPUElementBytes is the size of one element of Q, K, V and O on the GPU:
+// the variant's (2 for the bf16 kernels, 4 for the float32 ones).
+func (c *Config) GPUElementBytes() int {
+	if v := Info(c.Variant); v != nil {
+		return v.ElementBytes()
+	}
+	return 4
+}
+
+// ConfigFromHeader is the run a trace header describes, selection included.
+func ConfigFromHeader(h *instrument.Header) Config {
+	c := Config{Variant: h.Variant, N: h.N, D: h.D, Br: h.Br, Bc: h.Bc, Batch: h.Batch, Heads: h.Heads,
+		Causal: h.Causal, Pattern: h.Pattern, Seed: h.Seed, Timing: h.Timing}
+	if h.TracedBH != c.TracedBH() {
+		c.TraceBH = h.TracedBH
+	}
+	if h.TracedQ != c.TracedQ() {
+		c.TraceQ = h.TracedQ
+	}
+	return c
+}

@@ -2,7 +2,8 @@
 // kernels.Ladder its recorded speed on the FlashAttention benchmark shapes
 // (N = 4096, B·N = 16384, H·d = 2048) beside PyTorch's SDPA backends measured
 // in the same run, its ratio to SDPA's FlashAttention-2, what ptxas reports of
-// its kernels, and a note wherever a rung is slower than the one below it.
+// its kernels, and a note wherever a rung is slower than the one below it;
+// and each rung's CUDA source with its diff from the rung below (code.go).
 //
 // The figures come from two recordings made on an H100: the ladder bench
 // (ladder-*.json, scripts/bench-gpu: the bf16 rungs and naive_mma) and the
@@ -50,6 +51,7 @@ type Row struct {
 	Source  string // which recording the figures come from
 	Notes   []string
 	Kernels []kernels.PtxasFigures // ptxas, sm_90, for the rung's compiled kernels
+	Code    *Code                  // its CUDA source and the diff from the rung below
 }
 
 // Table is the ladder as the page shows it.
@@ -126,7 +128,7 @@ func Build(files fs.FS) (*Table, error) {
 		if !r.Built {
 			continue
 		}
-		row := Row{Rung: r, Kernels: kernelFigures(r, ptxas)}
+		row := Row{Rung: r, Kernels: kernelFigures(r, ptxas), Code: Codes()[r.Name]}
 		if r.Bench != "" {
 			row.Cells, row.Source = benchCells(bench, r.Bench)
 		} else {
@@ -134,7 +136,7 @@ func Build(files fs.FS) (*Table, error) {
 		}
 		t.Rows = append(t.Rows, row)
 	}
-	t.Partner = Row{Rung: kernels.NaiveMMA, Kernels: kernelFigures(kernels.NaiveMMA, ptxas)}
+	t.Partner = Row{Rung: kernels.NaiveMMA, Kernels: kernelFigures(kernels.NaiveMMA, ptxas), Code: Codes()[kernels.NaiveMMA.Name]}
 	t.Partner.Cells, t.Partner.Source = benchCells(bench, kernels.NaiveMMA.Bench)
 	// A rung slower than the one below it on some shape says so.
 	for k := 1; k < len(t.Rows); k++ {
@@ -245,7 +247,8 @@ func sweepCells(rec *sweep.Record, sdpa []sdpaRow, v instrument.Variant) ([]Cell
 func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []kernels.PtxasFigures {
 	var out []kernels.PtxasFigures
 	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
-		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast, instrument.VariantNaiveMMA: kernels.ModuleNaiveMMA}[r.Variant]
+		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast, instrument.VariantNaiveMMA: kernels.ModuleNaiveMMA,
+		instrument.VariantNaiveRow: kernels.ModuleNaiveRow, instrument.VariantFlash1: kernels.ModuleFlash1, instrument.VariantFlash2MMA: kernels.ModuleFlash2MMA}[r.Variant]
 	for _, f := range all {
 		if f.Module != module || f.Kernel == "fs_probe" {
 			continue

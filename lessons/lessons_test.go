@@ -13,6 +13,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/lessons"
 	"flashstep/recordings"
 	"flashstep/runner"
@@ -128,7 +129,7 @@ func TestPresetsAreValidAndRecorded(t *testing.T) {
 		if c.TraceBytes() > kernels.MaxTraceBytes {
 			t.Errorf("preset %s: trace of %d bytes is over the limit", name, c.TraceBytes())
 		}
-		if c.ValidateGPU() == nil {
+		if launch.Validate(&c) == nil {
 			if _, ok := r.Recordings.Find(&c); !ok {
 				t.Errorf("preset %s runs on the GPU but has no recording: add it to recordings/list.txt and record it", name)
 			}

@@ -11,6 +11,7 @@ import (
 	"flashstep/kernels"
 	"flashstep/lessons/loop"
 	"flashstep/lessons/playground"
+	"flashstep/traffic"
 )
 
 // Widget kinds a directive may name.
@@ -194,10 +195,10 @@ func newWidget(kind string, attrs map[string]string, caption string) (*Widget, e
 			w.Panels = []string{"timeline"}
 		}
 	case WidgetMemory:
-		w.B = intAttr("b", 1, 1, kernels.MaxCalcB)
-		w.H = intAttr("h", 16, 1, kernels.MaxCalcH)
-		w.N = intAttr("n", 8192, 1, kernels.MaxCalcN)
-		w.D = intAttr("d", 64, 1, kernels.MaxCalcD)
+		w.B = intAttr("b", 1, 1, traffic.MaxCalcB)
+		w.H = intAttr("h", 16, 1, traffic.MaxCalcH)
+		w.N = intAttr("n", 8192, 1, traffic.MaxCalcN)
+		w.D = intAttr("d", 64, 1, traffic.MaxCalcD)
 	case WidgetKernels:
 		known = append(known, "names")
 		all := kernels.Ptxas()

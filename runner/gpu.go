@@ -18,6 +18,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/worker"
 )
 
@@ -277,7 +278,7 @@ func (g *GPU) Run(ctx context.Context, c kernels.Config, emit func([]byte) error
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if err := c.ValidateGPU(); err != nil {
+	if err := launch.Validate(&c); err != nil {
 		return err
 	}
 	key := g.cacheKey(&c)

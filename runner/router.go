@@ -7,6 +7,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/worker"
 )
 
@@ -30,7 +31,7 @@ func (r *Router) Run(ctx context.Context, c kernels.Config, emit func([]byte) er
 		}
 		return r.GPU.Run(ctx, c, emit)
 	}
-	if r.GPU != nil && c.ValidateGPU() == nil {
+	if r.GPU != nil && launch.Validate(&c) == nil {
 		return r.GPU.Run(ctx, c, emit)
 	}
 	if rec, ok := r.Recordings.Find(&c); ok {
@@ -81,7 +82,7 @@ func (r *Router) For(c *kernels.Config) string {
 		return "the CPU mirror (asked for)"
 	case c.Engine == kernels.EngineGPU && r.GPU == nil:
 		return "nothing: this server has no GPU"
-	case r.GPU != nil && (c.Engine == kernels.EngineGPU || c.ValidateGPU() == nil):
+	case r.GPU != nil && (c.Engine == kernels.EngineGPU || launch.Validate(c) == nil):
 		return "the GPU: " + r.GPU.Hello().GPU
 	}
 	if rec, ok := r.Recordings.Find(c); ok {

@@ -8,6 +8,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/traffic"
 )
 
 // CPU times the kernels' Go mirrors on this server's CPU: what a sweep can
@@ -35,12 +36,12 @@ func (CPU) Time(ctx context.Context, p Point, repeats int, seed uint64) (Result,
 	}
 	// The mirror has no device memory: the column shows what this run
 	// would hold on a GPU, by the memory model.
-	plan, err := kernels.PlanMemory(p.B, p.H, p.N, p.D, 1<<62)
+	plan, err := traffic.PlanMemory(p.B, p.H, p.N, p.D, kernels.Info(p.Variant).DType, 1<<62)
 	if err != nil {
 		return r, err
 	}
 	r.PeakBytes = plan.FlashBytes
-	if p.Variant == instrument.VariantNaive {
+	if kernels.Info(p.Variant).Materialised {
 		r.PeakBytes = plan.NaiveBytes
 	}
 	discard := func(*instrument.Record) error { return nil }

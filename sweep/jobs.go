@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 )
 
 // Executor times sweep points on one engine.
@@ -264,22 +265,17 @@ func (m *Manager) run(j *Job) {
 	m.mu.Unlock()
 }
 
-// kernelLabel names what a point runs, with its data type.
+// kernelLabel names what a point runs: its compiled kernels, or for a
+// shape no kernel is compiled at (a CPU sweep), the variant and its tiles.
 func kernelLabel(p Point) string {
 	c := p.Config(0)
-	switch p.Variant {
-	case instrument.VariantFlash2:
-		return fmt.Sprintf("flash2_br%d_bc%d_d%d", c.Br, c.Bc, p.D)
-	case instrument.VariantFlash2Fast:
-		if f, ok := kernels.Flash2FastInstanceFor(&c); ok {
-			return f.Name(p.Causal)
+	c.Batch, c.Heads = 1, 1 // the plan's kernels do not depend on them; Validate's limits do
+	if plan, err := launch.For(&c); err == nil {
+		var names []string
+		for _, k := range plan.Kernels {
+			names = append(names, k.Name)
 		}
-		return fmt.Sprintf("flash2_fast (Go mirror tiles %d×%d)", c.Br, c.Bc)
-	case instrument.VariantNaiveMMA:
-		if f, ok := kernels.NaiveMMAInstanceFor(&c); ok {
-			return f.Kernel("scores") + " + " + f.Kernel("softmax") + " + " + f.Kernel("pv")
-		}
-		return fmt.Sprintf("naive_mma (Go mirror tiles %d×%d)", c.Br, c.Bc)
+		return strings.Join(names, " + ")
 	}
-	return "naive_scores + naive_softmax + naive_pv"
+	return fmt.Sprintf("%s (Go mirror tiles %d×%d)", p.Variant, c.Br, c.Bc)
 }

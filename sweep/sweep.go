@@ -16,6 +16,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/worker"
 )
 
@@ -35,7 +36,7 @@ type Spec struct {
 
 // Limits of a sweep.
 const (
-	MaxPoints   = 128
+	MaxPoints   = 256
 	MaxRepeats  = 20
 	MaxGPUN     = 32768
 	MaxCPUN     = 1024
@@ -75,16 +76,22 @@ func (p Point) Config(seed uint64) kernels.Config {
 		Causal: p.Causal, Pattern: instrument.PatternNormal, Seed: seed}
 	// The tensor-core kernels run at their compiled tiles for the head dim.
 	switch p.Variant {
+	case instrument.VariantFlash2MMA:
+		for _, f := range launch.Flash2MMAInstances {
+			if f.D == p.D {
+				c.Br, c.Bc = f.Br, f.Bc
+			}
+		}
 	case instrument.VariantFlash2Fast:
-		for _, f := range kernels.Flash2FastInstances {
+		for _, f := range launch.Flash2FastInstances {
 			if f.D == p.D {
 				c.Br, c.Bc = f.Br, f.Bc
 			}
 		}
 	case instrument.VariantNaiveMMA:
-		for _, f := range kernels.NaiveMMAInstances {
+		for _, f := range launch.NaiveMMAInstances {
 			if f.D == p.D {
-				c.Br, c.Bc = kernels.NaiveMMABr, f.Bc
+				c.Br, c.Bc = launch.NaiveMMABr, f.Bc
 			}
 		}
 	}
@@ -98,6 +105,9 @@ func (s *Spec) Points() []Point {
 		for _, n := range s.Ns {
 			for _, causal := range s.Causal {
 				for _, v := range s.Variants {
+					if n > maxSweptN(v) {
+						continue
+					}
 					p := Point{Variant: v, N: n, D: d, B: s.Batch, H: s.Heads, Causal: causal}
 					if s.Batch == 0 {
 						p.B = max(1, benchTokens/n)
@@ -119,8 +129,10 @@ func (s *Spec) Points() []Point {
 // point costs a second or two of input drawing and copying. The CPU mirrors
 // run at about 2.5 GFLOP/s, the bf16 ones at about a fifth of that.
 var estimateRates = map[string]map[instrument.Variant]float64{
-	kernels.EngineGPU: {instrument.VariantFlash2: 6e12, instrument.VariantNaive: 2e12, instrument.VariantFlash2Fast: 250e12, instrument.VariantNaiveMMA: 25e12},
-	kernels.EngineCPU: {instrument.VariantFlash2: 2e9, instrument.VariantNaive: 2e9, instrument.VariantFlash2Fast: 0.4e9, instrument.VariantNaiveMMA: 0.4e9},
+	kernels.EngineGPU: {instrument.VariantFlash2: 6e12, instrument.VariantNaive: 2e12, instrument.VariantFlash2Fast: 250e12, instrument.VariantNaiveMMA: 25e12,
+		instrument.VariantNaiveRow: 1e12, instrument.VariantFlash1: 1e12, instrument.VariantFlash2MMA: 100e12},
+	kernels.EngineCPU: {instrument.VariantFlash2: 2e9, instrument.VariantNaive: 2e9, instrument.VariantFlash2Fast: 0.4e9, instrument.VariantNaiveMMA: 0.4e9,
+		instrument.VariantNaiveRow: 2e9, instrument.VariantFlash1: 2e9, instrument.VariantFlash2MMA: 0.4e9},
 }
 
 // Estimate is how long the sweep should take.
@@ -139,13 +151,28 @@ func (s *Spec) Estimate() time.Duration {
 	return time.Duration(secs * float64(time.Second))
 }
 
-// sweptVariants are the kernels a sweep times by default: on the GPU both
-// pairs, float32 and bf16 on tensor cores; on the CPU mirror the float32
-// pair (the bf16 mirrors' tiles need N of 128 and more, and run slower).
+// sweptVariants are the kernels a sweep times by default: on the GPU every
+// rung of the ladder and naive_mma; on the CPU mirror the float32 pair (the
+// bf16 mirrors' tiles need N of 128 and more, and run slower).
 var (
 	sweptVariants    = []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive}
-	sweptGPUVariants = []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive, instrument.VariantFlash2Fast, instrument.VariantNaiveMMA}
+	sweptGPUVariants = []instrument.Variant{instrument.VariantNaiveRow, instrument.VariantNaive, instrument.VariantFlash1, instrument.VariantFlash2,
+		instrument.VariantFlash2MMA, instrument.VariantFlash2Fast, instrument.VariantNaiveMMA}
 )
+
+// maxSweptN is the longest sequence a sweep times a variant at. The first
+// rungs are there to be slow, and at the sweep's fixed work (B·N = 16384)
+// their time still grows with N: naive_row re-reads all of K per row, and
+// flash1 has only B·H blocks to spread over the SMs (8 at N = 32768, d =
+// 128), each at a few GFLOP/s. Past N = 4096 a point would take tens of
+// seconds and say nothing new.
+func maxSweptN(v instrument.Variant) int {
+	switch v {
+	case instrument.VariantNaiveRow, instrument.VariantFlash1:
+		return 4096
+	}
+	return math.MaxInt
+}
 
 // DefaultSpec is the sweep on the GPU, and a small one on the CPU.
 func DefaultSpec(engine string) Spec {
@@ -263,7 +290,7 @@ func ParseSpec(v url.Values) (Spec, error) {
 	for _, p := range s.Points() {
 		if engine == kernels.EngineGPU {
 			c := p.Config(0)
-			if err := c.ValidateGPU(); err != nil {
+			if err := launch.Validate(&c); err != nil {
 				return s, kernels.FieldErrors{{Field: FieldBatch, Message: fmt.Sprintf("N=%d, d=%d: %v", p.N, p.D, err)}}
 			}
 		} else if c := p.Config(0); p.N < max(c.Br, c.Bc) {

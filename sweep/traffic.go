@@ -6,7 +6,8 @@ import (
 	"io/fs"
 	"net/url"
 
-	"flashstep/kernels"
+	"flashstep/launch"
+	"flashstep/traffic"
 )
 
 // MeasuredTraffic is a file of hardware counters read by Nsight Compute for
@@ -22,7 +23,7 @@ type MeasuredTraffic struct {
 // MeasuredRun is one profiled run: its kernels' counters, in bytes.
 type MeasuredRun struct {
 	Query   string            `json:"query"`
-	Kernels []kernels.Traffic `json:"kernels"`
+	Kernels []traffic.Traffic `json:"kernels"`
 }
 
 // LoadTraffic reads the measured counters, if the file is there; every run
@@ -45,7 +46,7 @@ func LoadTraffic(files fs.FS) (*MeasuredTraffic, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", names[0], err)
 		}
-		if _, err := kernels.ParseBenchConfig(v); err != nil {
+		if _, err := launch.ParseBenchConfig(v); err != nil {
 			return nil, fmt.Errorf("%s: run %s: %w", names[0], r.Query, err)
 		}
 	}

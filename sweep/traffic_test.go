@@ -4,8 +4,9 @@ import (
 	"net/url"
 	"testing"
 
-	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/recordings"
+	"flashstep/traffic"
 )
 
 // TestTrafficModelAgainstCounters holds the two-figure traffic model to the
@@ -33,11 +34,11 @@ func TestTrafficModelAgainstCounters(t *testing.T) {
 	}
 	for _, run := range m.Runs {
 		v, _ := url.ParseQuery(run.Query)
-		c, err := kernels.ParseBenchConfig(v)
+		c, err := launch.ParseBenchConfig(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		model := kernels.H100.RunTraffic(c)
+		model := traffic.H100.RunTraffic(c)
 		if len(model) != len(run.Kernels) {
 			t.Fatalf("%s: %d launches modelled, %d measured", run.Query, len(model), len(run.Kernels))
 		}

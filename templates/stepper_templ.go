@@ -1260,7 +1260,7 @@ func runForm(v StepperView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "</select> <span class=\"help\">the flash kernels run on the GPU with these; naive with any tiles.</span></label>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "</select> <span class=\"help\">the GPU runs every kernel but naive at these (float32: naive_row, flash1, flash2); naive at any tiles.</span></label>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

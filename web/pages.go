@@ -12,6 +12,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/lessons"
 	"flashstep/sweep"
 	"flashstep/templates"
@@ -153,14 +154,17 @@ func estimate(c *kernels.Config) string {
 
 func gpuTileOptions() []templates.Option {
 	var o []templates.Option
-	for _, f := range kernels.Flash2Instances {
-		o = append(o, templates.Option{Value: fmt.Sprintf("flash2,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2 %d×%d, d=%d", f.Br, f.Bc, f.D)})
+	for _, f := range launch.Flash2Instances {
+		o = append(o, templates.Option{Value: fmt.Sprintf("f32,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("float32 %d×%d, d=%d", f.Br, f.Bc, f.D)})
 	}
-	for _, f := range kernels.Flash2FastInstances {
+	for _, f := range launch.Flash2MMAInstances {
+		o = append(o, templates.Option{Value: fmt.Sprintf("flash2_mma,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2_mma %d×%d, d=%d", f.Br, f.Bc, f.D)})
+	}
+	for _, f := range launch.Flash2FastInstances {
 		o = append(o, templates.Option{Value: fmt.Sprintf("flash2_fast,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2_fast %d×%d, d=%d", f.Br, f.Bc, f.D)})
 	}
-	for _, f := range kernels.NaiveMMAInstances {
-		o = append(o, templates.Option{Value: fmt.Sprintf("naive_mma,%d,%d,%d", kernels.NaiveMMABr, f.Bc, f.D), Label: fmt.Sprintf("naive_mma %d×%d, d=%d", kernels.NaiveMMABr, f.Bc, f.D)})
+	for _, f := range launch.NaiveMMAInstances {
+		o = append(o, templates.Option{Value: fmt.Sprintf("naive_mma,%d,%d,%d", launch.NaiveMMABr, f.Bc, f.D), Label: fmt.Sprintf("naive_mma %d×%d, d=%d", launch.NaiveMMABr, f.Bc, f.D)})
 	}
 	return o
 }

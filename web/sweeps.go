@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/sweep"
+	"flashstep/traffic"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -116,14 +118,22 @@ func (s *Server) memoryPlan(w http.ResponseWriter, r *http.Request) error {
 		return n
 	}
 	b, h, n, d := num("b"), num("h"), num("n"), num("d")
+	dt := instrument.DTypeF32
+	switch q.Get("dtype") {
+	case "", "f32":
+	case "bf16":
+		dt = instrument.DTypeBF16
+	default:
+		errs = append(errs, kernels.FieldError{Field: "dtype", Message: "dtype must be f32 or bf16 (got " + strconv.Quote(trunc(q.Get("dtype"))) + ")"})
+	}
 	if len(errs) > 0 {
 		return errs
 	}
-	gpu, bytes := "NVIDIA H100 80GB HBM3 (the recordings' GPU)", kernels.H100MemoryBytes
+	gpu, bytes := "NVIDIA H100 80GB HBM3 (the recordings' GPU)", traffic.H100MemoryBytes
 	if hello, ok := s.runner.GPUHello(); ok {
 		gpu, bytes = hello.GPU+" (this server's)", hello.MemoryBytes
 	}
-	plan, err := kernels.PlanMemory(b, h, n, d, bytes)
+	plan, err := traffic.PlanMemory(b, h, n, d, dt, bytes)
 	if err != nil {
 		return err
 	}

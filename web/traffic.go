@@ -5,6 +5,8 @@ import (
 	"net/url"
 
 	"flashstep/kernels"
+	"flashstep/launch"
+	"flashstep/traffic"
 )
 
 // stepTraffic is one step's bytes in both figures: requests to L2, and
@@ -20,7 +22,7 @@ func (s *Server) trafficAPI(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	model := kernels.H100
+	model := traffic.H100
 	info := kernels.Info(c.Variant)
 	sched := kernels.Schedule(&c)
 	steps := make([]stepTraffic, len(sched))
@@ -55,8 +57,8 @@ type measuredRun struct {
 	Query    string            `json:"query"`
 	GPU      string            `json:"gpu"`
 	Recorded string            `json:"recorded"`
-	Model    []kernels.Traffic `json:"model"`
-	Measured []kernels.Traffic `json:"measured"`
+	Model    []traffic.Traffic `json:"model"`
+	Measured []traffic.Traffic `json:"measured"`
 }
 
 func (s *Server) trafficRows() []measuredRun {
@@ -66,12 +68,12 @@ func (s *Server) trafficRows() []measuredRun {
 	var out []measuredRun
 	for _, r := range s.traffic.Runs {
 		v, _ := url.ParseQuery(r.Query)
-		c, err := kernels.ParseBenchConfig(v)
+		c, err := launch.ParseBenchConfig(v)
 		if err != nil {
 			continue // LoadTraffic already refused such files
 		}
 		out = append(out, measuredRun{Key: c.Key(), Query: r.Query, GPU: s.traffic.GPU + ", driver " + s.traffic.Driver,
-			Recorded: s.traffic.Recorded, Model: kernels.H100.RunTraffic(c), Measured: r.Kernels})
+			Recorded: s.traffic.Recorded, Model: traffic.H100.RunTraffic(c), Measured: r.Kernels})
 	}
 	return out
 }

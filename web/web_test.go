@@ -18,6 +18,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/lessons"
 	"flashstep/recordings"
 	"flashstep/runner"
@@ -175,7 +176,7 @@ func TestPresetsAreValidAndRecorded(t *testing.T) {
 		}
 		// A shape the GPU's compiled kernels do not run comes from the CPU
 		// mirror everywhere, GPU or not; any other must be recorded.
-		if c.ValidateGPU() != nil {
+		if launch.Validate(&c) != nil {
 			continue
 		}
 		if _, ok := recs.Find(&c); !ok {

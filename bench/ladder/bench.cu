@@ -1,6 +1,6 @@
-// Tuning bench for the ladder's fast rung (kernels/flash2_fast.cu): tile
-// shapes of flash2_fast on the FlashAttention benchmark shapes (B·N = 16384, H·d =
-// 2048), each checked against a float32 reference on the same bf16 inputs
+// Tuning bench for the ladder's tensor-core rungs (kernels/flash2_fast.cu,
+// kernels/flash2_mma.cu): tile shapes of flash2_fast, and flash2_mma, on
+// the FlashAttention benchmark shapes (B·N = 16384, H·d = 2048), each checked against a float32 reference on the same bf16 inputs
 // (every element of two batch-heads, NaN failing) and timed by CUDA events,
 // the variants interleaved. Run beside ../../shared/bench/sdpa_anchor.py in
 // the same call, so the ratios to SDPA come from one machine state:
@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "naive_mma.cuh"
+#include "../../kernels/flash2_mma.cu"
 
 // Every tile shape the bench tries, as a kernel of its own.
 template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG, bool SW>
@@ -104,6 +106,27 @@ template <int D, bool C> Variant makeNaive() {
                  }};
 }
 
+// scaleBits is the float's bit pattern, as the worker passes the scale.
+static unsigned long long scaleBits(float x) {
+  unsigned u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+
+// makeMMA is rung 5, flash2_mma, exactly as the worker launches it: the
+// compiled kernel of the head dim, 64×64 tiles of 4 warps, causal an argument.
+template <int D, bool C> Variant makeMMA() {
+  auto k = D == 64 ? flash2_mma_br64_bc64_d64 : flash2_mma_br64_bc64_d128;
+  int smem = flash2_mma::smem_bytes(D, 64, 64);
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  char name[96];
+  snprintf(name, sizeof name, "flash2_mma_d%d%s", D, C ? "_causal" : "");
+  return Variant{name, D, 64, 64, 4, C,
+                 [k, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n, float sc) {
+                   k<<<grid, 128, smem>>>(q, kk, v, o, l, (long long)n, scaleBits(sc), C ? 1 : 0);
+                 }};
+}
+
 template <int D, int BR, int BC, int NW, bool C, bool QREG = false, bool SW = true> Variant make() {
   auto k = fast_variant<D, BR, BC, NW, C, QREG, SW>;
   int smem = fast::smem_bytes(D, BR, BC);
@@ -125,7 +148,8 @@ int main(int argc, char **argv) {
       make<64, 128, 128, 4, false>(), make<64, 128, 128, 4, true>(),  make<128, 128, 48, 4, false>(),
       make<128, 128, 48, 4, true>(),  make<64, 128, 128, 4, false, false, false>(),
       makeNaive<64, false>(),         makeNaive<64, true>(),          makeNaive<128, false>(),
-      makeNaive<128, true>(),
+      makeNaive<128, true>(),         makeMMA<64, false>(),           makeMMA<64, true>(),
+      makeMMA<128, false>(),          makeMMA<128, true>(),
   };
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -8,6 +8,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/worker"
 
 	"gorgonia.org/cu"
@@ -31,7 +32,7 @@ func (d *device) bench(req worker.Bench) (out worker.Timed, err error) {
 		out.Error = "a bench request needs positive sizes and 1 to 100 repeats"
 		return out, nil
 	}
-	if err := c.ValidateGPU(); err != nil {
+	if err := launch.Validate(&c); err != nil {
 		out.Error = err.Error()
 		return out, nil
 	}

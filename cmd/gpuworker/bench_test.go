@@ -10,6 +10,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 
 	"gorgonia.org/cu"
 )
@@ -45,7 +46,7 @@ func BenchmarkFlash2(b *testing.B) {
 // timestamped. The bar: tracing one head costs at most 1.5× the
 // untraced time.
 func BenchmarkFlash2Fast(b *testing.B) {
-	for _, f := range kernels.Flash2FastInstances {
+	for _, f := range launch.Flash2FastInstances {
 		for _, causal := range []bool{false, true} {
 			n := 4096
 			c := kernels.Config{Variant: instrument.VariantFlash2Fast, N: n, D: f.D, Br: f.Br, Bc: f.Bc,
@@ -62,10 +63,10 @@ func BenchmarkFlash2Fast(b *testing.B) {
 // shapes and tiles as BenchmarkFlash2Fast, untraced: run both in one call
 // for the bf16 pair's ratio (the bar: flash at least 4× at d=128).
 func BenchmarkNaiveMMA(b *testing.B) {
-	for _, f := range kernels.NaiveMMAInstances {
+	for _, f := range launch.NaiveMMAInstances {
 		for _, causal := range []bool{false, true} {
 			n := 4096
-			c := kernels.Config{Variant: instrument.VariantNaiveMMA, N: n, D: f.D, Br: kernels.NaiveMMABr, Bc: f.Bc,
+			c := kernels.Config{Variant: instrument.VariantNaiveMMA, N: n, D: f.D, Br: launch.NaiveMMABr, Bc: f.Bc,
 				Batch: max(1, 16384/n), Heads: 2048 / f.D, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
 			b.Run(fmt.Sprintf("N=%d/d=%d/Br=%d/Bc=%d/causal=%t/untraced", c.N, c.D, c.Br, c.Bc, c.Causal), func(b *testing.B) { benchFlash2(b, c, "untraced") })
 		}
@@ -87,12 +88,15 @@ func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 			if !timing {
 				tc.TraceBH = instrument.Range{Lo: 0, Hi: 1}
 			}
-			lay := kernels.GPUTraceLayout(&tc)
-			tr = &traceArgs{timing: timing}
-			if tr.buf, err = pr.mem.alloc(int64(lay.Bytes)); err != nil {
+			lay, err := launch.For(&tc)
+			if err != nil {
 				return nil, err
 			}
-			for _, l := range lay.Launches {
+			tr = &traceArgs{timing: timing}
+			if tr.buf, err = pr.mem.alloc(int64(lay.TraceBytes)); err != nil {
+				return nil, err
+			}
+			for _, l := range lay.Kernels {
 				p, err := pr.mem.alloc(int64(len(l.Offsets)) * 8)
 				if err != nil {
 					return nil, err
@@ -102,7 +106,7 @@ func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 				}
 				tr.offsets = append(tr.offsets, p)
 			}
-			b.ReportMetric(float64(lay.Bytes)/(1<<20), "trace-MiB")
+			b.ReportMetric(float64(lay.TraceBytes)/(1<<20), "trace-MiB")
 		}
 		if _, err := d.timed(pr, tr); err != nil { // warm-up
 			return nil, err

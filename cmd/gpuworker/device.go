@@ -25,6 +25,7 @@ import (
 	"unsafe"
 
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/worker"
 
 	"gorgonia.org/cu"
@@ -108,28 +109,7 @@ func (d *device) load(module string) error {
 	if err != nil {
 		return fmt.Errorf("loading %s.ptx: %w", module, err)
 	}
-	var names []string
-	for _, f := range kernels.Flash2Instances {
-		names = append(names, f.Name())
-	}
-	if strings.HasPrefix(module, "naive") {
-		names = []string{"naive_scores", "naive_softmax", "naive_pv"}
-	}
-	if strings.HasPrefix(module, kernels.ModuleNaiveMMA) {
-		names = nil
-		for _, f := range kernels.NaiveMMAInstances {
-			names = append(names, f.Kernel("scores"), f.Kernel("softmax"), f.Kernel("pv"))
-		}
-	}
-	if strings.HasPrefix(module, kernels.ModuleFlash2Fast) {
-		names = nil
-		for _, f := range kernels.Flash2FastInstances {
-			names = append(names, f.Name(false), f.Name(true))
-		}
-	}
-	if strings.HasSuffix(module, "_traced") {
-		names = append(names, "fs_probe")
-	}
+	names := launch.Kernels()[module]
 	for _, name := range names {
 		fn, err := mod.Function(name)
 		if err != nil {

@@ -17,7 +17,9 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,12 +27,14 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/launch"
 )
 
 var (
 	nConfigs = flag.Int("configs", 200, "random configurations to compare with the mirror")
 	maxN     = flag.Int("maxn", 2048, "largest N of the random configurations")
 	seedFlag = flag.Uint64("seed", 0, "seed of the random configurations (0: a fresh one)")
+	only     = flag.String("variants", "", "comma-separated variants the random configurations are drawn from (empty: all)")
 )
 
 // The device lives on one locked OS thread; tests hand it work.
@@ -77,7 +81,11 @@ func TestHello(t *testing.T) {
 	}
 	// Every kernel of every module, untraced and traced, and fs_probe in
 	// each traced module.
-	if want := 2*len(kernels.Flash2Instances) + 2*3 + 2*2*len(kernels.Flash2FastInstances) + 2*3*len(kernels.NaiveMMAInstances) + 4; len(d.hello.Kernels) != want {
+	want := 0
+	for _, names := range launch.Kernels() {
+		want += len(names)
+	}
+	if len(d.hello.Kernels) != want {
 		t.Fatalf("%d kernels loaded, want %d", len(d.hello.Kernels), want)
 	}
 }
@@ -196,6 +204,9 @@ func TestGPUMatchesMirror(t *testing.T) {
 	cfgs := make([]kernels.Config, *nConfigs)
 	for k := range cfgs {
 		cfgs[k] = kernelstest.RandomGPUConfig(rng, *maxN)
+		for *only != "" && !slices.Contains(strings.Split(*only, ","), cfgs[k].Variant.String()) {
+			cfgs[k] = kernelstest.RandomGPUConfig(rng, *maxN)
+		}
 	}
 	// Mirrors ahead of the GPU, on a pool of goroutines.
 	type result struct {
@@ -254,21 +265,25 @@ func TestGPUMatchesMirror(t *testing.T) {
 func TestGPUSanitizerSample(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	worst := map[string]float64{}
-	for k := 0; k < 12; k++ {
+	for k := 0; k < 2*len(instrument.Variants); k++ {
 		c := kernelstest.RandomGPUConfig(rng, 160)
 		c.Variant = instrument.Variants[k%len(instrument.Variants)]
 		switch c.Variant {
-		case instrument.VariantFlash2:
-			f := kernels.Flash2Instances[k%len(kernels.Flash2Instances)]
+		case instrument.VariantFlash2MMA:
+			f := launch.Flash2MMAInstances[k%len(launch.Flash2MMAInstances)]
+			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
+			c.N = max(c.N, f.Br, f.Bc)
+		case instrument.VariantFlash2, instrument.VariantNaiveRow, instrument.VariantFlash1:
+			f := launch.Flash2Instances[k%len(launch.Flash2Instances)]
 			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 			c.N = max(c.N, f.Br, f.Bc)
 		case instrument.VariantFlash2Fast:
-			f := kernels.Flash2FastInstances[k%len(kernels.Flash2FastInstances)]
+			f := launch.Flash2FastInstances[k%len(launch.Flash2FastInstances)]
 			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 			c.N = max(c.N, f.Br, f.Bc)
 		case instrument.VariantNaiveMMA:
-			f := kernels.NaiveMMAInstances[k%len(kernels.NaiveMMAInstances)]
-			c.Br, c.Bc, c.D = kernels.NaiveMMABr, f.Bc, f.D
+			f := launch.NaiveMMAInstances[k%len(launch.NaiveMMAInstances)]
+			c.Br, c.Bc, c.D = launch.NaiveMMABr, f.Bc, f.D
 			c.N = max(c.N, c.Br, c.Bc)
 		case instrument.VariantNaive: // any tiles, within the naive kernel's 8192 outputs per q-tile
 			c.Br = min(c.Br, max(1, 8192/c.D))
@@ -369,7 +384,7 @@ func TestProfileRuns(t *testing.T) {
 	}
 	for _, q := range ProfiledRuns {
 		v, _ := url.ParseQuery(q)
-		c, err := kernels.ParseBenchConfig(v)
+		c, err := launch.ParseBenchConfig(v)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

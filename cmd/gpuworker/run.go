@@ -6,12 +6,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"unsafe"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 
 	"gorgonia.org/cu"
 )
@@ -66,42 +66,35 @@ func (a *allocs) free() {
 	*a = nil
 }
 
-// problem is one configuration's inputs and outputs in device memory.
+// problem is one configuration's inputs, outputs and scratch buffers in
+// device memory, and the launches that run it (package launch's plan).
 type problem struct {
-	c              kernels.Config
-	inputs         []*kernels.Inputs // per batch-head, on the host
-	q, k, v, o, ls cu.DevicePtr
-	s, p           cu.DevicePtr // naive only: the N×N buffers
-	mem            allocs
+	c      kernels.Config
+	plan   launch.Plan
+	inputs []*kernels.Inputs // per batch-head, on the host
+	bufs   [len(launch.Plan{}.Buffers)]cu.DevicePtr
+	mem    allocs
 }
 
-// deviceBytes is what a run of c holds in device memory, trace aside.
-func deviceBytes(c *kernels.Config) int64 {
-	bh, n, d := int64(c.Batch*c.Heads), int64(c.N), int64(c.D)
-	b := 4*bh*n*d*int64(c.GPUElementBytes()) + bh*n*4
-	switch c.Variant {
-	case instrument.VariantNaive:
-		b += 2 * bh * n * n * 4
-	case instrument.VariantNaiveMMA: // S in float32, P in bf16, rows of whole kv-tiles
-		b += bh * n * int64(kernels.NaiveMMARowStride(c)) * (4 + 2)
-	}
-	return b
-}
-
-// newProblem generates the inputs on the host (in parallel) and uploads them.
+// newProblem plans the run, generates the inputs on the host (in parallel)
+// and uploads them, and allocates the rest of the plan's buffers.
 func (d *device) newProblem(c kernels.Config) (*problem, error) {
+	plan, err := launch.For(&c)
+	if err != nil {
+		return nil, err
+	}
 	free, _, err := cu.MemInfo()
 	if err != nil {
 		return nil, fatalError{err}
 	}
-	if need := deviceBytes(&c); need > free {
+	if need := plan.DeviceBytes(); need > free {
 		what := ""
-		if c.Variant == instrument.VariantNaive {
-			what = fmt.Sprintf(" (S and P alone take %s)", kernels.FormatBytes(2*int64(c.Batch*c.Heads)*int64(c.N)*int64(c.N)*4))
+		if sp := plan.Buffers[launch.BufS] + plan.Buffers[launch.BufP]; sp > 0 {
+			what = fmt.Sprintf(" (S and P alone take %s)", kernels.FormatBytes(sp))
 		}
 		return nil, fmt.Errorf("out of device memory: the run needs %s%s, the GPU has %s free", kernels.FormatBytes(need), what, kernels.FormatBytes(free))
 	}
-	pr := &problem{c: c, inputs: make([]*kernels.Inputs, c.Batch*c.Heads)}
+	pr := &problem{c: c, plan: plan, inputs: make([]*kernels.Inputs, c.Batch*c.Heads)}
 	var wg sync.WaitGroup
 	for bh := range pr.inputs {
 		wg.Go(func() { pr.inputs[bh] = kernels.InputsFor(&c, bh) })
@@ -124,36 +117,21 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 	if c.GPUElementBytes() == 2 {
 		upload = pr.mem.uploadBF16
 	}
-	if pr.q, err = upload(join(func(in *kernels.Inputs) []float32 { return in.Q })); err != nil {
-		return nil, err
+	inputs := map[launch.Buffer]func(*kernels.Inputs) []float32{
+		launch.BufQ: func(in *kernels.Inputs) []float32 { return in.Q },
+		launch.BufK: func(in *kernels.Inputs) []float32 { return in.K },
+		launch.BufV: func(in *kernels.Inputs) []float32 { return in.V },
 	}
-	if pr.k, err = upload(join(func(in *kernels.Inputs) []float32 { return in.K })); err != nil {
-		return nil, err
-	}
-	if pr.v, err = upload(join(func(in *kernels.Inputs) []float32 { return in.V })); err != nil {
-		return nil, err
-	}
-	bh := int64(c.Batch * c.Heads)
-	if pr.o, err = pr.mem.alloc(bh * int64(c.N) * int64(c.D) * int64(c.GPUElementBytes())); err != nil {
-		return nil, err
-	}
-	if pr.ls, err = pr.mem.alloc(bh * int64(c.N) * 4); err != nil {
-		return nil, err
-	}
-	switch c.Variant {
-	case instrument.VariantNaive:
-		if pr.s, err = pr.mem.alloc(bh * int64(c.N) * int64(c.N) * 4); err != nil {
-			return nil, err
+	for b, bytes := range plan.Buffers {
+		if bytes == 0 {
+			continue
 		}
-		if pr.p, err = pr.mem.alloc(bh * int64(c.N) * int64(c.N) * 4); err != nil {
-			return nil, err
+		if pick, ok := inputs[launch.Buffer(b)]; ok {
+			pr.bufs[b], err = upload(join(pick))
+		} else {
+			pr.bufs[b], err = pr.mem.alloc(bytes)
 		}
-	case instrument.VariantNaiveMMA:
-		ld := int64(kernels.NaiveMMARowStride(&c))
-		if pr.s, err = pr.mem.alloc(bh * int64(c.N) * ld * 4); err != nil {
-			return nil, err
-		}
-		if pr.p, err = pr.mem.alloc(bh * int64(c.N) * ld * 2); err != nil {
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -168,89 +146,43 @@ type traceArgs struct {
 	timing  bool
 }
 
-// launch runs c's kernels once, from the traced module when tr is not nil.
-// Every argument takes its own 8-byte slot: cu copies 8 bytes per argument.
+// launch runs the plan's kernels once, from the traced module when tr is
+// not nil. Every argument takes its own 8-byte slot: cu copies 8 bytes per
+// argument.
 func (d *device) launch(pr *problem, tr *traceArgs) error {
-	c := &pr.c
-	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
-		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast, instrument.VariantNaiveMMA: kernels.ModuleNaiveMMA}[c.Variant]
+	module := pr.plan.Module
 	if tr != nil {
 		module += "_traced"
 	}
-	causal := int64(0)
-	if c.Causal {
-		causal = 1
-	}
-	scaleBits := uint64(math.Float32bits(c.Scale()))
-	n, dd, br, bc, nbh := int64(c.N), int64(c.D), int64(c.Br), int64(c.Bc), c.Batch*c.Heads
-	nq, tc := c.Tr(), c.Tc()
-	run := func(kernel string, launchIdx int, grid [3]int, threads, shared int, args ...uint64) error {
-		fn, err := d.fn(module, kernel)
+	for li, k := range pr.plan.Kernels {
+		fn, err := d.fn(module, k.Name)
 		if err != nil {
 			return err
+		}
+		args := make([]uint64, 0, len(k.Args)+3)
+		for _, a := range k.Args {
+			if a.IsBuf {
+				args = append(args, uint64(pr.bufs[a.Buffer]))
+			} else {
+				args = append(args, a.Value)
+			}
 		}
 		if tr != nil {
 			mode := uint64(0)
 			if tr.timing {
 				mode = 1
 			}
-			args = append(args, uint64(tr.buf), uint64(tr.offsets[launchIdx]), mode)
+			args = append(args, uint64(tr.buf), uint64(tr.offsets[li]), mode)
 		}
 		ptrs := make([]unsafe.Pointer, len(args))
 		for i := range args {
 			ptrs[i] = unsafe.Pointer(&args[i])
 		}
-		if err := fn.Launch(grid[0], grid[1], grid[2], threads, 1, 1, shared, cu.NoStream, ptrs); err != nil {
-			return fatalError{fmt.Errorf("launching %s: %w", kernel, err)}
+		if err := fn.Launch(k.Grid[0], k.Grid[1], k.Grid[2], k.Threads, 1, 1, k.Shared, cu.NoStream, ptrs); err != nil {
+			return fatalError{fmt.Errorf("launching %s: %w", k.Name, err)}
 		}
-		return nil
 	}
-	u := func(p cu.DevicePtr) uint64 { return uint64(p) }
-	switch c.Variant {
-	case instrument.VariantFlash2:
-		f, ok := kernels.Flash2InstanceFor(c)
-		if !ok {
-			return fmt.Errorf("no compiled flash2 kernel for Br=%d, Bc=%d, d=%d", c.Br, c.Bc, c.D)
-		}
-		return run(f.Name(), 0, [3]int{nq, nbh, 1}, f.Threads, f.SharedBytes(),
-			u(pr.q), u(pr.k), u(pr.v), u(pr.o), u(pr.ls), uint64(n), scaleBits, uint64(causal))
-	case instrument.VariantFlash2Fast:
-		f, ok := kernels.Flash2FastInstanceFor(c)
-		if !ok {
-			return fmt.Errorf("no compiled flash2_fast kernel for Br=%d, Bc=%d, d=%d", c.Br, c.Bc, c.D)
-		}
-		return run(f.Name(c.Causal), 0, [3]int{nq, nbh, 1}, f.Threads(), f.SharedBytes(),
-			u(pr.q), u(pr.k), u(pr.v), u(pr.o), u(pr.ls), uint64(n), scaleBits)
-	case instrument.VariantNaiveMMA:
-		f, ok := kernels.NaiveMMAInstanceFor(c)
-		if !ok {
-			return fmt.Errorf("no compiled naive_mma kernels for Br=%d, Bc=%d, d=%d", c.Br, c.Bc, c.D)
-		}
-		scoresSmem, pvSmem := f.SharedBytes()
-		if err := run(f.Kernel("scores"), 0, [3]int{tc, nq, nbh}, 128, scoresSmem,
-			u(pr.q), u(pr.k), u(pr.s), uint64(n), scaleBits, uint64(causal)); err != nil {
-			return err
-		}
-		if err := run(f.Kernel("softmax"), 1, [3]int{nq, nbh, 1}, 256, 0,
-			u(pr.s), u(pr.p), u(pr.ls), uint64(n), uint64(tc)); err != nil {
-			return err
-		}
-		return run(f.Kernel("pv"), 2, [3]int{nq, nbh, 1}, 128, pvSmem,
-			u(pr.p), u(pr.v), u(pr.ls), u(pr.o), uint64(n))
-	case instrument.VariantNaive:
-		scoresSmem, pvSmem := kernels.NaiveSharedBytes(c.Br, c.Bc, c.D)
-		if err := run("naive_scores", 0, [3]int{tc, nq, nbh}, kernels.NaiveThreads, scoresSmem,
-			u(pr.q), u(pr.k), u(pr.s), uint64(n), uint64(dd), uint64(br), uint64(bc), scaleBits, uint64(causal)); err != nil {
-			return err
-		}
-		if err := run("naive_softmax", 1, [3]int{nq, nbh, 1}, kernels.NaiveThreads, 0,
-			u(pr.s), u(pr.p), u(pr.ls), uint64(n), uint64(dd), uint64(br), uint64(bc)); err != nil {
-			return err
-		}
-		return run("naive_pv", 2, [3]int{nq, nbh, 1}, kernels.NaiveThreads, pvSmem,
-			u(pr.p), u(pr.v), u(pr.ls), u(pr.o), uint64(n), uint64(dd), uint64(br), uint64(bc))
-	}
-	return fmt.Errorf("unknown variant %v", c.Variant)
+	return nil
 }
 
 // timed runs launch between two CUDA events and returns the milliseconds.
@@ -299,9 +231,6 @@ func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := c.ValidateGPU(); err != nil {
-		return nil, err
-	}
 	timing := c.Timing
 	pr, err := d.newProblem(c)
 	if err != nil {
@@ -309,15 +238,15 @@ func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
 	}
 	defer pr.mem.free()
 
-	lay := kernels.GPUTraceLayout(&c)
+	traceBytes := pr.plan.TraceBytes
 	tr := &traceArgs{timing: timing}
-	if tr.buf, err = pr.mem.alloc(int64(lay.Bytes)); err != nil {
+	if tr.buf, err = pr.mem.alloc(int64(traceBytes)); err != nil {
 		return nil, err
 	}
-	if err := cu.MemsetD8(tr.buf, 0, int64(max(lay.Bytes, 8))); err != nil {
+	if err := cu.MemsetD8(tr.buf, 0, int64(max(traceBytes, 8))); err != nil {
 		return nil, fatalError{err}
 	}
-	for _, l := range lay.Launches {
+	for _, l := range pr.plan.Kernels {
 		p, err := pr.mem.alloc(int64(len(l.Offsets)) * 8)
 		if err != nil {
 			return nil, err
@@ -331,9 +260,9 @@ func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]byte, lay.Bytes)
+	recs := make([]byte, traceBytes)
 	if len(recs) > 0 {
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&recs[0]), tr.buf, int64(lay.Bytes)); err != nil {
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&recs[0]), tr.buf, int64(traceBytes)); err != nil {
 			return nil, fatalError{err}
 		}
 	}

@@ -54,13 +54,14 @@ type Bounds struct {
 	fast  map[[2]int]*fastState
 	// naiveMMA walks naive_mma's rows (NaiveMMAStep).
 	naiveMMA map[[2]int]*naiveMMAState
+	flash1   map[[2]int]*flashState // flash1's q-tiles, O normalised at every step (Flash1Step)
 }
 
 // NewBounds starts a walk over a trace with header h.
 func NewBounds(h *instrument.Header) *Bounds {
 	return &Bounds{h: h, q: map[int][]float32{}, k: map[int][]float32{}, v: map[int][]float32{},
 		flash: map[[2]int]*flashState{}, naive: map[[2]int]*rowState{}, fast: map[[2]int]*fastState{},
-		naiveMMA: map[[2]int]*naiveMMAState{}}
+		naiveMMA: map[[2]int]*naiveMMAState{}, flash1: map[[2]int]*flashState{}}
 }
 
 // Of returns the bound of every array of the mirror's record m, element by
@@ -76,8 +77,13 @@ func (b *Bounds) Of(m *instrument.Record) map[string][]float64 {
 		out["q"], out["k"], out["v"] = zero(len(m.Q)), zero(len(m.K)), zero(len(m.V))
 
 	case instrument.KindFlashStep, instrument.KindEpilogue:
-		if h.Variant == instrument.VariantFlash2Fast {
+		switch h.Variant {
+		case instrument.VariantFlash2Fast:
 			return b.Flash2FastStep(m)
+		case instrument.VariantFlash2MMA:
+			return b.Flash2MMAStep(m)
+		case instrument.VariantFlash1:
+			return b.Flash1Step(m)
 		}
 	}
 	if h.Variant == instrument.VariantNaiveMMA && m.Kind != instrument.KindInputs {
@@ -134,7 +140,7 @@ func (b *Bounds) Of(m *instrument.Record) map[string][]float64 {
 		for r := range m.RowsValid {
 			var l, bl float64
 			var bAcc []float64
-			if h.Variant == instrument.VariantFlash2 {
+			if h.Variant == instrument.VariantFlash2 || h.Variant == instrument.VariantNaiveRow {
 				st := b.flash[[2]int{m.BH, m.I}]
 				l, bl = st.l[r], st.bl[r]
 				for x := range d {
@@ -262,10 +268,12 @@ func recordArrays(r *instrument.Record) map[string][]float32 {
 		"alpha": r.Alpha, "l": r.L, "s": r.S, "p": r.P, "o": r.O, "lse": r.LSE}
 }
 
-// fastState is a flash2_fast block's mirror state and its bounds after its
-// latest step; m's bound is raw (unscaled), as the kernel keeps m.
+// fastState is a bf16 flash block's mirror state and its bounds after its
+// latest step (flash2_fast's and flash2_mma's); m's bound is in the units
+// the kernel keeps m in: raw (unscaled) for flash2_fast, natural for
+// flash2_mma.
 type fastState struct {
-	bm    []float64 // the bound of the raw row max
+	bm    []float64 // the bound of the row max, kept units
 	lt    []float64 // the bound of Σ_t l_t, the quad's partial sums
 	l, bl []float64 // the full l and its bound
 	o, bo []float64 // O and its bound
@@ -361,11 +369,36 @@ func bf16Flip(p, dp float64) float64 {
 //     fma(m, scale, logf l), logf within 1 ulp: ΔLSE = scale·Δm + Δl/l +
 //     3u|log l| + 2u|LSE|.
 func (b *Bounds) Flash2FastStep(m *instrument.Record) map[string][]float64 {
+	return b.bf16FlashStep(m, exp2Folded)
+}
+
+// softmaxUnits is where flash2_fast's and flash2_mma's bounds part: the
+// units the kernel keeps scores and the row max in, and its exponential.
+// Everything else, the mma sums, the quad's partial sums of l, the bf16(P)
+// products and the end, is one walk (bf16FlashStep).
+type softmaxUnits int
+
+const (
+	// exp2Folded is flash2_fast's softmax: S and m raw, each exponent one
+	// fma(s, sl2, −mb) with sl2 = scale·log2 e, ex2.approx, and
+	// LSE = fma(m, scale, logf l).
+	exp2Folded softmaxUnits = iota
+	// naturalUnits is flash2_mma's: x = S_raw·scale at once, m in
+	// natural-log units, expf(x − mb), and LSE = m + logf l.
+	naturalUnits
+)
+
+// bf16FlashStep is Of for a bf16 flash kernel's step and epilogue records
+// (Flash2FastStep, Flash2MMAStep), the softmax in the given units. The
+// state's bm, the bound of the row max, is in the kept units: raw for
+// exp2Folded, natural for naturalUnits.
+func (b *Bounds) bf16FlashStep(m *instrument.Record, units softmaxUnits) map[string][]float64 {
 	h := b.h
 	br, bc, d := h.Br, h.Bc, h.D
 	zero := func(n int) []float64 { return make([]float64, n) }
 	scale := float64(h.Scale)
 	sl2 := float64(float32(h.Scale * float32(1.4426950408889634)))
+	natural := units == naturalUnits
 	key := [2]int{m.BH, m.I}
 	st := b.fast[key]
 	if m.Kind == instrument.KindEpilogue {
@@ -380,7 +413,11 @@ func (b *Bounds) Flash2FastStep(m *instrument.Record) map[string][]float64 {
 			for x := range d {
 				bo[r*d+x] = st.bo[r*d+x]*inv + math.Abs(st.o[r*d+x])*binv + 2*u*math.Abs(float64(m.O[r*d+x]))
 			}
-			blse[r] = scale*st.bm[r] + bl/l + 3*u*math.Abs(math.Log(l)) + 2*u*math.Abs(float64(m.LSE[r])) + 1e-45
+			bm := scale * st.bm[r] // the LSE's m in natural units
+			if natural {
+				bm = st.bm[r]
+			}
+			blse[r] = bm + bl/l + 3*u*math.Abs(math.Log(l)) + 2*u*math.Abs(float64(m.LSE[r])) + 1e-45
 		}
 		return map[string][]float64{"o": bo, "lse": blse}
 	}
@@ -393,13 +430,13 @@ func (b *Bounds) Flash2FastStep(m *instrument.Record) map[string][]float64 {
 	atoms := (bc + 7) / 8
 	bS, bMOld, bMNew := zero(br*bc), zero(br), zero(br)
 	bA, bP, bL, bO := zero(br), zero(br*bc), zero(br), zero(br*d)
-	dsRaw := make([]float64, bc)
+	dsKept := make([]float64, bc) // each score's bound in the kept units
 	for r := range m.RowsValid {
 		row := m.I*br + r
 		// S_raw and its bound, chunk by chunk of 16 along d.
 		bm := st.bm[r]
 		for c := range m.ColsValid {
-			dsRaw[c] = 0
+			dsKept[c] = 0
 			if math.IsInf(float64(m.S[r*bc+c]), -1) {
 				continue // masked on both sides
 			}
@@ -416,23 +453,43 @@ func (b *Bounds) Flash2FastStep(m *instrument.Record) map[string][]float64 {
 				bnd += mmaSlack(k1-k0, math.Abs(acc)+abs)
 				acc += sum
 			}
-			dsRaw[c] = bnd
 			bS[r*bc+c] = scale*bnd + 2*u*math.Abs(float64(m.S[r*bc+c]))
-			bm = math.Max(bm, bnd)
+			dsKept[c] = bnd
+			if natural {
+				dsKept[c] = bS[r*bc+c]
+			}
+			bm = math.Max(bm, dsKept[c])
 		}
-		bMOld[r] = scale*st.bm[r] + 2*u*absFinite(float64(m.MOld[r]))
-		bMNew[r] = scale*bm + 2*u*absFinite(float64(m.MNew[r]))
-		// The exponents' common part: mb = m_new·sl2, 0 while all is masked.
-		mNewRaw := float64(m.MNew[r]) / scale
+		if natural { // m is the max of the x's: no rounding of its own
+			bMOld[r], bMNew[r] = st.bm[r], bm
+		} else {
+			bMOld[r] = scale*st.bm[r] + 2*u*absFinite(float64(m.MOld[r]))
+			bMNew[r] = scale*bm + 2*u*absFinite(float64(m.MNew[r]))
+		}
+		// The exponents' common part mb: m_new (natural), or m_new·sl2
+		// (exp2Folded), 0 while all is masked.
 		var mb, bmb float64
-		if !math.IsInf(mNewRaw, -1) {
-			mb = mNewRaw * sl2
-			bmb = sl2*bm + 2*u*math.Abs(mb)
+		if !math.IsInf(float64(m.MNew[r]), -1) {
+			if natural {
+				mb, bmb = float64(m.MNew[r]), bm
+			} else {
+				mb = float64(m.MNew[r]) / scale * sl2
+				bmb = sl2*bm + 2*u*math.Abs(mb)
+			}
+		}
+		// slack bounds the exponential of a kept value v (in the trace's
+		// natural units) whose own bound is dv, in the kept units.
+		slack := func(p, v, dv float64) float64 {
+			if natural {
+				x := v - mb
+				return expfSlack(p, dv+bmb+2*u*math.Abs(x))
+			}
+			x := v/scale*sl2 - mb
+			return ex2Slack(p, sl2*dv+bmb+2*u*math.Abs(x))
 		}
 		alpha := float64(m.Alpha[r])
 		if !math.IsInf(float64(m.MOld[r]), -1) {
-			x := float64(m.MOld[r])/scale*sl2 - mb
-			bA[r] = ex2Slack(alpha, sl2*st.bm[r]+bmb+2*u*math.Abs(x))
+			bA[r] = slack(alpha, float64(m.MOld[r]), st.bm[r])
 		}
 		var sumBP float64
 		for c := range m.ColsValid {
@@ -440,8 +497,7 @@ func (b *Bounds) Flash2FastStep(m *instrument.Record) map[string][]float64 {
 			if math.IsInf(s, -1) {
 				continue
 			}
-			x := s/scale*sl2 - mb
-			bP[r*bc+c] = ex2Slack(float64(m.P[r*bc+c]), sl2*dsRaw[c]+bmb+2*u*math.Abs(x))
+			bP[r*bc+c] = slack(float64(m.P[r*bc+c]), s, dsKept[c])
 			sumBP += bP[r*bc+c]
 		}
 		lNew := float64(m.L[r])

@@ -7,6 +7,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 )
 
 // RandomGPUConfig draws a configuration the compiled kernels run, weighted
@@ -20,15 +21,18 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 		Pattern: instrument.Patterns[rng.IntN(len(instrument.Patterns))],
 		Seed:    rng.Uint64(),
 	}
-	f := kernels.Flash2Instances[rng.IntN(len(kernels.Flash2Instances))]
+	f := launch.Flash2Instances[rng.IntN(len(launch.Flash2Instances))]
 	c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-	if c.Variant == instrument.VariantFlash2Fast {
-		f := kernels.Flash2FastInstances[rng.IntN(len(kernels.Flash2FastInstances))]
+	switch c.Variant {
+	case instrument.VariantFlash2Fast:
+		f := launch.Flash2FastInstances[rng.IntN(len(launch.Flash2FastInstances))]
 		c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-	}
-	if c.Variant == instrument.VariantNaiveMMA {
-		f := kernels.NaiveMMAInstances[rng.IntN(len(kernels.NaiveMMAInstances))]
-		c.Br, c.Bc, c.D = kernels.NaiveMMABr, f.Bc, f.D
+	case instrument.VariantFlash2MMA:
+		f := launch.Flash2MMAInstances[rng.IntN(len(launch.Flash2MMAInstances))]
+		c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
+	case instrument.VariantNaiveMMA:
+		f := launch.NaiveMMAInstances[rng.IntN(len(launch.NaiveMMAInstances))]
+		c.Br, c.Bc, c.D = launch.NaiveMMABr, f.Bc, f.D
 	}
 	if c.Variant == instrument.VariantNaive && rng.IntN(2) == 0 {
 		c.Br, c.Bc, c.D = 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(96)

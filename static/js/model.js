@@ -2,6 +2,8 @@
 // the steps (every record that is not inputs) in kernel order, with running
 // byte counts and an index from (batch-head, q-tile) to its steps. It grows
 // as records stream in.
+import { materialises } from './steps.js';
+
 export class TraceModel {
   constructor(header) {
     this.h = header;
@@ -73,6 +75,7 @@ export class TraceModel {
   // (fully masked). For naive, 'stored' means the S tile sits in device
   // memory, 'normalised' that its rows have been through the softmax, and
   // 'consumed' that P·V has read it (S and P still sit in device memory).
+  // For naive_row, 'scanned' means pass 1 has taken the tile's row maxima.
   tileStates(k) {
     const h = this.h;
     const cur = this.steps[k];
@@ -81,7 +84,7 @@ export class TraceModel {
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
         if (i < h.tracedQ[0] || i >= h.tracedQ[1]) states[i * h.Tc + j] = 'untraced';
-        else if (!h.variant.startsWith('naive') && this.epilogueAt.has(`${cur.bh},${i}`) && !this.visited.has(`${cur.bh},${i},${j}`)) states[i * h.Tc + j] = 'skipped';
+        else if (!materialises(h.variant) && this.epilogueAt.has(`${cur.bh},${i}`) && !this.visited.has(`${cur.bh},${i},${j}`)) states[i * h.Tc + j] = 'skipped';
       }
     }
     for (let s = 0; s <= k; s++) {
@@ -89,7 +92,7 @@ export class TraceModel {
       if (r.bh !== cur.bh) continue;
       if (r.kind === 'flash_step' || (r.kind === 'timing' && r.j >= 0)) states[r.i * h.Tc + r.j] = 'done';
       else if (r.kind === 'pv') states[r.i * h.Tc + r.j] = 'consumed';
-      else if (r.kind === 'scores') states[r.i * h.Tc + r.j] = 'stored';
+      else if (r.kind === 'scores') states[r.i * h.Tc + r.j] = materialises(h.variant) ? 'stored' : 'scanned';
       else if (r.kind === 'softmax') for (let j = 0; j < h.Tc; j++) states[r.i * h.Tc + j] = 'normalised';
     }
     if (cur.j >= 0) states[cur.i * h.Tc + cur.j] = 'current';

@@ -105,7 +105,10 @@ $('gpu-tiles').addEventListener('change', (ev) => {
   $('f-br').value = br;
   $('f-bc').value = bc;
   $('f-d').value = d;
-  $('f-variant').value = variant;
+  // The float32 rungs (naive_row, flash1, flash2) compile the same tiles:
+  // keep the one chosen, or take flash2.
+  const f32 = ['naive_row', 'flash1', 'flash2'];
+  $('f-variant').value = variant === 'f32' ? (f32.includes($('f-variant').value) ? $('f-variant').value : 'flash2') : variant;
   ev.target.value = '';
   form.dispatchEvent(new Event('input'));
 });
@@ -389,6 +392,9 @@ async function showKernelFigures(h) {
     flash2_fast: [`flash2_fast_br${h.Br}_bc${h.Bc}_d${h.D}${h.causal ? '_causal' : ''}`],
     naive: ['naive_scores', 'naive_softmax', 'naive_pv'],
     naive_mma: ['scores', 'softmax', 'pv'].map((k) => `naive_mma_${k}_bc${h.Bc}_d${h.D}`),
+    naive_row: [`naive_row_br${h.Br}_bc${h.Bc}_d${h.D}`],
+    flash1: [`flash1_br${h.Br}_bc${h.Bc}_d${h.D}`],
+    flash2_mma: [`flash2_mma_br${h.Br}_bc${h.Bc}_d${h.D}`],
   }[h.variant] || [];
   const module = h.variant + (h.source === 'cpu' ? '' : '_traced');
   const parts = [];
@@ -521,9 +527,12 @@ function render() {
   drawKernelSource(h, r);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
   $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
-  $('bytes-note').textContent = !materialises(h.variant)
+  $('bytes-note').textContent = {
+    naive_row: 'Each block reads Q once and K twice, V once (every row walks every key in both passes); no score is ever stored.',
+    flash1: 'Each step reads Q and the running O, m and l from device memory and writes O, m and l back; K and V are read once per batch-head.',
+  }[h.variant] || (!materialises(h.variant)
     ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
-    : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.';
+    : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.');
 }
 
 function drawInputs(h, m, r) {
@@ -586,10 +595,12 @@ function drawTiles(h, m, r) {
       scale: 'sequential', max: r.kind === 'pv' ? m.maxAbs(r.bh, 'p', 'pv') : 1, name: 'P', rowIndex, colIndex });
   } else {
     $('p-caption').textContent = 'P tile';
-    views.p.clear(r.kind === 'scores' ? 'P does not exist yet: phase 2 computes it.' : 'No P tile in this step.');
+    views.p.clear(r.kind === 'scores' ? (materialises(h.variant) ? 'P does not exist yet: phase 2 computes it.' : 'P does not exist yet: pass 2 computes it, once the row max is known.') : 'No P tile in this step.');
   }
   if (r.o) {
-    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised` : (!materialises(h.variant) ? 'O accumulator, unnormalised (÷ l at the end)' : 'O accumulator');
+    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised`
+      : h.variant === 'flash1' ? `O${sub(r.i)}, normalised by l at every step, in device memory`
+        : (!materialises(h.variant) ? 'O accumulator, unnormalised (÷ l at the end)' : 'O accumulator');
     views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
       scale: 'diverging', max: m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex });
   } else {

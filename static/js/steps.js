@@ -6,6 +6,27 @@ const colsOf = (h, j) => `cols ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1
 
 export function describe(h, r) {
   const head = `b${Math.floor(r.bh / h.heads)} h${r.bh % h.heads}`;
+  if (h.variant === 'naive_row') {
+    if (r.kind === 'scores') {
+      return [`Pass 1: rows ${rowsOf(h, r.i).slice(5)} × keys ${colsOf(h, r.j).slice(5)}, ${head}`,
+        `Each thread owns one query row and walks these keys: s = q·k/√d for each, keeping the row's running max m. Nothing is stored; pass 2 computes every score again.` +
+        (r.j === 0 ? ' First keys: each thread loads its q row into registers.' : '')];
+    }
+    if (r.kind === 'flash_step') {
+      return [`Pass 2: rows ${rowsOf(h, r.i).slice(5)} × keys ${colsOf(h, r.j).slice(5)}, ${head}`,
+        'The row max m is known from pass 1, so m never changes here and α = 1: each thread recomputes s, adds P = exp(s − m) to l and P·v to its row of O. No rescaling, at the price of reading all of K twice.'];
+    }
+  }
+  if (h.variant === 'flash1' && r.kind === 'flash_step') {
+    return [`kv-tile ${r.j} (${colsOf(h, r.j)}) × q-tile ${r.i} (${rowsOf(h, r.i)}), ${head}`,
+      `FlashAttention-1's order: K${sub(r.j)} and V${sub(r.j)} stay in shared memory while the block walks the q-tiles. For this one it reads Q${sub(r.i)}` +
+      (r.j > 0 ? ` and its running O${sub(r.i)}, m and l back from device memory` : ' (its O, m and l start empty)') +
+      `, computes S, the new max, α and P, and writes O${sub(r.i)} = (α·l_old·O_old + P·V${sub(r.j)}) / l_new, m and l to device memory again.`];
+  }
+  if (h.variant === 'flash1' && r.kind === 'epilogue') {
+    return [`Q-tile ${r.i} finished (${rowsOf(h, r.i)}), ${head}`,
+      `That was q-tile ${r.i}'s last kv-tile: its O in device memory, normalised at every step, is final. The block writes LSE = m + log l.`];
+  }
   switch (r.kind) {
     case 'flash_step':
       return [`Q-tile ${r.i} (${rowsOf(h, r.i)}) × kv-tile ${r.j} (${colsOf(h, r.j)}), ${head}`,
@@ -35,8 +56,9 @@ export function describe(h, r) {
 }
 
 // materialises: a naive kernel, whose S and P go through device memory; the
-// others are flash loops (float32 or tensor cores).
-export const materialises = (variant) => variant.startsWith('naive');
+// others keep them on chip (the flash loops, and naive_row, whose scores
+// live one at a time in a thread's registers).
+export const materialises = (variant) => variant === 'naive' || variant === 'naive_mma';
 
 const SUB = '₀₁₂₃₄₅₆₇₈₉';
 export const sub = (n) => String(n).split('').map((c) => SUB[+c]).join('');

@@ -4,6 +4,8 @@
 // probabilities. Padding is hatched and masked scores are grey: neither is
 // ever drawn as data.
 
+import { materialises } from './steps.js';
+
 const d3 = globalThis.d3;
 
 const PADDING = [236, 236, 236];
@@ -216,13 +218,16 @@ export class Heatmap {
 // device memory to the end, where flash's tiles left the chip as O only.
 const TILE_COLOURS = {
   pending: '#ffffff', done: '#c9d8f2', current: '#dbe6ff', 'current-row': '#eef3ff',
-  skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0', consumed: '#b48ad8',
+  skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0', consumed: '#b48ad8', scanned: '#e8efc4',
 };
 
 // tileStateNames are the tile states in words, per kernel: the legend and
 // the tooltip say the same thing.
 export function tileStateNames(variant) {
-  return variant.startsWith('naive')
+  if (variant === 'naive_row') {
+    return { pending: 'to do', scanned: 'pass 1: row max taken, nothing stored', done: 'pass 2: exp, l and O done', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
+  }
+  return materialises(variant)
     ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', consumed: 'P·V done (S, P stay in device memory)', current: 'this step', 'current-row': 'this q-tile', untraced: 'not traced' }
     : { pending: 'to do', done: 'done (left the chip as O only)', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
 }

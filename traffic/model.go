@@ -1,9 +1,15 @@
-package kernels
+// Package traffic owns the memory-traffic model of a run: the bytes each
+// step sends toward L2 (from the kernels' registry) and how many of them
+// reach device memory under a cache model of the GPU, and the memory
+// calculator's plan of what naive and flash hold in device memory.
+package traffic
 
 import (
 	"fmt"
 
 	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/launch"
 )
 
 // Memory traffic in two figures. Every record carries the bytes its step
@@ -23,57 +29,6 @@ import (
 //   - every byte stored reaches DRAM once (write-back). A run whose writes
 //     fit in L2 may end with them still there: the hardware counter then
 //     shows less than the model.
-
-// StepRef names one step of a trace, without its numbers.
-type StepRef struct {
-	Kind                 instrument.Kind
-	BH, I, J             int
-	RowsValid, ColsValid int
-}
-
-// Schedule lists the steps of c's trace (every record after the inputs) in
-// trace order: what the mirror emits and where the GPU writes, without
-// computing anything.
-func Schedule(c *Config) []StepRef {
-	info := variantInfo[c.Variant]
-	bhs, qs := c.TracedBH(), c.TracedQ()
-	var phases [][]StepRef
-	for range info.phases(c) {
-		phases = append(phases, nil)
-	}
-	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
-		for i := qs.Lo; i < qs.Hi; i++ {
-			rows := c.RowsValidOf(i)
-			for _, kc := range info.records(c, i) {
-				for j := range kc.n {
-					ref := StepRef{Kind: kc.kind, BH: bh, I: i, J: -1, RowsValid: rows}
-					if spec, _ := instrument.Spec(kc.kind); spec.HasJ {
-						ref.J, ref.ColsValid = kc.j0+j, c.ColsValidOf(kc.j0+j)
-					}
-					if c.Timing {
-						ref.Kind = instrument.KindTiming
-					}
-					phases[kc.phase] = append(phases[kc.phase], ref)
-				}
-			}
-		}
-	}
-	var out []StepRef
-	for _, p := range phases {
-		out = append(out, p...)
-	}
-	return out
-}
-
-// Record is the step as a record without arrays, for the traffic models.
-func (s StepRef) Record() *instrument.Record {
-	return &instrument.Record{Kind: s.Kind, BH: s.BH, I: s.I, J: s.J, RowsValid: s.RowsValid, ColsValid: s.ColsValid}
-}
-
-// RowsValidOf and ColsValidOf are the data rows of q-tile i and columns of
-// kv-tile j.
-func (c *Config) RowsValidOf(i int) int { return min(c.Br, c.N-i*c.Br) }
-func (c *Config) ColsValidOf(j int) int { return min(c.Bc, c.N-j*c.Bc) }
 
 // CacheModel is the GPU as the DRAM model sees it.
 type CacheModel struct {
@@ -98,14 +53,14 @@ var H100 = CacheModel{Name: "NVIDIA H100 80GB HBM3", L2Bytes: 50 << 20, Resident
 // launch has in flight fit in L2. Blocks run in launch order, q-tiles of one
 // batch-head next to each other, so ResidentBlocks/Tr heads (and one more
 // being started) are in flight.
-func (m CacheModel) kvFits(c *Config) bool {
-	inFlight := int64(ceilDiv(m.ResidentBlocks, c.Tr()) + 1)
+func (m CacheModel) kvFits(c *kernels.Config) bool {
+	inFlight := int64((m.ResidentBlocks+c.Tr()-1)/c.Tr() + 1)
 	return inFlight*2*int64(c.N)*int64(c.D)*int64(elementBytes(c)) <= m.L2Bytes
 }
 
 // elementBytes is the size of an element of Q, K, V and O of c's kernel.
-func elementBytes(c *Config) int {
-	if v := variantInfo[c.Variant]; v != nil {
+func elementBytes(c *kernels.Config) int {
+	if v := kernels.Info(c.Variant); v != nil {
 		return v.ElementBytes()
 	}
 	return 4
@@ -113,12 +68,25 @@ func elementBytes(c *Config) int {
 
 // isFlash says whether c's kernel is one of the flash loop's: one block per
 // q-tile walking the kv-tiles, causal tiles above the diagonal skipped.
-func isFlash(c *Config) bool {
-	return c.Variant == instrument.VariantFlash2 || c.Variant == instrument.VariantFlash2Fast
+func isFlash(c *kernels.Config) bool {
+	switch c.Variant {
+	case instrument.VariantFlash2, instrument.VariantFlash2MMA, instrument.VariantFlash2Fast:
+		return true
+	}
+	return false
+}
+
+// flash1Fits says whether the heads flash1 has in flight (one block each,
+// every block resident) keep their Q, K, V, O, m and l in L2: then O, m and
+// l, read and written at every step, stay there, and reach DRAM once.
+func (m CacheModel) flash1Fits(c *kernels.Config) bool {
+	inFlight := int64(min(c.Batch*c.Heads, m.ResidentBlocks))
+	n, d := int64(c.N), int64(c.D)
+	return inFlight*(4*n*d*4+2*n*4) <= m.L2Bytes
 }
 
 // bufferFits says whether one N×N buffer of every batch-head fits in L2.
-func (m CacheModel) bufferFits(c *Config) bool {
+func (m CacheModel) bufferFits(c *kernels.Config) bool {
 	return int64(c.Batch*c.Heads)*int64(c.N)*int64(c.N)*4 <= m.L2Bytes
 }
 
@@ -126,11 +94,11 @@ func (m CacheModel) bufferFits(c *Config) bool {
 // causal mask the one holding row j·Bc, the first that sees column j·Bc;
 // flash2_fast launches its causal q-tiles heaviest first, so there the last
 // q-tile, which visits every kv-tile, reads each first.
-func firstQTile(c *Config, j int) int {
+func firstQTile(c *kernels.Config, j int) int {
 	if c.Causal && c.Variant == instrument.VariantFlash2Fast {
 		return c.Tr() - 1
 	}
-	if c.Causal && isFlash(c) {
+	if c.Causal && !kernels.Info(c.Variant).Materialised {
 		return j * c.Bc / c.Br
 	}
 	return 0
@@ -138,10 +106,16 @@ func firstQTile(c *Config, j int) int {
 
 // DRAM is the bytes step s of run c reads from and writes to device memory,
 // under the model.
-func (m CacheModel) DRAM(c *Config, s StepRef) (read, write uint64) {
+func (m CacheModel) DRAM(c *kernels.Config, s kernels.StepRef) (read, write uint64) {
 	const f32 = 4
 	elem := uint64(elementBytes(c)) // Q, K, V and O: float32, or bf16
 	rows, cols, d, n := uint64(s.RowsValid), uint64(s.ColsValid), uint64(c.D), uint64(c.N)
+	switch c.Variant {
+	case instrument.VariantNaiveRow:
+		return m.naiveRowDRAM(c, s)
+	case instrument.VariantFlash1:
+		return m.flash1DRAM(c, s)
+	}
 	switch s.Kind {
 	case instrument.KindFlashStep:
 		if s.J == 0 {
@@ -184,6 +158,67 @@ func (m CacheModel) DRAM(c *Config, s StepRef) (read, write uint64) {
 	return read, write
 }
 
+// naiveRowDRAM: pass 1 (the scores records) first touches Q_i and K_j,
+// pass 2 (the flash steps) V_j; K and V come back from L2 for every other
+// q-tile while they fit, as for flash.
+func (m CacheModel) naiveRowDRAM(c *kernels.Config, s kernels.StepRef) (read, write uint64) {
+	const f32 = 4
+	rows, cols, d := uint64(s.RowsValid), uint64(s.ColsValid), uint64(c.D)
+	first := s.I == firstQTile(c, s.J) || !m.kvFits(c)
+	switch s.Kind {
+	case instrument.KindScores:
+		if s.J == 0 {
+			read += rows * d * f32
+		}
+		if first {
+			read += cols * d * f32 // K_j
+		}
+	case instrument.KindFlashStep:
+		if first {
+			read += cols * d * f32 // V_j; K_j again only when evicted
+			if !m.kvFits(c) {
+				read += cols * d * f32
+			}
+		}
+	case instrument.KindEpilogue:
+		write = rows*d*f32 + rows*f32
+	}
+	return read, write
+}
+
+// flash1DRAM: K_j and V_j are read once per head; Q_i and the running O_i,
+// m_i and l_i come back at every step, from L2 while the heads in flight
+// fit (flash1Fits) and from DRAM otherwise, and their stores reach DRAM at
+// every step, or once, after the q-tile's last kv-tile, while they fit.
+func (m CacheModel) flash1DRAM(c *kernels.Config, s kernels.StepRef) (read, write uint64) {
+	const f32 = 4
+	rows, cols, d := uint64(s.RowsValid), uint64(s.ColsValid), uint64(c.D)
+	fits := m.flash1Fits(c)
+	state := rows*d*f32 + 2*rows*f32 // O_i, m_i and l_i
+	switch s.Kind {
+	case instrument.KindFlashStep:
+		if s.J == 0 || !fits {
+			read += rows * d * f32 // Q_i
+		}
+		if s.J > 0 && !fits {
+			read += state
+		}
+		if s.I == firstQTile(c, s.J) {
+			read += 2 * cols * d * f32
+		}
+		last := s.J == c.Tc()-1
+		if c.Causal {
+			last = s.J == (min(c.N, (s.I+1)*c.Br)-1)/c.Bc
+		}
+		if !fits || last {
+			write = state
+		}
+	case instrument.KindEpilogue:
+		write = rows * f32
+	}
+	return read, write
+}
+
 // Traffic is a kernel launch's bytes, in both figures.
 type Traffic struct {
 	Kernel    string `json:"kernel"`
@@ -195,11 +230,11 @@ type Traffic struct {
 
 // RunTraffic is the traffic of every launch of a whole run of c (every
 // batch-head and q-tile, whatever the trace selection).
-func (m CacheModel) RunTraffic(c Config) []Traffic {
+func (m CacheModel) RunTraffic(c kernels.Config) []Traffic {
 	c.TraceBH, c.TraceQ, c.Timing = instrument.Range{}, instrument.Range{}, false
-	info := variantInfo[c.Variant]
+	info := kernels.Info(c.Variant)
 	var out []Traffic
-	add := func(kernel string, s StepRef) {
+	add := func(kernel string, s kernels.StepRef) {
 		if len(out) == 0 || out[len(out)-1].Kernel != kernel {
 			out = append(out, Traffic{Kernel: kernel})
 		}
@@ -215,15 +250,11 @@ func (m CacheModel) RunTraffic(c Config) []Traffic {
 	// heads alike.
 	one := c
 	one.TraceBH = instrument.Range{Lo: 0, Hi: 1}
-	for _, s := range Schedule(&one) {
-		kernel := map[instrument.Kind]string{
-			instrument.KindFlashStep: c.Variant.String(), instrument.KindScores: "naive_scores",
-			instrument.KindSoftmax: "naive_softmax", instrument.KindPV: "naive_pv"}[s.Kind]
-		if s.Kind == instrument.KindEpilogue {
-			kernel = "naive_pv"
-			if isFlash(&c) {
-				kernel = c.Variant.String() // one kernel does it all
-			}
+	for _, s := range kernels.Schedule(&one) {
+		kernel := c.Variant.String() // one kernel does it all
+		if kernels.Info(c.Variant).Materialised {
+			kernel = map[instrument.Kind]string{instrument.KindScores: "naive_scores",
+				instrument.KindSoftmax: "naive_softmax", instrument.KindPV: "naive_pv", instrument.KindEpilogue: "naive_pv"}[s.Kind]
 		}
 		add(kernel, s)
 	}
@@ -241,9 +272,10 @@ func (m CacheModel) RunTraffic(c Config) []Traffic {
 // against flash, and where naive stops fitting.
 type MemoryPlan struct {
 	B, H, N, D int
+	DType      string `json:"dtype"` // f32, or bf16 (the tensor-core kernels)
 
-	InputsBytes   int64 `json:"inputs_bytes"`     // Q, K, V, O and the LSE, float32
-	NaiveSPBytes  int64 `json:"naive_sp_bytes"`   // S and P, N×N float32 each, per batch-head
+	InputsBytes   int64 `json:"inputs_bytes"`     // Q, K, V, O (in DType) and the LSE (float32)
+	NaiveSPBytes  int64 `json:"naive_sp_bytes"`   // S (float32) and P (DType), N×N each, per batch-head
 	NaiveBytes    int64 `json:"naive_bytes"`      // inputs + S and P
 	FlashBytes    int64 `json:"flash_bytes"`      // inputs only
 	FlashTileByte int64 `json:"flash_tile_bytes"` // one block's shared memory (Br=Bc=64), on chip
@@ -262,13 +294,15 @@ const (
 	MaxCalcD = 1 << 12
 )
 
-// PlanMemory works out the plan for batch b, heads h, length n, head dim d
-// on a GPU of gpuBytes.
-func PlanMemory(b, h, n, d int, gpuBytes int64) (MemoryPlan, error) {
-	var errs FieldErrors
+// PlanMemory works out the plan for batch b, heads h, length n, head dim d,
+// elements of type dt, on a GPU of gpuBytes. In bf16, Q, K, V, O and the
+// flash tiles take 2 bytes an element and naive's P too (naive_mma); S and
+// the LSE stay float32.
+func PlanMemory(b, h, n, d int, dt instrument.DType, gpuBytes int64) (MemoryPlan, error) {
+	var errs kernels.FieldErrors
 	check := func(field, name string, v, hi int) {
 		if v < 1 || v > hi {
-			errs = append(errs, FieldError{field, fmt.Sprintf("%s must be between 1 and %d (got %d)", name, hi, v)})
+			errs = append(errs, kernels.FieldError{Field: field, Message: fmt.Sprintf("%s must be between 1 and %d (got %d)", name, hi, v)})
 		}
 	}
 	check("b", "B", b, MaxCalcB)
@@ -278,15 +312,19 @@ func PlanMemory(b, h, n, d int, gpuBytes int64) (MemoryPlan, error) {
 	if len(errs) > 0 {
 		return MemoryPlan{}, errs
 	}
+	e := int64(4)
+	if dt == instrument.DTypeBF16 {
+		e = 2
+	}
 	bh := int64(b) * int64(h)
-	inputs := func(n int64) int64 { return bh * (4*n*int64(d)*4 + n*4) }
-	sp := func(n int64) int64 { return bh * 2 * n * n * 4 }
-	p := MemoryPlan{B: b, H: h, N: n, D: d, GPUBytes: gpuBytes}
+	inputs := func(n int64) int64 { return bh * (4*n*int64(d)*e + n*4) }
+	sp := func(n int64) int64 { return bh * n * n * (4 + e) }
+	p := MemoryPlan{B: b, H: h, N: n, D: d, DType: dt.String(), GPUBytes: gpuBytes}
 	p.InputsBytes = inputs(int64(n))
 	p.NaiveSPBytes = sp(int64(n))
 	p.NaiveBytes = p.InputsBytes + p.NaiveSPBytes
 	p.FlashBytes = p.InputsBytes
-	p.FlashTileByte = int64(Flash2Instance{Br: 64, Bc: 64, D: d}.SharedBytes())
+	p.FlashTileByte = int64(launch.Flash2Instance{Br: 64, Bc: 64, D: d}.SharedBytes()) / 4 * int64(e)
 	p.NaiveFits = p.NaiveBytes <= gpuBytes
 	p.FlashFits = p.FlashBytes <= gpuBytes
 	// Largest N that fits: both footprints grow with N, so bisect.

@@ -1,4 +1,4 @@
-package kernels_test
+package launch_test
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"testing"
 
 	"flashstep/instrument"
-	. "flashstep/kernels"
+	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	. "flashstep/launch"
 )
 
 func TestFlash2InstancesMatchSource(t *testing.T) {
-	src, err := os.ReadFile("flash2.cu")
+	src, err := os.ReadFile("../kernels/flash2.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestFlash2InstancesMatchSource(t *testing.T) {
 // 16-row atoms per warp, 8-column atoms in pairs, rows of at least eight
 // 16-byte chunks for the swizzle, and shared memory within the GPU's.
 func TestFlash2FastInstancesMatchSource(t *testing.T) {
-	src, err := os.ReadFile("flash2_fast.cu")
+	src, err := os.ReadFile("../kernels/flash2_fast.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestFlash2FastInstancesMatchSource(t *testing.T) {
 // registry's, each at one of flash2_fast's (the side by side steps both over
 // the same tiles), within the kernels' assumptions.
 func TestNaiveMMAInstancesMatchSource(t *testing.T) {
-	src, err := os.ReadFile("naive_mma.cu")
+	src, err := os.ReadFile("../kernels/naive_mma.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestNaiveMMAInstancesMatchSource(t *testing.T) {
 		t.Fatalf("naive_mma.cu compiles %v, the registry lists %v", got, NaiveMMAInstances)
 	}
 	for _, f := range got {
-		c := Config{Variant: instrument.VariantFlash2Fast, Br: NaiveMMABr, Bc: f.Bc, D: f.D}
+		c := kernels.Config{Variant: instrument.VariantFlash2Fast, Br: NaiveMMABr, Bc: f.Bc, D: f.D}
 		scores, pv := f.SharedBytes()
 		if _, ok := Flash2FastInstanceFor(&c); !ok || f.Bc%16 != 0 || f.D%64 != 0 || max(scores, pv) > MaxSharedBytes {
 			t.Errorf("instance %v is not at a flash2_fast tile, or breaks the kernels' assumptions", f)
@@ -93,47 +94,41 @@ func TestNaiveMMAInstancesMatchSource(t *testing.T) {
 	}
 }
 
-// TestGPUTraceLayout places the mirror's records where the layout says each
-// block writes: they must tile the buffer exactly, in the mirror's order.
+// TestGPUTraceLayout places the mirror's records where the plan says each
+// launch writes them: they must tile the buffer exactly, in the mirror's
+// order. Which launch and slot writes a record is worked out here from each
+// kernel's own indexing, not from the plan's.
 func TestGPUTraceLayout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for range 300 {
+	for range 400 {
 		c := kernelstest.RandomGPUConfig(rng, 300)
-		if err := c.Validate(); err != nil {
-			t.Fatalf("%+v: %v", c, err)
-		}
-		if err := c.ValidateGPU(); err != nil {
+		p, err := For(&c)
+		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
 		h := c.Header(instrument.SourceGPU, "")
-		lay := GPUTraceLayout(&c)
-		// The mirror's records after the inputs, with their offsets.
 		var off uint64
-		type blockKey struct{ launch, block int }
-		first := map[blockKey]uint64{}
-		launchOf := map[instrument.Kind]int{instrument.KindFlashStep: 0, instrument.KindScores: 0, instrument.KindSoftmax: 1, instrument.KindPV: 2}
-		err := RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		type slotKey struct{ launch, slot int }
+		first := map[slotKey]uint64{}
+		materialised := kernels.Info(c.Variant).Materialised
+		err = kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
 			if r.Kind == instrument.KindInputs {
 				return nil
 			}
-			l, ok := launchOf[r.Kind]
-			if r.Kind == instrument.KindEpilogue {
-				l = 0 // a flash kernel's epilogue is in its one launch; naive's in its third
-				if Info(c.Variant).Materialised {
-					l = 2
-				}
-				ok = true
+			block := r.BH*c.Tr() + r.I // grid (Tr, B·H): blockIdx.y·Tr + blockIdx.x
+			k := slotKey{0, block}
+			switch {
+			case c.Variant == instrument.VariantFlash1 && r.Kind == instrument.KindEpilogue:
+				k.slot = block*(c.Tc()+1) + c.Tc()
+			case c.Variant == instrument.VariantFlash1:
+				k.slot = block*(c.Tc()+1) + r.J
+			case materialised && r.Kind == instrument.KindScores: // grid (Tc, Tr, B·H)
+				k.slot = block*c.Tc() + r.J
+			case materialised && r.Kind == instrument.KindSoftmax:
+				k.launch = 1
+			case materialised:
+				k.launch = 2
 			}
-			if !ok {
-				t.Fatalf("unexpected %s record", r.Kind)
-			}
-			var block int
-			if Info(c.Variant).Materialised && r.Kind == instrument.KindScores {
-				block = (r.BH*c.Tr()+r.I)*c.Tc() + r.J
-			} else {
-				block = r.BH*c.Tr() + r.I
-			}
-			k := blockKey{l, block}
 			if _, seen := first[k]; !seen {
 				first[k] = off
 			}
@@ -143,17 +138,17 @@ func TestGPUTraceLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if off != lay.Bytes {
-			t.Fatalf("%+v: mirror records take %d bytes, the layout %d", c, off, lay.Bytes)
+		if off != p.TraceBytes {
+			t.Fatalf("%+v: mirror records take %d bytes, the plan %d", c, off, p.TraceBytes)
 		}
-		for li, l := range lay.Launches {
+		for li, l := range p.Kernels {
 			for b, o := range l.Offsets {
-				want, traced := first[blockKey{li, b}]
+				want, traced := first[slotKey{li, b}]
 				if !traced {
 					want = NotTraced
 				}
 				if o != want {
-					t.Fatalf("%+v: launch %s block %d at %d, the mirror's record is at %d", c, l.Kernel, b, o, want)
+					t.Fatalf("%+v: launch %s slot %d at %d, the mirror's record is at %d", c, l.Name, b, o, want)
 				}
 			}
 		}
@@ -161,31 +156,30 @@ func TestGPUTraceLayout(t *testing.T) {
 }
 
 func TestPtxasReportCoversEveryKernel(t *testing.T) {
-	figs := Ptxas()
-	seen := map[string]PtxasFigures{}
-	for _, f := range figs {
+	seen := map[string]kernels.PtxasFigures{}
+	for _, f := range kernels.Ptxas() {
 		seen[f.Module+"/"+f.Kernel] = f
 	}
-	for _, m := range []string{ModuleFlash2, ModuleFlash2Traced} {
-		for _, f := range Flash2Instances {
-			p, ok := seen[m+"/"+f.Name()]
-			if !ok || p.Registers == 0 {
-				t.Errorf("ptxas.txt has no figures for %s in %s", f.Name(), m)
-			}
+	all := Kernels()
+	for _, m := range kernels.Modules {
+		names := all[m]
+		if len(names) == 0 {
+			t.Errorf("module %s lists no kernels", m)
 		}
-		ptx, err := PTX(m)
-		if err != nil || !strings.Contains(ptx, ".entry flash2_br64_bc64_d128(") {
-			t.Errorf("module %s: %v", m, err)
+		ptx, err := kernels.PTX(m)
+		if err != nil {
+			t.Fatalf("module %s: %v", m, err)
 		}
-	}
-	for _, m := range []string{ModuleNaive, ModuleNaiveTraced} {
-		for _, k := range []string{"naive_scores", "naive_softmax", "naive_pv"} {
+		for _, k := range names {
 			if p, ok := seen[m+"/"+k]; !ok || p.Registers == 0 {
 				t.Errorf("ptxas.txt has no figures for %s in %s", k, m)
 			}
+			if !strings.Contains(ptx, ".entry "+k+"(") {
+				t.Errorf("module %s has no kernel %s", m, k)
+			}
 		}
 	}
-	if len(PTXHash()) != 16 {
+	if len(kernels.PTXHash()) != 16 {
 		t.Error("PTX hash")
 	}
 }
@@ -195,13 +189,16 @@ func TestTimingModeSize(t *testing.T) {
 	for range 100 {
 		c := kernelstest.RandomGPUConfig(rng, 600)
 		c.TraceBH, c.TraceQ, c.Timing = instrument.Range{}, instrument.Range{}, true
-		lay := GPUTraceLayout(&c)
+		p, err := For(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
 		h := c.Header(instrument.SourceGPU, "")
-		if got, want := int64(lay.Bytes)+int64(h.HeaderBytes()), c.TraceBytes(); got != want {
+		if got, want := int64(p.TraceBytes)+int64(h.HeaderBytes()), c.TraceBytes(); got != want {
 			t.Fatalf("%+v: layout %d bytes, TraceBytes %d", c, got, want)
 		}
-		if uint64(h.Records)*56 != lay.Bytes {
-			t.Fatalf("%+v: %d records for %d bytes", c, h.Records, lay.Bytes)
+		if uint64(h.Records)*56 != p.TraceBytes {
+			t.Fatalf("%+v: %d records for %d bytes", c, h.Records, p.TraceBytes)
 		}
 	}
 }

@@ -1,0 +1,212 @@
+package traffic
+
+import (
+	"errors"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/launch"
+)
+
+// TestRunTrafficByHand checks the two-figure model against totals worked
+// out from the kernels' structure.
+func TestRunTrafficByHand(t *testing.T) {
+	const f = 4
+	for _, tc := range []struct {
+		n, d, bh int
+	}{{4096, 64, 128}, {1024, 128, 256}, {512, 64, 4}} {
+		N, d, bh := uint64(tc.n), uint64(tc.d), uint64(tc.bh)
+		c := kernels.Config{N: tc.n, D: tc.d, Br: 64, Bc: 64, Batch: 1, Heads: tc.bh, Pattern: instrument.PatternNormal}
+		tr := uint64(c.Tr())
+		c.Variant = instrument.VariantFlash2
+		flash := H100.RunTraffic(c)
+		if len(flash) != 1 {
+			t.Fatalf("flash2 has %d launches", len(flash))
+		}
+		fl := flash[0]
+		if fl.L2Read != bh*f*(N*d+2*tr*N*d) || fl.L2Write != bh*f*(N*d+N) {
+			t.Errorf("flash2 N=%d: L2 %d/%d", tc.n, fl.L2Read, fl.L2Write)
+		}
+		// K and V come from DRAM once per head when the heads in flight fit.
+		wantDRAMRead := bh * f * 3 * N * d
+		if !H100.kvFits(&c) {
+			wantDRAMRead = fl.L2Read
+		}
+		if fl.DRAMRead != wantDRAMRead || fl.DRAMWrite != fl.L2Write {
+			t.Errorf("flash2 N=%d: DRAM %d/%d, want %d/%d", tc.n, fl.DRAMRead, fl.DRAMWrite, wantDRAMRead, fl.L2Write)
+		}
+		c.Variant = instrument.VariantNaive
+		naive := H100.RunTraffic(c)
+		if len(naive) != 3 || naive[0].Kernel != "naive_scores" || naive[2].Kernel != "naive_pv" {
+			t.Fatalf("naive launches %+v", naive)
+		}
+		sc, sm, pv := naive[0], naive[1], naive[2]
+		if sc.L2Write != bh*f*N*N || sm.L2Read != bh*f*3*N*N || sm.L2Write != bh*f*(N*N+N) || pv.L2Read != bh*f*(N*N+tr*N*d) {
+			t.Errorf("naive N=%d: L2 %+v", tc.n, naive)
+		}
+		spFits := H100.bufferFits(&c)
+		rowsFit := int64(H100.SoftmaxRows)*int64(tc.n)*4 <= H100.L2Bytes
+		wantSm := map[bool]uint64{false: 3 * bh * f * N * N, true: bh * f * N * N}[rowsFit]
+		if spFits {
+			wantSm = 0
+		}
+		if sm.DRAMRead != wantSm {
+			t.Errorf("naive N=%d: softmax reads %d from DRAM, want %d", tc.n, sm.DRAMRead, wantSm)
+		}
+		if sc.DRAMRead != bh*f*2*N*d || sc.DRAMWrite != sc.L2Write {
+			t.Errorf("naive scores N=%d: DRAM %d/%d", tc.n, sc.DRAMRead, sc.DRAMWrite)
+		}
+		// The point of it all: naive moves about 4N² bytes per head through
+		// DRAM, flash about 4Nd: N/d + 1 times fewer.
+		var naiveDRAM uint64
+		for _, k := range naive {
+			naiveDRAM += k.DRAMRead + k.DRAMWrite
+		}
+		if ratio := float64(naiveDRAM) / float64(fl.DRAMRead+fl.DRAMWrite); !spFits && ratio < 0.9*float64(N)/float64(d) {
+			t.Errorf("N=%d d=%d: naive moves only %.1f× flash's DRAM bytes", tc.n, tc.d, ratio)
+		}
+	}
+}
+
+func TestPlanMemory(t *testing.T) {
+	const h100 = 85017493504
+	// The benchmark shape at N=4096, d=64: B=4, H=32.
+	p, err := PlanMemory(4, 32, 4096, 64, instrument.DTypeF32, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NaiveSPBytes != 2*128*4096*4096*4 || p.InputsBytes != 128*(4*4096*64*4+4096*4) || !p.NaiveFits {
+		t.Fatalf("%+v", p)
+	}
+	// The largest N is where the next one does not fit, for both.
+	for _, x := range []struct {
+		maxN  int
+		bytes func(n int) int64
+	}{
+		{p.NaiveMaxN, func(n int) int64 { q, _ := PlanMemory(4, 32, n, 64, instrument.DTypeF32, h100); return q.NaiveBytes }},
+		{p.FlashMaxN, func(n int) int64 { q, _ := PlanMemory(4, 32, n, 64, instrument.DTypeF32, h100); return q.FlashBytes }},
+	} {
+		if x.bytes(x.maxN) > h100 || x.bytes(x.maxN+1) <= h100 {
+			t.Errorf("max N %d is not the boundary", x.maxN)
+		}
+	}
+	if p.NaiveMaxN > 16384 || p.FlashMaxN < 50*p.NaiveMaxN {
+		t.Errorf("naive stops at %d, flash at %d", p.NaiveMaxN, p.FlashMaxN)
+	}
+	if p.FlashTileByte != int64(launch.Flash2Instance{Br: 64, Bc: 64, D: 64}.SharedBytes()) {
+		t.Error("tile bytes")
+	}
+	var fe kernels.FieldErrors
+	if _, err := PlanMemory(0, 1, 1<<23, 1, instrument.DTypeF32, h100); !errors.As(err, &fe) || len(fe) != 2 {
+		t.Fatalf("bad input: %v", err)
+	}
+}
+
+// TestRunTrafficFlash2Fast: the bf16 kernel moves flash2's elements at 2
+// bytes each (the LSE stays float32), in one launch named for it; under a
+// causal mask K and V still come from DRAM once per head.
+func TestRunTrafficFlash2Fast(t *testing.T) {
+	for _, causal := range []bool{false, true} {
+		c := kernels.Config{Variant: instrument.VariantFlash2Fast, N: 4096, D: 128, Br: 128, Bc: 48, Batch: 1, Heads: 16, Causal: causal, Pattern: instrument.PatternNormal}
+		N, d, bh := uint64(c.N), uint64(c.D), uint64(16)
+		runs := H100.RunTraffic(c)
+		if len(runs) != 1 || runs[0].Kernel != "flash2_fast" {
+			t.Fatalf("launches %+v", runs)
+		}
+		var wantRead uint64
+		for _, s := range kernels.Schedule(&kernels.Config{Variant: c.Variant, N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: 1, Heads: 1, Causal: causal}) {
+			if s.Kind == instrument.KindFlashStep {
+				wantRead += 2 * 2 * uint64(s.ColsValid) * d
+			}
+		}
+		wantRead = bh * (wantRead + 2*N*d)
+		r := runs[0]
+		if r.L2Read != wantRead || r.L2Write != bh*(2*N*d+4*N) {
+			t.Errorf("causal %v: L2 %d/%d, want %d/%d", causal, r.L2Read, r.L2Write, wantRead, bh*(2*N*d+4*N))
+		}
+		if !H100.kvFits(&c) || r.DRAMRead != bh*2*3*N*d || r.DRAMWrite != r.L2Write {
+			t.Errorf("causal %v: DRAM %d/%d, want %d/%d", causal, r.DRAMRead, r.DRAMWrite, bh*2*3*N*d, r.L2Write)
+		}
+	}
+}
+
+// TestPlanMemoryBF16: in bf16 the inputs and naive_mma's P take half, S and
+// the LSE stay float32, and naive still runs out long before flash.
+func TestPlanMemoryBF16(t *testing.T) {
+	const h100 = 80 << 30
+	f, _ := PlanMemory(2, 16, 8192, 128, instrument.DTypeF32, h100)
+	b, _ := PlanMemory(2, 16, 8192, 128, instrument.DTypeBF16, h100)
+	bh, n, d := int64(32), int64(8192), int64(128)
+	if b.InputsBytes != bh*(4*n*d*2+n*4) || f.InputsBytes != bh*(4*n*d*4+n*4) {
+		t.Errorf("inputs: bf16 %d, f32 %d", b.InputsBytes, f.InputsBytes)
+	}
+	if b.NaiveSPBytes != bh*n*n*(4+2) || f.NaiveSPBytes != bh*n*n*8 {
+		t.Errorf("S and P: bf16 %d, f32 %d", b.NaiveSPBytes, f.NaiveSPBytes)
+	}
+	if b.DType != "bf16" || b.FlashMaxN <= f.FlashMaxN || b.NaiveMaxN <= f.NaiveMaxN || b.FlashMaxN < 50*b.NaiveMaxN {
+		t.Errorf("bf16 plan %+v against f32 %+v", b, f)
+	}
+}
+
+// TestRunTrafficFlash1 against the kernel's structure: every step reads Q_i,
+// and after the first kv-tile O_i, m_i and l_i, and writes those three back;
+// K and V are read once per head. At N = 4096, d = 128 with 16 heads in
+// flight the running state does not fit in L2, so every one of those bytes
+// reaches DRAM; at a toy size it does, and O reaches DRAM once.
+func TestRunTrafficFlash1(t *testing.T) {
+	const f = 4
+	for _, tc := range []struct {
+		n, d, heads int
+		fits        bool
+	}{{4096, 128, 16, false}, {256, 64, 2, true}} {
+		c := kernels.Config{Variant: instrument.VariantFlash1, N: tc.n, D: tc.d, Br: 64, Bc: 64, Batch: 1, Heads: tc.heads, Pattern: instrument.PatternNormal}
+		N, d, bh := uint64(tc.n), uint64(tc.d), uint64(tc.heads)
+		steps := uint64(c.Tr() * c.Tc())
+		rows := uint64(c.Br)
+		runs := H100.RunTraffic(c)
+		if len(runs) != 1 || runs[0].Kernel != "flash1" {
+			t.Fatalf("launches %+v", runs)
+		}
+		state := rows*d*f + 2*rows*f
+		wantRead := bh * (steps*rows*d*f + (steps-uint64(c.Tr()))*state + 2*N*d*f)
+		wantWrite := bh * (steps*state + N*f)
+		r := runs[0]
+		if r.L2Read != wantRead || r.L2Write != wantWrite {
+			t.Errorf("N=%d: L2 %d/%d, want %d/%d", tc.n, r.L2Read, r.L2Write, wantRead, wantWrite)
+		}
+		if H100.flash1Fits(&c) != tc.fits {
+			t.Fatalf("N=%d: fits %v", tc.n, !tc.fits)
+		}
+		if !tc.fits && (r.DRAMRead != r.L2Read || r.DRAMWrite != r.L2Write) {
+			t.Errorf("N=%d: DRAM %d/%d, want every L2 byte", tc.n, r.DRAMRead, r.DRAMWrite)
+		}
+		if tc.fits && (r.DRAMRead != bh*3*N*d*f || r.DRAMWrite != bh*(N*d*f+2*N*f+N*f)) {
+			t.Errorf("N=%d: DRAM %d/%d, want %d/%d", tc.n, r.DRAMRead, r.DRAMWrite, bh*3*N*d*f, bh*(N*d*f+3*N*f))
+		}
+		// Against flash2 on the same shape: Tc times the output writes.
+		c2 := c
+		c2.Variant = instrument.VariantFlash2
+		if w2 := H100.RunTraffic(c2)[0].L2Write; r.L2Write <= uint64(c.Tc())*(w2-bh*N*f)-1 {
+			t.Errorf("N=%d: flash1 writes %d, flash2 %d", tc.n, r.L2Write, w2)
+		}
+	}
+}
+
+// TestRunTrafficNaiveRow: pass 1 reads Q once and K, pass 2 K and V again,
+// per block; nothing but O and the LSE is written.
+func TestRunTrafficNaiveRow(t *testing.T) {
+	const f = 4
+	c := kernels.Config{Variant: instrument.VariantNaiveRow, N: 1024, D: 64, Br: 64, Bc: 64, Batch: 1, Heads: 4, Pattern: instrument.PatternNormal}
+	N, d, bh, tr := uint64(c.N), uint64(c.D), uint64(4), uint64(c.Tr())
+	r := H100.RunTraffic(c)
+	if len(r) != 1 || r[0].Kernel != "naive_row" {
+		t.Fatalf("launches %+v", r)
+	}
+	if want := bh * (N*d*f + tr*3*N*d*f); r[0].L2Read != want || r[0].L2Write != bh*(N*d*f+N*f) {
+		t.Errorf("L2 %d/%d, want %d/%d", r[0].L2Read, r[0].L2Write, want, bh*(N*d*f+N*f))
+	}
+	if want := bh * 3 * N * d * f; r[0].DRAMRead != want {
+		t.Errorf("DRAM read %d, want %d: Q, K and V once each", r[0].DRAMRead, want)
+	}
+}
