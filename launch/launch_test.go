@@ -102,7 +102,7 @@ func TestGPUTraceLayout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	for range 400 {
 		c := kernelstest.RandomGPUConfig(rng, 300)
-		p, err := For(&c)
+		p, err := ForTrace(&c)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
@@ -189,7 +189,7 @@ func TestTimingModeSize(t *testing.T) {
 	for range 100 {
 		c := kernelstest.RandomGPUConfig(rng, 600)
 		c.TraceBH, c.TraceQ, c.Timing = instrument.Range{}, instrument.Range{}, true
-		p, err := For(&c)
+		p, err := ForTrace(&c)
 		if err != nil {
 			t.Fatal(err)
 		}

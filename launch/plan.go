@@ -71,12 +71,11 @@ var modules = map[instrument.Variant]string{
 	instrument.VariantFlash2MMA: kernels.ModuleFlash2MMA,
 }
 
-// For plans a GPU run of c. It fails when c is not valid or no compiled
-// kernel runs it.
+// For plans an untraced GPU run of c: the launches without trace offsets.
+// It fails when no compiled kernel runs c. The stepper's limits, which bound
+// a trace, are c.Validate's and are not checked here: a benchmark run may
+// be far larger.
 func For(c *kernels.Config) (Plan, error) {
-	if err := c.Validate(); err != nil {
-		return Plan{}, err
-	}
 	if err := Validate(c); err != nil {
 		return Plan{}, err
 	}
@@ -142,6 +141,20 @@ func For(c *kernels.Config) (Plan, error) {
 			Args: []Arg{buf(BufP), buf(BufV), buf(BufLSE), buf(BufO), val(c.N)}})
 	default:
 		return Plan{}, fmt.Errorf("no GPU kernel for variant %v", c.Variant)
+	}
+	return p, nil
+}
+
+// ForTrace plans a traced GPU run of c: For's launches, each with the trace
+// offsets of its slots, and the trace buffer's size. c must be a valid
+// traced run (c.Validate).
+func ForTrace(c *kernels.Config) (Plan, error) {
+	if err := c.Validate(); err != nil {
+		return Plan{}, err
+	}
+	p, err := For(c)
+	if err != nil {
+		return Plan{}, err
 	}
 	p.layTrace(c)
 	return p, nil
@@ -246,8 +259,10 @@ func Kernels() map[string][]string {
 	for _, f := range NaiveMMAInstances {
 		out[kernels.ModuleNaiveMMA] = append(out[kernels.ModuleNaiveMMA], f.Kernel("scores"), f.Kernel("softmax"), f.Kernel("pv"))
 	}
+	all := map[string][]string{}
 	for m, names := range out {
-		out[m+"_traced"] = append(append([]string(nil), names...), "fs_probe")
+		all[m] = names
+		all[m+"_traced"] = append(append([]string(nil), names...), "fs_probe")
 	}
-	return out
+	return all
 }

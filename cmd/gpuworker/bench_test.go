@@ -88,7 +88,7 @@ func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 			if !timing {
 				tc.TraceBH = instrument.Range{Lo: 0, Hi: 1}
 			}
-			lay, err := launch.For(&tc)
+			lay, err := launch.ForTrace(&tc)
 			if err != nil {
 				return nil, err
 			}

@@ -238,7 +238,11 @@ func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
 	}
 	defer pr.mem.free()
 
-	traceBytes := pr.plan.TraceBytes
+	lay, err := launch.ForTrace(&c)
+	if err != nil {
+		return nil, err
+	}
+	traceBytes := lay.TraceBytes
 	tr := &traceArgs{timing: timing}
 	if tr.buf, err = pr.mem.alloc(int64(traceBytes)); err != nil {
 		return nil, err
@@ -246,7 +250,7 @@ func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
 	if err := cu.MemsetD8(tr.buf, 0, int64(max(traceBytes, 8))); err != nil {
 		return nil, fatalError{err}
 	}
-	for _, l := range pr.plan.Kernels {
+	for _, l := range lay.Kernels {
 		p, err := pr.mem.alloc(int64(len(l.Offsets)) * 8)
 		if err != nil {
 			return nil, err
