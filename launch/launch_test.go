@@ -202,3 +202,40 @@ func TestTimingModeSize(t *testing.T) {
 		}
 	}
 }
+
+// TestForBenchmarkShapes: an untraced run is held to the GPU's limits only,
+// not the stepper's (batch up to 16, N up to 4096): every variant plans the
+// sweep's benchmark shapes, B·N = 16384 and H·d = 2048, up to N = 32768.
+func TestForBenchmarkShapes(t *testing.T) {
+	for _, v := range instrument.Variants {
+		for _, d := range []int{64, 128} {
+			for _, n := range []int{512, 4096, 32768} {
+				c := kernels.Config{Variant: v, N: n, D: d, Br: 64, Bc: 64, Batch: max(1, 16384/n), Heads: 2048 / d, Pattern: instrument.PatternNormal}
+				switch v {
+				case instrument.VariantFlash2Fast:
+					for _, f := range Flash2FastInstances {
+						if f.D == d {
+							c.Br, c.Bc = f.Br, f.Bc
+						}
+					}
+				case instrument.VariantNaiveMMA:
+					for _, f := range NaiveMMAInstances {
+						if f.D == d {
+							c.Br, c.Bc = NaiveMMABr, f.Bc
+						}
+					}
+				}
+				p, err := For(&c)
+				if err != nil {
+					t.Fatalf("%s N=%d d=%d B=%d: %v", v, n, d, c.Batch, err)
+				}
+				if len(p.Kernels) == 0 || p.TraceBytes != 0 || p.Kernels[0].Offsets != nil {
+					t.Fatalf("%s N=%d d=%d: an untraced plan %+v", v, n, d, p)
+				}
+				if c.Validate() == nil && n > kernels.MaxN {
+					t.Fatalf("the stepper's limits changed: N=%d passes Validate", n)
+				}
+			}
+		}
+	}
+}

@@ -790,7 +790,7 @@ func StepperPage(p Page, v StepperView) templ.Component {
 					}()
 				}
 				ctx = templ.InitializeContext(ctx)
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "<figcaption>Online softmax, per row of the q-tile</figcaption><div class=\"table-box\"><table id=\"rows\" data-testid=\"rows\"></table></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "<figcaption id=\"rows-caption\">Online softmax, per row of the q-tile</figcaption><div class=\"table-box\"><table id=\"rows\" data-testid=\"rows\"></table></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

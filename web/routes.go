@@ -20,7 +20,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/lessons/{slug}", s.handlePage(s.lessonPage))
 	r.Get("/playground", s.handlePage(s.playgroundPage))
 	r.Get("/kernels", s.handlePage(s.kernelsPage))
-	r.Get("/ladder", s.handlePage(s.ladderPage))
+	r.With(gzipped).Get("/ladder", s.handlePage(s.ladderPage)) // every rung's source and diff: 400 KB of HTML, 70 KB gzipped
 	r.Get("/sweep", s.handlePage(s.sweepPage))
 	r.Get("/compare", s.handlePage(s.comparePage))
 

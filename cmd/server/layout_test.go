@@ -634,6 +634,20 @@ func TestBrowserLadder(t *testing.T) {
 	if p := layoutProblems(ctx, t); len(p) > 0 {
 		t.Errorf("ladder:\n%s", strings.Join(p, "\n"))
 	}
+	// Every rung's source and diff opened: the code scrolls in its own box,
+	// the page does not.
+	built := 0
+	for _, r := range kernels.Ladder {
+		if r.Built {
+			built++
+		}
+	}
+	if n := evalJS[int](ctx, t, `(() => { const ds = document.querySelectorAll('details'); ds.forEach((d) => d.open = true); return ds.length; })()`); n < 2*built {
+		t.Errorf("the ladder page has %d collapsible sections, want a source and a diff per rung", n)
+	}
+	if p := layoutProblems(ctx, t); len(p) > 0 {
+		t.Errorf("ladder, every source and diff open:\n%s", strings.Join(p, "\n"))
+	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
 	}

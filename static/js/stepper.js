@@ -623,6 +623,9 @@ function softmaxStep(m, r) {
 }
 
 function drawRows(h, m, r) {
+  $('rows-caption').textContent = h.variant === 'naive_row'
+    ? 'Softmax, per row of the q-tile: the max from pass 1, so α = 1 throughout'
+    : 'Online softmax, per row of the q-tile';
   const table = $('rows');
   table.replaceChildren();
   if (r.kind === 'timing') return;

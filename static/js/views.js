@@ -227,6 +227,9 @@ export function tileStateNames(variant) {
   if (variant === 'naive_row') {
     return { pending: 'to do', scanned: 'pass 1: row max taken, nothing stored', done: 'pass 2: exp, l and O done', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
   }
+  if (variant === 'flash1') {
+    return { pending: 'to do', done: 'done (O, m, l written back to device memory)', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
+  }
   return materialises(variant)
     ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', consumed: 'P·V done (S, P stay in device memory)', current: 'this step', 'current-row': 'this q-tile', untraced: 'not traced' }
     : { pending: 'to do', done: 'done (left the chip as O only)', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };

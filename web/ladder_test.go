@@ -1,0 +1,47 @@
+package web
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"flashstep/kernels"
+	"flashstep/recordings"
+	"flashstep/runner"
+)
+
+// TestLadderRunsAreRecorded: the ladder page offers every built rung, and
+// naive_mma, a run to step through, and each is a recording made on the GPU
+// (so it steps without one), of that rung's kernel.
+func TestLadderRunsAreRecorded(t *testing.T) {
+	recs, err := runner.LoadRecordings(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rungs := append([]kernels.Rung{kernels.NaiveMMA}, kernels.Ladder...)
+	for _, r := range rungs {
+		if !r.Built {
+			continue
+		}
+		link, ok := ladderRuns[r.Name]
+		if !ok {
+			t.Errorf("rung %s has no run to step through", r.Name)
+			continue
+		}
+		q, _ := strings.CutPrefix(link, "/step?")
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := kernels.ParseConfig(v)
+		if err != nil {
+			t.Fatalf("%s: %v", link, err)
+		}
+		if c.Variant != r.Variant {
+			t.Errorf("%s: the run is of %s", r.Name, c.Variant)
+		}
+		if _, ok := recs.Find(&c); !ok {
+			t.Errorf("%s: %s is not recorded", r.Name, link)
+		}
+	}
+}
