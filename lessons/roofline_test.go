@@ -21,7 +21,7 @@ func ladderRowOf(m map[string]any) string {
 		return v
 	}
 	k, _ := m["kernel"].(string)
-	for _, family := range []string{"flash2_fast", "naive_mma"} {
+	for _, family := range []string{"flash2_fast", "flash2_mma", "naive_mma"} {
 		if strings.HasPrefix(k, family) {
 			return family
 		}
@@ -59,7 +59,7 @@ func doctoredLadder(t *testing.T) (*ladder.Table, map[string]float64) {
 	factor := map[string]float64{}
 	// Each row's factor in a band of its own, so no two are near enough to
 	// leave a speed-up's shown value unchanged.
-	for k, row := range []string{"naive", "flash2", "flash2_fast", "naive_mma"} {
+	for k, row := range []string{"naive", "flash2", "flash2_mma", "flash2_fast", "naive_mma"} {
 		factor[row] = 1.05 + 0.5*float64(k) + 0.3*rand.Float64()
 	}
 	files := fstest.MapFS{}

@@ -87,9 +87,17 @@ func TestMemoryAPI(t *testing.T) {
 	if res.StatusCode != 200 || json.Unmarshal(body, &out) != nil || out.Plan.NaiveSPBytes != 2*128*4096*4096*4 || !strings.Contains(out.GPU, "H100") {
 		t.Fatalf("%d %s", res.StatusCode, body)
 	}
+	res, body = get(t, ts.URL+"/api/memory?b=4&h=32&n=4096&d=64&dtype=bf16")
+	if res.StatusCode != 200 || json.Unmarshal(body, &out) != nil || out.Plan.NaiveSPBytes != 128*4096*4096*(4+2) {
+		t.Fatalf("bf16: %d %s", res.StatusCode, body)
+	}
 	res, body = get(t, ts.URL+"/api/memory?b=4&h=x&n=0&d=64")
 	if res.StatusCode != 400 || !strings.Contains(string(body), `"field":"h"`) {
 		t.Fatalf("bad input: %d %s", res.StatusCode, body)
+	}
+	res, body = get(t, ts.URL+"/api/memory?b=4&h=32&n=4096&d=64&dtype=fp8")
+	if res.StatusCode != 400 || !strings.Contains(string(body), `"field":"dtype"`) || !strings.Contains(string(body), "f32 or bf16") {
+		t.Fatalf("bad dtype: %d %s", res.StatusCode, body)
 	}
 }
 

@@ -500,6 +500,18 @@ func TestBrowserSweep(t *testing.T) {
 		t.Fatalf("CSV download: %v\n%s", err, csvText)
 	}
 	waitText(ctx, t, "[data-testid=mem-naive-max]", "N > ")
+	waitText(ctx, t, "[data-testid=mem-naive-sp]", "P float32")
+	// In bf16, naive_mma's S stays float32 and its P halves: 6 bytes an
+	// element of the N×N pair against 8.
+	f32, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid=mem-naive-sp]').textContent`))
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('m-dtype').value = 'bf16'; document.getElementById('memory-form').dispatchEvent(new Event('input'))`)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "[data-testid=mem-naive-sp]", "P bf16")
+	bf16, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid=mem-naive-sp]').textContent`))
+	if f32 == bf16 {
+		t.Errorf("the calculator says the same for float32 and bf16: %q", bf16)
+	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
 	}

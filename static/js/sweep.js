@@ -288,8 +288,8 @@ async function calc() {
   const p = body.plan;
   const rows = [
     ['GPU', body.gpu, ''],
-    ['Q, K, V, O, LSE (both kernels)', fmtBytes(p.inputs_bytes), ''],
-    ['naive: S and P in device memory', fmtBytes(p.naive_sp_bytes), 'naive-sp'],
+    ['Q, K, V, O, LSE (both kernels)', `${fmtBytes(p.inputs_bytes)} (${p.dtype === 'bf16' ? 'Q, K, V, O in bf16' : 'all float32'}; the LSE float32)`, ''],
+    ['naive: S and P in device memory', `${fmtBytes(p.naive_sp_bytes)} (S float32, P ${p.dtype === 'bf16' ? 'bf16' : 'float32'})`, 'naive-sp'],
     ['naive in all', `${fmtBytes(p.naive_bytes)} ${p.naive_fits ? 'fits' : 'does not fit'}`, 'naive-total'],
     ['flash in all', `${fmtBytes(p.flash_bytes)} ${p.flash_fits ? 'fits' : 'does not fit'}`, ''],
     ['flash: one block\'s tiles, on chip', `${fmtBytes(p.flash_tile_bytes)} of shared memory (Br=Bc=64)`, ''],
