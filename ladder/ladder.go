@@ -121,7 +121,7 @@ func Build(files fs.FS) (*Table, error) {
 		t.Recordings = append(t.Recordings, fmt.Sprintf("bf16 rungs and naive_mma: %s, %s, %s; `%s`", bench.GPU, bench.NVCC, bench.Date, bench.Command))
 	}
 	if rec != nil {
-		t.Recordings = append(t.Recordings, fmt.Sprintf("float32 rungs: the sweep recorded on %s, %s, with SDPA measured in the same call", rec.Source, rec.Recorded.Format("2006-01-02")))
+		t.Recordings = append(t.Recordings, fmt.Sprintf("float32 rungs: the sweep recorded on %s, %s, with SDPA measured on the same GPU right after it", rec.Source, rec.Recorded.Format("2006-01-02")))
 	}
 	ptxas := kernels.Ptxas()
 	for _, r := range kernels.Ladder {
@@ -213,7 +213,8 @@ func benchCells(rec *benchRecord, family string) ([]Cell, string) {
 }
 
 // sweepCells picks the recorded sweep's figures for a float32 variant at N,
-// and SDPA's from the same call. The sweep ran flash2 with 64×64 tiles.
+// and SDPA's, measured on the same GPU right after the sweep. The sweep ran
+// the float32 rungs with 64×64 tiles.
 func sweepCells(rec *sweep.Record, sdpa []sdpaRow, v instrument.Variant) ([]Cell, string) {
 	cells := make([]Cell, len(Shapes))
 	for s := range cells {
