@@ -1,5 +1,7 @@
-// Package kernelstest draws random run configurations for tests of the
-// kernels, their mirrors and the GPU worker.
+// Package kernelstest holds what tests of the kernels, their mirrors and the
+// GPU worker share: random run configurations the compiled kernels run, and
+// (bounds.go and one file per rung) how far a GPU trace may lie from its
+// mirror, element by element.
 package kernelstest
 
 import (
