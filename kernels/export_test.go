@@ -2,19 +2,29 @@ package kernels
 
 import "flashstep/instrument"
 
-// MirrorFlash2FastWith runs flash2_fast's mirror over c with other choices of
-// the arithmetic the kernel leaves unspecified (the sum inside one mma, and
-// ex2.approx), and returns its whole trace in order: a stand-in for the GPU
-// that tests hold to the GPU bound.
-func MirrorFlash2FastWith(c Config, mma func(acc float32, a, b []float32, stride int) float32, ex2 func(float32) float32) []*instrument.Record {
-	a := fastArith{mma: mma, ex2: ex2}
-	var recs []*instrument.Record
-	bhs, qs := c.TracedBH(), c.TracedQ()
-	ins := map[int]*Inputs{}
-	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
-		ins[bh] = InputsFor(&c, bh)
-		recs = append(recs, &instrument.Record{Kind: instrument.KindInputs, BH: bh, I: -1, J: -1, Q: ins[bh].Q, K: ins[bh].K, V: ins[bh].V})
+// BF16FlashVariants are the bf16 flash kernels, one block walk
+// (fastArith.block) in two softmax forms: flash2_fast's exp2 with the scale
+// folded in, flash2_mma's natural units and expf. Their tests run for both.
+var BF16FlashVariants = []instrument.Variant{instrument.VariantFlash2Fast, instrument.VariantFlash2MMA}
+
+// MirrorBF16FlashWith runs the mirror of v, a bf16 flash kernel, over c with
+// other choices of the arithmetic the kernel leaves unspecified (the sum
+// inside one mma, and its exponential: flash2_fast's ex2.approx, flash2_mma's
+// expf), and returns its whole trace in order: a stand-in for the GPU that
+// tests hold to the GPU bound.
+func MirrorBF16FlashWith(v instrument.Variant, c Config, mma func(acc float32, a, b []float32, stride int) float32, exp func(float32) float32) []*instrument.Record {
+	c.Variant = v
+	a := fastArith{mma: mma}
+	switch v {
+	case instrument.VariantFlash2Fast:
+		a.ex2 = exp
+	case instrument.VariantFlash2MMA:
+		a.exp = exp
+	default:
+		panic("MirrorBF16FlashWith: " + v.String() + " is no bf16 flash kernel")
 	}
+	recs, ins := inputsRecords(&c)
+	bhs, qs := c.TracedBH(), c.TracedQ()
 	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
 		for i := qs.Lo; i < qs.Hi; i++ {
 			a.block(&c, ins[bh], bh, i, func(_ int, r *instrument.Record) { recs = append(recs, r) })
@@ -23,31 +33,27 @@ func MirrorFlash2FastWith(c Config, mma func(acc float32, a, b []float32, stride
 	return recs
 }
 
-// MirrorFlash2MMAWith runs flash2_mma's mirror over c with other choices of
-// the arithmetic the kernel leaves unspecified (the sum inside one mma, and
-// expf), and returns its whole trace in order: a stand-in for the GPU.
-func MirrorFlash2MMAWith(c Config, mma func(acc float32, a, b []float32, stride int) float32, exp func(float32) float32) []*instrument.Record {
-	c.Variant = instrument.VariantFlash2MMA
-	a := fastArith{mma: mma, exp: exp}
+// inputsRecords is a trace's opening, the inputs record of every traced
+// batch-head, and those inputs by batch-head.
+func inputsRecords(c *Config) ([]*instrument.Record, map[int]*Inputs) {
 	var recs []*instrument.Record
-	bhs, qs := c.TracedBH(), c.TracedQ()
 	ins := map[int]*Inputs{}
-	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
-		ins[bh] = InputsFor(&c, bh)
+	for bh := c.TracedBH().Lo; bh < c.TracedBH().Hi; bh++ {
+		ins[bh] = InputsFor(c, bh)
 		recs = append(recs, &instrument.Record{Kind: instrument.KindInputs, BH: bh, I: -1, J: -1, Q: ins[bh].Q, K: ins[bh].K, V: ins[bh].V})
 	}
-	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
-		for i := qs.Lo; i < qs.Hi; i++ {
-			a.block(&c, ins[bh], bh, i, func(_ int, r *instrument.Record) { recs = append(recs, r) })
-		}
-	}
-	return recs
+	return recs, ins
 }
 
 // Ex2 and MMAChunk are the mirror's own choices, for tests to perturb.
+// RandomConfig, EpilogueOutputs and FirstOrderBounds are mirror_test.go's
+// randomConfig, epilogueOutputs and firstOrderBounds.
 var (
-	Ex2      = ex2
-	MMAChunk = mmaChunk
+	Ex2              = ex2
+	MMAChunk         = mmaChunk
+	RandomConfig     = randomConfig
+	EpilogueOutputs  = epilogueOutputs
+	FirstOrderBounds = firstOrderBounds
 )
 
 // MirrorNaiveMMAWith runs naive_mma's mirror over c with another sum inside
@@ -71,13 +77,8 @@ func MirrorNaiveMMAWith(c Config, mma func(acc float32, a, b []float32, stride i
 		return acc
 	}
 	phases := make([][]*instrument.Record, naivePhases)
-	var recs []*instrument.Record
+	recs, ins := inputsRecords(&c)
 	bhs, qs := c.TracedBH(), c.TracedQ()
-	ins := map[int]*Inputs{}
-	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
-		ins[bh] = InputsFor(&c, bh)
-		recs = append(recs, &instrument.Record{Kind: instrument.KindInputs, BH: bh, I: -1, J: -1, Q: ins[bh].Q, K: ins[bh].K, V: ins[bh].V})
-	}
 	for bh := bhs.Lo; bh < bhs.Hi; bh++ {
 		for i := qs.Lo; i < qs.Hi; i++ {
 			a.block(&c, ins[bh], bh, i, func(ph int, r *instrument.Record) { phases[ph] = append(phases[ph], r) })

@@ -1,7 +1,6 @@
 package kernels_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,54 +8,17 @@ import (
 
 	"flashstep/instrument"
 	. "flashstep/kernels"
-	"flashstep/kernels/kernelstest"
 )
 
 const u32 = 1.0 / (1 << 24) // unit roundoff of float32
 
 // flash1Config draws a flash1 run weighted toward toy and ragged sizes: N
 // rarely a multiple of the tiles, Br ≠ Bc, causal or not, any pattern, and
-// sometimes a partial trace selection.
+// sometimes a partial trace selection (RandomConfig).
 func flash1Config(rng *rand.Rand) Config {
-	c := Config{
-		Variant: instrument.VariantFlash1,
-		Batch:   1 + rng.IntN(2),
-		Heads:   1 + rng.IntN(3),
-		Causal:  rng.IntN(2) == 0,
-		Pattern: instrument.Patterns[rng.IntN(len(instrument.Patterns))],
-		Seed:    rng.Uint64(),
-	}
-	switch rng.IntN(4) {
-	case 0: // toy, every number legible
-		c.N, c.D, c.Br, c.Bc = 4+rng.IntN(13), 2+rng.IntN(7), 1+rng.IntN(4), 1+rng.IntN(4)
-	case 1, 2: // small and ragged
-		c.N, c.D = 1+rng.IntN(100), 1+rng.IntN(48)
-		c.Br, c.Bc = 1+rng.IntN(min(c.N, 24)), 1+rng.IntN(min(c.N, 24))
-	default: // real tile sizes
-		c.N, c.D = 64+rng.IntN(260), []int{32, 64, 128}[rng.IntN(3)]
-		c.Br, c.Bc = []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64}[rng.IntN(3)]
-		c.Batch, c.Heads = 1, 1
-	}
-	if rng.IntN(4) == 0 {
-		bh := c.Batch * c.Heads
-		lo := rng.IntN(bh)
-		c.TraceBH = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(bh-lo)}
-		lo = rng.IntN(c.Tr())
-		c.TraceQ = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(c.Tr()-lo)}
-	}
+	c := RandomConfig(rng)
+	c.Variant = instrument.VariantFlash1
 	return c
-}
-
-func mirrorTrace(t testing.TB, c Config) []*instrument.Record {
-	t.Helper()
-	if err := c.Validate(); err != nil {
-		t.Fatalf("%+v: %v", c, err)
-	}
-	var recs []*instrument.Record
-	if err := RunMirror(context.Background(), c, func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
-		t.Fatalf("%+v: %v", c, err)
-	}
-	return recs
 }
 
 // visits says whether q-tile i of c sees kv-tile j, from the definition: some
@@ -249,55 +211,16 @@ func TestFlash1SoftmaxIsFlash2s(t *testing.T) {
 	}
 }
 
-// flash1OutputBound is, per element of O, how far flash1's float32 output
-// may lie from the exact one, to first order. Scores computed in float32 are
-// off by at most δ = (d+2)·u·scale·Σ|q_k·k_k| + 2u·|s|; that moves each
-// softmax weight by a factor within e^{±2δ}, so O by at most 2δ·Σ p_c|v_c|.
-// The float32 exp (|x|·u from its rounded argument, at most 88u for a term
-// that matters, and one u), the sums over n columns, and at every one of the
-// Tc steps the rescale α·l_old, its product with O_old and the division by
-// l_new add (n + 2·88 + 4·Tc + 6)·u relative to that same Σ p_c|v_c|. The
-// LSE, log Σ exp(s), moves by at most δ with the scores, by l's relative
-// error (the same (n + 2·88 + 2·Tc + 4)·u) through log l, and by the
-// roundings of log l and of m + log l.
+// flash1OutputBound is, per element of O and per row's LSE, how far
+// flash1's float32 output may lie from the exact one, to first order
+// (FirstOrderBounds, which holds the scores' part): the float32 exp (|x|·u
+// from its rounded argument, at most 88u for a term that matters, and one
+// u), the sums over n columns, and at every one of the Tc steps the rescale
+// α·l_old, its product with O_old and the division by l_new add
+// (n + 2·88 + 4·Tc + 6)·u relative to Σ p_c|v_c|; l is within
+// (n + 2·88 + 2·Tc + 4)·u relative.
 func flash1OutputBound(in *Inputs, n, d, tc int, causal bool) (bound, lse []float64) {
-	bound, lse = make([]float64, n*d), make([]float64, n)
-	scale := 1 / math.Sqrt(float64(d))
-	s := make([]float64, n)
-	for r := range n {
-		m, delta := math.Inf(-1), 0.0
-		cols := n
-		if causal {
-			cols = r + 1
-		}
-		for c := range cols {
-			var dot, abs float64
-			for x := range d {
-				p := float64(in.Q[r*d+x]) * float64(in.K[c*d+x])
-				dot += p
-				abs += math.Abs(p)
-			}
-			s[c] = dot * scale
-			m = math.Max(m, s[c])
-			delta = math.Max(delta, float64(d+2)*u32*scale*abs+2*u32*math.Abs(s[c]))
-		}
-		var l float64
-		for c := range cols {
-			l += math.Exp(s[c] - m)
-		}
-		lse[r] = delta + float64(n+2*88+2*tc+4)*u32 + 2*u32*math.Abs(math.Log(l)) + 2*u32*math.Abs(m+math.Log(l)) + 1e-30
-		rel := 2*delta + float64(n+2*88+4*tc+6)*u32
-		for c := range cols {
-			p := math.Exp(s[c]-m) / l
-			for x := range d {
-				bound[r*d+x] += rel * p * math.Abs(float64(in.V[c*d+x]))
-			}
-		}
-		for x := range d {
-			bound[r*d+x] += 1e-30
-		}
-	}
-	return bound, lse
+	return FirstOrderBounds(in, n, d, causal, n+2*88+4*tc+6, n+2*88+2*tc+4)
 }
 
 // TestFlash1MatchesReference holds every element of every traced epilogue's
@@ -314,24 +237,7 @@ func TestFlash1MatchesReference(t *testing.T) {
 			in := InputsFor(&c, bh)
 			ref, refLSE := Reference(in, c.N, c.D, c.Causal)
 			bound, lseBound := flash1OutputBound(in, c.N, c.D, c.Tc(), c.Causal)
-			o := make([]float32, c.N*c.D)
-			lse := make([]float32, c.N)
-			for k := range o {
-				o[k] = float32(math.NaN())
-			}
-			for k := range lse {
-				lse[k] = float32(math.NaN())
-			}
-			for _, r := range recs {
-				if r.Kind != instrument.KindEpilogue || r.BH != bh {
-					continue
-				}
-				for row := range r.RowsValid {
-					g := r.I*c.Br + row
-					copy(o[g*c.D:(g+1)*c.D], r.O[row*c.D:(row+1)*c.D])
-					lse[g] = r.LSE[row]
-				}
-			}
+			o, lse := EpilogueOutputs(&c, recs, bh)
 			for g := qs.Lo * c.Br; g < min(c.N, qs.Hi*c.Br); g++ {
 				for x := range c.D {
 					k := g*c.D + x
@@ -415,8 +321,6 @@ type flash1Sim struct {
 	exp    func(float32) float32
 	weight func(alpha, lOld float32) float32
 }
-
-func exactExp(x float32) float32 { return float32(math.Exp(float64(x))) }
 
 func rightWeight(alpha, lOld float32) float32 { return alpha * lOld }
 
@@ -568,45 +472,10 @@ func boundConfig(rng *rand.Rand, n int) Config {
 	if n%2 == 0 {
 		c = flash1Config(rng)
 	} else {
-		for c.Variant != instrument.VariantFlash1 {
-			c = kernelstest.RandomGPUConfig(rng, 300)
-		}
+		c = gpuConfig(rng, instrument.VariantFlash1)
 	}
 	c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
 	return c
-}
-
-// compareToBound holds the simulated trace to kernelstest's bound around the
-// mirror's and returns the first element outside it, and how many elements
-// of O the simulation changed.
-func compareToBound(t *testing.T, c Config, sim, mirror []*instrument.Record, worst map[string]float64) (int, error) {
-	t.Helper()
-	h := c.Header(instrument.SourceGPU, "")
-	h.NumSMs = 1
-	if len(sim) != len(mirror) {
-		t.Fatalf("%+v: %d simulated records, %d mirror records", c, len(sim), len(mirror))
-	}
-	bnd := kernelstest.NewBounds(&h)
-	differ := 0
-	var first error
-	for k := range mirror {
-		var b map[string][]float64
-		if mirror[k].Kind == instrument.KindInputs {
-			b = bnd.Of(mirror[k])
-		} else {
-			b = bnd.Flash1Step(mirror[k])
-			sim[k].TStart, sim[k].TEnd = 1, 2
-		}
-		if err := kernelstest.CompareRecords(&h, sim[k], mirror[k], b, worst); err != nil && first == nil {
-			first = fmt.Errorf("record %d: %w", k, err)
-		}
-		for x := range sim[k].O {
-			if sim[k].O[x] != mirror[k].O[x] {
-				differ++
-			}
-		}
-	}
-	return differ, first
 }
 
 // TestFlash1BoundHoldsForOtherArithmetic runs the mirror and a simulated GPU
@@ -615,38 +484,9 @@ func compareToBound(t *testing.T, c Config, sim, mirror []*instrument.Record, wo
 // the simulated trace to kernelstest's bound, as the GPU suite will hold the
 // GPU's; the worst ratio says how much room the bound leaves.
 func TestFlash1BoundHoldsForOtherArithmetic(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	worst := map[string]float64{}
-	for n := range 80 {
-		c := boundConfig(rng, n)
-		erng := rand.New(rand.NewPCG(rng.Uint64(), 1))
-		expf := func(x float32) float32 {
-			r := exactExp(x)
-			if r == 0 || math.IsInf(float64(r), 0) {
-				return r
-			}
-			steps := erng.IntN(5) - 2 // −2 to 2 ulp
-			toward := float32(math.Inf(1))
-			if steps < 0 {
-				steps, toward = -steps, 0
-			}
-			for range steps {
-				r = math.Nextafter32(r, toward)
-			}
-			return r
-		}
-		sim := flash1Sim{exp: expf, weight: rightWeight}.run(c)
-		differ, err := compareToBound(t, c, sim, mirrorTrace(t, c), worst)
-		if err != nil {
-			t.Fatalf("%+v: %v", c, err)
-		}
-		if differ == 0 && c.N*c.D > 64 {
-			t.Fatalf("%+v: the simulated GPU changed nothing: the test tries no bound", c)
-		}
-	}
-	for name, w := range worst {
-		t.Logf("%-6s worst difference/bound %.3g", name, w)
-	}
+	boundHolds(t, 80, boundConfig, func(c Config, g *simulatedGPU) []*instrument.Record {
+		return flash1Sim{exp: g.expf, weight: rightWeight}.run(c)
+	})
 }
 
 // TestFlash1BoundCatchesAWrongRescale: the bound is not vacuous. A kernel

@@ -2,6 +2,7 @@ package kernels_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -10,14 +11,20 @@ import (
 	"flashstep/instrument"
 	. "flashstep/kernels"
 	"flashstep/kernels/kernelstest"
-	"flashstep/launch"
 )
 
-// simulatedGPU is other admissible arithmetic for what flash2_fast leaves
+// The GPU comparison's bound, tried on the CPU: a kernel's mirror and a
+// stand-in for the GPU (the mirror with other admissible arithmetic) run
+// the same runs, and every element of the stand-in's trace must lie within
+// kernelstest's bound around the mirror's, as the GPU suite holds the GPU's.
+// The machinery here serves every kernel's bound tests.
+
+// simulatedGPU is other admissible arithmetic for what the kernels leave
 // unspecified: each mma adds its terms and the accumulator in a random
 // order, in float32, rounding to nearest or truncating at every step; each
-// ex2 is up to 2 ulp off the correctly rounded 2^x. It stands in for the
-// GPU to try the bound that the GPU's trace will be held to.
+// ex2 is up to 2 ulp off the correctly rounded 2^x, each expf up to 2 ulp
+// off e^x. It stands in for the GPU to try the bound that the GPU's trace
+// will be held to.
 type simulatedGPU struct {
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -44,14 +51,36 @@ func (g *simulatedGPU) mma(acc float32, a, b []float32, stride int) float32 {
 	return sum
 }
 
+// ex2 is flash2_fast's ex2.approx.ftz: 2 ulp either side, subnormal
+// results flushed to 0.
 func (g *simulatedGPU) ex2(x float32) float32 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r := Ex2(x)
+	r := g.ulpsOff(Ex2(x))
+	if r < 0x1p-126 {
+		return 0
+	}
+	return r
+}
+
+// expf is CUDA's expf (within 2 ulp of e^x): 2 ulp either side of the
+// mirror's, subnormal results kept.
+func (g *simulatedGPU) expf(x float32) float32 { return g.ulpsOff(exactExp(x)) }
+
+// exp is v's exponential: ex2 for flash2_fast, expf for flash2_mma.
+func (g *simulatedGPU) exp(v instrument.Variant) func(float32) float32 {
+	if v == instrument.VariantFlash2Fast {
+		return g.ex2
+	}
+	return g.expf
+}
+
+// ulpsOff moves r by −2 to 2 ulp, at random; 0 and Inf stay.
+func (g *simulatedGPU) ulpsOff(r float32) float32 {
 	if r == 0 || math.IsInf(float64(r), 0) {
 		return r
 	}
-	steps := g.rng.IntN(5) - 2 // −2 to 2 ulp
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	steps := g.rng.IntN(5) - 2
 	toward := float32(math.Inf(1))
 	if steps < 0 {
 		steps, toward = -steps, 0
@@ -59,67 +88,123 @@ func (g *simulatedGPU) ex2(x float32) float32 {
 	for range steps {
 		r = math.Nextafter32(r, toward)
 	}
-	if r < 0x1p-126 {
-		return 0
-	}
 	return r
 }
 
-// TestFlash2FastBoundHoldsForOtherArithmetic runs the mirror and the
-// simulated GPU on the same fresh random runs and holds every element of
-// the simulated trace to kernelstest's bound, as the GPU suite will hold
-// the GPU's; the worst ratio says how much room the bound leaves.
-func TestFlash2FastBoundHoldsForOtherArithmetic(t *testing.T) {
+// exactExp is the mirror's expf (kernels/float32.go): e^x in float64,
+// rounded once.
+func exactExp(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// mirrorTrace is the mirror's trace of c (which must be valid), in order.
+func mirrorTrace(t testing.TB, c Config) []*instrument.Record {
+	t.Helper()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("%+v: %v", c, err)
+	}
+	var recs []*instrument.Record
+	if err := RunMirror(context.Background(), c, func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatalf("%+v: %v", c, err)
+	}
+	return recs
+}
+
+// gpuConfig draws a run of v that the GPU runs (kernelstest.RandomGPUConfig,
+// until it draws v).
+func gpuConfig(rng *rand.Rand, v instrument.Variant) Config {
+	for {
+		if c := kernelstest.RandomGPUConfig(rng, 300); c.Variant == v {
+			return c
+		}
+	}
+}
+
+// compareToBound holds the simulated trace to kernelstest's bound around the
+// mirror's and returns how many elements of O the simulation changed and the
+// first element outside the bound.
+func compareToBound(t *testing.T, c Config, sim, mirror []*instrument.Record, worst map[string]float64) (int, error) {
+	t.Helper()
+	h := c.Header(instrument.SourceGPU, "")
+	h.NumSMs = 1 // the stand-in's records claim SM 0 and a moment
+	if len(sim) != len(mirror) {
+		t.Fatalf("%+v: %d simulated records, %d mirror records", c, len(sim), len(mirror))
+	}
+	bnd := kernelstest.NewBounds(&h)
+	differ := 0
+	var first error
+	for k := range mirror {
+		if mirror[k].Kind != instrument.KindInputs {
+			sim[k].TStart, sim[k].TEnd = 1, 2
+		}
+		if err := kernelstest.CompareRecords(&h, sim[k], mirror[k], bnd.Of(mirror[k]), worst); err != nil && first == nil {
+			first = fmt.Errorf("record %d: %w", k, err)
+		}
+		for x := range sim[k].O {
+			if sim[k].O[x] != mirror[k].O[x] {
+				differ++
+			}
+		}
+	}
+	return differ, first
+}
+
+// boundHolds runs the mirror and a simulated GPU (sim, from g) on runs fresh
+// random runs (draw) and holds every element of the simulated trace to
+// kernelstest's bound. A run the simulation leaves unchanged tries nothing;
+// the test fails when that is more than a quarter of them. The worst ratio says how much
+// room the bound leaves.
+func boundHolds(t *testing.T, runs int, draw func(rng *rand.Rand, n int) Config, sim func(c Config, g *simulatedGPU) []*instrument.Record) {
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	worst := map[string]float64{}
-	for n := range 60 {
-		c := kernelstest.RandomGPUConfig(rng, 300)
-		c.Variant = instrument.VariantFlash2Fast
-		if n%2 == 0 { // the mirror's other shapes: ragged d, Bc, toy sizes
-			c.N = 1 + rng.IntN(90)
-			c.D, c.Br, c.Bc = 1+rng.IntN(40), 1+rng.IntN(min(c.N, 20)), 1+rng.IntN(min(c.N, 20))
-			c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
-		} else {
-			f := launch.Flash2FastInstances[rng.IntN(len(launch.Flash2FastInstances))]
-			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-			c.N = max(c.Br, c.Bc) + rng.IntN(200)
-			c.Batch, c.Heads, c.TraceBH, c.TraceQ = 1, 1, instrument.Range{}, instrument.Range{}
-		}
-		c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
-		if err := c.Validate(); err != nil {
+	unchanged := 0
+	for n := range runs {
+		c := draw(rng, n)
+		mirror := mirrorTrace(t, c)
+		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
+		differ, err := compareToBound(t, c, sim(c, g), mirror, worst)
+		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
-		h := c.Header(instrument.SourceGPU, "")
-		h.NumSMs = 1
-		var mirror []*instrument.Record
-		if err := RunMirror(context.Background(), c, func(r *instrument.Record) error { mirror = append(mirror, r); return nil }); err != nil {
-			t.Fatal(err)
+		if differ == 0 {
+			unchanged++ // a small or one-hot run may leave every value as it was
 		}
-		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		sim := MirrorFlash2FastWith(c, g.mma, g.ex2)
-		if len(sim) != len(mirror) {
-			t.Fatalf("%+v: %d simulated records, %d mirror records", c, len(sim), len(mirror))
-		}
-		bnd := kernelstest.NewBounds(&h)
-		differ := 0
-		for k := range mirror {
-			if sim[k].Kind != instrument.KindInputs {
-				sim[k].TStart, sim[k].TEnd = 1, 2
-			}
-			if err := kernelstest.CompareRecords(&h, sim[k], mirror[k], bnd.Of(mirror[k]), worst); err != nil {
-				t.Fatalf("%+v record %d: %v", c, k, err)
-			}
-			for x := range sim[k].O {
-				if sim[k].O[x] != mirror[k].O[x] {
-					differ++
-				}
-			}
-		}
-		if differ == 0 && c.N*c.D > 64 {
-			t.Fatalf("%+v: the simulated GPU changed nothing: the test tries no bound", c)
-		}
+	}
+	if unchanged > runs/4 {
+		t.Fatalf("the simulated GPU changed nothing in %d of %d runs: the test tries too little of the bound", unchanged, runs)
 	}
 	for name, w := range worst {
 		t.Logf("%-6s worst difference/bound %.3g", name, w)
+	}
+}
+
+// bf16BoundConfig draws a run of the bf16 flash kernel v for the bound's
+// tests: on even n one of the mirror's odd shapes (ragged d and Bc, toy
+// sizes), on odd n one the GPU runs (v's compiled tiles), N ragged.
+func bf16BoundConfig(rng *rand.Rand, n int, v instrument.Variant) Config {
+	c := gpuConfig(rng, v)
+	if n%2 == 0 {
+		c.N = 1 + rng.IntN(90)
+		c.D, c.Br, c.Bc = 1+rng.IntN(40), 1+rng.IntN(min(c.N, 20)), 1+rng.IntN(min(c.N, 20))
+	} else {
+		c.N = max(c.Br, c.Bc) + rng.IntN(200)
+		c.Batch, c.Heads = 1, 1
+	}
+	c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
+	c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
+	return c
+}
+
+// TestBF16FlashBoundHoldsForOtherArithmetic runs each bf16 flash kernel's
+// mirror and the simulated GPU (each mma summed in another order, rounding
+// or truncating; each ex2 or expf up to 2 ulp off) on the same fresh random
+// runs and holds every element of the simulated trace to the kernel's
+// bound, as the GPU suite holds the GPU's.
+func TestBF16FlashBoundHoldsForOtherArithmetic(t *testing.T) {
+	for _, v := range BF16FlashVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			boundHolds(t, 60, func(rng *rand.Rand, n int) Config { return bf16BoundConfig(rng, n, v) },
+				func(c Config, g *simulatedGPU) []*instrument.Record {
+					return MirrorBF16FlashWith(v, c, g.mma, g.exp(v))
+				})
+		})
 	}
 }

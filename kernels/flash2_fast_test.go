@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"flashstep/instrument"
@@ -191,104 +192,155 @@ func ulp32(x float32) float32 {
 	return math.Nextafter32(x, float32(math.Inf(1))) - x
 }
 
-// ---- the mirror against the float64 reference ----
+// ---- the bf16 flash kernels: flash2_fast (rung 6) and flash2_mma (rung 5) ----
 
-// randomFastConfig draws a flash2_fast run: toy, small and ragged (d
-// mostly not a multiple of 16, Bc not of 8), real tile sizes, and the
-// compiled GPU shapes with a ragged N.
-func randomFastConfig(rng *rand.Rand, n int) Config {
+// The two run one block walk (fastArith.block) and part only in their
+// softmax: flash2_fast keeps S and m raw and folds the scale and log2 e into
+// one fma before ex2.approx; flash2_mma scales each score at once and keeps
+// natural units, S = S_raw·scale, α = expf(m_old − m_new). Every test below
+// runs for both, each held to its own arithmetic where they part.
+
+// bf16Compiled is, per bf16 flash kernel, the tiles (Br, Bc, d) it is
+// compiled for (launch.Flash2FastInstances, launch.Flash2MMAInstances) and
+// one in how many of randomBF16Config's draws takes them.
+var bf16Compiled = map[instrument.Variant]struct {
+	odds  int
+	tiles [][3]int
+}{
+	instrument.VariantFlash2Fast: {5, [][3]int{{128, 128, 64}, {128, 48, 128}}},
+	instrument.VariantFlash2MMA:  {2, [][3]int{{64, 64, 64}, {64, 64, 128}}},
+}
+
+// randomBF16Config draws a run of v: toy, small and ragged (d mostly not a
+// multiple of 16, Bc not of 8), real tile sizes, and v's compiled tiles with
+// a ragged N, sometimes a few of their q-tiles traced.
+func randomBF16Config(rng *rand.Rand, n int, v instrument.Variant) Config {
 	c := randomConfig(rng)
-	c.Variant = instrument.VariantFlash2Fast
+	c.Variant = v
 	c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
-	if rng.IntN(5) == 0 {
-		shape := [][3]int{{128, 128, 64}, {128, 48, 128}}[rng.IntN(2)]
-		c.Br, c.Bc, c.D = shape[0], shape[1], shape[2]
+	if cc := bf16Compiled[v]; rng.IntN(cc.odds) == 0 {
+		tile := cc.tiles[rng.IntN(len(cc.tiles))]
+		c.Br, c.Bc, c.D = tile[0], tile[1], tile[2]
 		c.N = max(c.Br, c.Bc) + rng.IntN(200)
 		c.Batch, c.Heads = 1, 1
 		c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
+		if rng.IntN(4) == 0 {
+			lo := rng.IntN(c.Tr())
+			c.TraceQ = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(c.Tr()-lo)}
+		}
 	}
 	return c
 }
 
-// TestFlash2FastMatchesReference holds the mirror's output to the float64
-// reference computed from the same bf16 inputs: max |O − O_ref| over
-// max |O_ref| under 1e-2 per batch-head, LSE within 1e-4 (it never sees
-// bf16(P)), over fresh random runs. Outputs start as NaN, so a row the
-// trace never writes fails, and a NaN never passes.
-func TestFlash2FastMatchesReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	worst := map[instrument.Pattern]float64{}
-	var withTail, causal, multi int
-	for n := range 240 {
-		c := randomFastConfig(rng, n)
-		if c.D%16 != 0 {
-			withTail++
-		}
-		if c.Causal {
-			causal++
-		}
-		if c.TracedBH().Len() > 1 {
-			multi++
-		}
-		h, recs := runTrace(t, c)
-		if h.DType != instrument.DTypeBF16 || h.Records != len(recs) {
-			t.Fatalf("%+v: header dtype %s, %d records for %d", c, h.DType, h.Records, len(recs))
-		}
-		noNaN(t, c, recs)
-		bhs, qs := c.TracedBH(), c.TracedQ()
-		for bh := bhs.Lo; bh < bhs.Hi; bh++ {
-			in := InputsFor(&c, bh)
-			ref, refLSE := Reference(in, c.N, c.D, c.Causal)
-			rows := instrument.Range{Lo: qs.Lo * c.Br, Hi: min(c.N, qs.Hi*c.Br)}
-			o := fill(c.N*c.D, float32(math.NaN()))
-			lse := fill(c.N, float32(math.NaN()))
-			for _, r := range recs {
-				if r.BH != bh {
-					continue
+// compiledTiles says whether c runs on tiles its kernel is compiled for.
+func compiledTiles(c *Config) bool {
+	return slices.Contains(bf16Compiled[c.Variant].tiles, [3]int{c.Br, c.Bc, c.D})
+}
+
+// bf16Trace is runTrace (the trace as a consumer decodes it, its size
+// TraceBytes') for a valid run c of a bf16 flash kernel: its header says
+// c's variant, bf16 and as many records as there are, and no array of any
+// record holds a NaN.
+func bf16Trace(t *testing.T, c Config) []*instrument.Record {
+	t.Helper()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("%+v: %v", c, err)
+	}
+	h, recs := runTrace(t, c)
+	if h.Records != len(recs) || h.DType != instrument.DTypeBF16 || h.Variant != c.Variant {
+		t.Fatalf("%+v: header %+v for %d records", c, h, len(recs))
+	}
+	noNaN(t, c, recs)
+	return recs
+}
+
+// eachBF16Run runs check, as a subtest per bf16 flash kernel, on runs fresh
+// random runs of it (randomBF16Config) and their traces (bf16Trace).
+func eachBF16Run(t *testing.T, runs int, check func(t *testing.T, rng *rand.Rand, c Config, recs []*instrument.Record)) {
+	for _, v := range BF16FlashVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			for n := range runs {
+				c := randomBF16Config(rng, n, v)
+				check(t, rng, c, bf16Trace(t, c))
+			}
+		})
+	}
+}
+
+// TestBF16FlashMatchesReference holds each bf16 flash kernel's mirror
+// output to the float64 reference computed from the same bf16 inputs:
+// max |O − O_ref| over max |O_ref| under 1e-2 per batch-head, LSE within
+// 1e-4 (it never sees bf16(P)), over fresh random runs. Outputs start as
+// NaN, so an element the trace never writes fails, and a NaN never passes.
+func TestBF16FlashMatchesReference(t *testing.T) {
+	for _, v := range BF16FlashVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			worst := map[instrument.Pattern]float64{}
+			var withTail, causal, compiled, multi int
+			for n := range 240 {
+				c := randomBF16Config(rng, n, v)
+				if c.D%16 != 0 {
+					withTail++
 				}
-				switch r.Kind {
-				case instrument.KindInputs:
-					for name, pair := range map[string][2][]float32{"q": {r.Q, in.Q}, "k": {r.K, in.K}, "v": {r.V, in.V}} {
-						for x := range pair[1] {
-							if pair[0][x] != pair[1][x] || RoundBF16(pair[0][x]) != pair[0][x] {
-								t.Fatalf("%+v bh %d: inputs record %s[%d] = %v, InputsFor %v", c, bh, name, x, pair[0][x], pair[1][x])
+				if c.Causal {
+					causal++
+				}
+				if compiledTiles(&c) {
+					compiled++
+				}
+				if c.TracedBH().Len() > 1 {
+					multi++
+				}
+				recs := bf16Trace(t, c)
+				bhs, qs := c.TracedBH(), c.TracedQ()
+				for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+					in := InputsFor(&c, bh)
+					ref, refLSE := Reference(in, c.N, c.D, c.Causal)
+					rows := instrument.Range{Lo: qs.Lo * c.Br, Hi: min(c.N, qs.Hi*c.Br)}
+					o, lse := epilogueOutputs(&c, recs, bh)
+					for _, r := range recs {
+						if r.Kind != instrument.KindInputs || r.BH != bh {
+							continue
+						}
+						for name, pair := range map[string][2][]float32{"q": {r.Q, in.Q}, "k": {r.K, in.K}, "v": {r.V, in.V}} {
+							for x := range pair[1] {
+								if pair[0][x] != pair[1][x] || RoundBF16(pair[0][x]) != pair[0][x] {
+									t.Fatalf("%+v bh %d: inputs record %s[%d] = %v, InputsFor %v", c, bh, name, x, pair[0][x], pair[1][x])
+								}
 							}
 						}
 					}
-				case instrument.KindEpilogue:
-					for row := range r.RowsValid {
-						g := r.I*c.Br + row
-						copy(o[g*c.D:(g+1)*c.D], r.O[row*c.D:(row+1)*c.D])
-						lse[g] = r.LSE[row]
+					var maxDiff, maxRef float64
+					for x := rows.Lo * c.D; x < rows.Hi*c.D; x++ {
+						d := math.Abs(float64(o[x]) - ref[x])
+						if !(d <= math.MaxFloat64) { // NaN, or Inf
+							t.Fatalf("%+v bh %d: O[%d] = %v, reference %v", c, bh, x, o[x], ref[x])
+						}
+						maxDiff = math.Max(maxDiff, d)
+						maxRef = math.Max(maxRef, math.Abs(ref[x]))
+					}
+					rel := maxDiff / math.Max(maxRef, 1e-30)
+					if !(rel < 1e-2) {
+						t.Fatalf("%+v bh %d: max|O − ref|/max|ref| = %.3g", c, bh, rel)
+					}
+					worst[c.Pattern] = math.Max(worst[c.Pattern], rel)
+					for g := rows.Lo; g < rows.Hi; g++ {
+						if d := math.Abs(float64(lse[g]) - refLSE[g]); !(d <= 1e-4*math.Max(1, math.Abs(refLSE[g]))) {
+							t.Fatalf("%+v bh %d row %d: LSE %v, reference %v", c, bh, g, lse[g], refLSE[g])
+						}
 					}
 				}
 			}
-			var maxDiff, maxRef float64
-			for x := rows.Lo * c.D; x < rows.Hi*c.D; x++ {
-				d := math.Abs(float64(o[x]) - ref[x])
-				if !(d <= math.MaxFloat64) { // NaN, or Inf
-					t.Fatalf("%+v bh %d: O[%d] = %v, reference %v", c, bh, x, o[x], ref[x])
-				}
-				maxDiff = math.Max(maxDiff, d)
-				maxRef = math.Max(maxRef, math.Abs(ref[x]))
+			if withTail == 0 || causal == 0 || compiled == 0 || multi == 0 || len(worst) != len(instrument.Patterns) {
+				t.Fatalf("the draw missed a case: %d with d%%16 ≠ 0, %d causal, %d at compiled tiles, %d with several heads, patterns %v",
+					withTail, causal, compiled, multi, worst)
 			}
-			rel := maxDiff / math.Max(maxRef, 1e-30)
-			if !(rel < 1e-2) {
-				t.Fatalf("%+v bh %d: max|O − ref|/max|ref| = %.3g", c, bh, rel)
+			for p, w := range worst {
+				t.Logf("pattern %-6s worst max-norm relative error %.3g (bound 1e-2)", p, w)
 			}
-			worst[c.Pattern] = math.Max(worst[c.Pattern], rel)
-			for g := rows.Lo; g < rows.Hi; g++ {
-				if d := math.Abs(float64(lse[g]) - refLSE[g]); !(d <= 1e-4*math.Max(1, math.Abs(refLSE[g]))) {
-					t.Fatalf("%+v bh %d row %d: LSE %v, reference %v", c, bh, g, lse[g], refLSE[g])
-				}
-			}
-		}
-	}
-	if withTail == 0 || causal == 0 || multi == 0 || len(worst) != len(instrument.Patterns) {
-		t.Fatalf("the draw missed a case: %d with d%%16 ≠ 0, %d causal, %d with several heads, patterns %v", withTail, causal, multi, worst)
-	}
-	for p, w := range worst {
-		t.Logf("pattern %-6s worst max-norm relative error %.3g (bound 1e-2)", p, w)
+		})
 	}
 }
 
@@ -321,6 +373,17 @@ func TestInputsForRoundsOnlyBF16Variants(t *testing.T) {
 
 // ---- the online softmax, step by step ----
 
+// expf32 and logf32 are flash2_mma's mirror's expf and logf
+// (kernels/float32.go), written again: float64 rounded once.
+func expf32(x float32) float32 { return float32(math.Exp(float64(x))) }
+func logf32(x float32) float32 { return float32(math.Log(float64(x))) }
+
+// sameBits says whether a and b are the same float32, bit for bit (either
+// zero for either).
+func sameBits(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a == 0 && b == 0)
+}
+
 // fastExpBound is how far the mirror's ex2(fma(s, sl2, −mb)) may lie from
 // exp(S − M) computed from the trace's rounded S = S_raw·scale and
 // M = m_raw·scale: sl2 and mb carry about 2u and 3u, S and M u each, the
@@ -331,17 +394,90 @@ func fastExpBound(s, m float64) float64 {
 	return e*math.Expm1(delta) + 2*eps32*e + 0x1p-125
 }
 
-// TestFlash2FastOnlineSoftmaxInvariants checks every step of every trace:
-// m_old is the last m_new, m never decreases and is exactly the max of m_old
-// and the tile's S, α = exp(m_old − m_new) in [0, 1] (up to an ulp over 1,
-// like P), P = exp(S − m_new)
-// (0 where masked), l ≥ α·l_old and l = Σ exp(S − m_new) over the columns
-// seen, and after the last step the epilogue is O/l and m + log l.
-func TestFlash2FastOnlineSoftmaxInvariants(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := range 200 {
-		c := randomFastConfig(rng, n)
-		_, recs := runTrace(t, c)
+// overOne is how far past 1 flash2_fast's P and α may go at a row max m
+// (natural units): 2 to the half ulp of mb = m·log2 e, with room.
+func overOne(m float64) float64 { return 1 + 4*eps32*(math.Abs(m)+1) }
+
+// bf16Softmax is where the online-softmax invariants hold the two bf16
+// flash kernels to their own arithmetic.
+type bf16Softmax struct {
+	// exp says whether got is the kernel's e^(x − m), for x a finite score
+	// or old row max and m the new row max, both as the trace holds them.
+	exp func(x, m, got float32) bool
+	// lTerm bounds the error of one term e^(s − m) of l (mAbs the largest
+	// |m| of the row so far); α's own error in a step is alphaErr·u·(2·mAbs
+	// + 1), and lFloor an absolute slack.
+	lTerm            func(s, m, mAbs float64) float64
+	alphaErr, lFloor float64
+	// epiO and epiLSE say whether an epilogue's O and LSE are the kernel's
+	// from the last step's O, m and l.
+	epiO   func(o, l, got float32) bool
+	epiLSE func(m, l, got float32) bool
+}
+
+var bf16Softmaxes = map[instrument.Variant]bf16Softmax{
+	// flash2_fast's trace scales its raw S and m afterwards, so ex2 of the
+	// fma it folds the scale into is e^(S − m) only within fastExpBound, and
+	// may pass 1 by a few ulp: at the row's max, fma(s, sl2, −mb) is
+	// s·sl2 − float32(s·sl2), the rounding's residue (up to half an ulp of
+	// mb), not 0. Each term of l carries fastExpBound and the roundings of
+	// S and m; the epilogue is O/l and m + log l within their roundings.
+	instrument.VariantFlash2Fast: {
+		exp: func(x, m, got float32) bool {
+			s, mm, p := float64(x), float64(m), float64(got)
+			return math.Abs(p-math.Exp(s-mm)) <= fastExpBound(s, mm) && p >= 0 && p <= overOne(mm)
+		},
+		lTerm: func(s, m, mAbs float64) float64 {
+			return fastExpBound(s, m) + 7*eps32*(math.Abs(s)+mAbs)*math.Exp(s-m)
+		},
+		alphaErr: 8,
+		epiO: func(o, l, got float32) bool {
+			want := float64(o) / float64(l)
+			return math.Abs(float64(got)-want) <= 3*eps32*math.Abs(want)+1e-45
+		},
+		epiLSE: func(m, l, got float32) bool {
+			want := float64(m) + math.Log(float64(l))
+			return math.Abs(float64(got)-want) <= 4*eps32*(math.Abs(want)+math.Abs(float64(m))+1)
+		},
+	},
+	// flash2_mma's trace is in its own units, so its arithmetic holds bit
+	// for bit: α = expf(m_old − m_new), P = expf(S − m_new), in [0, 1], and
+	// the epilogue O·(1/l) and m + logf(l). Each term of l carries the
+	// rounding of S − m and of expf.
+	instrument.VariantFlash2MMA: {
+		exp: func(x, m, got float32) bool { return sameBits(got, expf32(float32(x-m))) && got >= 0 && got <= 1 },
+		lTerm: func(s, m, _ float64) float64 {
+			return math.Exp(s-m) * (math.Expm1(2*eps32*math.Abs(s-m)) + eps32)
+		},
+		alphaErr: 4,
+		lFloor:   1e-44,
+		epiO: func(o, l, got float32) bool {
+			var inv float32
+			if l != 0 {
+				inv = float32(1 / l)
+			}
+			return sameBits(got, float32(o*inv))
+		},
+		epiLSE: func(m, l, got float32) bool {
+			lse := float32(math.Inf(-1))
+			if l != 0 {
+				lse = float32(m + logf32(l))
+			}
+			return sameBits(got, lse)
+		},
+	},
+}
+
+// TestBF16FlashOnlineSoftmaxInvariants checks every step of every trace:
+// m_old is the last m_new, m never decreases and is exactly the max of
+// m_old and the tile's S, S is −Inf exactly where masked, P is 0 there,
+// α = exp(m_old − m_new) (0 after nothing seen) and P = exp(S − m_new) in
+// the kernel's arithmetic (bf16Softmaxes), l ≥ α·l_old and l = Σ exp(S −
+// m_new) over the columns seen, within its roundings, and after the last
+// step the epilogue is O/l and m + log l.
+func TestBF16FlashOnlineSoftmaxInvariants(t *testing.T) {
+	eachBF16Run(t, 200, func(t *testing.T, _ *rand.Rand, c Config, recs []*instrument.Record) {
+		sm := bf16Softmaxes[c.Variant]
 		atoms := float64(ceilDiv(c.Bc, 8))
 		var mPrev, lPrev, mAbs []float64
 		var seen [][]float64
@@ -364,9 +500,10 @@ func TestFlash2FastOnlineSoftmaxInvariants(t *testing.T) {
 					}
 					tileMax := math.Inf(-1)
 					for col := range c.Bc {
-						s, p := float64(r.S[row*c.Bc+col]), float64(r.P[row*c.Bc+col])
-						masked := col >= r.ColsValid || (c.Causal && r.J*c.Bc+col > r.I*c.Br+row)
-						if masked != math.IsInf(s, -1) {
+						s, p := r.S[row*c.Bc+col], r.P[row*c.Bc+col]
+						gc := r.J*c.Bc + col // past N or, causal, above the diagonal
+						masked := gc >= c.N || (c.Causal && gc > r.I*c.Br+row)
+						if masked != math.IsInf(float64(s), -1) {
 							t.Fatalf("%s col %d: S = %v, masked %v", ctx, col, s, masked)
 						}
 						if masked {
@@ -375,42 +512,39 @@ func TestFlash2FastOnlineSoftmaxInvariants(t *testing.T) {
 							}
 							continue
 						}
-						tileMax = math.Max(tileMax, s)
-						seen[row] = append(seen[row], s)
-						// P may pass 1 by a few ulp: at the row's max, fma(s, sl2, −mb)
-						// is s·sl2 − float32(s·sl2), the rounding's residue (up to
-						// half an ulp of mb), not 0.
-						if b := fastExpBound(s, mNew); !(math.Abs(p-math.Exp(s-mNew)) <= b) || p > overOne(mNew) {
-							t.Fatalf("%s col %d: P = %v, exp(S − m) = %v (bound %.3g)", ctx, col, p, math.Exp(s-mNew), b)
+						tileMax = math.Max(tileMax, float64(s))
+						seen[row] = append(seen[row], float64(s))
+						if !sm.exp(s, r.MNew[row], p) {
+							t.Fatalf("%s col %d: P = %v, exp(S − m) = %v", ctx, col, p, math.Exp(float64(s)-mNew))
 						}
 					}
 					if want := math.Max(mOld, tileMax); mNew != want {
 						t.Fatalf("%s: m_new %v, max(m_old, max S) = %v", ctx, mNew, want)
 					}
 					mAbs[row] = math.Max(mAbs[row], math.Abs(mNew))
-					alpha := float64(r.Alpha[row])
+					alpha := r.Alpha[row]
 					if math.IsInf(mOld, -1) {
 						if alpha != 0 {
 							t.Fatalf("%s: α = %v after nothing seen", ctx, alpha)
 						}
-					} else if b := fastExpBound(mOld, mNew); !(alpha >= 0 && alpha <= overOne(mNew) && math.Abs(alpha-math.Exp(mOld-mNew)) <= b) {
+					} else if !sm.exp(r.MOld[row], r.MNew[row], alpha) {
 						t.Fatalf("%s: α = %v, exp(m_old − m_new) = %v", ctx, alpha, math.Exp(mOld-mNew))
 					}
 					l := float64(r.L[row])
-					if !(l >= alpha*lPrev[row]*(1-8*eps32)) {
-						t.Fatalf("%s: l = %v < α·l_old = %v", ctx, l, alpha*lPrev[row])
+					if !(l >= float64(alpha)*lPrev[row]*(1-8*eps32)) {
+						t.Fatalf("%s: l = %v < α·l_old = %v", ctx, l, float64(alpha)*lPrev[row])
 					}
 					var wantL, termErr float64
 					for _, s := range seen[row] {
 						wantL += math.Exp(s - mNew)
-						termErr += fastExpBound(s, mNew) + 7*eps32*(math.Abs(s)+mAbs[row])*math.Exp(s-mNew)
+						termErr += sm.lTerm(s, mNew, mAbs[row])
 					}
-					// Each step's roundings: 2⌈Bc/8⌉+1 per thread, 3 for the
-					// quad's sum, α's own error; each older term carries those
-					// of every step since.
+					// Each step's roundings: 2⌈Bc/8⌉+1 per thread,
+					// 3 for the quad's sum, α's own error; each
+					// older term carries those of every step since.
 					steps := float64(r.J + 1)
-					alphaErr := 8 * eps32 * (2*mAbs[row] + 1)
-					bound := termErr + steps*((2*atoms+4)*2*eps32+alphaErr)*wantL
+					alphaErr := sm.alphaErr * eps32 * (2*mAbs[row] + 1)
+					bound := termErr + steps*((2*atoms+4)*2*eps32+alphaErr)*wantL + sm.lFloor
 					if d := math.Abs(l - wantL); !(d <= bound) {
 						t.Fatalf("%s: l = %v, Σ exp(S − m_new) = %v (bound %.3g)", ctx, l, wantL, bound)
 					}
@@ -422,41 +556,30 @@ func TestFlash2FastOnlineSoftmaxInvariants(t *testing.T) {
 					t.Fatalf("%+v: epilogue of (%d, %d) without its steps", c, r.BH, r.I)
 				}
 				for row := range r.RowsValid {
-					l := float64(last.L[row])
+					l, m := last.L[row], last.MNew[row]
 					for x := range c.D {
-						want := float64(last.O[row*c.D+x]) / l
-						if got := float64(r.O[row*c.D+x]); !(math.Abs(got-want) <= 3*eps32*math.Abs(want)+1e-45) {
-							t.Fatalf("%+v bh %d q-tile %d row %d: epilogue O %v, O/l %v", c, r.BH, r.I, row, got, want)
+						if o, got := last.O[row*c.D+x], r.O[row*c.D+x]; !sm.epiO(o, l, got) {
+							t.Fatalf("%+v bh %d q-tile %d row %d: epilogue O %v, O/l %v", c, r.BH, r.I, row, got, float64(o)/float64(l))
 						}
 					}
-					want := float64(last.MNew[row]) + math.Log(l)
-					if got := float64(r.LSE[row]); !(math.Abs(got-want) <= 4*eps32*(math.Abs(want)+math.Abs(float64(last.MNew[row]))+1)) {
-						t.Fatalf("%+v bh %d q-tile %d row %d: LSE %v, m + log l = %v", c, r.BH, r.I, row, got, want)
+					if got := r.LSE[row]; !sm.epiLSE(m, l, got) {
+						t.Fatalf("%+v bh %d q-tile %d row %d: LSE %v, m + log l = %v", c, r.BH, r.I, row, got, float64(m)+math.Log(float64(l)))
 					}
 				}
 			}
 		}
-	}
+	})
 }
-
-// overOne is how far past 1 the kernel's P and α may go at a row max m
-// (natural units): 2 to the half ulp of mb = m·log2 e, with room.
-func overOne(m float64) float64 { return 1 + 4*eps32*(math.Abs(m)+1) }
 
 // ---- the trace's shape ----
 
-// TestFlash2FastTraceStructure checks the records against the header and
+// TestBF16FlashTraceStructure checks the records against the header and
 // the definition: the inputs of every traced batch-head, then per q-tile one
 // step per kv-tile holding an unmasked score, in order, and an epilogue;
-// sizes and bytes as the kernel's header comment says (bf16: 2 bytes).
-func TestFlash2FastTraceStructure(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := range 200 {
-		c := randomFastConfig(rng, n)
-		h, recs := runTrace(t, c) // checks the bytes against TraceBytes
-		if h.Records != len(recs) || h.DType != instrument.DTypeBF16 || h.Variant != instrument.VariantFlash2Fast {
-			t.Fatalf("%+v: header %+v for %d records", c, h, len(recs))
-		}
+// sizes and bytes as the kernels' header comments say (bf16: 2 bytes).
+// bf16Trace has held the header, and the trace's size, to c.
+func TestBF16FlashTraceStructure(t *testing.T) {
+	eachBF16Run(t, 200, func(t *testing.T, _ *rand.Rand, c Config, recs []*instrument.Record) {
 		bhs, qs := c.TracedBH(), c.TracedQ()
 		k := 0
 		next := func() *instrument.Record {
@@ -502,20 +625,18 @@ func TestFlash2FastTraceStructure(t *testing.T) {
 		if k != len(recs) {
 			t.Fatalf("%+v: %d records after the last epilogue", c, len(recs)-k)
 		}
-	}
+	})
 }
 
 // ---- every number of a step, recomputed ----
 
-// TestFlash2FastStepsRecomputed recomputes random steps from the inputs
-// alone, row by row and column by column over the whole N×d matrices (no
-// tiles), and checks that every element of S, P, m, α, l and O (padding
+// TestBF16FlashStepsRecomputed recomputes random steps from the inputs
+// alone, as each kernel's header comment writes its arithmetic, row by row
+// and column by column over the whole N×d matrices (no tiles, no shared
+// walk), and checks that every element of S, P, m, α, l and O (padding
 // rows and columns included) is the mirror's, bit for bit.
-func TestFlash2FastStepsRecomputed(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := range 40 {
-		c := randomFastConfig(rng, n)
-		_, recs := runTrace(t, c)
+func TestBF16FlashStepsRecomputed(t *testing.T) {
+	eachBF16Run(t, 40, func(t *testing.T, rng *rand.Rand, c Config, recs []*instrument.Record) {
 		var steps []*instrument.Record
 		for _, r := range recs {
 			if r.Kind == instrument.KindFlashStep {
@@ -526,13 +647,28 @@ func TestFlash2FastStepsRecomputed(t *testing.T) {
 			r := steps[rng.IntN(len(steps))]
 			checkRecomputed(t, &c, InputsFor(&c, r.BH), r)
 		}
-	}
+	})
 }
 
 func checkRecomputed(t *testing.T, c *Config, in *Inputs, rec *instrument.Record) {
 	t.Helper()
 	scale := c.Scale()
-	sl2 := float32(scale * float32(1.4426950408889634))
+	// flash2_mma: x = S_raw·scale at once, the max over x, mb = m_new,
+	// p = expf(x − mb), and the trace holds x and m as they are.
+	score := func(sRaw float32) float32 { return float32(sRaw * scale) }
+	base := func(m float32) float32 { return m }
+	exp := func(v, mb float32) float32 { return expf32(float32(v - mb)) }
+	natural := func(v float32) float32 { return v }
+	if c.Variant == instrument.VariantFlash2Fast {
+		// flash2_fast: the max over S_raw, mb = m_new·sl2,
+		// p = ex2(fma(S_raw, sl2, −mb)), and the trace holds S_raw·scale and
+		// m·scale.
+		sl2 := float32(scale * float32(1.4426950408889634))
+		score = func(sRaw float32) float32 { return sRaw }
+		base = func(m float32) float32 { return float32(m * sl2) }
+		exp = func(v, mb float32) float32 { return ex2(fma32(v, sl2, -mb)) }
+		natural = func(v float32) float32 { return float32(v * scale) }
+	}
 	at := func(m []float32, row, x int) float32 { // a row past N reads as zero
 		if row >= c.N {
 			return 0
@@ -540,7 +676,7 @@ func checkRecomputed(t *testing.T, c *Config, in *Inputs, rec *instrument.Record
 		return m[row*c.D+x]
 	}
 	same := func(what string, row, x int, got, want float32) {
-		if math.Float32bits(got) != math.Float32bits(want) && !(got == 0 && want == 0) {
+		if !sameBits(got, want) {
 			t.Fatalf("%+v step (%d,%d,%d) row %d: %s[%d] = %v, recomputed %v", *c, rec.BH, rec.I, rec.J, row, what, x, got, want)
 		}
 	}
@@ -557,25 +693,19 @@ func checkRecomputed(t *testing.T, c *Config, in *Inputs, rec *instrument.Record
 				if col >= c.N || (c.Causal && col > row) {
 					s[cc] = float32(math.Inf(-1))
 				} else {
-					for k0 := 0; k0 < c.D; k0 += 16 {
-						var chunk float64
-						for x := k0; x < min(k0+16, c.D); x++ {
-							chunk += float64(at(in.Q, row, x)) * float64(at(in.K, col, x))
-						}
-						s[cc] = float32(s[cc] + float32(chunk))
-					}
+					s[cc] = score(mmaSum(0, c.D, func(x int) float64 { return float64(at(in.Q, row, x)) * float64(at(in.K, col, x)) }))
 				}
 				mx = max(mx, s[cc])
 			}
-			mb := float32(0)
+			var mb float32
 			if !math.IsInf(float64(mx), -1) {
-				mb = float32(mx * sl2)
+				mb = base(mx)
 			}
-			alpha := ex2(fma32(m, sl2, -mb))
+			alpha := exp(m, mb)
 			p := make([]float32, c.Bc)
 			var rs [4]float32
 			for cc := range c.Bc {
-				p[cc] = ex2(fma32(s[cc], sl2, -mb))
+				p[cc] = exp(s[cc], mb)
 			}
 			for cc := 0; cc < c.Bc; cc += 2 { // thread (cc%8)/2 holds columns cc and cc+1
 				pair := p[cc]
@@ -585,25 +715,18 @@ func checkRecomputed(t *testing.T, c *Config, in *Inputs, rec *instrument.Record
 				rs[(cc%8)/2] = float32(rs[(cc%8)/2] + pair)
 			}
 			for th := range l {
-				l[th] = fma32(alpha, l[th], rs[th])
+				l[th] = exactFMA32(alpha, l[th], rs[th])
 			}
 			for x := range c.D {
-				o[x] = float32(o[x] * alpha)
-				for k0 := 0; k0 < c.Bc; k0 += 16 {
-					var chunk float64
-					for cc := k0; cc < min(k0+16, c.Bc); cc++ {
-						chunk += float64(RoundBF16(p[cc])) * float64(at(in.V, j*c.Bc+cc, x))
-					}
-					o[x] = float32(o[x] + float32(chunk))
-				}
+				o[x] = mmaSum(float32(o[x]*alpha), c.Bc, func(cc int) float64 { return float64(RoundBF16(p[cc])) * float64(at(in.V, j*c.Bc+cc, x)) })
 			}
 			if j == rec.J {
 				for cc := range c.Bc {
-					same("S", r, cc, rec.S[r*c.Bc+cc], float32(s[cc]*scale))
+					same("S", r, cc, rec.S[r*c.Bc+cc], natural(s[cc]))
 					same("P", r, cc, rec.P[r*c.Bc+cc], p[cc])
 				}
-				same("m_old", r, 0, rec.MOld[r], float32(m*scale))
-				same("m_new", r, 0, rec.MNew[r], float32(mx*scale))
+				same("m_old", r, 0, rec.MOld[r], natural(m))
+				same("m_new", r, 0, rec.MNew[r], natural(mx))
 				same("alpha", r, 0, rec.Alpha[r], alpha)
 				same("l", r, 0, rec.L[r], float32(float32(l[0]+l[1])+float32(l[2]+l[3])))
 				for x := range c.D {
@@ -613,4 +736,18 @@ func checkRecomputed(t *testing.T, c *Config, in *Inputs, rec *instrument.Record
 			m = mx
 		}
 	}
+}
+
+// mmaSum is acc + Σ term(k) over k < n as the kernels' mma chunks add it:
+// 16 exact products at a time, each chunk rounded once to float32 and added
+// to acc in float32.
+func mmaSum(acc float32, n int, term func(k int) float64) float32 {
+	for k0 := 0; k0 < n; k0 += 16 {
+		var chunk float64
+		for k := k0; k < min(k0+16, n); k++ {
+			chunk += term(k)
+		}
+		acc = float32(acc + float32(chunk))
+	}
+	return acc
 }

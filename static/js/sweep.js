@@ -127,7 +127,9 @@ function howMeasured(rec) {
 $('f-d').addEventListener('change', draw);
 $('f-causal').addEventListener('change', draw);
 
-const COLOURS = { flash2: '#0b5fff', naive: '#d1495b', flash2_fast: '#003a99', naive_mma: '#8c1c2b', 'SDPA flash (bf16)': '#2a9d8f', 'SDPA cuDNN (bf16)': '#6a4c93', 'PyTorch naive (bf16)': '#e9a03b' };
+// The naive family in reds and browns, the flash family in blues; PyTorch's
+// references dashed.
+const COLOURS = { naive_row: '#b5651d', naive: '#d1495b', flash1: '#7fb2ff', flash2: '#0b5fff', flash2_mma: '#00a6ed', flash2_fast: '#003a99', naive_mma: '#8c1c2b', 'SDPA flash (bf16)': '#2a9d8f', 'SDPA cuDNN (bf16)': '#6a4c93', 'PyTorch naive (bf16)': '#e9a03b' };
 
 function draw() {
   const rec = state.record;
@@ -202,7 +204,7 @@ const outOfMemoryMarks = {
 };
 
 // OURS are flashstep's kernels, by their data type; the rest are PyTorch's.
-const OURS = { flash2: 'f32', naive: 'f32', flash2_fast: 'bf16', naive_mma: 'bf16' };
+const OURS = { naive_row: 'f32', naive: 'f32', flash1: 'f32', flash2: 'f32', flash2_mma: 'bf16', flash2_fast: 'bf16', naive_mma: 'bf16' };
 
 function plot(key, canvasId, series, label, oom, ns, rec) {
   if (!Chart) return;
