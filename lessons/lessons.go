@@ -50,6 +50,8 @@ var Runs = map[string]Preset{
 	"naive-ragged-causal":    {"Naive, ragged and causal", "Naive computes every tile, masked or not.", "variant=naive&n=11&d=8&br=4&bc=4&causal=1&pattern=normal&seed=7"},
 	"fast-real-tiles":        {"Tensor cores, real tiles", "The bf16 tensor-core kernel (flash2_fast): N=256, d=64, 128×128 tiles, one head.", "variant=flash2_fast&n=256&d=64&br=128&bc=128&pattern=normal&seed=1"},
 	"fast-real-tiles-causal": {"Tensor cores, causal", "The same tensor-core run with the causal mask: the tile above the diagonal is never visited.", "variant=flash2_fast&n=256&d=64&br=128&bc=128&causal=1&pattern=normal&seed=1"},
+	"naive-row-causal-16":    {"One thread per row, causal", "The ladder's first rung (naive_row) on the causal N=16 run: two passes over the keys, the max, then exp and the sums.", "variant=naive_row&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
+	"flash1-causal-16":       {"FlashAttention-1's loop order", "The causal N=16 run in FlashAttention-1's order (flash1): kv-tiles outside, O, m and l back to device memory at every step.", "variant=flash1&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
 	"timeline-2048":          {"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
 }
 
