@@ -19,6 +19,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/sweep"
 )
 
@@ -50,7 +51,7 @@ type Row struct {
 	Cells   []Cell // one per Shape
 	Source  string // which recording the figures come from
 	Notes   []string
-	Kernels []kernels.PtxasFigures // ptxas, sm_90, for the rung's compiled kernels
+	Kernels []KernelFigures // ptxas, sm_90, for the rung's compiled kernels
 	Code    *Code                  // its CUDA source and the diff from the rung below
 }
 
@@ -244,9 +245,19 @@ func sweepCells(rec *sweep.Record, sdpa []sdpaRow, v instrument.Variant) ([]Cell
 	return cells, fmt.Sprintf("recorded sweep, %s", rec.Recorded.Format("2006-01-02"))
 }
 
-// kernelFigures is what ptxas said of the untraced kernels that run a rung.
-func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []kernels.PtxasFigures {
-	var out []kernels.PtxasFigures
+// KernelFigures is one compiled kernel of a rung: what ptxas said of it,
+// and the dynamic shared memory it is launched with (Shared −1: set by the
+// run's tiles, naive's).
+type KernelFigures struct {
+	kernels.PtxasFigures
+	Shared int
+}
+
+// kernelFigures is what ptxas said of the untraced kernels that run a rung,
+// at the 64×64 tiles the sweep runs the float32 rungs at.
+func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []KernelFigures {
+	var out []KernelFigures
+	shared := launch.DynamicShared()
 	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
 		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast, instrument.VariantNaiveMMA: kernels.ModuleNaiveMMA,
 		instrument.VariantNaiveRow: kernels.ModuleNaiveRow, instrument.VariantFlash1: kernels.ModuleFlash1, instrument.VariantFlash2MMA: kernels.ModuleFlash2MMA}[r.Variant]
@@ -254,11 +265,17 @@ func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []kernels.PtxasFi
 		if f.Module != module || f.Kernel == "fs_probe" {
 			continue
 		}
-		// flash2 is compiled at teaching tiles too; the table is about 64×64.
-		if r.Variant == instrument.VariantFlash2 && !strings.Contains(f.Kernel, "br64_bc64") {
+		// The float32 rungs are compiled at teaching tiles too; the table is
+		// about 64×64.
+		f32Tiles := r.Variant == instrument.VariantFlash2 || r.Variant == instrument.VariantNaiveRow || r.Variant == instrument.VariantFlash1
+		if f32Tiles && !strings.Contains(f.Kernel, "br64_bc64") {
 			continue
 		}
-		out = append(out, f)
+		smem, ok := shared[f.Kernel]
+		if !ok {
+			smem = -1
+		}
+		out = append(out, KernelFigures{f, smem})
 	}
 	return out
 }

@@ -239,3 +239,30 @@ func TestForBenchmarkShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestDynamicSharedCoversEveryKernel: the ladder page says each compiled
+// kernel's shared memory; every kernel but naive's two tiled ones has a
+// figure, and it is what the plan launches it with.
+func TestDynamicSharedCoversEveryKernel(t *testing.T) {
+	shared := DynamicShared()
+	for m, names := range Kernels() {
+		for _, k := range names {
+			if _, ok := shared[k]; !ok && k != "fs_probe" && k != "naive_scores" && k != "naive_pv" {
+				t.Errorf("%s/%s has no shared-memory figure", m, k)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	for range 200 {
+		c := kernelstest.RandomGPUConfig(rng, 300)
+		p, err := For(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range p.Kernels {
+			if want, ok := shared[k.Name]; ok && want != k.Shared {
+				t.Fatalf("%s: launched with %d B, the figure says %d", k.Name, k.Shared, want)
+			}
+		}
+	}
+}

@@ -266,3 +266,26 @@ func Kernels() map[string][]string {
 	}
 	return all
 }
+
+// DynamicShared is the dynamic shared memory each compiled kernel is
+// launched with, by name; naive's scores and P·V kernels, whose tiles are
+// the run's, are absent.
+func DynamicShared() map[string]int {
+	out := map[string]int{"naive_softmax": 0}
+	for _, f := range Flash2Instances {
+		out[f.Name()] = f.SharedBytes()
+		out[fmt.Sprintf("naive_row_br%d_bc%d_d%d", f.Br, f.Bc, f.D)] = 0
+		out[fmt.Sprintf("flash1_br%d_bc%d_d%d", f.Br, f.Bc, f.D)] = Flash1SharedBytes(f)
+	}
+	for _, f := range Flash2MMAInstances {
+		out[f.Name()] = f.SharedBytes()
+	}
+	for _, f := range Flash2FastInstances {
+		out[f.Name(false)], out[f.Name(true)] = f.SharedBytes(), f.SharedBytes()
+	}
+	for _, f := range NaiveMMAInstances {
+		scores, pv := f.SharedBytes()
+		out[f.Kernel("scores")], out[f.Kernel("softmax")], out[f.Kernel("pv")] = scores, 0, pv
+	}
+	return out
+}
