@@ -52,7 +52,7 @@ type Row struct {
 	Source  string // which recording the figures come from
 	Notes   []string
 	Kernels []KernelFigures // ptxas, sm_90, for the rung's compiled kernels
-	Code    *Code                  // its CUDA source and the diff from the rung below
+	Code    *Code           // its CUDA source and the diff from the rung below
 }
 
 // Table is the ladder as the page shows it.
