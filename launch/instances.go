@@ -154,7 +154,7 @@ type Flash2MMAInstance struct {
 }
 
 // Flash2MMAInstances lists the instantiations compiled into flash2_mma.cu,
-// in its order (TestFlash2MMAInstancesMatchSource checks the two agree).
+// in its order (TestInstancesMatchSource checks the two agree).
 var Flash2MMAInstances = []Flash2MMAInstance{
 	{64, 64, 64, 4},
 	{64, 64, 128, 4},
@@ -223,11 +223,33 @@ func GPUTileChoices() string { return strings.Join(Tiles(instrument.VariantFlash
 // (B·N = 16384, H·d = 2048).
 const MaxGPUElements = 1 << 26
 
+// MaxGridY is CUDA's limit on a grid's second and third dimensions, where
+// the kernels put the batch-heads (and naive's scores kernel its q-tiles).
+const MaxGridY = 65535
+
+// MaxOffsetBytes bounds the table of trace offsets a traced run uploads:
+// 8 bytes per block, or for flash1 per record, and for naive's scores
+// kernel per tile, of the whole grid, whatever the selection traces.
+const MaxOffsetBytes = 128 << 20
+
 // Validate checks that the compiled kernels run c, beyond what c.Validate
 // checks. The error is kernels.FieldErrors.
 func Validate(c *kernels.Config) error {
-	if n := c.Batch * c.Heads * c.N * c.D; n > MaxGPUElements {
+	if c.Batch < 1 || c.Heads < 1 || c.N < 1 || c.D < 1 || c.Br < 1 || c.Bc < 1 {
+		return kernels.FieldErrors{{Field: kernels.FieldN, Message: "every size must be positive"}}
+	}
+	if n := int64(c.Batch) * int64(c.Heads) * int64(c.N) * int64(c.D); n > MaxGPUElements {
 		return kernels.FieldErrors{{Field: kernels.FieldHeads, Message: fmt.Sprintf("the GPU computes every batch-head: batch·heads·N·d must be at most %d (got %d)", MaxGPUElements, n)}}
+	}
+	if bh := c.Batch * c.Heads; bh > MaxGridY {
+		return kernels.FieldErrors{{Field: kernels.FieldHeads, Message: fmt.Sprintf("the kernels give each batch-head its own row of the grid: batch·heads must be at most %d (got %d)", MaxGridY, bh)}}
+	}
+	if c.Variant == instrument.VariantNaive && c.Tr() > MaxGridY {
+		return kernels.FieldErrors{{Field: kernels.FieldBr, Message: fmt.Sprintf("naive's scores kernel gives each q-tile a row of its grid: N/Br must be at most %d (got %d)", MaxGridY, c.Tr())}}
+	}
+	if b := offsetBytes(c); b > MaxOffsetBytes {
+		return kernels.FieldErrors{{Field: kernels.FieldBatch, Message: fmt.Sprintf("a traced GPU run uploads an 8-byte trace offset for every %s of the whole grid, %s here; at most %s: fewer batch-heads, or larger tiles",
+			map[bool]string{true: "record", false: "block"}[c.Variant == instrument.VariantFlash1], kernels.FormatBytes(b), kernels.FormatBytes(MaxOffsetBytes))}}
 	}
 	if c.Variant == instrument.VariantNaive {
 		scores, pv := NaiveSharedBytes(c.Br, c.Bc, c.D)

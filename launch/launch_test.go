@@ -2,10 +2,13 @@ package launch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,6 +266,107 @@ func TestDynamicSharedCoversEveryKernel(t *testing.T) {
 			if want, ok := shared[k.Name]; ok && want != k.Shared {
 				t.Fatalf("%s: launched with %d B, the figure says %d", k.Name, k.Shared, want)
 			}
+		}
+	}
+}
+
+// TestValidateGridAndOffsetLimits: runs the kernels could not launch, or
+// whose trace-offset tables would be gigabytes, are refused before they
+// reach the GPU, with the field and the limit named.
+func TestValidateGridAndOffsetLimits(t *testing.T) {
+	for _, tc := range []struct {
+		query, field, mentions string
+	}{
+		// 16·64 batch-heads of flash1 at 2×2 tiles: 34 GB of offsets for a 508 KB trace.
+		{"variant=flash1&n=4096&d=4&br=2&bc=2&batch=16&heads=64&trace_bh=0-0&trace_q=0-0", kernels.FieldBatch, "at most 128.0 MiB"},
+		{"variant=naive&n=4096&d=1&br=1&bc=1", kernels.FieldBatch, "at most 128.0 MiB"},
+		{"variant=flash2&n=16&d=4&br=2&bc=2&batch=512&heads=128", kernels.FieldHeads, "at most 65535"},
+		{"variant=naive&n=65600&d=1&br=1&bc=65600", kernels.FieldBr, "at most 65535"},
+	} {
+		v, _ := url.ParseQuery(tc.query)
+		c, err := kernels.ParseBenchFields(v)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.query, err)
+		}
+		err = Validate(&c)
+		var fe kernels.FieldErrors
+		if !errors.As(err, &fe) || !strings.Contains(fe.ByField()[tc.field], tc.mentions) {
+			t.Errorf("%s: %v, want %s mentioning %q", tc.query, err, tc.field, tc.mentions)
+		}
+	}
+	// The tables Validate bounds are the ones the plan builds.
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 4))
+	for range 200 {
+		c := kernelstest.RandomGPUConfig(rng, 300)
+		p, err := ForTrace(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b int64
+		for _, k := range p.Kernels {
+			b += 8 * int64(len(k.Offsets))
+		}
+		if b != OffsetBytesForTest(&c) {
+			t.Fatalf("%+v: the plan's offset tables take %d bytes, the check counts %d", c, b, OffsetBytesForTest(&c))
+		}
+	}
+}
+
+// TestInstancesMatchSource: each .cu compiles the instantiations the plans
+// launch, in the same order, and each module's PTX holds exactly the
+// kernels the worker loads from it.
+func TestInstancesMatchSource(t *testing.T) {
+	nums := func(file, macro string) [][]int {
+		src, err := os.ReadFile("../kernels/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]int
+		re := regexp.MustCompile(`(?m)^` + macro + `\(([\d, ]+)\)`)
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			var row []int
+			for _, f := range strings.Split(m[1], ",") {
+				n, _ := strconv.Atoi(strings.TrimSpace(f))
+				row = append(row, n)
+			}
+			out = append(out, row)
+		}
+		return out
+	}
+	var f32, f32Rows, mma [][]int
+	for _, f := range Flash2Instances {
+		f32 = append(f32, []int{f.Br, f.Bc, f.D, f.Threads})
+		f32Rows = append(f32Rows, []int{f.Br, f.Bc, f.D})
+	}
+	for _, f := range Flash2MMAInstances {
+		mma = append(mma, []int{f.Br, f.Bc, f.D, f.Warps})
+	}
+	for _, tc := range []struct {
+		file, macro string
+		want        [][]int
+	}{
+		{"flash1.cu", "FLASH1_INSTANCE", f32},
+		{"naive_row.cu", "NAIVE_ROW_INSTANCE", f32Rows},
+		{"flash2_mma.cu", "FLASH2_MMA_INSTANCE", mma},
+	} {
+		if got := nums(tc.file, tc.macro); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s compiles %v, the plans launch %v", tc.file, got, tc.want)
+		}
+	}
+	entry := regexp.MustCompile(`(?m)^\.(?:visible )?\.entry (\w+)\(`)
+	for m, names := range Kernels() {
+		ptx, err := kernels.PTX(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range entry.FindAllStringSubmatch(ptx, -1) {
+			got = append(got, e[1])
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(names))
+		if !slices.Equal(got, want) {
+			t.Errorf("module %s holds %v, the worker loads %v", m, got, want)
 		}
 	}
 }

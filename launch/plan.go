@@ -196,6 +196,19 @@ func slot(c *kernels.Config, s kernels.StepRef, kind instrument.Kind) (launch, i
 	return 0, block
 }
 
+// offsetBytes is the size of the trace-offset tables of a traced run of c:
+// 8 bytes per slot of every launch.
+func offsetBytes(c *kernels.Config) int64 {
+	bh, tr, tc := int64(c.Batch*c.Heads), int64(c.Tr()), int64(c.Tc())
+	switch c.Variant {
+	case instrument.VariantFlash1:
+		return 8 * bh * tr * (tc + 1)
+	case instrument.VariantNaive, instrument.VariantNaiveMMA:
+		return 8 * (bh*tr*tc + 2*bh*tr) // scores per tile; softmax and P·V per q-tile
+	}
+	return 8 * bh * tr
+}
+
 // slots is how many trace slots a launch has.
 func slots(c *kernels.Config, k *Kernel) int {
 	if c.Variant == instrument.VariantFlash1 {

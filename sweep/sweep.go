@@ -260,7 +260,11 @@ func ParseSpec(v url.Values) (Spec, error) {
 		for _, f := range strings.Split(raw, ",") {
 			vr, ok := instrument.ParseVariant(strings.TrimSpace(f))
 			if !ok {
-				add(FieldVariants, "variants must be a comma-separated list of flash2, naive, flash2_fast, naive_mma (got %q)", trunc(f))
+				var names []string
+				for _, v := range kernels.Variants() {
+					names = append(names, v.Variant.String())
+				}
+				add(FieldVariants, "variants must be a comma-separated list of %s (got %q)", strings.Join(names, ", "), trunc(f))
 				break
 			}
 			s.Variants = append(s.Variants, vr)
@@ -285,7 +289,11 @@ func ParseSpec(v url.Values) (Spec, error) {
 		return s, errs
 	}
 	if n := len(s.Points()); n == 0 || n > MaxPoints {
-		return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("a sweep has 1 to %d points (sizes × head dims × masks × variants); this one has %d", MaxPoints, n)}}
+		msg := fmt.Sprintf("a sweep has 1 to %d points (sizes × head dims × masks × variants); this one has %d", MaxPoints, n)
+		if n == 0 {
+			msg += fmt.Sprintf(" (naive_row and flash1 are timed up to N=%d)", maxSweptN(instrument.VariantNaiveRow))
+		}
+		return s, kernels.FieldErrors{{Field: FieldNs, Message: msg}}
 	}
 	for _, p := range s.Points() {
 		if engine == kernels.EngineGPU {

@@ -201,6 +201,11 @@ func TestGPUMatchesMirror(t *testing.T) {
 	}
 	t.Logf("seed %d (-seed repeats this run), %d configurations, N up to %d", seed, *nConfigs, *maxN)
 	rng := rand.New(rand.NewPCG(seed, 1))
+	for _, name := range strings.Split(*only, ",") {
+		if _, ok := instrument.ParseVariant(name); *only != "" && !ok {
+			t.Fatalf("-variants: no variant %q", name)
+		}
+	}
 	cfgs := make([]kernels.Config, *nConfigs)
 	for k := range cfgs {
 		cfgs[k] = kernelstest.RandomGPUConfig(rng, *maxN)

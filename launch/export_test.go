@@ -1,0 +1,6 @@
+package launch
+
+import "flashstep/kernels"
+
+// OffsetBytesForTest is offsetBytes, for the external tests.
+func OffsetBytesForTest(c *kernels.Config) int64 { return offsetBytes(c) }
