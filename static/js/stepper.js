@@ -654,6 +654,13 @@ function drawRows(h, m, r) {
   } else if (r.kind === 'timing') {
     const cap = table.createCaption();
     cap.textContent = 'A timing trace records no m or l: run mode=full to see them.';
+  } else if (h.variant === 'naive_row') {
+    // Pass 1: each thread's running max so far, the largest score of its row
+    // in this q-tile's scores records up to this one (no l yet).
+    const seen = m.steps.filter((x) => x.kind === 'scores' && x.bh === r.bh && x.i === r.i && x.j <= r.j);
+    addCol('m = \\max S \\text{ so far}', 'm-new', (x) => seen.reduce((a, t) => Math.max(a, ...t.s.subarray(x * h.Bc, (x + 1) * h.Bc)), -Infinity));
+    const cap = table.createCaption();
+    cap.textContent = 'Pass 1 takes only the row max; l and O wait for pass 2.';
   } else {
     const cap = table.createCaption();
     cap.textContent = 'Naive keeps no running m or l: phase 2 computes them from all of S.';
