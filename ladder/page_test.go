@@ -5,6 +5,7 @@ package ladder_test
 // ladder_test may import web (which imports ladder).
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,7 +28,10 @@ import (
 // engines is the CPU mirror, with no GPU and no recorded runs.
 type engines struct{ runner.Runner }
 
-func (engines) For(*kernels.Config) string         { return "the test runner" }
+func (e engines) Route(c kernels.Config) runner.Route {
+	return runner.Route{Engine: runner.OnCPU, Key: c.Key(), Says: "the test runner",
+		Run: func(ctx context.Context, emit func([]byte) error) error { return e.Runner.Run(ctx, c, emit) }}
+}
 func (engines) GPUHello() (worker.Hello, bool)     { return worker.Hello{}, false }
 func (engines) AllRecordings() []*runner.Recording { return nil }
 

@@ -21,21 +21,61 @@ type Router struct {
 	Mirror     Mirror
 }
 
-func (r *Router) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+// The engines a Route names.
+const (
+	OnGPU       = "gpu"
+	OnRecording = "recording"
+	OnCPU       = "cpu"
+)
+
+// Route is where one run goes: the one decision that Run, For and the
+// server's shared computations all read.
+type Route struct {
+	// Engine is OnGPU, OnRecording or OnCPU; empty when Err says why the
+	// run can go nowhere.
+	Engine string
+	// Key names the numbers the run produces: the run and, on the GPU, the
+	// GPU, driver and PTX that compute them. Two runs with one Key have
+	// the same trace, byte for byte.
+	Key string
+	// Says where the numbers come from, for the form before a run.
+	Says string
+	// Run computes the trace (see Runner).
+	Run func(ctx context.Context, emit func([]byte) error) error
+	// Err: the run cannot go anywhere here (a kernels.FieldErrors).
+	Err error
+}
+
+// Route decides where c runs. c must be valid (kernels.Config.Validate).
+func (r *Router) Route(c kernels.Config) Route {
+	noGPU := func(msg string) Route {
+		return Route{Err: kernels.FieldErrors{{Field: kernels.FieldEngine, Message: msg}},
+			Says: "nothing: this server has no GPU"}
+	}
+	gpu := func() Route {
+		return Route{Engine: OnGPU, Key: r.GPU.cacheKey(&c), Says: "the GPU: " + r.GPU.Hello().GPU,
+			Run: func(ctx context.Context, emit func([]byte) error) error { return r.GPU.Run(ctx, c, emit) }}
+	}
+	cpu := func(says string) Route {
+		return Route{Engine: OnCPU, Key: OnCPU + "|" + c.Key(), Says: says,
+			Run: func(ctx context.Context, emit func([]byte) error) error { return r.Mirror.Run(ctx, c, emit) }}
+	}
 	switch c.Engine {
 	case kernels.EngineCPU:
-		return r.Mirror.Run(ctx, c, emit)
+		return cpu("the CPU mirror (asked for)")
 	case kernels.EngineGPU:
 		if r.GPU == nil {
-			return kernels.FieldErrors{{Field: kernels.FieldEngine, Message: "this server has no GPU (" + r.NoGPU + "): run with engine auto or cpu"}}
+			return noGPU("this server has no GPU (" + r.NoGPU + "): run with engine auto or cpu")
 		}
-		return r.GPU.Run(ctx, c, emit)
+		return gpu()
 	}
 	if r.GPU != nil && launch.Validate(&c) == nil {
-		return r.GPU.Run(ctx, c, emit)
+		return gpu()
 	}
 	if rec, ok := r.Recordings.Find(&c); ok {
-		return rec.replay(ctx, emit)
+		return Route{Engine: OnRecording, Key: OnRecording + "|" + rec.Name,
+			Says: fmt.Sprintf("a recording made on %s on %s", rec.Header.Label, rec.When().Format("2006-01-02")),
+			Run:  rec.replay}
 	}
 	if c.Timing {
 		var timelines []string
@@ -48,10 +88,28 @@ func (r *Router) Run(ctx context.Context, c kernels.Config, emit func([]byte) er
 		if len(timelines) > 0 {
 			msg += "; recorded timelines: " + strings.Join(timelines, " ; ")
 		}
-		return kernels.FieldErrors{{Field: kernels.FieldMode, Message: msg}}
+		return Route{Err: kernels.FieldErrors{{Field: kernels.FieldMode, Message: msg}}, Says: "nothing: timing mode needs the GPU"}
 	}
-	return r.Mirror.Run(ctx, c, emit)
+	if r.GPU != nil {
+		return cpu("the CPU mirror (the GPU's compiled tiles do not include this shape)")
+	}
+	return cpu("the CPU mirror")
 }
+
+// Run computes c wherever Route sends it.
+func (r *Router) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	rt := r.Route(c)
+	if rt.Err != nil {
+		return rt.Err
+	}
+	return rt.Run(ctx, emit)
+}
+
+// For says which engine would compute c, for the form to show before a run.
+func (r *Router) For(c *kernels.Config) string { return r.Route(*c).Says }
 
 // Engine describes the server: its GPU, or CPU mode.
 func (r *Router) Engine() Engine {
@@ -73,28 +131,6 @@ func (r *Router) Engine() Engine {
 		detail += ": each kernel's Go mirror computes the trace with the kernel's own tile order and float32 arithmetic."
 	}
 	return Engine{Source: instrument.SourceCPUMirror, Name: "CPU mirror", Detail: detail, Short: short}
-}
-
-// For says which engine would compute c, for the form to show before a run.
-func (r *Router) For(c *kernels.Config) string {
-	switch {
-	case c.Engine == kernels.EngineCPU:
-		return "the CPU mirror (asked for)"
-	case c.Engine == kernels.EngineGPU && r.GPU == nil:
-		return "nothing: this server has no GPU"
-	case r.GPU != nil && (c.Engine == kernels.EngineGPU || launch.Validate(c) == nil):
-		return "the GPU: " + r.GPU.Hello().GPU
-	}
-	if rec, ok := r.Recordings.Find(c); ok {
-		return fmt.Sprintf("a recording made on %s on %s", rec.Header.Label, rec.When().Format("2006-01-02"))
-	}
-	if c.Timing {
-		return "nothing: timing mode needs the GPU"
-	}
-	if r.GPU != nil {
-		return "the CPU mirror (the GPU's compiled tiles do not include this shape)"
-	}
-	return "the CPU mirror"
 }
 
 // GPUHello is what the worker said of its GPU and kernels, if there is one.

@@ -76,6 +76,8 @@ type Manager struct {
 	wake  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
+
+	closeOnce sync.Once
 }
 
 // keepJobs bounds how many finished sweeps the manager remembers.
@@ -161,9 +163,10 @@ func (m *Manager) Cancel(id string) (Job, error) {
 	return m.snapshot(j), nil
 }
 
-// Close stops the manager, cancelling the running sweep.
+// Close stops the manager, cancelling the running sweep. Calling it again
+// is harmless.
 func (m *Manager) Close() {
-	close(m.stop)
+	m.closeOnce.Do(func() { close(m.stop) })
 	<-m.done
 }
 

@@ -27,28 +27,42 @@ func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	route := s.runner.Route(c)
+	if route.Err != nil {
+		return route.Err // engine=gpu on a server without one: as /api/trace says
+	}
 	h := c.Header(instrument.SourceCPUMirror, "")
 	writeJSON(w, http.StatusOK, configCheck{OK: true, Query: c.Values().Encode(),
-		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c), RunsOn: s.runner.For(&c), Summary: summary(&c)})
+		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c), RunsOn: route.Says, Summary: summary(&c)})
 	return nil
 }
 
 // downloadTrace streams the whole trace over plain HTTP as the engine computes
-// it, for networks that break websockets and for saving a run to replay.
+// it, for networks that break websockets and for saving a run to replay. A
+// HEAD request learns the headers without starting the run. A client that
+// stops reading is dropped after downloadWriteWait without progress.
 func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
 	c, err := kernels.ParseConfig(r.URL.Query())
 	if err != nil {
 		return err
 	}
+	if route := s.runner.Route(c); route.Err != nil {
+		return route.Err
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, traceFileName(&c)))
 	w.Header().Set("X-Trace-Bytes-Estimate", fmt.Sprint(c.TraceBytes()))
 	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
 	rc := http.NewResponseController(w)
 	started := false
 	lastFlush := time.Now()
-	err = s.runner.Run(r.Context(), c, func(chunk []byte) error {
+	err = s.readRun(r.Context(), c, clientAddr(r), nil, func(chunk []byte) error {
 		started = true
+		rc.SetWriteDeadline(time.Now().Add(downloadWriteWait))
 		if _, err := w.Write(chunk); err != nil {
 			return err
 		}
@@ -61,11 +75,17 @@ func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && started {
 		// The status line is gone; cut the response short so the client
 		// sees a broken transfer rather than a trace that merely ends early.
-		s.log.Warn("trace download failed mid-stream", "err", err)
+		if r.Context().Err() == nil {
+			s.log.Warn("trace download failed mid-stream", "err", err)
+		}
 		panic(http.ErrAbortHandler)
 	}
 	return err
 }
+
+// downloadWriteWait is how long one write of a download may wait for a
+// client that has stopped reading.
+const downloadWriteWait = 10 * time.Second
 
 func traceFileName(c *kernels.Config) string {
 	causal := ""
@@ -82,7 +102,7 @@ func (s *Server) kernelSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.URL.Query().Get("variant")
 	v, ok := instrument.ParseVariant(name)
 	if !ok {
-		return kernels.FieldErrors{{Field: kernels.FieldVariant, Message: fmt.Sprintf("variant must be one of the kernels (got %q)", name)}}
+		return kernels.FieldErrors{{Field: kernels.FieldVariant, Message: fmt.Sprintf("variant must be one of the kernels (got %q)", truncate(name, 24))}}
 	}
 	src, err := kernels.Source(v)
 	if err != nil {

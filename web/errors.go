@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"flashstep/kernels"
 	"flashstep/runner"
+	"flashstep/runs"
 	"flashstep/templates"
 )
 
@@ -35,6 +38,7 @@ func statusOf(err error) (int, apiErrorBody) {
 	var fe kernels.FieldErrors
 	var he *httpError
 	var busy *runner.BusyError
+	var full *runs.BusyError
 	var lost *runner.WorkerError
 	var refused *runner.RunError
 	switch {
@@ -44,6 +48,10 @@ func statusOf(err error) (int, apiErrorBody) {
 		return he.status, apiErrorBody{Error: he.message}
 	case errors.As(err, &busy):
 		return http.StatusServiceUnavailable, apiErrorBody{Error: busy.Error()}
+	case errors.As(err, &full):
+		return http.StatusServiceUnavailable, apiErrorBody{Error: "busy: " + full.Reason}
+	case errors.Is(err, runs.ErrClosed):
+		return http.StatusServiceUnavailable, apiErrorBody{Error: err.Error()}
 	case errors.As(err, &lost):
 		return http.StatusBadGateway, apiErrorBody{Error: lost.Error()}
 	case errors.As(err, &refused):
@@ -62,7 +70,7 @@ func (s *Server) handleAPI(h func(http.ResponseWriter, *http.Request) error) htt
 				s.log.Error("api", "path", r.URL.Path, "err", err)
 			}
 			if status == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", "5")
+				w.Header().Set("Retry-After", retryAfter(err))
 			}
 			writeJSON(w, status, body)
 		}
@@ -77,11 +85,23 @@ func (s *Server) handlePage(h func(http.ResponseWriter, *http.Request) error) ht
 			if status >= 500 {
 				s.log.Error("page", "path", r.URL.Path, "err", err)
 			}
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", retryAfter(err))
+			}
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.WriteHeader(status)
 			templates.ErrorPage(s.page(body.Error, ""), status, body.Error).Render(r.Context(), w)
 		}
 	}
+}
+
+// retryAfter is the Retry-After of a 503: what a busy answer said, else 5 s.
+func retryAfter(err error) string {
+	var full *runs.BusyError
+	if errors.As(err, &full) && full.RetryAfter > 0 {
+		return strconv.Itoa(int(math.Ceil(full.RetryAfter.Seconds())))
+	}
+	return "5"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

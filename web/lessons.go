@@ -110,7 +110,7 @@ type checkpointAnswer struct {
 }
 
 func (s *Server) checkpointTrace(r *http.Request, cp *lessons.Checkpoint) (*lessons.Trace, error) {
-	trace, err := s.runTrace(r.Context(), cp.Run)
+	trace, err := s.runTrace(r.Context(), cp.Run, clientAddr(r))
 	if err != nil {
 		return nil, err
 	}

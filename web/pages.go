@@ -52,7 +52,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		v.Query = c.Values().Encode()
 		v.Summary = summary(&c)
 		v.Estimate = estimate(&c)
-		v.RunsOn = s.runner.For(&c)
+		v.RunsOn = s.runner.Route(c).Says
 	}
 	if !v.Valid {
 		v.Summary = "not run yet: fix the highlighted fields"

@@ -394,7 +394,7 @@ func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
 	tb, ok := s.sizes.byQ[q]
 	s.sizes.mu.Unlock()
 	if !ok {
-		tb, err = s.measureTrace(r.Context(), c)
+		tb, err = s.measureTrace(r.Context(), c, clientAddr(r))
 		if err != nil {
 			return err
 		}
@@ -418,7 +418,7 @@ func (c *countWriter) Write(b []byte) (int, error) { c.n += len(b); return len(b
 // measureTrace compresses the trace as the server would send it: gzip at
 // the level of /api/trace, deflate per websocket frame as gorilla does
 // (level 1, no context kept between frames).
-func (s *Server) measureTrace(ctx context.Context, c kernels.Config) (traceBytes, error) {
+func (s *Server) measureTrace(ctx context.Context, c kernels.Config, addr string) (traceBytes, error) {
 	raw, gz, defl := &countWriter{}, &countWriter{}, &countWriter{}
 	zw, _ := gzip.NewWriterLevel(gz, gzip.BestSpeed)
 	fw, _ := flate.NewWriter(defl, flate.BestSpeed)
@@ -431,7 +431,7 @@ func (s *Server) measureTrace(ctx context.Context, c kernels.Config) (traceBytes
 			frame = frame[:0]
 		}
 	}
-	err := s.runner.Run(ctx, c, func(chunk []byte) error {
+	err := s.readRun(ctx, c, addr, nil, func(chunk []byte) error {
 		raw.Write(chunk)
 		zw.Write(chunk)
 		if len(frame)+len(chunk) > maxFrameBytes {

@@ -115,7 +115,7 @@ func (s *Server) roomCheckpoint(st rooms.State) (*lessons.Lesson, *lessons.Check
 // answer read from its run's trace (or worked out, for the asks that need
 // none), and everything the room needs to grade answers with the lessons'
 // own Grade.
-func (s *Server) checkpointPoll(ctx context.Context, st rooms.State) (*rooms.Poll, error) {
+func (s *Server) checkpointPoll(ctx context.Context, st rooms.State, who string) (*rooms.Poll, error) {
 	l, cp := s.roomCheckpoint(st)
 	if cp == nil {
 		return nil, &rooms.FieldError{Field: "poll", Message: "this room was not presented from a lesson's widget with a checkpoint: use \"Poll: predict m\""}
@@ -124,7 +124,7 @@ func (s *Server) checkpointPoll(ctx context.Context, st rooms.State) (*rooms.Pol
 	source := cp.Source()
 	if cp.NeedsTrace() {
 		var err error
-		if trace, err = s.runTrace(ctx, cp.Run); err != nil {
+		if trace, err = s.runTrace(ctx, cp.Run, who); err != nil {
 			return nil, err
 		}
 		source = strings.TrimSpace(trace.H.Label)

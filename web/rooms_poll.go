@@ -21,7 +21,7 @@ import (
 // The answer is read from the run's trace, obtained through the server's
 // engines as the students' pages obtain it, and graded as the course's
 // checkpoints are (lessons.Checkpoint).
-func (s *Server) newPoll(ctx context.Context, st rooms.State) (*rooms.Poll, error) {
+func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*rooms.Poll, error) {
 	if st.Page != rooms.PageStepper {
 		return nil, &rooms.FieldError{Field: "type", Message: "polls ask about the stepper's tile steps; this room shows the side by side"}
 	}
@@ -36,7 +36,7 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State) (*rooms.Poll, erro
 	if c.Variant != instrument.VariantFlash2 || c.Timing {
 		return nil, &rooms.FieldError{Field: "type", Message: "polls ask about FlashAttention's online softmax: run flash2 with a full trace"}
 	}
-	trace, err := s.runTrace(ctx, c)
+	trace, err := s.runTrace(ctx, c, who)
 	if err != nil {
 		return nil, err
 	}
@@ -71,17 +71,15 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State) (*rooms.Poll, erro
 	}, nil
 }
 
-// runTrace is a run's whole trace, obtained through the server's engines
-// as the students' pages obtain it.
 // runTrace runs c through the server's engines (the GPU, a recording of the
 // same run, or the mirror: the numbers a page showing c has) and decodes the
 // whole trace, for a lesson's checkpoint or a room's poll to grade against.
-func (s *Server) runTrace(ctx context.Context, c kernels.Config) (*lessons.Trace, error) {
-	var buf bytes.Buffer
-	if err := s.runner.Run(ctx, c, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+func (s *Server) runTrace(ctx context.Context, c kernels.Config, addr string) (*lessons.Trace, error) {
+	chunks, err := s.runs.Collect(ctx, c, addr)
+	if err != nil {
 		return nil, err
 	}
-	h, recs, err := instrument.ReadAll(&buf)
+	h, recs, err := instrument.ReadAll(bytes.NewReader(bytes.Join(chunks, nil)))
 	if err != nil {
 		return nil, err
 	}

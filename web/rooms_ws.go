@@ -170,9 +170,9 @@ func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
 		var p *rooms.Poll
 		switch u.Poll {
 		case rooms.PollCheckpoint:
-			p, err = s.checkpointPoll(ctx, st)
+			p, err = s.checkpointPoll(ctx, st, "room "+m.Code)
 		case "":
-			p, err = s.newPoll(ctx, st)
+			p, err = s.newPoll(ctx, st, "room "+m.Code)
 		default:
 			return &rooms.FieldError{Field: "poll", Message: fmt.Sprintf("must be %q or empty (predict m), got %q", rooms.PollCheckpoint, truncate(u.Poll, 20))}
 		}

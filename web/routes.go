@@ -13,6 +13,8 @@ func (s *Server) routes() http.Handler {
 	r.Use(middleware.Recoverer)
 	r.Use(s.logRequests)
 	r.Use(securityHeaders)
+	r.Use(s.refuseWhileDraining)
+	r.Use(middleware.GetHead) // HEAD answers as GET does, without the body (uptime monitors ask)
 
 	r.Get("/", s.handlePage(s.home))
 	r.Get("/step", s.handlePage(s.stepper))
@@ -51,7 +53,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/r/{code}/qr.svg", s.handleAPI(s.qrCode))
 	r.Get("/debug/rooms", s.handleAPI(s.debugRooms))
 
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	r.Get("/healthz", s.health)
 	r.Handle("/static/*", http.StripPrefix("/static/", staticHandler(s.static)))
 	r.NotFound(s.handlePage(func(w http.ResponseWriter, r *http.Request) error {
 		return errNotFound

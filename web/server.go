@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/rooms"
 	"flashstep/runner"
+	"flashstep/runs"
 	"flashstep/sweep"
 	"flashstep/templates"
 	"flashstep/worker"
@@ -25,6 +27,7 @@ import (
 // hijacked connections.
 type Server struct {
 	runner   Engines
+	runs     *runs.Hub // every trace the server sends is computed through it, once per run
 	sweeps   *sweep.Manager
 	recorded *sweep.Record          // the sweep recorded on a GPU, if any
 	sdpa     json.RawMessage        // PyTorch's reference timings recorded with it
@@ -36,6 +39,9 @@ type Server struct {
 	mu      sync.Mutex
 	streams map[*stream]struct{}
 	closing bool
+	// draining is set at the first word of a shutdown: the health check
+	// answers 503 and new work is refused at once.
+	draining atomic.Bool
 
 	// The classroom: rooms and the limits on joining them.
 	rooms                       rooms.Service
@@ -50,9 +56,10 @@ type Server struct {
 // Engines is what the server needs of whatever computes its runs
 // (runner.Router in production).
 type Engines interface {
-	runner.Runner
-	// For says which engine would compute c.
-	For(c *kernels.Config) string
+	// Route says where c would run, and runs it there.
+	Route(c kernels.Config) runner.Route
+	// Engine says where the server's numbers come from, for the banner.
+	Engine() runner.Engine
 	// GPUHello is the GPU worker's hello, when there is a GPU.
 	GPUHello() (worker.Hello, bool)
 	// AllRecordings lists the recorded runs.
@@ -61,7 +68,10 @@ type Engines interface {
 
 // Deps is what the server is built from.
 type Deps struct {
-	Engines  Engines
+	Engines Engines
+	// Runs bounds and shares the computations (runs.Options' defaults
+	// when zero).
+	Runs     runs.Options
 	Sweeps   *sweep.Manager
 	Recorded *sweep.Record
 	SDPA     json.RawMessage
@@ -79,7 +89,7 @@ type Deps struct {
 
 // NewServer wires the routes around its dependencies.
 func NewServer(d Deps) *Server {
-	s := &Server{runner: d.Engines, sweeps: d.Sweeps, recorded: d.Recorded, sdpa: d.SDPA, traffic: d.Traffic, log: d.Log, static: d.Static,
+	s := &Server{runner: d.Engines, runs: runs.New(d.Engines, d.Runs), sweeps: d.Sweeps, recorded: d.Recorded, sdpa: d.SDPA, traffic: d.Traffic, log: d.Log, static: d.Static,
 		streams: map[*stream]struct{}{}}
 	s.roomLimits = d.RoomLimits.WithDefaults()
 	s.rooms = d.Rooms
@@ -98,9 +108,27 @@ func NewServer(d Deps) *Server {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
+// Drain is the first step of a shutdown: from now on the health check
+// answers 503 and new runs, streams, rooms and sweeps are refused; every
+// computation stops; every open websocket is told the server is going away
+// (close code 1001). Requests in flight finish (a download of a trace
+// already computed, a page). Calling it again is harmless.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.runs.Close()
+	s.CloseStreams()
+}
+
+// Draining says whether a shutdown has begun.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// RunStats are the shared computations' counters (the load generator reads
+// them through /debug/rooms).
+func (s *Server) RunStats() runs.Stats { return s.runs.Stats() }
+
 // CloseStreams tells every open websocket that the server is going away
-// (close code 1001) and refuses new ones. Register it with
-// http.Server.RegisterOnShutdown.
+// (close code 1001) and refuses new ones. Drain calls it; so does
+// http.Server.Shutdown where it is registered with RegisterOnShutdown.
 func (s *Server) CloseStreams() {
 	s.mu.Lock()
 	s.closing = true
@@ -142,4 +170,26 @@ func (s *Server) page(title, nav string) templates.Page {
 	return templates.Page{Title: title, Nav: nav, Engine: templates.Engine{
 		Name: e.Name, Detail: e.Detail, Short: e.Short, CPU: e.Source == instrument.SourceCPUMirror,
 	}}
+}
+
+// health answers the load balancer: 200 while the server takes work, 503
+// from the first moment of a shutdown.
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write([]byte("ok\n"))
+}
+
+// refuseWhileDraining answers every new request of a server that is
+// shutting down with 503, so that a load balancer moves on at once;
+// requests already in flight are not its business.
+func (s *Server) refuseWhileDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Retry-After", "5")
+			w.Header().Set("Connection", "close")
+			http.Error(w, "shutting down: try again in a moment", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

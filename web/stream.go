@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"flashstep/kernels"
+	"flashstep/runs"
 
 	"github.com/gorilla/websocket"
 )
@@ -117,7 +118,7 @@ func (s *Server) streamTrace(w http.ResponseWriter, r *http.Request) {
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
-		s.run(connCtx, runCtx, st, r.URL.Query())
+		s.run(connCtx, runCtx, st, r.URL.Query(), clientAddr(r))
 	}()
 
 	st.write(readerDone)
@@ -126,9 +127,11 @@ func (s *Server) streamTrace(w http.ResponseWriter, r *http.Request) {
 	<-readerDone
 }
 
-// run computes the trace and queues it for the writer, then the final text
-// message and a close frame.
-func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values) {
+// run reads the run's shared trace and queues it for the writer, then the
+// final text message and a close frame. While the computation waits its
+// turn, the browser hears its place in the queue; a run the server cannot
+// take now is refused with close 1013 and the reason.
+func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, addr string) {
 	send := func(m outMsg) bool {
 		select {
 		case st.out <- m:
@@ -146,7 +149,12 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values) 
 	}
 	start := time.Now()
 	var records, bytes int
-	err = s.runner.Run(runCtx, c, func(chunk []byte) error {
+	err = s.readRun(runCtx, c, addr, func(ahead int) error {
+		if !send(outMsg{text: map[string]any{"type": "queued", "ahead": ahead}}) {
+			return context.Canceled
+		}
+		return nil
+	}, func(chunk []byte) error {
 		if runCtx.Err() != nil || !send(outMsg{binary: chunk}) {
 			return context.Canceled
 		}
@@ -157,6 +165,7 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values) 
 	st.mu.Lock()
 	cancelled := st.cancelled
 	st.mu.Unlock()
+	var busy *runs.BusyError
 	switch {
 	case err == nil:
 		send(outMsg{text: map[string]any{"type": "done", "records": records - 1, "bytes": bytes, "ms": time.Since(start).Milliseconds()}})
@@ -166,6 +175,11 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values) 
 		send(outMsg{close: &closeMsg{websocket.CloseNormalClosure, "cancelled"}})
 	case connCtx.Err() != nil:
 		// The connection is going away; nothing more to say on it.
+	case errors.Is(err, runs.ErrClosed):
+		st.goingAway()
+	case errors.As(err, &busy):
+		send(outMsg{text: map[string]any{"type": "busy", "error": busy.Reason, "retry_after": int(busy.RetryAfter.Seconds())}})
+		send(outMsg{close: &closeMsg{websocket.CloseTryAgainLater, closeReason("busy: " + busy.Reason)}})
 	default:
 		status, body := statusOf(err)
 		msg, code := body.Error, websocket.CloseInternalServerErr
@@ -182,6 +196,37 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values) 
 		}
 		send(outMsg{text: map[string]any{"type": "error", "error": msg, "fields": body.Fields}})
 		send(outMsg{close: &closeMsg{code, "run failed"}})
+	}
+}
+
+// readRun reads the shared trace of c to its end: queued(ahead) while the
+// computation waits its turn, emit(chunk) for each chunk in trace order.
+// It stops at ctx's end or emit's first error; the last reader to leave a
+// computation stops it.
+func (s *Server) readRun(ctx context.Context, c kernels.Config, addr string, queued func(ahead int) error, emit func([]byte) error) error {
+	rd, err := s.runs.Open(c, addr)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for {
+		u, err := rd.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if u.Ahead >= 0 && queued != nil {
+			if err := queued(u.Ahead); err != nil {
+				return err
+			}
+		}
+		for _, ch := range u.Chunks {
+			if err := emit(ch); err != nil {
+				return err
+			}
+		}
+		if u.Done {
+			return nil
+		}
 	}
 }
 

@@ -49,7 +49,10 @@ type testEngines struct {
 	hello *worker.Hello
 }
 
-func (e testEngines) For(*kernels.Config) string { return "the test runner" }
+func (e testEngines) Route(c kernels.Config) runner.Route {
+	return runner.Route{Engine: runner.OnCPU, Key: c.Key(), Says: "the test runner",
+		Run: func(ctx context.Context, emit func([]byte) error) error { return e.Runner.Run(ctx, c, emit) }}
+}
 func (e testEngines) GPUHello() (worker.Hello, bool) {
 	if e.hello == nil {
 		return worker.Hello{}, false

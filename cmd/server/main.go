@@ -34,12 +34,16 @@ import (
 	"flashstep/rooms"
 	"flashstep/rooms/natsrooms"
 	"flashstep/runner"
+	"flashstep/runs"
 	"flashstep/static"
 	"flashstep/sweep"
 	"flashstep/web"
 
 	"github.com/nats-io/nats.go"
 )
+
+// shutdownGrace is how long requests in flight get to finish at a shutdown.
+const shutdownGrace = 2 * time.Second
 
 // startGPU starts the GPU worker. It returns nil and why when there is no GPU
 // to run on: then the server is in CPU mode, which is no error.
@@ -88,8 +92,12 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	verbose := fs.Bool("v", false, "log every request")
 	natsURL := fs.String("nats", "", "share classroom rooms with other servers through this NATS server (default: rooms in this process)")
 	publicURL := fs.String("public-url", "", "the address students use to reach this server, for join links and QR codes (default: the presenter's)")
+	traceMemory := fs.Int64("trace-memory", 256, "MiB for traces: computing, cached and being sent (runs past it wait, then are refused as busy)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *traceMemory < 64 || *traceMemory > 1<<20 {
+		return fmt.Errorf("-trace-memory must be from 64 to %d MiB, got %d", 1<<20, *traceMemory)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -133,10 +141,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		roomService = natsrooms.New(nc, rooms.Limits{})
 		log.Info("classroom rooms shared through NATS", "url", *natsURL)
 	}
-	app := web.NewServer(web.Deps{Engines: eng, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
+	app := web.NewServer(web.Deps{Engines: eng, Runs: runs.Options{Memory: *traceMemory << 20}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
 		Static: static.Files, Log: log, Rooms: roomService, PublicURL: *publicURL})
-	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
-	srv.RegisterOnShutdown(app.CloseStreams)
+	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -154,14 +161,22 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		return err
 	case <-ctx.Done():
 	}
+	// A shutdown refuses new work at once (the health check answers 503),
+	// stops every computation, closes every stream with 1001, and gives
+	// requests in flight (a download of a trace already computed, a page)
+	// shutdownGrace to finish; then it cuts them. A handler that is stuck
+	// is not the server's failure: the exit status stays 0.
 	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	app.Drain()
+	sweeps.Close()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return err
+		log.Warn("requests still running after the grace: cut", "grace", shutdownGrace, "err", err)
+		srv.Close()
 	}
-	// Shutdown does not wait for CloseStreams: the rooms' last word must
-	// reach the broker before its connection closes.
+	// Shutdown does not wait for the rooms: their last word must reach the
+	// broker before its connection closes.
 	app.CloseRooms()
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
