@@ -87,10 +87,13 @@ bench: assets
 bench-gpu:
 	scripts/bench-gpu
 
-# A classroom under load: 300 students on loopback, the presenter stepping
-# 10 times a second for 30 s; prints delays, losses, memory, trace bytes.
+# A classroom under load: 300 students on loopback fetch the room's run's
+# trace and follow the presenter stepping 10 times a second for 30 s; then
+# 200 clients ask at once for 200 distinct heavy runs. Prints traces
+# computed, delays, losses, busy answers, resident memory (cmd/loadgen).
 loadtest: build
 	$(GO) run ./cmd/loadgen -server bin/server
+	$(GO) run ./cmd/loadgen -server bin/server -overload 200
 
 fuzz:
 	$(GO) test ./instrument -run XXX -fuzz FuzzDecode -fuzztime 60s

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,8 +217,21 @@ func (c *Config) oversizeAdvice(size int64) string {
 // FittingPart is c traced over its first traced batch-head and the longest
 // run of q-tiles, from the first traced one, whose trace fits MaxTraceBytes;
 // false when not even one q-tile fits.
+//
+// Its cost grows with the q-tiles of N, so it answers false at once for a
+// run whose sizes break their limits: a URL's N=10^9 must cost nothing.
 func (c *Config) FittingPart() (Config, bool) {
+	if c.N < 1 || c.N > MaxN || c.D < 1 || c.D > MaxD || c.Br < 1 || c.Br > MaxTile || c.Bc < 1 || c.Bc > MaxTile ||
+		c.Batch < 1 || c.Batch > MaxBatch || c.Heads < 1 || c.Heads > MaxHeads {
+		return *c, false
+	}
+	if _, ok := variantInfo[c.Variant]; !ok {
+		return *c, false
+	}
 	bh, q := c.TracedBH(), c.TracedQ()
+	if q.Lo < 0 || q.Hi > c.Tr() || q.Lo >= q.Hi || bh.Lo < 0 || bh.Lo >= c.Batch*c.Heads {
+		return *c, false
+	}
 	t := *c
 	t.TraceBH = instrument.Range{Lo: bh.Lo, Hi: bh.Lo + 1}
 	lo := q.Lo
@@ -274,6 +288,25 @@ func ParseConfig(v url.Values) (Config, error) {
 		return c, mergeErrors(errs, &c)
 	}
 	return c, c.Validate()
+}
+
+// configFields are every field of a run's URL form.
+var configFields = []string{FieldVariant, FieldN, FieldD, FieldBr, FieldBc, FieldBatch, FieldHeads, FieldCausal,
+	FieldPattern, FieldSeed, FieldTraceBH, FieldTraceQ, FieldMode, FieldEngine}
+
+// UnknownFields names each field of v that is neither a run's nor one of
+// extra: an API that takes a run refuses a misspelt field (ns= for n=)
+// rather than run the default in its place.
+func UnknownFields(v url.Values, extra ...string) FieldErrors {
+	var errs FieldErrors
+	for k := range v {
+		if !slices.Contains(configFields, k) && !slices.Contains(extra, k) {
+			errs = append(errs, FieldError{Field: truncate(k), Message: fmt.Sprintf("%q is not a field of a run: its fields are %s",
+				truncate(k), strings.Join(append(append([]string(nil), configFields...), extra...), ", "))})
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
+	return errs
 }
 
 // ParseBenchFields reads a configuration for an untraced GPU run: the
@@ -344,7 +377,9 @@ func parseFields(v url.Values) (Config, FieldErrors) {
 			add(FieldPattern, "pattern must be one of %s (got %q)", strings.Join(patternNames(), ", "), truncate(s))
 		}
 	}
-	if s := strings.TrimSpace(v.Get(FieldSeed)); s != "" {
+	if s := strings.TrimSpace(v.Get(FieldSeed)); s == "" && v.Has(FieldSeed) {
+		add(FieldSeed, "seed is required: a whole number from 0 to %d", uint64(math.MaxUint64))
+	} else if s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			add(FieldSeed, "seed must be a whole number from 0 to %d (got %q)", uint64(math.MaxUint64), truncate(s))

@@ -10,11 +10,14 @@ import (
 
 // Join codes are CodeLength characters from codeAlphabet, 32 letters and
 // digits without the letters a projector makes ambiguous (O, I, L, U): 32^8 ≈
-// 1.1·10^12 codes. Failed joins are limited per address (Limits.FailedJoins
-// a minute, 10 by default), so one address gets 14 400 guesses a day; with
-// the default bound of 200 open rooms that finds some room with a
-// probability of about 14 400 · 200 / 1.1·10^12 ≈ 3·10^-6 a day, and a
-// given room about 1.3·10^-8. A code only lets a student watch; steering the
+// 1.1·10^12 codes. Wrong codes are limited per address
+// (Limits.FailedJoinsPerMinute, 30 a minute in bursts of 30 by default), and
+// while an address has spent them every code from it is refused, the right
+// ones too, so the limit never tells a guesser which code is right. One
+// address so gets about 43 200 guesses a day; with the default bound of 1000
+// open rooms that finds some room with a probability of about
+// 43 200 · 1000 / 1.1·10^12 ≈ 4·10^-5 a day, and a given room about
+// 4·10^-8. A code only lets a student watch and answer polls; steering the
 // room needs the control token.
 const (
 	CodeLength   = 8
@@ -61,6 +64,34 @@ func FormatCode(code string) string {
 		return code
 	}
 	return code[:CodeLength/2] + "-" + code[CodeLength/2:]
+}
+
+// A student's identity: StudentBytes random bits' worth of bytes, as
+// unpadded URL-safe base64, kept by the student's browser in a cookie
+// scoped to the room. A poll counts one answer per identity, however many
+// connections (tabs, reconnects) it has.
+const (
+	StudentBytes  = 16 // 128 bits
+	studentLength = 22 // its base64 characters
+)
+
+// NewStudent draws a fresh student identity.
+func NewStudent() string {
+	b := make([]byte, StudentBytes)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ValidStudent says whether s is a well-formed student identity, as
+// NewStudent draws them: exactly 22 characters of URL-safe base64 that
+// decode to 16 bytes. Anything else (a cookie a script forged, a value cut
+// short) is replaced by a fresh identity, never used as it is.
+func ValidStudent(s string) bool {
+	if len(s) != studentLength {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	return err == nil && len(b) == StudentBytes
 }
 
 // newToken is a control token: 256 random bits, URL-safe base64.

@@ -10,15 +10,24 @@ import (
 // Limits bound what rooms may cost a server. The zero value of a field
 // means its default (DefaultLimits).
 type Limits struct {
-	MaxRooms   int           // open rooms a server owns
-	MaxMembers int           // participants of one room, all servers together
-	IdleExpiry time.Duration // a room with no presenter message and no join for this long ends
-	MaxMessage int           // bytes of one message from a participant
-	MaxQuery   int           // bytes of a run's query
-	MaxAnswer  int           // characters of a poll answer
-	MaxSteps   int           // the largest step number a room accepts
+	MaxRooms   int // open rooms a server owns
+	MaxMembers int // participants of one room, all servers together
+	// A room's lifetime: one that nobody has presented (joined with its
+	// control token) ends UnpresentedExpiry after it opened; one that has
+	// been presented ends IdleExpiry after the last moment a presenter was
+	// connected or sent a command. Students alone keep no room alive.
+	IdleExpiry        time.Duration
+	UnpresentedExpiry time.Duration
+	// Open rooms created from one client address, on one server.
+	RoomsPerAddress int
+	MaxMessage      int // bytes of one message from a participant
+	MaxQuery        int // bytes of a run's query
+	MaxAnswer       int // characters of a poll answer
+	MaxSteps        int // the largest step number a room accepts
 	// Per address: joins a minute with a code that exists (a class behind
-	// one NAT joins at once) and failed joins a minute (guessing codes).
+	// one NAT joins at once) and wrong codes a minute (a class's typos, and
+	// the guesses an attacker gets), each in bursts of as many. While an
+	// address has spent its wrong codes, every code from it is refused.
 	JoinsPerMinute, FailedJoinsPerMinute int
 	// Per participant: messages a second (and the burst allowed above it).
 	PresenterRate, StudentRate float64
@@ -26,9 +35,9 @@ type Limits struct {
 
 // DefaultLimits are the limits of a server that says nothing else.
 var DefaultLimits = Limits{
-	MaxRooms: 200, MaxMembers: 1000, IdleExpiry: time.Hour,
+	MaxRooms: 1000, MaxMembers: 1000, IdleExpiry: time.Hour, UnpresentedExpiry: 5 * time.Minute, RoomsPerAddress: 20,
 	MaxMessage: 1024, MaxQuery: 512, MaxAnswer: 64, MaxSteps: 1 << 22,
-	JoinsPerMinute: 600, FailedJoinsPerMinute: 10,
+	JoinsPerMinute: 600, FailedJoinsPerMinute: 30,
 	PresenterRate: 60, StudentRate: 5,
 }
 
@@ -42,6 +51,7 @@ func (l Limits) WithDefaults() Limits {
 	}
 	setInt(&l.MaxRooms, d.MaxRooms)
 	setInt(&l.MaxMembers, d.MaxMembers)
+	setInt(&l.RoomsPerAddress, d.RoomsPerAddress)
 	setInt(&l.MaxMessage, d.MaxMessage)
 	setInt(&l.MaxQuery, d.MaxQuery)
 	setInt(&l.MaxAnswer, d.MaxAnswer)
@@ -50,6 +60,9 @@ func (l Limits) WithDefaults() Limits {
 	setInt(&l.FailedJoinsPerMinute, d.FailedJoinsPerMinute)
 	if l.IdleExpiry == 0 {
 		l.IdleExpiry = d.IdleExpiry
+	}
+	if l.UnpresentedExpiry == 0 {
+		l.UnpresentedExpiry = d.UnpresentedExpiry
 	}
 	if l.PresenterRate == 0 {
 		l.PresenterRate = d.PresenterRate
@@ -74,6 +87,7 @@ type AddrLimiter struct {
 	mu        sync.Mutex
 	seen      map[string]*addrBucket
 	lastSweep time.Time
+	clock     func() time.Time
 }
 
 type addrBucket struct {
@@ -83,13 +97,72 @@ type addrBucket struct {
 
 // NewAddrLimiter allows perMinute events a minute per address.
 func NewAddrLimiter(perMinute int) *AddrLimiter {
-	return &AddrLimiter{perMinute: perMinute, seen: map[string]*addrBucket{}}
+	return &AddrLimiter{perMinute: perMinute, seen: map[string]*addrBucket{}, clock: time.Now}
+}
+
+// PerMinute is the events a minute each address is allowed.
+func (a *AddrLimiter) PerMinute() int { return a.perMinute }
+
+// SetClock makes Take, Spent and Now read the time from now (tests).
+func (a *AddrLimiter) SetClock(now func() time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.clock = now
+}
+
+// Now is the limiter's time.
+func (a *AddrLimiter) Now() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.clock()
 }
 
 // Allow takes one event of addr's allowance, or says there is none left.
 func (a *AddrLimiter) Allow(addr string, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.bucketLocked(addr, now).lim.AllowN(now, 1)
+}
+
+// Take takes one event of addr's allowance now; when none is left it says
+// how long until there is one again.
+func (a *AddrLimiter) Take(addr string) (bool, time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.clock()
+	b := a.bucketLocked(addr, now)
+	if b.lim.AllowN(now, 1) {
+		return true, 0
+	}
+	return false, a.waitLocked(b, now)
+}
+
+// Spent says how long until addr has an event's allowance again: zero
+// while it has one. It takes nothing.
+func (a *AddrLimiter) Spent(addr string) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.seen[addr]
+	if b == nil {
+		return 0
+	}
+	return a.waitLocked(b, a.clock())
+}
+
+// waitLocked is how long until b holds one event's allowance.
+func (a *AddrLimiter) waitLocked(b *addrBucket, now time.Time) time.Duration {
+	tokens := b.lim.TokensAt(now)
+	if tokens >= 1 {
+		return 0
+	}
+	perSecond := float64(a.perMinute) / 60
+	if perSecond <= 0 {
+		return time.Minute
+	}
+	return max(time.Duration((1-tokens)/perSecond*float64(time.Second)), time.Millisecond)
+}
+
+func (a *AddrLimiter) bucketLocked(addr string, now time.Time) *addrBucket {
 	if now.Sub(a.lastSweep) > time.Minute {
 		// A bucket idle for two minutes is full again: forgetting it
 		// changes nothing.
@@ -106,5 +179,5 @@ func (a *AddrLimiter) Allow(addr string, now time.Time) bool {
 		a.seen[addr] = b
 	}
 	b.last = now
-	return b.lim.AllowN(now, 1)
+	return b
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -58,7 +59,11 @@ type Member struct {
 	ID        string // given by the server, unique among the room's members
 	Code      string
 	Presenter bool
-	Box       *Mailbox
+	// Student is the student's identity (ValidStudent), the same for each
+	// of its connections: a tab, a reconnect. A poll keeps one answer per
+	// identity. Empty for the presenter, who is no student.
+	Student string
+	Box     *Mailbox
 
 	lim     *rate.Limiter
 	deliver func(Command) error // to the room's state machine, wherever it runs
@@ -92,7 +97,7 @@ func (m *Member) Send(u Up) error {
 	case cmdPresence, cmdJoin:
 		return fieldErr("type", "unknown message type %q", u.Type)
 	}
-	return m.deliver(Command{Type: u.Type, Member: m.ID, Presenter: m.Presenter, Page: u.Page, Query: u.Query,
+	return m.deliver(Command{Type: u.Type, Member: m.ID, Student: m.Student, Presenter: m.Presenter, Page: u.Page, Query: u.Query,
 		Step: u.Step, Total: u.Total, Answer: u.Answer})
 }
 
@@ -120,6 +125,7 @@ type Local struct {
 	mu    sync.Mutex
 	rooms map[string]map[*Member]struct{}
 	next  uint64
+	seq   uint64 // presence reports made: each is numbered
 }
 
 // NewLocal is an empty set of participants for the server named server.
@@ -129,8 +135,9 @@ func NewLocal(server string) *Local {
 
 // Add makes a member of room code, with hello (and, for a presenter,
 // tally) already in its mailbox, and returns it with the room's presence
-// on this server to report.
-func (l *Local) Add(code string, presenter bool, limits Limits, deliver func(Command) error, hello ...*Event) (*Member, Command) {
+// on this server to report. A student whose identity is not well formed
+// (ValidStudent), or who has none, gets a fresh one; a presenter has none.
+func (l *Local) Add(code string, presenter bool, student string, limits Limits, deliver func(Command) error, hello ...*Event) (*Member, Command) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.next++
@@ -138,8 +145,11 @@ func (l *Local) Add(code string, presenter bool, limits Limits, deliver func(Com
 	perSecond := limits.StudentRate
 	if presenter {
 		perSecond = limits.PresenterRate
+		student = ""
+	} else if !ValidStudent(student) {
+		student = NewStudent()
 	}
-	m := &Member{ID: l.Server + "-" + strconv.FormatUint(l.next, 10), Code: code, Presenter: presenter,
+	m := &Member{ID: l.Server + "-" + strconv.FormatUint(l.next, 10), Code: code, Presenter: presenter, Student: student,
 		Box: NewMailbox(&l.Coalesced), lim: NewMessageLimiter(perSecond), deliver: deliver, local: l, status: StatusFollow}
 	for _, e := range hello {
 		m.Box.Put(e)
@@ -179,20 +189,29 @@ func (l *Local) presenceCommand(p Presence) Command {
 	return Command{Type: cmdPresence, Server: l.Server, Presence: &p}
 }
 
+// presenceLocked is this server's report of room code: its students by
+// identity, each once however many connections it has here.
 func (l *Local) presenceLocked(code string) Presence {
-	var p Presence
+	l.seq++
+	p := Presence{Seq: l.seq}
+	follows := map[string]bool{}
 	for m := range l.rooms[code] {
-		switch {
-		case m.Presenter:
+		if m.Presenter {
 			p.Presenters++
-		case m.status == StatusBranch:
-			p.Students++
-			p.Branched++
-		default:
-			p.Students++
-			p.Following++
+			continue
+		}
+		p.Connections++
+		follows[m.Student] = follows[m.Student] || m.status != StatusBranch
+	}
+	for id, f := range follows {
+		if f {
+			p.Following = append(p.Following, id)
+		} else {
+			p.Branched = append(p.Branched, id)
 		}
 	}
+	sort.Strings(p.Following)
+	sort.Strings(p.Branched)
 	return p
 }
 

@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -14,20 +15,26 @@ type Memory struct {
 	local  *Local
 	now    func() time.Time
 
-	mu    sync.Mutex // serialises every room's commands, and so their events' order
-	rooms map[string]*Room
-	done  chan struct{}
-	once  sync.Once
+	mu     sync.Mutex // serialises every room's commands, and so their events' order
+	rooms  map[string]*Room
+	byAddr map[string]int // open rooms by the address that created them
+	done   chan struct{}
+	once   sync.Once
 }
 
 // NewMemory starts an in-process room service; Close stops it.
-func NewMemory(l Limits) *Memory {
-	m := &Memory{limits: l.WithDefaults(), local: NewLocal("local"), now: time.Now, rooms: map[string]*Room{}, done: make(chan struct{})}
+func NewMemory(l Limits) *Memory { return NewMemoryWithClock(l, time.Now) }
+
+// NewMemoryWithClock is NewMemory reading the time from now: a test's
+// clock moves rooms through their lifetimes without waiting.
+func NewMemoryWithClock(l Limits, now func() time.Time) *Memory {
+	m := &Memory{limits: l.WithDefaults(), local: NewLocal("local"), now: now, rooms: map[string]*Room{},
+		byAddr: map[string]int{}, done: make(chan struct{})}
 	go m.expire()
 	return m
 }
 
-func (m *Memory) Create(ctx context.Context, run Run) (Created, error) {
+func (m *Memory) Create(ctx context.Context, run Run, from string) (Created, error) {
 	if err := ValidateRun(run, m.limits); err != nil {
 		return Created{}, err
 	}
@@ -36,13 +43,43 @@ func (m *Memory) Create(ctx context.Context, run Run) (Created, error) {
 	if len(m.rooms) >= m.limits.MaxRooms {
 		return Created{}, ErrTooManyRooms
 	}
+	if from != "" && m.byAddr[from] >= m.limits.RoomsPerAddress {
+		return Created{}, AddressRoomsError(m.limits)
+	}
 	code := newCode()
 	for m.rooms[code] != nil {
 		code = newCode()
 	}
 	c := Created{Code: code, Token: newToken()}
-	m.rooms[code] = NewRoom(code, c.Token, run, m.limits, m.now())
+	r := NewRoom(code, c.Token, run, m.limits, m.now())
+	r.Creator = from
+	m.rooms[code] = r
+	if from != "" {
+		m.byAddr[from]++
+	}
 	return c, nil
+}
+
+// AddressRoomsError is ErrAddressRooms with the limit, and what frees a place.
+func AddressRoomsError(l Limits) error {
+	l = l.WithDefaults()
+	return fmt.Errorf("%w: at most %d open rooms per address; end one (its End button), or wait until one expires (a room nobody presents ends %s after it opens)",
+		ErrAddressRooms, l.RoomsPerAddress, Human(l.UnpresentedExpiry))
+}
+
+// endLocked forgets room code and gives each of its members here closed.
+func (m *Memory) endLocked(code string, closed *Event) {
+	r := m.rooms[code]
+	if r == nil {
+		return
+	}
+	delete(m.rooms, code)
+	if r.Creator != "" {
+		if m.byAddr[r.Creator]--; m.byAddr[r.Creator] <= 0 {
+			delete(m.byAddr, r.Creator)
+		}
+	}
+	m.local.CloseRoom(code, closed)
 }
 
 func (m *Memory) Peek(ctx context.Context, code, token string) (State, error) {
@@ -62,7 +99,7 @@ func (m *Memory) Peek(ctx context.Context, code, token string) (State, error) {
 	return st, nil
 }
 
-func (m *Memory) Join(ctx context.Context, code, token string) (*Member, error) {
+func (m *Memory) Join(ctx context.Context, code, token, student string) (*Member, error) {
 	m.mu.Lock()
 	r := m.rooms[code]
 	if r == nil {
@@ -78,7 +115,7 @@ func (m *Memory) Join(ctx context.Context, code, token string) (*Member, error) 
 		m.mu.Unlock()
 		return nil, ErrRoomFull
 	}
-	r.Apply(Command{Type: cmdJoin}, m.now())
+	r.Apply(JoinCommand(presenter), m.now())
 	hello := []*Event{r.Hello("", presenter)}
 	if presenter {
 		hello = append(hello, r.HelloTally())
@@ -86,7 +123,7 @@ func (m *Memory) Join(ctx context.Context, code, token string) (*Member, error) 
 	deliver := func(c Command) error { return m.apply(code, c) }
 	// Added under m.mu: no event of the room can fall between the hello
 	// and the member's first delivery.
-	mem, presence := m.local.Add(code, presenter, m.limits, deliver)
+	mem, presence := m.local.Add(code, presenter, student, m.limits, deliver)
 	hello[0].Member = mem.ID
 	for _, e := range hello {
 		mem.Box.Put(e)
@@ -105,8 +142,7 @@ func (m *Memory) apply(code string, c Command) error {
 	}
 	evs, err := r.Apply(c, m.now())
 	if errors.Is(err, ErrClosed) {
-		delete(m.rooms, code)
-		m.local.CloseRoom(code, evs[0])
+		m.endLocked(code, evs[0])
 		return nil
 	}
 	if err != nil {
@@ -116,9 +152,9 @@ func (m *Memory) apply(code string, c Command) error {
 	return nil
 }
 
-// expire ends rooms idle past the limit, checking a few times per limit.
+// expire ends rooms whose time is up, checking a few times per limit.
 func (m *Memory) expire() {
-	tick := time.NewTicker(min(m.limits.IdleExpiry/4, time.Minute))
+	tick := time.NewTicker(max(min(m.limits.IdleExpiry/4, m.limits.UnpresentedExpiry/4, 30*time.Second), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -130,16 +166,15 @@ func (m *Memory) expire() {
 	}
 }
 
-// ExpireNow ends every room idle past the limit (the expiry loop calls it;
-// tests may too).
+// ExpireNow ends every room whose time is up (Room.ExpiredEvent; the
+// expiry loop calls it, tests may too).
 func (m *Memory) ExpireNow() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
 	for code, r := range m.rooms {
-		if r.Expired(now) {
-			delete(m.rooms, code)
-			m.local.CloseRoom(code, ClosedEvent(WhyExpired, "This room ended: nobody used it for "+m.limits.IdleExpiry.String()+"."))
+		if e := r.ExpiredEvent(now); e != nil {
+			m.endLocked(code, e)
 		}
 	}
 }
@@ -149,8 +184,7 @@ func (m *Memory) Close(reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for code := range m.rooms {
-		delete(m.rooms, code)
-		m.local.CloseRoom(code, ClosedEvent(WhyRestart, reason))
+		m.endLocked(code, ClosedEvent(WhyRestart, reason))
 	}
 }
 

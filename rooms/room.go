@@ -3,6 +3,7 @@ package rooms
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"sort"
@@ -19,7 +20,7 @@ import (
 //	run     {type, seq, page, query, step}: the presenter moved the room to another run
 //	step    {type, seq, step, total}: the presenter's step, counted from 1
 //	poll    {type, seq, poll}: a poll opened, revealed (with answer, explanation, histogram) or closed (poll null)
-//	tally   {type, tally}: presenter only: who follows, who branched, the answers so far
+//	tally   {type, tally}: presenter only: who follows, who branched, the answers of the students present
 //	notice  {type, error, field}: to one participant: why its message was refused
 //	closed  {type, reason}: the room ended; the connection then closes
 const (
@@ -35,7 +36,7 @@ const (
 // Why a room closed, as closed events say it.
 const (
 	WhyEnded   = "ended"   // the presenter ended it
-	WhyExpired = "expired" // nobody used it for Limits.IdleExpiry
+	WhyExpired = "expired" // nobody presented it, or its presenter was away too long (Limits)
 	WhyRestart = "restart" // its server shut down: rooms live in memory
 	WhyLost    = "lost"    // its server stopped answering (it crashed, or the broker is out of reach)
 	WhyMoved   = "moved"   // not the room's end: this server is leaving, the page reconnects to another
@@ -61,7 +62,7 @@ type Event struct {
 	Poll   *PollView `json:"poll,omitempty"`
 	Tally  *Tally    `json:"tally,omitempty"`
 	Reason string    `json:"reason,omitempty"`
-	Why    string    `json:"why,omitempty"` // closed: WhyEnded, WhyExpired or WhyRestart
+	Why    string    `json:"why,omitempty"` // closed: WhyEnded, WhyExpired, WhyRestart, WhyLost or WhyMoved
 	Error  string    `json:"error,omitempty"`
 	Field  string    `json:"field,omitempty"`
 	// Presenter marks an event for the presenter's connections only.
@@ -90,20 +91,22 @@ const (
 	CmdEnd        = "end"        // presenter: end the room
 	CmdAnswer     = "answer"     // student: answer the open poll
 	CmdStatus     = "status"     // student: following or branched (kept by its server)
-	cmdPresence   = "presence"   // a server: its participants of the room
-	cmdJoin       = "join"       // a server: someone joined (keeps the room alive)
+	cmdPresence   = "presence"   // a server: its participants of the room, in full
+	cmdJoin       = "join"       // a server: someone joined; a presenter's join marks the room presented
 	StatusFollow  = "following"  // a student's page follows the presenter
 	StatusBranch  = "branched"   // a student stepped away on their own
 	roleStudent   = "student"    // roles as hello says them
 	rolePresenter = "presenter"
 )
 
-// Command is a message to a room's state machine. Member and Presenter
-// are set by the server that holds the participant's connection, never
-// taken from what the participant sent, so nobody can act for another.
+// Command is a message to a room's state machine. Member, Student and
+// Presenter are set by the server that holds the participant's
+// connection, never taken from what the participant sent, so nobody can
+// act for another.
 type Command struct {
 	Type      string    `json:"type"`
 	Member    string    `json:"member,omitempty"`
+	Student   string    `json:"student,omitempty"` // the student's identity: answers are kept by it
 	Presenter bool      `json:"presenter,omitempty"`
 	Page      string    `json:"page,omitempty"`
 	Query     string    `json:"query,omitempty"`
@@ -112,15 +115,33 @@ type Command struct {
 	Answer    string    `json:"answer,omitempty"`
 	Poll      *Poll     `json:"poll,omitempty"`
 	Server    string    `json:"server,omitempty"`
-	Presence  *Presence `json:"presence_counts,omitempty"`
+	Presence  *Presence `json:"presence,omitempty"`
 }
 
-// Presence is who one server holds of a room.
+// JoinCommand is what a server tells a room when a participant joins it
+// (natsrooms sends it to the room's owner): a presenter's join marks the
+// room presented, which its lifetime depends on.
+func JoinCommand(presenter bool) Command { return Command{Type: cmdJoin, Presenter: presenter} }
+
+// Presence is who one server holds of a room: always the whole of it,
+// never a change, so a report lost on the way (a broker drops messages
+// under load) is made good by the next one, at the latest the next
+// heartbeat. The room counts a student once however many connections it
+// has, on however many servers.
 type Presence struct {
-	Students   int `json:"students"`
-	Following  int `json:"following"`
-	Branched   int `json:"branched"`
-	Presenters int `json:"presenters"`
+	Seq         uint64   `json:"seq,omitempty"`       // the server's report count: a report never replaces a later one
+	Connections int      `json:"connections"`         // the students' connections here: tabs, and reconnects not yet noticed
+	Presenters  int      `json:"presenters"`          // the presenter's connections here
+	Following   []string `json:"following,omitempty"` // students (identities) with a connection here that follows the presenter, sorted
+	Branched    []string `json:"branched,omitempty"`  // students every connection of whom here has branched off, sorted
+}
+
+func (p Presence) empty() bool { return p.Connections == 0 && p.Presenters == 0 }
+
+// same says whether two reports say the same, whatever their Seq.
+func (p Presence) same(q Presence) bool {
+	return p.Connections == q.Connections && p.Presenters == q.Presenters &&
+		slices.Equal(p.Following, q.Following) && slices.Equal(p.Branched, q.Branched)
 }
 
 // Poll is a question posed to the room, with its answer, which only the
@@ -209,7 +230,7 @@ type PollView struct {
 	Tol      float64 `json:"tol,omitempty"`
 	Explain  string  `json:"explain,omitempty"`
 	Step     int     `json:"step,omitempty"`
-	Answered int     `json:"answered,omitempty"`
+	Answered int     `json:"answered,omitempty"` // revealed: answers of the students present, one each
 	Correct  int     `json:"correct,omitempty"`
 	Bins     []Bin   `json:"bins,omitempty"`
 	// A lesson checkpoint's poll: its format and options; the right
@@ -220,15 +241,19 @@ type PollView struct {
 	Key        string   `json:"key,omitempty"`
 }
 
-// Tally is the presenter's live view of the room.
+// Tally is the presenter's live view of the room. Students are counted
+// by identity: two tabs of one student are one student. Only the answers
+// of students present now (connected to some server) count: a student who
+// left has its answer kept, and counted again when it comes back.
 type Tally struct {
-	Students   int   `json:"students"`
-	Following  int   `json:"following"`
-	Branched   int   `json:"branched"`
-	Presenters int   `json:"presenters"`
-	Answered   int   `json:"answered"` // answers to the open poll, one per student
-	Invalid    int   `json:"invalid"`  // answers that are not a plausible number
-	Bins       []Bin `json:"bins"`     // the numeric answers' histogram
+	Students    int   `json:"students"`    // students present now
+	Following   int   `json:"following"`   // of them, those with a page that follows the presenter
+	Branched    int   `json:"branched"`    // and those stepping on their own
+	Connections int   `json:"connections"` // the students' connections (a student may have several tabs)
+	Presenters  int   `json:"presenters"`
+	Answered    int   `json:"answered"` // students present who answered the open poll, one answer each
+	Invalid     int   `json:"invalid"`  // of those answers, the ones that are not plausible
+	Bins        []Bin `json:"bins"`     // the histogram of the valid answers of students present
 }
 
 // Bin is one bar of an answer histogram: answers in [Lo, Hi).
@@ -254,12 +279,21 @@ type Room struct {
 	seq      uint64
 	poll     *Poll
 	revealed bool
-	answers  map[string]answer // by member, one each: a new answer replaces the old
+	answers  map[string]answer // by student identity, one each: a new answer replaces the old
 	servers  map[string]Presence
 	heard    map[string]time.Time // when each server last reported its presence
+	present  map[string]bool      // the students connected now, on any server: true for one that follows
 	lesson   string
 	widget   string
-	active   time.Time // the last presenter command or join
+	// Its lifetime (Limits): when it opened, whether a presenter ever
+	// joined it, and the last moment a presenter was connected or sent a
+	// command.
+	created     time.Time
+	presented   bool
+	presenterAt time.Time
+	// Creator is the client address that created the room, for the bound
+	// on open rooms per address; its service sets it.
+	Creator string
 }
 
 type answer struct {
@@ -272,8 +306,8 @@ type answer struct {
 // NewRoom is a room for run; the presenter proves itself with token.
 func NewRoom(code, token string, run Run, limits Limits, now time.Time) *Room {
 	return &Room{Code: code, token: hashToken(token), limits: limits.WithDefaults(), page: run.Page, query: run.Query, step: run.Step,
-		answers: map[string]answer{}, servers: map[string]Presence{}, heard: map[string]time.Time{}, active: now,
-		lesson: run.Lesson, widget: run.Widget}
+		answers: map[string]answer{}, servers: map[string]Presence{}, heard: map[string]time.Time{}, present: map[string]bool{},
+		created: now, presenterAt: now, lesson: run.Lesson, widget: run.Widget}
 }
 
 // ValidateRun checks a run's page and query against the limits.
@@ -297,14 +331,62 @@ func ValidateRun(run Run, l Limits) error {
 // Authorize says whether token is the room's control token.
 func (r *Room) Authorize(token string) bool { return r.token.matches(token) }
 
-// Expired says whether the room has been idle past the limit.
-func (r *Room) Expired(now time.Time) bool { return now.Sub(r.active) > r.limits.IdleExpiry }
+// ExpiredEvent is the closed event of a room whose time is up at now, or
+// nil while it lives: a room nobody presented lives Limits.UnpresentedExpiry
+// from its creation (a room opened and never presented is a probe, or a
+// click by mistake); a presented one lives while a presenter is connected,
+// and Limits.IdleExpiry after the last moment one was connected or sent a
+// command (a laptop asleep through a break). Students keep no room alive.
+func (r *Room) ExpiredEvent(now time.Time) *Event {
+	if r.presenters() > 0 {
+		return nil
+	}
+	if !r.presented {
+		if now.Sub(r.created) > r.limits.UnpresentedExpiry {
+			return ClosedEvent(WhyExpired, "This room ended: nobody presented it in the "+Human(r.limits.UnpresentedExpiry)+" after it opened.")
+		}
+		return nil
+	}
+	if now.Sub(r.presenterAt) > r.limits.IdleExpiry {
+		return ClosedEvent(WhyExpired, "This room ended: its presenter was away for "+Human(r.limits.IdleExpiry)+".")
+	}
+	return nil
+}
 
-// Members counts participants on every server.
+// Human is a duration as a sentence says it: "5 minutes", "1 hour", "90 seconds".
+func Human(d time.Duration) string {
+	plural := func(n int64, unit string) string {
+		if n == 1 {
+			return "1 " + unit
+		}
+		return fmt.Sprintf("%d %ss", n, unit)
+	}
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int64(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int64(d/time.Minute), "minute")
+	case d >= time.Second && d%time.Second == 0:
+		return plural(int64(d/time.Second), "second")
+	}
+	return d.String()
+}
+
+// presenters counts the presenter's connections on every server.
+func (r *Room) presenters() int {
+	n := 0
+	for _, p := range r.servers {
+		n += p.Presenters
+	}
+	return n
+}
+
+// Members counts participants' connections on every server: the room's
+// capacity (Limits.MaxMembers) is in connections.
 func (r *Room) Members() int {
 	n := 0
 	for _, p := range r.servers {
-		n += p.Students + p.Presenters
+		n += p.Connections + p.Presenters
 	}
 	return n
 }
@@ -337,7 +419,7 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		if !c.Presenter {
 			return nil, fieldErr("type", "only the presenter may send %q", c.Type)
 		}
-		r.active = now
+		r.presenterAt = now
 	}
 	switch c.Type {
 	case CmdStep:
@@ -361,6 +443,7 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		if r.poll != nil {
 			// A poll is about a step of the old run.
 			r.poll, r.revealed = nil, false
+			clear(r.answers)
 			r.seq++
 			evs = append(evs, &Event{Type: EventPoll, Seq: r.seq}, r.tallyEvent())
 		}
@@ -390,34 +473,52 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 	case CmdEnd:
 		return []*Event{ClosedEvent(WhyEnded, "The presenter ended this room.")}, ErrClosed
 	case CmdAnswer:
+		if c.Presenter {
+			return nil, fieldErr("type", "the presenter poses polls; students answer them")
+		}
 		if r.poll == nil || r.revealed {
 			return nil, fieldErr("answer", "no poll is open: answers are taken while a poll is open")
 		}
 		if len([]rune(c.Answer)) > r.limits.MaxAnswer {
 			return nil, fieldErr("answer", "must be at most %d characters, got %d", r.limits.MaxAnswer, len([]rune(c.Answer)))
 		}
-		if c.Member == "" {
-			return nil, fieldErr("member", "is missing")
+		if !ValidStudent(c.Student) {
+			return nil, fieldErr("student", "is missing: a poll keeps one answer per student")
 		}
-		r.answers[c.Member] = r.grade(c.Answer)
+		if _, ok := r.answers[c.Student]; !ok && len(r.answers) >= r.maxAnswers() {
+			r.dropAbsentAnswers()
+			if len(r.answers) >= r.maxAnswers() {
+				return nil, fieldErr("answer", "this poll holds %d answers, its most", r.maxAnswers())
+			}
+		}
+		r.answers[c.Student] = r.grade(c.Answer)
 		return []*Event{r.tallyEvent()}, nil
 	case cmdPresence:
 		if c.Presence == nil || c.Server == "" {
 			return nil, fieldErr("presence", "is missing")
 		}
-		if *c.Presence == (Presence{}) {
-			delete(r.servers, c.Server)
-			delete(r.heard, c.Server)
-		} else {
-			r.heard[c.Server] = now
-			if r.servers[c.Server] == *c.Presence {
-				return nil, nil // a heartbeat's refresh: nothing changed
-			}
-			r.servers[c.Server] = *c.Presence
+		p := *c.Presence
+		old, known := r.servers[c.Server]
+		if known && p.Seq != 0 && p.Seq <= old.Seq {
+			return nil, nil // overtaken on the way by a later report
 		}
+		r.heard[c.Server] = now
+		had := r.presenters() > 0
+		// A server with nobody left stays listed until it falls silent, so
+		// that a report of its overtaken on the way is still known as older.
+		r.servers[c.Server] = p
+		if had || r.presenters() > 0 {
+			r.presenterAt = now // a presenter was connected until this moment at least
+		}
+		if known && old.same(p) {
+			return nil, nil // a heartbeat's refresh: nothing changed
+		}
+		r.recount()
 		return []*Event{r.tallyEvent()}, nil
 	case cmdJoin:
-		r.active = now
+		if c.Presenter {
+			r.presented, r.presenterAt = true, now
+		}
 		return nil, nil
 	}
 	return nil, fieldErr("type", "unknown message type %q", truncate(c.Type, 20))
@@ -430,15 +531,62 @@ func (r *Room) ForgetSilent(now time.Time, maxAge time.Duration) []*Event {
 	changed := false
 	for server, at := range r.heard {
 		if now.Sub(at) > maxAge {
+			p := r.servers[server]
+			if p.Presenters > 0 && at.After(r.presenterAt) {
+				r.presenterAt = at // the last we knew of its presenter
+			}
+			changed = changed || !p.empty()
 			delete(r.heard, server)
 			delete(r.servers, server)
-			changed = true
 		}
 	}
 	if !changed {
 		return nil
 	}
+	r.recount()
 	return []*Event{r.tallyEvent()}
+}
+
+// recount makes the set of students present from every server's report: a
+// student is present while it has a connection on some server, and
+// follows while one of its connections does.
+func (r *Room) recount() {
+	clear(r.present)
+	for _, p := range r.servers {
+		for _, id := range p.Branched {
+			if _, ok := r.present[id]; !ok {
+				r.present[id] = false
+			}
+		}
+		for _, id := range p.Following {
+			r.present[id] = true
+		}
+	}
+}
+
+// maxAnswers bounds the answers a poll keeps: those of every student who
+// could be present, and as many of students who left (whose answers count
+// again when they come back).
+func (r *Room) maxAnswers() int { return 2 * r.limits.MaxMembers }
+
+// dropAbsentAnswers forgets the answers of students not present now.
+func (r *Room) dropAbsentAnswers() {
+	for id := range r.answers {
+		if _, ok := r.present[id]; !ok {
+			delete(r.answers, id)
+		}
+	}
+}
+
+// counted are the answers that count: those of the students present now.
+func (r *Room) counted() iter.Seq[answer] {
+	return func(yield func(answer) bool) {
+		for id, a := range r.answers {
+			if _, ok := r.present[id]; ok && !yield(a) {
+				return
+			}
+		}
+	}
 }
 
 // grade judges an answer with the lessons' own grading, so a student sees
@@ -491,7 +639,7 @@ func (r *Room) pollView() *PollView {
 		if r.poll.Ask == lessons.AskWritten {
 			v.Tol = r.poll.Tol * math.Abs(r.poll.Number) // a relative tolerance, as Grade reads it
 		}
-		for _, a := range r.answers {
+		for a := range r.counted() {
 			v.Answered++
 			if a.correct {
 				v.Correct++
@@ -509,12 +657,18 @@ func (r *Room) tallyEvent() *Event {
 func (r *Room) tally() *Tally {
 	t := &Tally{Bins: []Bin{}}
 	for _, p := range r.servers {
-		t.Students += p.Students
-		t.Following += p.Following
-		t.Branched += p.Branched
+		t.Connections += p.Connections
 		t.Presenters += p.Presenters
 	}
-	for _, a := range r.answers {
+	for _, follows := range r.present {
+		t.Students++
+		if follows {
+			t.Following++
+		} else {
+			t.Branched++
+		}
+	}
+	for a := range r.counted() {
 		t.Answered++
 		if !a.valid {
 			t.Invalid++
@@ -537,7 +691,7 @@ func (r *Room) bins() []Bin {
 		return r.categoryBins()
 	}
 	var xs []float64
-	for _, a := range r.answers {
+	for a := range r.counted() {
 		if a.valid {
 			xs = append(xs, a.value)
 		}
@@ -575,7 +729,7 @@ func (r *Room) bins() []Bin {
 // most given answers.
 func (r *Room) categoryBins() []Bin {
 	counts := map[string]int{}
-	for _, a := range r.answers {
+	for a := range r.counted() {
 		if a.valid {
 			counts[a.key]++
 		}

@@ -24,15 +24,23 @@ import (
 // Service is where rooms live: in this process (Memory) or on a broker
 // shared by several servers (natsrooms).
 type Service interface {
-	// Create opens a room for a run. It returns ErrTooManyRooms when the
-	// bound on open rooms is reached, or a *FieldError for a bad run.
-	Create(ctx context.Context, run Run) (Created, error)
+	// Create opens a room for a run, created from the client address from
+	// (empty: no per-address bound). It returns ErrTooManyRooms when the
+	// bound on open rooms is reached, an error wrapping ErrAddressRooms
+	// when from already holds Limits.RoomsPerAddress open rooms, or a
+	// *FieldError for a bad run.
+	Create(ctx context.Context, run Run, from string) (Created, error)
 	// Join attaches a participant to the room with this code: a student
-	// with an empty token, the presenter with the room's control token. It
-	// returns ErrNoRoom for an unknown or expired code and ErrBadToken for
-	// a token that is not the room's. The member's mailbox first holds a
-	// hello event with the room's current state.
-	Join(ctx context.Context, code, token string) (*Member, error)
+	// with an empty token, the presenter with the room's control token.
+	// student is the student's identity (ValidStudent; anything else is
+	// replaced by a fresh one, as for a client that keeps none): a poll
+	// counts one answer per identity, and the presenter's tally one
+	// student per identity however many connections it has. It is ignored
+	// for the presenter, who is no student. Join returns ErrNoRoom for an
+	// unknown or expired code and ErrBadToken for a token that is not the
+	// room's. The member's mailbox first holds a hello event with the
+	// room's current state.
+	Join(ctx context.Context, code, token, student string) (*Member, error)
 	// Peek is the room's current run and step, without joining it;
 	// Presenter says whether token is its control token. Errors as Join's.
 	Peek(ctx context.Context, code, token string) (State, error)
@@ -86,6 +94,10 @@ var (
 	ErrNoRoom       = errors.New("no room has this code: it may have expired or the server restarted; ask the presenter for the code again")
 	ErrBadToken     = errors.New("the control token is not this room's")
 	ErrTooManyRooms = errors.New("too many rooms are open on this server; try again later")
+	// ErrAddressRooms: the client's address holds as many open rooms as
+	// one address may (Limits.RoomsPerAddress); the error that wraps it
+	// names the limit.
+	ErrAddressRooms = errors.New("too many open rooms were created from your address")
 	ErrRoomFull     = errors.New("this room is full")
 	ErrClosed       = errors.New("the room has ended")
 	// ErrShuttingDown: this server is leaving; the room may go on elsewhere.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -35,7 +37,7 @@ func newRoom(t *testing.T, l Limits) (*Memory, Created) {
 	t.Helper()
 	svc := NewMemory(l)
 	t.Cleanup(func() { svc.Close("test over") })
-	c, err := svc.Create(context.Background(), Run{Page: PageStepper, Query: "variant=flash2&n=8"})
+	c, err := svc.Create(context.Background(), Run{Page: PageStepper, Query: "variant=flash2&n=8"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,23 +87,23 @@ func TestForgedTokensAreRejected(t *testing.T) {
 	flip := []byte(c.Token)
 	flip[len(flip)-1] ^= 1
 	for _, forged := range []string{string(flip), c.Token[:len(c.Token)-1], c.Token + "A", strings.ToUpper(c.Token), "x"} {
-		if _, err := svc.Join(context.Background(), c.Code, forged); !errors.Is(err, ErrBadToken) {
+		if _, err := svc.Join(context.Background(), c.Code, forged, ""); !errors.Is(err, ErrBadToken) {
 			t.Errorf("token %q: got %v, want ErrBadToken", forged, err)
 		}
 	}
 	// The real one makes a presenter, nothing makes a student.
-	p, err := svc.Join(context.Background(), c.Code, c.Token)
+	p, err := svc.Join(context.Background(), c.Code, c.Token, "")
 	if err != nil || !p.Presenter {
 		t.Fatalf("the real token: %v, presenter %v", err, p != nil && p.Presenter)
 	}
-	s, err := svc.Join(context.Background(), c.Code, "")
+	s, err := svc.Join(context.Background(), c.Code, "", "")
 	if err != nil || s.Presenter {
 		t.Fatalf("no token: %v", err)
 	}
 	if err := s.Send(Up{Type: CmdStep, Step: 1, Total: 3}); err == nil || !strings.Contains(err.Error(), "only the presenter") {
 		t.Errorf("a student's step: got %v, want a refusal", err)
 	}
-	if _, err := svc.Join(context.Background(), "ZZZZZZZZ", ""); !errors.Is(err, ErrNoRoom) {
+	if _, err := svc.Join(context.Background(), "ZZZZZZZZ", "", ""); !errors.Is(err, ErrNoRoom) {
 		t.Errorf("an unknown code: %v", err)
 	}
 	// A room keeps a hash, never the token.
@@ -113,9 +115,9 @@ func TestForgedTokensAreRejected(t *testing.T) {
 func TestRoomFollowsPollsAndTallies(t *testing.T) {
 	svc, c := newRoom(t, Limits{})
 	ctx := context.Background()
-	p, _ := svc.Join(ctx, c.Code, c.Token)
-	a, _ := svc.Join(ctx, c.Code, "")
-	b, _ := svc.Join(ctx, c.Code, "")
+	p, _ := svc.Join(ctx, c.Code, c.Token, "")
+	a, _ := svc.Join(ctx, c.Code, "", "")
+	b, _ := svc.Join(ctx, c.Code, "", "")
 	hello := find(take(t, a), EventHello)
 	if hello == nil || hello.Role != "student" || hello.Query != "variant=flash2&n=8" || hello.Member != a.ID {
 		t.Fatalf("a student's hello: %+v", hello)
@@ -130,7 +132,7 @@ func TestRoomFollowsPollsAndTallies(t *testing.T) {
 		t.Fatalf("the student did not land on step 5: %+v", e)
 	}
 	// A late joiner lands on the current step.
-	late, _ := svc.Join(ctx, c.Code, "")
+	late, _ := svc.Join(ctx, c.Code, "", "")
 	if e := find(take(t, late), EventHello); e.Step != 5 {
 		t.Fatalf("the late joiner's hello is at step %d, want 5", e.Step)
 	}
@@ -199,7 +201,7 @@ func TestRoomFollowsPollsAndTallies(t *testing.T) {
 	}
 	// The presenter leaving does not end the room; ending it does.
 	p.Leave()
-	if _, err := svc.Join(ctx, c.Code, c.Token); err != nil {
+	if _, err := svc.Join(ctx, c.Code, c.Token, ""); err != nil {
 		t.Fatalf("the presenter could not come back: %v", err)
 	}
 }
@@ -210,11 +212,11 @@ func TestLimits(t *testing.T) {
 		svc := NewMemory(Limits{MaxRooms: 3})
 		defer svc.Close("")
 		for range 3 {
-			if _, err := svc.Create(ctx, Run{Page: PageStepper, Query: "n=8"}); err != nil {
+			if _, err := svc.Create(ctx, Run{Page: PageStepper, Query: "n=8"}, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := svc.Create(ctx, Run{Page: PageStepper, Query: "n=8"}); !errors.Is(err, ErrTooManyRooms) {
+		if _, err := svc.Create(ctx, Run{Page: PageStepper, Query: "n=8"}, ""); !errors.Is(err, ErrTooManyRooms) {
 			t.Fatalf("the fourth room of three: %v", err)
 		}
 	})
@@ -222,7 +224,7 @@ func TestLimits(t *testing.T) {
 		svc := NewMemory(Limits{})
 		defer svc.Close("")
 		for _, run := range []Run{{Page: "lesson", Query: "n=8"}, {Page: PageStepper, Query: ""}, {Page: PageStepper, Query: strings.Repeat("n", 600)}} {
-			_, err := svc.Create(ctx, run)
+			_, err := svc.Create(ctx, run, "")
 			var fe *FieldError
 			if !errors.As(err, &fe) || !strings.Contains(fe.Error(), fe.Field) {
 				t.Errorf("%+v: got %v, want a field error", run, err)
@@ -231,22 +233,27 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("members", func(t *testing.T) {
 		svc, c := newRoom(t, Limits{MaxMembers: 2})
-		svc.Join(ctx, c.Code, "")
-		svc.Join(ctx, c.Code, "")
-		if _, err := svc.Join(ctx, c.Code, ""); !errors.Is(err, ErrRoomFull) {
+		svc.Join(ctx, c.Code, "", "")
+		svc.Join(ctx, c.Code, "", "")
+		if _, err := svc.Join(ctx, c.Code, "", ""); !errors.Is(err, ErrRoomFull) {
 			t.Fatalf("a third member of two: %v", err)
 		}
 	})
 	t.Run("expiry", func(t *testing.T) {
-		svc, c := newRoom(t, Limits{IdleExpiry: 50 * time.Millisecond})
-		s, _ := svc.Join(ctx, c.Code, "")
+		clk := newClock()
+		svc := NewMemoryWithClock(Limits{IdleExpiry: 50 * time.Millisecond}, clk.Now)
+		defer svc.Close("")
+		c, _ := svc.Create(ctx, Run{Page: PageStepper, Query: "n=8"}, "")
+		p, _ := svc.Join(ctx, c.Code, c.Token, "")
+		s, _ := svc.Join(ctx, c.Code, "", "")
 		take(t, s)
-		time.Sleep(80 * time.Millisecond)
+		p.Leave()
+		clk.Advance(80 * time.Millisecond)
 		svc.ExpireNow()
 		if e := find(take(t, s), EventClosed); e == nil || e.Why != WhyExpired {
 			t.Fatalf("an idle room did not say it expired: %+v", e)
 		}
-		if _, err := svc.Join(ctx, c.Code, ""); !errors.Is(err, ErrNoRoom) {
+		if _, err := svc.Join(ctx, c.Code, "", ""); !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("joining an expired room: %v", err)
 		}
 	})
@@ -265,7 +272,7 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("answer flood", func(t *testing.T) {
 		svc, c := newRoom(t, Limits{StudentRate: 5})
-		s, _ := svc.Join(ctx, c.Code, "")
+		s, _ := svc.Join(ctx, c.Code, "", "")
 		refused := 0
 		for range 100 {
 			if err := s.Send(Up{Type: CmdStatus, Status: StatusFollow}); err != nil {
@@ -344,14 +351,14 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, c := newRoom(t, Limits{StudentRate: 100})
 			ctx := context.Background()
-			p, _ := svc.Join(ctx, c.Code, c.Token)
+			p, _ := svc.Join(ctx, c.Code, c.Token, "")
 			take(t, p)
 			poll := tc.poll
 			if err := p.OpenPoll(&poll); err != nil {
 				t.Fatal(err)
 			}
 			for _, a := range tc.answers {
-				s, _ := svc.Join(ctx, c.Code, "")
+				s, _ := svc.Join(ctx, c.Code, "", "")
 				take(t, s)
 				if err := s.Send(Up{Type: CmdAnswer, Answer: a}); err != nil {
 					t.Fatal(err)
@@ -392,19 +399,372 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 	}
 }
 
-// TestSilentServersAreForgotten: presence a server stopped refreshing
-// leaves the tally after the limit; a refreshed one stays.
-func TestSilentServersAreForgotten(t *testing.T) {
+// TestPresenceReports: each server reports the whole of its presence
+// (students by identity), numbered: a report overtaken by a later one is
+// ignored, a lost one is made good by the next; a student on two servers
+// counts once; presence a server stopped refreshing leaves the tally after
+// the limit, and its students' answers with it.
+func TestPresenceReports(t *testing.T) {
+	t.Parallel()
 	t0 := time.Now()
+	x, y, z, w := NewStudent(), NewStudent(), NewStudent(), NewStudent()
 	r := NewRoom("ABCDEFGH", "tok", Run{Page: PageStepper, Query: "n=8"}, Limits{}, t0)
-	r.Apply(Command{Type: cmdPresence, Server: "a", Presence: &Presence{Students: 3, Following: 3}}, t0)
-	r.Apply(Command{Type: cmdPresence, Server: "b", Presence: &Presence{Students: 2, Following: 2}}, t0)
-	r.Apply(Command{Type: cmdPresence, Server: "a", Presence: &Presence{Students: 3, Following: 3}}, t0.Add(3*time.Second))
-	if evs := r.ForgetSilent(t0.Add(2*time.Second), 4*time.Second); evs != nil || r.tally().Students != 5 {
+	report := func(server string, seq uint64, at time.Time, following ...string) {
+		sort.Strings(following)
+		r.Apply(Command{Type: cmdPresence, Server: server, Presence: &Presence{Seq: seq, Connections: len(following), Following: following}}, at)
+	}
+	report("a", 1, t0, x, y, z)
+	report("b", 1, t0, w, x) // x has a tab on each server
+	if tl := r.tally(); tl.Students != 4 || tl.Connections != 5 || tl.Following != 4 {
+		t.Fatalf("x on two servers: %+v, want 4 students on 5 connections", tl)
+	}
+	r.Apply(Command{Type: CmdPoll, Presenter: true, Poll: &Poll{Question: "m?", Number: 1, Tol: 0.1, Lo: -9, Hi: 9}}, t0)
+	for _, id := range []string{x, y, z, w} {
+		if _, err := r.Apply(Command{Type: CmdAnswer, Student: id, Answer: "1"}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tl := r.tally(); tl.Answered != 4 {
+		t.Fatalf("answered %d of 4", tl.Answered)
+	}
+	// a's report 2 (z left) is lost; report 4 (y left too) arrives, then 3
+	// late: the room keeps 4.
+	report("a", 4, t0, x)
+	report("a", 3, t0, x, y)
+	if tl := r.tally(); tl.Students != 2 || tl.Answered != 2 {
+		t.Fatalf("after a's later report, an earlier one: %+v, want x and w", tl)
+	}
+	// The heartbeat repeats the whole report: what a lost one said comes back.
+	report("a", 5, t0.Add(3*time.Second), x, z)
+	if tl := r.tally(); tl.Students != 3 || tl.Answered != 3 {
+		t.Fatalf("z back at a's next beat: %+v", tl)
+	}
+	if evs := r.ForgetSilent(t0.Add(2*time.Second), 4*time.Second); evs != nil || r.tally().Students != 3 {
 		t.Fatalf("forgot a server too soon: %d students", r.tally().Students)
 	}
 	evs := r.ForgetSilent(t0.Add(5*time.Second), 4*time.Second)
-	if len(evs) != 1 || evs[0].Tally.Students != 3 {
-		t.Fatalf("after b fell silent: %+v", evs)
+	if len(evs) != 1 || evs[0].Tally.Students != 2 || evs[0].Tally.Answered != 2 {
+		t.Fatalf("after b fell silent (w gone, x still on a): %+v", evs[0].Tally)
+	}
+	// w's answer is kept: when w comes back it counts again.
+	report("b", 9, t0.Add(6*time.Second), w)
+	if tl := r.tally(); tl.Students != 3 || tl.Answered != 3 {
+		t.Fatalf("w back: %+v", tl)
+	}
+}
+
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2030, 9, 2, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// tallyUntil waits for the presenter's tally to satisfy ok.
+func tallyUntil(t *testing.T, p *Member, what string, ok func(*Tally) bool) *Tally {
+	t.Helper()
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case <-p.Box.Ready():
+			if e := find(p.Box.Take(), EventTally); e != nil && ok(e.Tally) {
+				return e.Tally
+			}
+		case <-deadline:
+			t.Fatalf("the tally never showed %s", what)
+		}
+	}
+}
+
+// TestOneAnswerPerStudentPresent: answers are kept by the student's
+// identity, not its connection. A student who reconnects and answers again
+// replaces its answer; one who leaves stops counting and counts again when
+// back; two tabs are one student; and connect, answer, disconnect cycles
+// (a stuffing script without an identity) leave nothing in the tally.
+func TestOneAnswerPerStudentPresent(t *testing.T) {
+	t.Parallel()
+	svc, c := newRoom(t, Limits{StudentRate: 1000})
+	ctx := context.Background()
+	p, _ := svc.Join(ctx, c.Code, c.Token, "")
+	if p.Student != "" {
+		t.Fatalf("the presenter has a student identity %q", p.Student)
+	}
+	if err := p.OpenPoll(&Poll{Question: "m?", Number: 1.5, Tol: 0.01, Lo: -10, Hi: 10, Display: "1.500"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(Up{Type: CmdAnswer, Answer: "1.5"}); err == nil {
+		t.Fatal("the presenter's answer was taken: the presenter is no student")
+	}
+	// The stuffing script: 30 connections, each answers and goes.
+	for range 30 {
+		s, err := svc.Join(ctx, c.Code, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(Up{Type: CmdAnswer, Answer: "9"}); err != nil {
+			t.Fatal(err)
+		}
+		s.Leave()
+	}
+	tallyUntil(t, p, "no student and no answer after 30 cycles", func(tl *Tally) bool { return tl.Students == 0 && tl.Answered == 0 })
+
+	x := NewStudent()
+	a, _ := svc.Join(ctx, c.Code, "", x)
+	if a.Student != x {
+		t.Fatalf("the member's identity %q, want %q", a.Student, x)
+	}
+	a.Send(Up{Type: CmdAnswer, Answer: "1"})
+	a.Leave()
+	tallyUntil(t, p, "x gone", func(tl *Tally) bool { return tl.Students == 0 && tl.Answered == 0 })
+	back, _ := svc.Join(ctx, c.Code, "", x)
+	tallyUntil(t, p, "x back with its answer", func(tl *Tally) bool { return tl.Students == 1 && tl.Answered == 1 })
+	back.Send(Up{Type: CmdAnswer, Answer: "1.5"}) // replaces x's first answer
+	tab, _ := svc.Join(ctx, c.Code, "", x)        // a second tab of x
+	tab.Send(Up{Type: CmdAnswer, Answer: "1.5"})
+	tl := tallyUntil(t, p, "x's two tabs as one student", func(tl *Tally) bool { return tl.Connections == 2 })
+	if tl.Students != 1 || tl.Answered != 1 || tl.Following != 1 {
+		t.Fatalf("two tabs of one student: %+v", tl)
+	}
+	// x follows while one of its tabs does, and has branched once both have.
+	tab.Send(Up{Type: CmdStatus, Status: StatusBranch})
+	back.Send(Up{Type: CmdStatus, Status: StatusBranch})
+	if tl := tallyUntil(t, p, "x branched", func(tl *Tally) bool { return tl.Branched == 1 }); tl.Following != 0 || tl.Students != 1 {
+		t.Fatalf("x branched in both tabs: %+v", tl)
+	}
+	back.Send(Up{Type: CmdStatus, Status: StatusFollow})
+	tallyUntil(t, p, "x following in one tab", func(tl *Tally) bool { return tl.Following == 1 && tl.Branched == 0 && tl.Students == 1 })
+	p.Send(Up{Type: CmdReveal})
+	var rev *PollView
+	for rev == nil || rev.Status != "revealed" {
+		if e := find(take(t, back), EventPoll); e != nil {
+			rev = e.Poll
+		}
+	}
+	n := 0
+	for _, b := range rev.Bins {
+		n += b.Count
+	}
+	if rev.Answered != 1 || rev.Correct != 1 || n != 1 {
+		t.Fatalf("revealed: %d answered, %d right, %d in the histogram; want x's one answer", rev.Answered, rev.Correct, n)
+	}
+	// An identity that is not well formed is replaced, never used.
+	for _, bad := range []string{"x", strings.Repeat("A", 21), strings.Repeat("!", 22), x + "A", x[:21] + "B"} {
+		m, err := svc.Join(ctx, c.Code, "", bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Student == bad || !ValidStudent(m.Student) {
+			t.Errorf("identity %q kept as %q", bad, m.Student)
+		}
+		m.Leave()
+	}
+}
+
+// TestAnswersAreBounded: a poll keeps the answers of students who left (so
+// theirs count when they are back), but no more than twice the room's
+// members: past that, the absent students' answers go.
+func TestAnswersAreBounded(t *testing.T) {
+	t.Parallel()
+	svc, c := newRoom(t, Limits{MaxMembers: 3})
+	ctx := context.Background()
+	p, _ := svc.Join(ctx, c.Code, c.Token, "")
+	p.OpenPoll(&Poll{Question: "m?", Number: 1, Tol: 0.1, Lo: -9, Hi: 9})
+	stay, _ := svc.Join(ctx, c.Code, "", "")
+	stay.Send(Up{Type: CmdAnswer, Answer: "1"})
+	for range 50 {
+		s, err := svc.Join(ctx, c.Code, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(Up{Type: CmdAnswer, Answer: "2"}); err != nil {
+			t.Fatal(err)
+		}
+		s.Leave()
+	}
+	svc.mu.Lock()
+	kept := len(svc.rooms[c.Code].answers)
+	_, stayed := svc.rooms[c.Code].answers[stay.Student]
+	svc.mu.Unlock()
+	if kept > 6 || !stayed {
+		t.Fatalf("%d answers kept for a room of 3 (at most 6), the present student's kept: %v", kept, stayed)
+	}
+}
+
+// TestStudentIdentities: 128 random bits in 22 characters of URL-safe
+// base64; anything else is not an identity.
+func TestStudentIdentities(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewStudent()
+		if !ValidStudent(id) || len(id) != 22 || seen[id] {
+			t.Fatalf("identity %q: valid %v, repeated %v", id, ValidStudent(id), seen[id])
+		}
+		seen[id] = true
+	}
+	id := NewStudent()
+	for _, bad := range []string{"", id[:21], id + "A", strings.Repeat("+", 22), strings.Repeat("A", 21) + "=", strings.Repeat("A", 21) + "B"} {
+		if ValidStudent(bad) {
+			t.Errorf("%q read as an identity", bad)
+		}
+	}
+}
+
+// TestRoomLifetimes: a room nobody presents ends five minutes after it
+// opened, whoever joins it; a presented one lives while its presenter is
+// connected and an hour after the presenter was last there; students keep
+// no room alive.
+func TestRoomLifetimes(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	svc := NewMemoryWithClock(Limits{}, clk.Now)
+	t.Cleanup(func() { svc.Close("test over") })
+	ctx := context.Background()
+	run := Run{Page: PageStepper, Query: "n=8"}
+	probe, _ := svc.Create(ctx, run, "192.0.2.1")
+	class, _ := svc.Create(ctx, run, "192.0.2.1")
+	alive := func(code string) bool {
+		_, err := svc.Peek(ctx, code, "")
+		return err == nil
+	}
+
+	watcher, _ := svc.Join(ctx, probe.Code, "", "")
+	take(t, watcher)
+	pres, _ := svc.Join(ctx, class.Code, class.Token, "")
+	stud, _ := svc.Join(ctx, class.Code, "", "")
+	take(t, stud)
+	clk.Advance(5*time.Minute - time.Second)
+	svc.ExpireNow()
+	if !alive(probe.Code) {
+		t.Fatal("a room nobody presented ended before 5 minutes")
+	}
+	clk.Advance(2 * time.Second)
+	svc.ExpireNow()
+	if alive(probe.Code) {
+		t.Fatal("a room nobody presented outlived 5 minutes: its student kept it")
+	}
+	if e := find(take(t, watcher), EventClosed); e == nil || e.Why != WhyExpired || !strings.Contains(e.Reason, "5 minutes") {
+		t.Fatalf("the probe's student was told %+v", e)
+	}
+	// The presenter stays connected for three hours without a word: alive.
+	clk.Advance(3 * time.Hour)
+	svc.ExpireNow()
+	if !alive(class.Code) {
+		t.Fatal("a room ended while its presenter was connected")
+	}
+	pres.Leave() // the laptop sleeps through a break
+	clk.Advance(59 * time.Minute)
+	svc.ExpireNow()
+	if !alive(class.Code) {
+		t.Fatal("a room ended within the hour after its presenter left")
+	}
+	// A student joining and answering is no presenter.
+	late, _ := svc.Join(ctx, class.Code, "", "")
+	late.Send(Up{Type: CmdStatus, Status: StatusBranch})
+	clk.Advance(2 * time.Minute)
+	svc.ExpireNow()
+	if alive(class.Code) {
+		t.Fatal("students kept a room alive an hour after its presenter left")
+	}
+	if e := find(take(t, stud), EventClosed); e == nil || e.Why != WhyExpired || !strings.Contains(e.Reason, "presenter was away for 1 hour") {
+		t.Fatalf("the class's student was told %+v", e)
+	}
+	if st := svc.Stats(); st.Rooms != 0 {
+		t.Fatalf("%d rooms left", st.Rooms)
+	}
+}
+
+// TestRoomsPerAddress: one address holds at most 20 open rooms; another
+// address is not held back by it, and a room that ends frees its place.
+func TestRoomsPerAddress(t *testing.T) {
+	t.Parallel()
+	if d := DefaultLimits; d.MaxRooms != 1000 || d.RoomsPerAddress != 20 || d.UnpresentedExpiry != 5*time.Minute ||
+		d.FailedJoinsPerMinute != 30 || d.IdleExpiry != time.Hour {
+		t.Fatalf("defaults: %+v", d)
+	}
+	clk := newClock()
+	svc := NewMemoryWithClock(Limits{}, clk.Now)
+	t.Cleanup(func() { svc.Close("test over") })
+	ctx := context.Background()
+	run := Run{Page: PageStepper, Query: "n=8"}
+	var first Created
+	for i := range 20 {
+		c, err := svc.Create(ctx, run, "192.0.2.1")
+		if err != nil {
+			t.Fatalf("room %d of 20: %v", i+1, err)
+		}
+		if i == 0 {
+			first = c
+		}
+	}
+	_, err := svc.Create(ctx, run, "192.0.2.1")
+	if !errors.Is(err, ErrAddressRooms) || !strings.Contains(err.Error(), "at most 20 open rooms") {
+		t.Fatalf("the 21st room from one address: %v", err)
+	}
+	if _, err := svc.Create(ctx, run, "192.0.2.2"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	// The presenter ends one room: its place is free.
+	p, _ := svc.Join(ctx, first.Code, first.Token, "")
+	if err := p.Send(Up{Type: CmdEnd}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Create(ctx, run, "192.0.2.1"); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
+	// Rooms nobody presents expire, and their places with them.
+	clk.Advance(6 * time.Minute)
+	svc.ExpireNow()
+	for i := range 20 {
+		if _, err := svc.Create(ctx, run, "192.0.2.1"); err != nil {
+			t.Fatalf("room %d after the probes expired: %v", i+1, err)
+		}
+	}
+}
+
+// TestAddrLimiterSaysHowLong: an address that spent its allowance is told
+// how long until it has one event again; Spent takes nothing.
+func TestAddrLimiterSaysHowLong(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	lim := NewAddrLimiter(30)
+	lim.SetClock(clk.Now)
+	for i := range 30 {
+		if ok, _ := lim.Take("192.0.2.1"); !ok {
+			t.Fatalf("event %d of a burst of 30 refused", i+1)
+		}
+	}
+	ok, wait := lim.Take("192.0.2.1")
+	if ok || wait < 1900*time.Millisecond || wait > 2*time.Second {
+		t.Fatalf("the 31st: allowed %v, wait %v (want 2 s at 30 a minute)", ok, wait)
+	}
+	for range 5 {
+		if w := lim.Spent("192.0.2.1"); w <= 0 || w > 2*time.Second {
+			t.Fatalf("spent: %v", w)
+		}
+	}
+	if w := lim.Spent("192.0.2.2"); w != 0 {
+		t.Fatalf("another address: spent %v", w)
+	}
+	clk.Advance(2 * time.Second)
+	if w := lim.Spent("192.0.2.1"); w != 0 {
+		t.Fatalf("2 s later: spent %v", w)
+	}
+	if ok, _ := lim.Take("192.0.2.1"); !ok {
+		t.Fatal("2 s later, the next event was refused")
 	}
 }

@@ -25,8 +25,9 @@ import (
 // GPU runs traces on the GPU through the worker process (cmd/gpuworker),
 // which it starts, watches and restarts. One GPU serves many browsers: runs
 // wait in a bounded queue and a full queue refuses with BusyError. Identical
-// runs are served from a cache keyed by the run, the kernels' PTX hash and the
-// GPU's name and driver.
+// runs are computed once by the server's shared computations (package runs),
+// keyed by the run, the kernels' PTX hash and the GPU's name and driver
+// (Route's Key).
 //
 // A worker that dies, hangs or talks garbage fails only the run in flight,
 // with a message that says so, and is replaced; the server goes on.
@@ -34,7 +35,6 @@ type GPU struct {
 	opts  GPUOptions
 	log   *slog.Logger
 	queue chan *gpuJob
-	cache *traceCache
 	hello worker.Hello
 
 	inFlight atomic.Int32
@@ -47,8 +47,9 @@ type GPU struct {
 	restarts int
 	crash    string
 
-	stop chan struct{}
-	done chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // GPUOptions configure the GPU runner.
@@ -59,7 +60,6 @@ type GPUOptions struct {
 	QueueLength  int      // runs that may wait (default 8)
 	HelloTimeout time.Duration
 	IdleTimeout  time.Duration // a run's longest silence before the worker counts as hung
-	CacheBytes   int64
 }
 
 // ErrNoGPU says the worker found no usable GPU: run on the CPU.
@@ -114,13 +114,10 @@ func StartGPU(opts GPUOptions, log *slog.Logger) (*GPU, error) {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = time.Minute
 	}
-	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = 256 << 20
-	}
 	if _, err := os.Stat(opts.Worker); err != nil {
 		return nil, fmt.Errorf("%w: the GPU worker is not built, no %s beside the server: make gpu builds it", ErrNoGPU, filepath.Base(opts.Worker))
 	}
-	g := &GPU{opts: opts, log: log, queue: make(chan *gpuJob, opts.QueueLength), cache: newTraceCache(opts.CacheBytes),
+	g := &GPU{opts: opts, log: log, queue: make(chan *gpuJob, opts.QueueLength),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p, hello, err := g.spawn()
 	if err != nil {
@@ -253,17 +250,31 @@ func (g *GPU) exitedIdle(p *process) {
 	}
 }
 
-// Close stops the dispatcher and the worker.
-func (g *GPU) Close() {
+// Close stops the dispatcher and the worker. A run in flight gets a second
+// to finish; then the worker is ended, which ends the run: a shutdown waits
+// for no kernel.
+func (g *GPU) Close() { g.closeOnce.Do(g.close) }
+
+func (g *GPU) close() {
 	close(g.stop)
-	<-g.done
+	select {
+	case <-g.done:
+	case <-time.After(time.Second):
+		g.procMu.Lock()
+		if p := g.proc; p != nil {
+			p.ended.Store(true)
+			p.cmd.Process.Kill()
+		}
+		g.procMu.Unlock()
+		<-g.done
+	}
 	g.procMu.Lock()
 	if g.proc != nil {
 		g.proc.ended.Store(true)
 		g.proc.req.Close() // the worker exits on EOF
 		select {
 		case <-g.proc.exited:
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Second):
 			g.proc.kill()
 		}
 		g.proc = nil
@@ -281,15 +292,6 @@ func (g *GPU) Run(ctx context.Context, c kernels.Config, emit func([]byte) error
 	if err := launch.Validate(&c); err != nil {
 		return err
 	}
-	key := g.cacheKey(&c)
-	if chunks, ok := g.cache.get(key); ok {
-		for _, ch := range chunks {
-			if err := emit(ch); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	j := &gpuJob{ctx: ctx, c: c, emit: emit, done: make(chan error, 1)}
 	select {
 	case g.queue <- j:
@@ -299,7 +301,9 @@ func (g *GPU) Run(ctx context.Context, c kernels.Config, emit func([]byte) error
 	return <-j.done
 }
 
-func (g *GPU) cacheKey(c *kernels.Config) string {
+// runKey names the numbers a run on this GPU produces: the run, the PTX
+// that computes it, the GPU and its driver.
+func (g *GPU) runKey(c *kernels.Config) string {
 	return strings.Join([]string{c.Key(), g.hello.PTXHash, g.hello.GPU, g.hello.Driver}, "|")
 }
 
@@ -362,8 +366,6 @@ func (g *GPU) runOne(j *gpuJob) error {
 		return g.lost(p, fmt.Sprintf("the GPU worker could not take the run (%v)", err))
 	}
 	var emitErr error
-	var chunks [][]byte
-	var size int64
 	idle := time.NewTimer(g.opts.IdleTimeout)
 	defer idle.Stop()
 	for {
@@ -389,8 +391,6 @@ func (g *GPU) runOne(j *gpuJob) error {
 			case worker.TypeChunk:
 				if emitErr == nil {
 					emitErr = j.emit(f.payload)
-					chunks = append(chunks, f.payload)
-					size += int64(len(f.payload))
 				}
 			case worker.TypeTimed:
 				if json.Unmarshal(f.payload, &j.timed) != nil || j.timed.ID != id || j.bench == nil {
@@ -401,9 +401,6 @@ func (g *GPU) runOne(j *gpuJob) error {
 				var done worker.Done
 				if json.Unmarshal(f.payload, &done) != nil || done.ID != id {
 					return g.lost(p, "the GPU worker answered another run")
-				}
-				if emitErr == nil {
-					g.cache.put(g.cacheKey(&j.c), chunks, size)
 				}
 				return emitErr
 			case worker.TypeFail:
@@ -463,6 +460,11 @@ func (g *GPU) lost(p *process, why string) error {
 	g.restarts++
 	g.crash = why
 	g.statMu.Unlock()
+	select {
+	case <-g.stop:
+		return &WorkerError{"the server is shutting down: " + why}
+	default:
+	}
 	go func() {
 		if _, err := g.worker(); err != nil {
 			g.log.Error("restarting the GPU worker", "err", err)

@@ -250,24 +250,6 @@ func TestQueueFullSaysHowManyAhead(t *testing.T) {
 	}
 }
 
-func TestIdenticalRunsComeFromTheCache(t *testing.T) {
-	// This worker answers one run; a second that reached it would fail.
-	g, err := startFake(t, "ok-once", GPUOptions{IdleTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := collect(context.Background(), g, toy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := toy
-	c.Engine = kernels.EngineGPU // a different URL, the same run
-	second, err := collect(context.Background(), g, c)
-	if err != nil || !bytes.Equal(first, second) {
-		t.Fatalf("the same run again: %v", err)
-	}
-}
-
 func TestRouter(t *testing.T) {
 	recs, err := LoadRecordings(recordings.Files)
 	if err != nil {
@@ -307,5 +289,28 @@ func TestRouter(t *testing.T) {
 	}
 	if e := r.Engine(); e.Source != instrument.SourceCPUMirror || !strings.Contains(e.Detail, "H100") {
 		t.Fatalf("engine %+v", e)
+	}
+}
+
+// A shutdown does not wait for a kernel: Close ends a worker whose run is
+// in flight after a second, and the run fails saying why.
+func TestCloseDoesNotWaitForARunInFlight(t *testing.T) {
+	g, err := startFake(t, "hang", GPUOptions{IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := collect(context.Background(), g, toy); done <- err }()
+	for g.inFlight.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	g.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %v", took)
+	}
+	var we *WorkerError
+	if err := <-done; !errors.As(err, &we) || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("the run in flight: %v", err)
 	}
 }

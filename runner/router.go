@@ -53,7 +53,7 @@ func (r *Router) Route(c kernels.Config) Route {
 			Says: "nothing: this server has no GPU"}
 	}
 	gpu := func() Route {
-		return Route{Engine: OnGPU, Key: r.GPU.cacheKey(&c), Says: "the GPU: " + r.GPU.Hello().GPU,
+		return Route{Engine: OnGPU, Key: r.GPU.runKey(&c), Says: "the GPU: " + r.GPU.Hello().GPU,
 			Run: func(ctx context.Context, emit func([]byte) error) error { return r.GPU.Run(ctx, c, emit) }}
 	}
 	cpu := func(says string) Route {

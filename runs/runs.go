@@ -135,6 +135,7 @@ type addrUse struct{ readers, computations int }
 // Stats are the hub's counters since it started.
 type Stats struct {
 	Computed  int64 `json:"computed"`  // computations started
+	Replayed  int64 `json:"replayed"`  // recordings replayed (no computation)
 	Shared    int64 `json:"shared"`    // requests that joined a computation in progress
 	Cached    int64 `json:"cached"`    // requests served from the cache
 	Busy      int64 `json:"busy"`      // requests refused as busy
@@ -374,7 +375,9 @@ func (h *Hub) start(t *trace) {
 	h.held += t.bytesHeld()
 	ctx, cancel := context.WithCancel(h.ctx)
 	t.cancel = cancel
-	if !t.free {
+	if t.free {
+		h.stats.Replayed++
+	} else {
 		h.stats.Computed++
 	}
 	t.signal()

@@ -2,10 +2,11 @@ package sweep
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,15 @@ type Job struct {
 	Memory *MemoryCheck `json:"memory,omitempty"`
 
 	cancel context.CancelFunc
+	owner  string // the address that asked for it
+}
+
+// newJobID names a sweep unguessably: whoever has the ID may follow or
+// cancel it, so a stranger must not be able to count up to it.
+func newJobID() string {
+	b := make([]byte, 9)
+	crand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // MemoryCheck compares free device memory before and after a sweep.
@@ -72,7 +82,6 @@ type Manager struct {
 	jobs  map[string]*Job
 	queue []*Job // waiting, in order
 	kept  []*Job // every job, oldest first, for trimming
-	seq   int
 	wake  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
@@ -82,6 +91,20 @@ type Manager struct {
 
 // keepJobs bounds how many finished sweeps the manager remembers.
 const keepJobs = 32
+
+// Admission: sweeps run one at a time, so the queue is the wait. A CPU
+// sweep may take two minutes and a GPU one twenty: eight waiting is already
+// hours of a GPU's time, and one address may have two sweeps queued or
+// running (a teacher comparing two settings), no more.
+const (
+	MaxQueued   = 8
+	MaxPerOwner = 2
+)
+
+// BusyError refuses a sweep the queue cannot take now.
+type BusyError struct{ Reason string }
+
+func (e *BusyError) Error() string { return e.Reason }
 
 // NewManager starts a manager over the engines it has: "cpu" always, "gpu"
 // where there is one.
@@ -100,16 +123,28 @@ func (m *Manager) Engines() map[string]string {
 	return out
 }
 
-// Submit queues a sweep.
-func (m *Manager) Submit(s Spec) (Job, error) {
+// Submit queues a sweep for owner (the client's address), or refuses it
+// with a *BusyError past MaxQueued waiting or MaxPerOwner of owner's.
+func (m *Manager) Submit(s Spec, owner string) (Job, error) {
 	ex, ok := m.execs[s.Engine]
 	if !ok {
 		return Job{}, kernels.FieldErrors{{Field: FieldEngine, Message: "this server has no GPU to sweep on: choose the CPU, or see the sweep recorded on an H100"}}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seq++
-	j := &Job{ID: strconv.Itoa(m.seq), Spec: s, Query: s.Values().Encode(), Source: ex.Source(), State: StateQueued,
+	if len(m.queue) >= MaxQueued {
+		return Job{}, &BusyError{fmt.Sprintf("%d sweeps are waiting already, as many as this server queues: try again when one has run", len(m.queue))}
+	}
+	mine := 0
+	for _, j := range m.jobs {
+		if j.owner == owner && (j.State == StateQueued || j.State == StateRunning) {
+			mine++
+		}
+	}
+	if mine >= MaxPerOwner {
+		return Job{}, &BusyError{fmt.Sprintf("your address has %d sweeps queued or running, the most one address may: wait for one, or cancel it", mine)}
+	}
+	j := &Job{ID: newJobID(), owner: owner, Spec: s, Query: s.Values().Encode(), Source: ex.Source(), State: StateQueued,
 		Total: len(s.Points()), Estimate: s.Estimate(), Created: time.Now(), Results: []Result{}}
 	m.jobs[j.ID] = j
 	m.queue = append(m.queue, j)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,10 +197,26 @@ const (
 	FieldRepeats  = "repeats"
 )
 
+// maxList bounds each list of a spec, before anything is made of it.
+const maxList = 64
+
+// specFields are every field a sweep's URL form may hold.
+var specFields = []string{FieldEngine, FieldNs, FieldDs, FieldCausal, FieldVariants, FieldBatch, FieldHeads, FieldRepeats}
+
 // ParseSpec reads a spec from URL values, starting from the engine's
 // defaults, and checks it: every problem is a kernels.FieldError, and a
 // sweep estimated to take too long is refused with the estimate.
 func ParseSpec(v url.Values) (Spec, error) {
+	var unknown kernels.FieldErrors
+	for k := range v {
+		if !slices.Contains(specFields, k) {
+			unknown = append(unknown, kernels.FieldError{Field: trunc(k), Message: fmt.Sprintf("%q is not a field of a sweep: its fields are %s", trunc(k), strings.Join(specFields, ", "))})
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Slice(unknown, func(i, j int) bool { return unknown[i].Field < unknown[j].Field })
+		return Spec{}, unknown
+	}
 	engine := v.Get(FieldEngine)
 	if engine == "" {
 		engine = kernels.EngineGPU
@@ -217,6 +234,10 @@ func ParseSpec(v url.Values) (Spec, error) {
 	ints := func(field, name string, lo, hi int, dst *[]int) {
 		raw := strings.TrimSpace(v.Get(field))
 		if raw == "" {
+			return
+		}
+		if n := strings.Count(raw, ",") + 1; n > maxList {
+			add(field, "%s is a list of at most %d values (got %d)", name, maxList, n)
 			return
 		}
 		var out []int
@@ -242,7 +263,9 @@ func ParseSpec(v url.Values) (Spec, error) {
 	} else {
 		ints(FieldDs, "d", 1, 256, &s.Ds)
 	}
-	if raw := strings.TrimSpace(v.Get(FieldCausal)); raw != "" {
+	if raw := strings.TrimSpace(v.Get(FieldCausal)); len(raw) > 16 {
+		add(FieldCausal, "causal must be 0, 1 or 0,1 (got %q)", trunc(raw))
+	} else if raw != "" {
 		s.Causal = nil
 		for _, f := range strings.Split(raw, ",") {
 			switch strings.TrimSpace(f) {
@@ -255,7 +278,9 @@ func ParseSpec(v url.Values) (Spec, error) {
 			}
 		}
 	}
-	if raw := strings.TrimSpace(v.Get(FieldVariants)); raw != "" {
+	if raw := strings.TrimSpace(v.Get(FieldVariants)); raw != "" && strings.Count(raw, ",") >= maxList {
+		add(FieldVariants, "variants is a list of at most %d values", maxList)
+	} else if raw != "" {
 		s.Variants = nil
 		for _, f := range strings.Split(raw, ",") {
 			vr, ok := instrument.ParseVariant(strings.TrimSpace(f))

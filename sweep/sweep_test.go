@@ -6,7 +6,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -107,11 +109,11 @@ func TestSweepsRunInTurnAndCancel(t *testing.T) {
 	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
 	defer m.Close()
 	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants, Repeats: 3} // the float32 pair: the sweep times those
-	first, err := m.Submit(spec)
+	first, err := m.Submit(spec, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, _ := m.Submit(spec)
+	second, _ := m.Submit(spec, "test")
 	waitState(t, m, first.ID, StateRunning)
 	if j, _ := m.Get(second.ID); j.State != StateQueued || j.Ahead != 1 {
 		t.Fatalf("the second sweep: %s with %d ahead", j.State, j.Ahead)
@@ -141,7 +143,7 @@ func TestSweepsRunInTurnAndCancel(t *testing.T) {
 	if _, err := m.Cancel("nope"); !errors.Is(err, ErrNoJob) {
 		t.Fatal(err)
 	}
-	if _, err := m.Submit(Spec{Engine: kernels.EngineCPU}); err == nil {
+	if _, err := m.Submit(Spec{Engine: kernels.EngineCPU}, "test"); err == nil {
 		t.Fatal("a sweep on an engine the server lacks was queued")
 	}
 }
@@ -154,7 +156,7 @@ func TestCPUSweepAndExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, _ := m.Submit(spec)
+	j, _ := m.Submit(spec, "test")
 	j = waitState(t, m, j.ID, StateDone, StateFailed)
 	if j.State != StateDone || len(j.Results) != 8 {
 		t.Fatalf("CPU sweep: %s %s, %d results", j.State, j.Error, len(j.Results))
@@ -188,5 +190,61 @@ func TestCPUSweepAndExports(t *testing.T) {
 	var back Record
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back.Results) != 8 || back.Results[0].Ms != rec.Results[0].Ms {
 		t.Fatalf("JSON round trip: %v", err)
+	}
+}
+
+func TestSubmitIsBounded(t *testing.T) {
+	fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
+	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
+	defer m.Close()
+	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants, Repeats: 1}
+	// One address: two sweeps, then busy, however many it sends.
+	var busy *BusyError
+	ids := map[string]bool{}
+	first := ""
+	for k := range 300 {
+		j, err := m.Submit(spec, "10.0.0.1")
+		switch {
+		case k < MaxPerOwner && err != nil:
+			t.Fatalf("sweep %d: %v", k, err)
+		case k >= MaxPerOwner && !errors.As(err, &busy):
+			t.Fatalf("sweep %d from one address: %v", k, err)
+		}
+		if err == nil {
+			ids[j.ID] = true
+			if first == "" {
+				first = j.ID
+			}
+		}
+	}
+	waitState(t, m, first, StateRunning)
+	// Many addresses: the queue holds MaxQueued waiting, then busy.
+	queued := 0
+	for k := range 50 {
+		_, err := m.Submit(spec, fmt.Sprintf("10.0.1.%d", k))
+		if err == nil {
+			queued++
+		} else if !errors.As(err, &busy) || !strings.Contains(err.Error(), "waiting already") {
+			t.Fatalf("address %d: %v", k, err)
+		}
+	}
+	// One of the first address's two runs, one waits: MaxQueued-1 more fit.
+	if queued != MaxQueued-1 {
+		t.Fatalf("%d more queued, want %d", queued, MaxQueued-1)
+	}
+	for id := range ids {
+		if _, err := strconv.Atoi(id); err == nil || len(id) < 12 {
+			t.Fatalf("sweep ID %q can be guessed", id)
+		}
+	}
+	close(fx.hold)
+}
+
+func TestParseSpecRejectsUnknownFields(t *testing.T) {
+	v, _ := url.ParseQuery("engine=cpu&ns=64,128&d=16")
+	_, err := ParseSpec(v)
+	var fe kernels.FieldErrors
+	if !errors.As(err, &fe) || fe[0].Field != "ns" || !strings.Contains(fe[0].Message, "not a field") {
+		t.Fatalf("ns=: %v", err)
 	}
 }

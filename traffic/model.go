@@ -228,6 +228,18 @@ type Traffic struct {
 	DRAMWrite uint64 `json:"dram_write"`
 }
 
+// MaxRunSteps bounds the steps of one batch-head that RunTraffic walks: a
+// whole run of N=4096 at 8×8 tiles is 262,144 of them; 1×1 tiles would be
+// 16.7 million, minutes of a server's time for one request.
+const MaxRunSteps = 1 << 18
+
+// RunSteps is how many steps RunTraffic would walk for c.
+func RunSteps(c kernels.Config) int {
+	c.TraceBH, c.TraceQ, c.Timing = instrument.Range{Lo: 0, Hi: 1}, instrument.Range{}, false
+	h := c.Header(instrument.SourceCPUMirror, "")
+	return h.Records
+}
+
 // RunTraffic is the traffic of every launch of a whole run of c (every
 // batch-head and q-tile, whatever the trace selection).
 func (m CacheModel) RunTraffic(c kernels.Config) []Traffic {

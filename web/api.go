@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"flashstep/instrument"
@@ -23,7 +24,7 @@ type configCheck struct {
 // checkConfig validates a configuration and estimates its trace, so the form
 // can show each field's problem and the trace size before a run.
 func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
-	c, err := kernels.ParseConfig(r.URL.Query())
+	c, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
 // HEAD request learns the headers without starting the run. A client that
 // stops reading is dropped after downloadWriteWait without progress.
 func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
-	c, err := kernels.ParseConfig(r.URL.Query())
+	c, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -86,6 +87,15 @@ func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
 // downloadWriteWait is how long one write of a download may wait for a
 // client that has stopped reading.
 const downloadWriteWait = 10 * time.Second
+
+// parseRun reads the run an API is asked for: a field that is neither a
+// run's nor one of extra is refused by name, with the rest.
+func parseRun(v url.Values, extra ...string) (kernels.Config, error) {
+	if errs := kernels.UnknownFields(v, extra...); len(errs) > 0 {
+		return kernels.Config{}, errs
+	}
+	return kernels.ParseConfig(v)
+}
 
 func traceFileName(c *kernels.Config) string {
 	causal := ""

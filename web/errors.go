@@ -12,6 +12,7 @@ import (
 	"flashstep/kernels"
 	"flashstep/runner"
 	"flashstep/runs"
+	"flashstep/sweep"
 	"flashstep/templates"
 )
 
@@ -39,6 +40,7 @@ func statusOf(err error) (int, apiErrorBody) {
 	var he *httpError
 	var busy *runner.BusyError
 	var full *runs.BusyError
+	var sweeps *sweep.BusyError
 	var lost *runner.WorkerError
 	var refused *runner.RunError
 	switch {
@@ -50,6 +52,8 @@ func statusOf(err error) (int, apiErrorBody) {
 		return http.StatusServiceUnavailable, apiErrorBody{Error: busy.Error()}
 	case errors.As(err, &full):
 		return http.StatusServiceUnavailable, apiErrorBody{Error: "busy: " + full.Reason}
+	case errors.As(err, &sweeps):
+		return http.StatusServiceUnavailable, apiErrorBody{Error: "busy: " + sweeps.Reason}
 	case errors.Is(err, runs.ErrClosed):
 		return http.StatusServiceUnavailable, apiErrorBody{Error: err.Error()}
 	case errors.As(err, &lost):
@@ -95,11 +99,16 @@ func (s *Server) handlePage(h func(http.ResponseWriter, *http.Request) error) ht
 	}
 }
 
-// retryAfter is the Retry-After of a 503: what a busy answer said, else 5 s.
+// retryAfter is the Retry-After of a 503: what a busy answer said; a
+// sweep's turn comes in about a minute; else 5 s.
 func retryAfter(err error) string {
 	var full *runs.BusyError
-	if errors.As(err, &full) && full.RetryAfter > 0 {
+	var sweeps *sweep.BusyError
+	switch {
+	case errors.As(err, &full) && full.RetryAfter > 0:
 		return strconv.Itoa(int(math.Ceil(full.RetryAfter.Seconds())))
+	case errors.As(err, &sweeps):
+		return "60"
 	}
 	return "5"
 }

@@ -33,6 +33,9 @@ type loopAnswer struct {
 
 func (s *Server) loopAPI(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
+	if errs := kernels.UnknownFields(v, "q", "bh", "slip"); len(errs) > 0 {
+		return errs
+	}
 	c, err := kernels.ParseConfig(v)
 	var errs kernels.FieldErrors
 	if err != nil && !errors.As(err, &errs) {

@@ -61,6 +61,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 	v.Data.Step, v.Data.StepError = stepParam(q)
 	v.Data.Embed = q.Get("embed") == "1"
 	v.Data.Panels = panelsParam(q)
+	v.Data.MaxFileBytes = kernels.MaxTraceBytes + 64<<10
 	pg := s.page("Stepper", "step")
 	pg.Embed = v.Data.Embed
 	v.Classroom = s.classroomView(r, "step", v.Query, v.Data.Embed)

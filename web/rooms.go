@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,6 +30,14 @@ import (
 // (HttpOnly, SameSite=Strict): it is never in a page, a URL or a script's
 // reach, and a student's browser never has it.
 //
+// A student's identity travels the same way, in the cookie fs_student
+// (HttpOnly, SameSite=Lax, scoped to the room's path): 128 random bits that
+// the room's page, its websocket and its events stream each set when the
+// browser has none, so every tab and every reconnect of one browser is one
+// student, whose poll answer a new one replaces. A client that keeps no
+// cookies (a program) is a new student on each connection, and counts only
+// while connected: a poll counts the answers of the students present.
+//
 //	POST /rooms               the stepper's Present button: create, set the cookie, 303 to /r/{code}
 //	POST /api/rooms           the same for programs: JSON {code, join_url, token}
 //	GET  /join[?code=]        a form to type a code; a good code redirects to the room
@@ -39,7 +48,10 @@ import (
 //	GET  /r/{code}/qr.svg     the join URL as a QR code
 //	GET  /api/trace/bytes?run what a student downloads to follow a run, compressed and not
 //	GET  /debug/rooms         runtime figures, to loopback clients only (the load generator)
-const presenterCookie = "fs_presenter"
+const (
+	presenterCookie = "fs_presenter"
+	studentCookie   = "fs_student"
+)
 
 // Close codes a room's connection ends with; the page shows the reason.
 const (
@@ -122,18 +134,83 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-// admit applies the per-address join limits to a join of code: any join
-// counts against the joins a minute, a join of a code that does not exist
-// also against the failed joins a minute (the guesses an attacker gets).
-func (s *Server) admit(r *http.Request, exists bool) error {
-	addr, now := clientAddr(r), time.Now()
-	if !s.joins.Allow(addr, now) {
-		return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many joins from your address: at most %d a minute", s.roomLimits.JoinsPerMinute)}
-	}
-	if !exists && !s.failedJoins.Allow(addr, now) {
-		return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many wrong codes from your address: at most %d a minute; wait a minute and check the code", s.roomLimits.FailedJoinsPerMinute)}
+// The per-address join limits. A wrong code counts against the wrong
+// codes a minute only (the guesses an attacker gets), whichever URL it
+// comes by (the join form, a room's page, its websocket or events); a
+// connection to a room that exists counts against the joins a minute only
+// (a class behind one NAT joins at once; its pages and the join form do
+// not count, or each student would count three times). While an address
+// has spent its wrong codes, every code from it is refused, the right ones
+// too: were a right code let in, the refusals would tell a guesser which
+// of its guesses is right. The refusal says for how long, in Retry-After
+// and in its words (a websocket's close reason, which holds 123 bytes at
+// most).
+
+// admitBefore refuses every code from an address that has spent its wrong
+// codes; it takes nothing, so it goes before a code is looked up.
+func (s *Server) admitBefore(w http.ResponseWriter, r *http.Request) error {
+	if wait := s.failedJoins.Spent(clientAddr(r)); wait > 0 {
+		return s.wrongCodes(w, wait)
 	}
 	return nil
+}
+
+// admitCode counts a wrong code against the wrong codes, once the code
+// was looked up.
+func (s *Server) admitCode(w http.ResponseWriter, r *http.Request, exists bool) error {
+	if exists {
+		return nil
+	}
+	if ok, wait := s.failedJoins.Take(clientAddr(r)); !ok {
+		return s.wrongCodes(w, wait)
+	}
+	return nil
+}
+
+// admitJoin counts a connection's join against its allowance: a wrong
+// code against the wrong codes, a code that exists against the joins.
+func (s *Server) admitJoin(w http.ResponseWriter, r *http.Request, exists bool) error {
+	if !exists {
+		return s.admitCode(w, r, false)
+	}
+	if ok, wait := s.joins.Take(clientAddr(r)); !ok {
+		secs := retrySeconds(w, wait)
+		return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many joins from your address (at most %d a minute); retry in %d s", s.joins.PerMinute(), secs)}
+	}
+	return nil
+}
+
+func (s *Server) wrongCodes(w http.ResponseWriter, wait time.Duration) error {
+	secs := retrySeconds(w, wait)
+	return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many wrong codes from your address (at most %d a minute): every code is refused; retry in %d s",
+		s.failedJoins.PerMinute(), secs)}
+}
+
+// retrySeconds is a wait in whole seconds, at least 1, set as the answer's
+// Retry-After too.
+func retrySeconds(w http.ResponseWriter, wait time.Duration) int {
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	if w != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	return secs
+}
+
+// studentOf is the request's student identity, and whether it is fresh: a
+// request whose fs_student cookie is missing or not a well-formed identity
+// (rooms.ValidStudent) gets a new one, which the answer must set.
+func studentOf(r *http.Request) (string, bool) {
+	if c, err := r.Cookie(studentCookie); err == nil && rooms.ValidStudent(c.Value) {
+		return c.Value, false
+	}
+	return rooms.NewStudent(), true
+}
+
+// studentCookieFor is the cookie that keeps a student's identity in room
+// code: for about the room's lifetime, sent back only to the room's URLs.
+func (s *Server) studentCookieFor(code, id string) *http.Cookie {
+	return &http.Cookie{Name: studentCookie, Value: id, Path: "/r/" + code, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, MaxAge: int(s.roomLimits.IdleExpiry.Seconds()) + 3600}
 }
 
 func roomErr(err error) error {
@@ -142,6 +219,8 @@ func roomErr(err error) error {
 		return &httpError{http.StatusNotFound, err.Error()}
 	case errors.Is(err, rooms.ErrBadToken):
 		return &httpError{http.StatusForbidden, err.Error()}
+	case errors.Is(err, rooms.ErrAddressRooms):
+		return &httpError{http.StatusTooManyRequests, err.Error()}
 	case errors.Is(err, rooms.ErrTooManyRooms), errors.Is(err, rooms.ErrRoomFull), errors.Is(err, rooms.ErrShuttingDown):
 		return &httpError{http.StatusServiceUnavailable, err.Error()}
 	}
@@ -178,7 +257,7 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 	if !fromThisSite(r) {
 		return roomCreated{}, &httpError{http.StatusForbidden, "rooms are created from this site's own pages"}
 	}
-	if !s.creates.Allow(clientAddr(r), time.Now()) {
+	if !s.creates.Allow(clientAddr(r), s.creates.Now()) {
 		return roomCreated{}, &httpError{http.StatusTooManyRequests, "too many rooms created from your address: at most 20 a minute"}
 	}
 	if req.Lesson != "" || req.Widget != "" {
@@ -198,7 +277,7 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 		return roomCreated{}, err
 	}
 	// Students start where the presenter stood when pressing Present.
-	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step, Lesson: req.Lesson, Widget: req.Widget})
+	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step, Lesson: req.Lesson, Widget: req.Widget}, clientAddr(r))
 	if err != nil {
 		return roomCreated{}, roomErr(err)
 	}
@@ -216,7 +295,14 @@ func canonicalRun(query string, maxQuery int) (string, error) {
 	if err != nil {
 		return "", &httpError{http.StatusBadRequest, "query is not a URL query: " + err.Error()}
 	}
-	c, err := kernels.ParseConfig(q)
+	if len(q) == 0 {
+		return "", &httpError{http.StatusBadRequest, "query is required: the run the room shows, as /step names it (variant=flash2&n=…)"}
+	}
+	c, err := parseRun(q)
+	var fe kernels.FieldErrors
+	if errors.As(err, &fe) {
+		return "", &httpError{http.StatusBadRequest, "query: " + fe.Error()}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -228,7 +314,11 @@ func canonicalRun(query string, maxQuery int) (string, error) {
 func (s *Server) presentForm(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	if err := r.ParseForm(); err != nil {
-		return &httpError{http.StatusBadRequest, "the form is over 4096 bytes or malformed"}
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &httpError{http.StatusRequestEntityTooLarge, "the request body is over 4096 bytes"}
+		}
+		return &httpError{http.StatusBadRequest, "the form is malformed: " + err.Error()}
 	}
 	step, _ := strconv.Atoi(r.PostForm.Get("step"))
 	made, err := s.createRoom(r, roomRequest{Page: r.PostForm.Get("page"), Query: r.PostForm.Get("query"), Step: step,
@@ -288,11 +378,15 @@ func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) error {
 	if r.URL.Query().Has("code") {
 		code := rooms.NormalizeCode(v.Code)
 		exists := false
-		if code != "" {
-			_, err := s.rooms.Peek(r.Context(), code, "")
-			exists = err == nil
+		err := s.admitBefore(w, r)
+		if err == nil {
+			if code != "" {
+				_, perr := s.rooms.Peek(r.Context(), code, "")
+				exists = perr == nil
+			}
+			err = s.admitCode(w, r, exists)
 		}
-		if err := s.admit(r, exists); err != nil {
+		if err != nil {
 			v.Error = err.Error()
 			return render(w, r, http.StatusTooManyRequests, templates.JoinPage(s.page("Join a room", ""), v))
 		}
@@ -320,6 +414,9 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/r/"+code, http.StatusMovedPermanently)
 		return nil
 	}
+	if err := s.admitBefore(w, r); err != nil {
+		return err
+	}
 	var st rooms.State
 	var err error = rooms.ErrNoRoom
 	if code != "" {
@@ -329,11 +426,14 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 			st, err = s.rooms.Peek(r.Context(), code, "")
 		}
 	}
-	if aerr := s.admit(r, err == nil); aerr != nil {
+	if aerr := s.admitCode(w, r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
 		return aerr
 	}
 	if err != nil {
 		return roomErr(err)
+	}
+	if id, fresh := studentOf(r); fresh && !st.Presenter {
+		http.SetCookie(w, s.studentCookieFor(code, id))
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	r2 := r.Clone(context.WithValue(r.Context(), roomPlaceKey{}, roomPlace{code: code, presenter: st.Presenter, state: st}))
@@ -385,7 +485,7 @@ type traceSizes struct {
 }
 
 func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
-	c, err := kernels.ParseConfig(r.URL.Query())
+	c, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}

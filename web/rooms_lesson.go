@@ -26,9 +26,15 @@ func (s *Server) lessonWidget(slug, id string) (*lessons.Lesson, *lessons.Widget
 	if err != nil {
 		return nil, nil, err
 	}
+	if slug == "" {
+		return nil, nil, &httpError{http.StatusBadRequest, "lesson: a widget is presented from its lesson: name both the lesson and the widget"}
+	}
 	l, ok := c.Lesson(slug)
 	if !ok {
 		return nil, nil, &httpError{http.StatusBadRequest, fmt.Sprintf("lesson: no lesson %q", truncate(slug, 40))}
+	}
+	if id == "" {
+		return nil, nil, &httpError{http.StatusBadRequest, fmt.Sprintf("widget: name one of lesson %s's widgets to present", slug)}
 	}
 	for _, w := range l.Widgets {
 		if w.ID == id {

@@ -22,7 +22,8 @@ import (
 // {"type":"session","member","key"}), and POST /r/{code}/send carries the
 // participant's messages: {"member","key","message":{…rooms.Up…}}. The key,
 // 128 random bits known only to the events connection's reader, is what
-// stops one participant sending as another.
+// stops one participant sending as another. The events answer of a
+// student sets its identity cookie (fs_student) when the request had none.
 
 // sseSession is one events connection's member and the hash of its key.
 type sseSession struct {
@@ -37,12 +38,16 @@ type sseSessions struct {
 
 func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 	code := roomCode(r)
+	if err := s.admitBefore(w, r); err != nil {
+		return err
+	}
+	student, fresh := studentOf(r)
 	var m *rooms.Member
 	err := rooms.ErrNoRoom
 	if code != "" {
-		m, err = s.rooms.Join(r.Context(), code, presenterToken(r))
+		m, err = s.rooms.Join(r.Context(), code, presenterToken(r), student)
 	}
-	if aerr := s.admit(r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
+	if aerr := s.admitJoin(w, r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
 		if m != nil {
 			m.Leave()
 		}
@@ -52,6 +57,9 @@ func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 		return roomErr(err)
 	}
 	defer m.Leave()
+	if fresh && !m.Presenter {
+		http.SetCookie(w, s.studentCookieFor(code, m.Student))
+	}
 	keyBytes := make([]byte, 16)
 	rand.Read(keyBytes)
 	key := base64.RawURLEncoding.EncodeToString(keyBytes)

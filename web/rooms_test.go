@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,12 +85,19 @@ func tryJoin(base, code, token string, dialer *websocket.Dialer) (*participant, 
 	if token != "" {
 		h.Set("Cookie", presenterCookie+"="+token)
 	}
+	p, _, err := dialRoom(base, code, h, dialer)
+	return p, err
+}
+
+// dialRoom opens a room's websocket with the headers given, and returns
+// the upgrade's answer too (its cookies).
+func dialRoom(base, code string, h http.Header, dialer *websocket.Dialer) (*participant, *http.Response, error) {
 	if dialer == nil {
 		dialer = websocket.DefaultDialer
 	}
-	conn, _, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/r/"+code+"/ws", h)
+	conn, res, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/r/"+code+"/ws", h)
 	if err != nil {
-		return nil, err
+		return nil, res, err
 	}
 	p := &participant{conn: conn, events: make(chan map[string]any, 100000)}
 	go func() {
@@ -106,7 +114,7 @@ func tryJoin(base, code, token string, dialer *websocket.Dialer) (*participant, 
 			p.events <- m
 		}
 	}()
-	return p, nil
+	return p, res, nil
 }
 
 func (p *participant) send(t *testing.T, msg any) {
@@ -286,8 +294,36 @@ func TestRoomPagesKeepTheTokenSecret(t *testing.T) {
 	}
 }
 
+// fakeClock is a test's time for the server's per-address limits.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2030, 9, 2, 9, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestJoinFloodIsRateLimited: wrong codes are limited per address; once an
+// address has spent them, every code from it is refused, the right one
+// too (or the refusals would tell a guesser which code is right), with the
+// seconds to wait; after the wait the right code joins.
 func TestJoinFloodIsRateLimited(t *testing.T) {
-	_, ts := newRoomServer(t, rooms.Limits{FailedJoinsPerMinute: 5})
+	t.Parallel()
+	app, ts := newRoomServer(t, rooms.Limits{FailedJoinsPerMinute: 5})
+	clk := newFakeClock()
+	app.failedJoins.SetClock(clk.Now)
+	app.joins.SetClock(clk.Now)
 	c := createRoom(t, ts.URL, roomRun)
 	limited := 0
 	for i := range 20 {
@@ -295,8 +331,8 @@ func TestJoinFloodIsRateLimited(t *testing.T) {
 		switch res.StatusCode {
 		case http.StatusTooManyRequests:
 			limited++
-			if !strings.Contains(string(body), "at most 5 a minute") {
-				t.Fatalf("the refusal does not state the limit: %s", body)
+			if !strings.Contains(string(body), "at most 5 a minute") || !strings.Contains(string(body), "retry in 12 s") || res.Header.Get("Retry-After") != "12" {
+				t.Fatalf("the refusal does not state the limit and the wait (Retry-After %q): %s", res.Header.Get("Retry-After"), body)
 			}
 		case http.StatusNotFound:
 		default:
@@ -306,16 +342,319 @@ func TestJoinFloodIsRateLimited(t *testing.T) {
 	if limited != 15 {
 		t.Fatalf("20 wrong codes at 5 a minute: %d refused, want 15", limited)
 	}
-	// The right code still gets in: guessing is limited, joining is not.
+	// The right code is refused too, by every way in, with the wait.
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/join?code=" + strings.ToLower(rooms.FormatCode(c.Code)), "/r/" + c.Code, "/r/" + c.Code + "/events"} {
+		res, err := client.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "12" || !strings.Contains(string(body), "every code is refused; retry in 12 s") {
+			t.Fatalf("the right code at %s while the wrong codes are spent: %s, Retry-After %q: %.300s", path, res.Status, res.Header.Get("Retry-After"), body)
+		}
+	}
+	p, _ := tryJoin(ts.URL, c.Code, "", nil)
+	if ce := p.closeCode(t); ce.Code != closeTooMany || !strings.Contains(ce.Text, "retry in 12 s") || strings.HasSuffix(ce.Text, "…") {
+		t.Fatalf("the right code over the websocket: %v", ce)
+	}
+	// The wait is over: the right code joins, typed loosely.
+	clk.Advance(12 * time.Second)
 	res, err := client.Get(ts.URL + "/join?code=" + strings.ToLower(rooms.FormatCode(c.Code)))
 	if err != nil || res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/r/"+c.Code {
-		t.Fatalf("the right code, typed loosely: %v %v", err, res.Header.Get("Location"))
+		t.Fatalf("the right code after the wait: %v %v", err, res.Status)
 	}
-	// And a wrong code over the websocket after the limit: refused with 4029.
-	p, _ := tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
+	s := joinRoom(t, ts.URL, c.Code, "")
+	if h := s.next(t, "hello"); h["code"] != c.Code {
+		t.Fatalf("hello: %v", h)
+	}
+	// One wrong code's allowance came back in 12 s: one guess, then refused.
+	p, _ = tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
+	if ce := p.closeCode(t); ce.Code != closeNoRoom {
+		t.Fatalf("a guess after the wait: close %d", ce.Code)
+	}
+	p, _ = tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
 	if ce := p.closeCode(t); ce.Code != closeTooMany {
 		t.Fatalf("a guess over the limit: close %d", ce.Code)
+	}
+}
+
+// TestWrongCodesDoNotEatTheJoins: a wrong code counts against the wrong
+// codes only, so an address's guesses (or its class's typos) never refuse
+// its good joins; the good joins have their own limit.
+func TestWrongCodesDoNotEatTheJoins(t *testing.T) {
+	t.Parallel()
+	app, ts := newRoomServer(t, rooms.Limits{JoinsPerMinute: 3, FailedJoinsPerMinute: 100})
+	clk := newFakeClock()
+	app.failedJoins.SetClock(clk.Now)
+	app.joins.SetClock(clk.Now)
+	c := createRoom(t, ts.URL, roomRun)
+	for i := range 50 {
+		if res, _ := get(t, ts.URL+fmt.Sprintf("/join?code=ZZZZZZ%02d", i)); res.StatusCode != http.StatusNotFound {
+			t.Fatalf("wrong code %d of 50 at 100 a minute: %s", i+1, res.Status)
+		}
+	}
+	// Pages of the room do not count as joins: its connections do.
+	if res, _ := get(t, ts.URL+"/r/"+c.Code); res.StatusCode != 200 {
+		t.Fatalf("the room's page: %s", res.Status)
+	}
+	for i := range 3 {
+		s := joinRoom(t, ts.URL, c.Code, "")
+		if h := s.next(t, "hello"); h["code"] != c.Code {
+			t.Fatalf("good join %d of 3 after 50 wrong codes: %v", i+1, h)
+		}
+	}
+	p, _ := tryJoin(ts.URL, c.Code, "", nil)
+	if ce := p.closeCode(t); ce.Code != closeTooMany || !strings.Contains(ce.Text, "too many joins") || !strings.Contains(ce.Text, "at most 3 a minute") || !strings.Contains(ce.Text, "retry in 20 s") {
+		t.Fatalf("the fourth join at 3 a minute: %v", ce)
+	}
+}
+
+// tallies reads the presenter's tallies until one satisfies done, checking
+// each against every: the invariant of the room.
+func tallies(t *testing.T, pres *participant, what string, every func(map[string]any), done func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-pres.events:
+			if e["type"] == "_close" {
+				t.Fatalf("the presenter's connection closed (%v) while waiting for %s", e["close"], what)
+			}
+			if e["type"] != "tally" {
+				continue
+			}
+			tl := e["tally"].(map[string]any)
+			if every != nil {
+				every(tl)
+			}
+			if done(tl) {
+				return tl
+			}
+		case <-deadline:
+			t.Fatalf("the tally never showed %s", what)
+		}
+	}
+}
+
+// openPoll has the presenter pose "predict m" on step 2 and returns its
+// right answer, once every student given has the poll.
+func openPoll(t *testing.T, pres *participant, students ...*participant) float64 {
+	t.Helper()
+	pres.send(t, rooms.Up{Type: "step", Step: 2, Total: 20})
+	pres.send(t, map[string]string{"type": "poll"})
+	var q string
+	for _, s := range students {
+		for {
+			if p, ok := s.next(t, "poll")["poll"].(map[string]any); ok && p["status"] == "open" {
+				q = p["question"].(string)
+				break
+			}
+		}
+	}
+	var row, kv, step int
+	fmt.Sscanf(q[strings.Index(q, "row"):], "row %d after kv-tile %d (step %d)", &row, &kv, &step)
+	return mirrorM(t, roomRun, step, row%4)
+}
+
+// TestPollStuffingCountsOnlyStudentsPresent: a script that connects,
+// answers and disconnects, 30 times over, from the address of a room of 2
+// students: the tally never counts more answers than students present, and
+// the revealed histogram holds the 2 students' answers only.
+func TestPollStuffingCountsOnlyStudentsPresent(t *testing.T) {
+	t.Parallel()
+	app, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	a, b := joinRoom(t, ts.URL, c.Code, ""), joinRoom(t, ts.URL, c.Code, "")
+	atMostPresent := func(tl map[string]any) {
+		if num(tl["answered"]) > num(tl["students"]) {
+			t.Fatalf("a tally counts %d answers from %d students present: %v", num(tl["answered"]), num(tl["students"]), tl)
+		}
+	}
+	tallies(t, pres, "2 students", atMostPresent, func(tl map[string]any) bool { return num(tl["students"]) == 2 })
+	want := openPoll(t, pres, a, b)
+	for range 30 {
+		s, err := tryJoin(ts.URL, c.Code, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.next(t, "hello")
+		s.send(t, map[string]string{"type": "answer", "answer": fmt.Sprintf("%.4f", want+50)})
+		s.conn.Close()
+	}
+	a.send(t, map[string]string{"type": "answer", "answer": fmt.Sprintf("%.4f", want)})
+	b.send(t, map[string]string{"type": "answer", "answer": fmt.Sprintf("%.4f", want+3)})
+	// Every stuffing connection has left this server; a's next report comes
+	// after their last (a status change), and the room then holds a and b.
+	for deadline := time.Now().Add(5 * time.Second); app.rooms.Stats().Members != 3; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d members, want the presenter and 2 students", app.rooms.Stats().Members)
+		}
+	}
+	a.send(t, map[string]string{"type": "status", "status": "branched"})
+	tl := tallies(t, pres, "a branched, and a's and b's answers", atMostPresent, func(tl map[string]any) bool {
+		return num(tl["branched"]) == 1 && num(tl["answered"]) == 2
+	})
+	if num(tl["students"]) != 2 {
+		t.Fatalf("after 30 stuffing cycles: %v, want 2 students, 2 answers", tl)
+	}
+	pres.send(t, map[string]string{"type": "reveal"})
+	var rev map[string]any
+	for rev == nil || rev["status"] != "revealed" {
+		rev = b.next(t, "poll")["poll"].(map[string]any)
+	}
+	counted := 0
+	for _, bin := range rev["bins"].([]any) {
+		counted += num(bin.(map[string]any)["count"])
+	}
+	if num(rev["answered"]) != 2 || num(rev["correct"]) != 1 || counted != 2 {
+		t.Fatalf("revealed to the class: %d answered, %d right, %d in the histogram; want a's and b's only", num(rev["answered"]), num(rev["correct"]), counted)
+	}
+}
+
+// studentCookieOf is the fs_student cookie an answer sets, or nil.
+func studentCookieOf(res *http.Response) *http.Cookie {
+	for _, ck := range res.Cookies() {
+		if ck.Name == studentCookie {
+			return ck
+		}
+	}
+	return nil
+}
+
+// TestRoomStudentIdentitySurvivesReconnects: the room's page gives a student an
+// identity in a cookie scoped to the room; with it a reconnect replaces the
+// student's answer, a student who left counts again when back, and two tabs
+// are one student. The websocket and the events stream set the cookie
+// where a page has none; a forged value is replaced.
+func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
+	t.Parallel()
+	_, ts := newRoomServer(t, rooms.Limits{})
+	c := createRoom(t, ts.URL, roomRun)
+	res, _ := get(t, ts.URL+"/r/"+c.Code)
+	ck := studentCookieOf(res)
+	if ck == nil || ck.Path != "/r/"+c.Code || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.MaxAge < 3600 || !rooms.ValidStudent(ck.Value) {
+		t.Fatalf("the room's page set %+v, want an HttpOnly, SameSite=Lax identity scoped to the room", ck)
+	}
+	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code, nil)
+	req.AddCookie(&http.Cookie{Name: presenterCookie, Value: c.Token})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if studentCookieOf(res) != nil {
+		t.Fatal("the presenter's page gave the presenter a student identity")
+	}
+	cookie := http.Header{"Cookie": {studentCookie + "=" + ck.Value}}
+	as := func() *participant {
+		p, res, err := dialRoom(ts.URL, c.Code, cookie, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.conn.Close() })
+		if studentCookieOf(res) != nil {
+			t.Fatal("a websocket with an identity was given another")
+		}
+		p.next(t, "hello")
+		return p
+	}
+	// Without the page's cookie, or with a forged one, the websocket sets one.
+	for _, h := range []http.Header{{}, {"Cookie": {studentCookie + "=forged"}}} {
+		p, res, err := dialRoom(ts.URL, c.Code, h, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := studentCookieOf(res)
+		p.conn.Close()
+		if got == nil || !rooms.ValidStudent(got.Value) || got.Path != "/r/"+c.Code || !got.HttpOnly {
+			t.Fatalf("a websocket with cookie %q was given %+v", h.Get("Cookie"), got)
+		}
+	}
+
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	other := joinRoom(t, ts.URL, c.Code, "") // another student, who does not answer
+	x := as()
+	oneAnswer := func(tl map[string]any) {
+		if num(tl["answered"]) > 1 {
+			t.Fatalf("x's answers counted %d times: %v", num(tl["answered"]), tl)
+		}
+	}
+	openPoll(t, pres, other, x)
+	x.send(t, map[string]string{"type": "answer", "answer": "1"})
+	tallies(t, pres, "x's answer", oneAnswer, func(tl map[string]any) bool { return num(tl["answered"]) == 1 })
+	x.conn.Close()
+	tallies(t, pres, "x gone, and its answer", oneAnswer, func(tl map[string]any) bool {
+		return num(tl["students"]) == 1 && num(tl["answered"]) == 0
+	})
+	x = as()
+	tallies(t, pres, "x back, and its answer", oneAnswer, func(tl map[string]any) bool {
+		return num(tl["students"]) == 2 && num(tl["answered"]) == 1
+	})
+	x.send(t, map[string]string{"type": "answer", "answer": "2"}) // replaces the first
+	tab := as()                                                   // x's second tab
+	tab.send(t, map[string]string{"type": "answer", "answer": "3"})
+	tl := tallies(t, pres, "x's two tabs", oneAnswer, func(tl map[string]any) bool { return num(tl["connections"]) == 3 })
+	if num(tl["students"]) != 2 || num(tl["answered"]) != 1 {
+		t.Fatalf("two tabs of x beside one other student: %v", tl)
+	}
+	// The events stream: the same identity with the cookie, a new one without.
+	req, _ = http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
+	req.Header.Set("Cookie", cookie.Get("Cookie"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err = http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if studentCookieOf(res) != nil {
+		t.Fatal("an events stream with an identity was given another")
+	}
+	tl = tallies(t, pres, "x's third connection", oneAnswer, func(tl map[string]any) bool { return num(tl["connections"]) == 4 })
+	if num(tl["students"]) != 2 {
+		t.Fatalf("x over the events stream too: %v", tl)
+	}
+	res2, err := http.Get(ts.URL + "/r/" + c.Code + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res2.Body.Close()
+	if got := studentCookieOf(res2); got == nil || !rooms.ValidStudent(got.Value) || got.Value == ck.Value {
+		t.Fatalf("an events stream without an identity was given %+v", got)
+	}
+}
+
+// TestRoomsPerAddressOverHTTP: one address may hold 20 open rooms; the
+// 21st is refused with 429 naming the limit, while another address still
+// opens one.
+func TestRoomsPerAddressOverHTTP(t *testing.T) {
+	t.Parallel()
+	app, _ := newRoomServer(t, rooms.Limits{})
+	clk := newFakeClock()
+	app.creates.SetClock(clk.Now) // 20 creations a minute: spread them out
+	create := func(addr string) *httptest.ResponseRecorder {
+		body, _ := json.Marshal(roomRequest{Page: "step", Query: roomRun})
+		req := httptest.NewRequest("POST", "/api/rooms", bytes.NewReader(body))
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		app.ServeHTTP(rec, req)
+		clk.Advance(10 * time.Second)
+		return rec
+	}
+	for i := range 20 {
+		if rec := create("192.0.2.1:4000"); rec.Code != http.StatusCreated {
+			t.Fatalf("room %d of 20: %d %s", i+1, rec.Code, rec.Body)
+		}
+	}
+	rec := create("192.0.2.1:4001")
+	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "at most 20 open rooms per address") {
+		t.Fatalf("the 21st room from one address: %d %s", rec.Code, rec.Body)
+	}
+	if rec := create("192.0.2.2:4000"); rec.Code != http.StatusCreated {
+		t.Fatalf("another address: %d %s", rec.Code, rec.Body)
 	}
 }
 

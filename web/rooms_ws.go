@@ -21,7 +21,9 @@ import (
 // the close frame carries the reason too: 4000 ended by the presenter, 4001
 // expired, 1012 the server restarted. A refused join is a close frame at
 // once: 4004 no such room, 4003 a token that is not the room's, 4009 room
-// full, 4029 too many joins from this address.
+// full, 4029 too many joins or wrong codes from this address (the reason
+// says in how many seconds to retry). A student's upgrade answer sets its
+// identity cookie (fs_student) when the request had none.
 //
 // Browser to server: rooms.Up as JSON text, at most Limits.MaxMessage
 // bytes; a larger one closes the connection with 1009 (the room and the
@@ -38,19 +40,27 @@ var roomUpgrader = websocket.Upgrader{
 func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
 	code := roomCode(r)
 	token := presenterToken(r)
+	student, fresh := studentOf(r)
 	var m *rooms.Member
-	err := rooms.ErrNoRoom
-	if code != "" {
-		m, err = s.rooms.Join(r.Context(), code, token)
-	}
-	if aerr := s.admit(r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
-		if m != nil {
-			m.Leave()
-			m = nil
+	err := s.admitBefore(w, r)
+	if err == nil {
+		err = rooms.ErrNoRoom
+		if code != "" {
+			m, err = s.rooms.Join(r.Context(), code, token, student)
 		}
-		err = aerr
+		if aerr := s.admitJoin(w, r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
+			if m != nil {
+				m.Leave()
+				m = nil
+			}
+			err = aerr
+		}
 	}
-	conn, uerr := roomUpgrader.Upgrade(w, r, nil)
+	var header http.Header
+	if fresh && m != nil && !m.Presenter {
+		header = http.Header{"Set-Cookie": {s.studentCookieFor(code, m.Student).String()}}
+	}
+	conn, uerr := roomUpgrader.Upgrade(w, r, header)
 	if uerr != nil {
 		if m != nil {
 			m.Leave()

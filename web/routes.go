@@ -52,9 +52,10 @@ func (s *Server) routes() http.Handler {
 	r.Post("/r/{code}/send", s.handleAPI(s.roomSend))
 	r.Get("/r/{code}/qr.svg", s.handleAPI(s.qrCode))
 	r.Get("/debug/rooms", s.handleAPI(s.debugRooms))
+	r.Get("/debug/stats", s.handleAPI(s.debugStats))
 
 	r.Get("/healthz", s.health)
-	r.Handle("/static/*", http.StripPrefix("/static/", staticHandler(s.static)))
+	r.Get("/static/*", http.StripPrefix("/static/", staticHandler(s.static)).ServeHTTP)
 	r.NotFound(s.handlePage(func(w http.ResponseWriter, r *http.Request) error {
 		return errNotFound
 	}))

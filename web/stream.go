@@ -140,7 +140,7 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 			return false
 		}
 	}
-	c, err := kernels.ParseConfig(q)
+	c, err := parseRun(q)
 	var fe kernels.FieldErrors
 	if errors.As(err, &fe) {
 		send(outMsg{text: map[string]any{"type": "error", "error": "invalid configuration: " + fe.Error(), "fields": fe}})

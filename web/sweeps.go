@@ -17,19 +17,31 @@ import (
 
 var errNoSweeps = &httpError{http.StatusNotFound, "this server runs no sweeps"}
 
-// startSweep queues a sweep: 202 and the job, or 400 naming the field.
+// maxSweepForm bounds the body of POST /api/sweeps.
+const maxSweepForm = 4 << 10
+
+// startSweep queues a sweep: 202 and the job, 400 naming the field, 403
+// from another site's page, or 503 when the queue cannot take it.
 func (s *Server) startSweep(w http.ResponseWriter, r *http.Request) error {
 	if s.sweeps == nil {
 		return errNoSweeps
 	}
+	if !fromThisSite(r) {
+		return &httpError{http.StatusForbidden, "sweeps are started from this site's own pages"}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxSweepForm)
 	if err := r.ParseForm(); err != nil {
-		return &httpError{http.StatusBadRequest, "unreadable form: " + err.Error()}
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", maxSweepForm)}
+		}
+		return &httpError{http.StatusBadRequest, "the form must be URL-encoded fields: " + err.Error()}
 	}
 	spec, err := sweep.ParseSpec(r.Form)
 	if err != nil {
 		return err
 	}
-	job, err := s.sweeps.Submit(spec)
+	job, err := s.sweeps.Submit(spec, clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -84,6 +96,9 @@ func (s *Server) sweepJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) cancelSweep(w http.ResponseWriter, r *http.Request) error {
 	if s.sweeps == nil {
 		return errNoSweeps
+	}
+	if !fromThisSite(r) {
+		return &httpError{http.StatusForbidden, "sweeps are cancelled from this site's own pages"}
 	}
 	job, err := s.sweeps.Cancel(chi.URLParam(r, "id"))
 	if errors.Is(err, sweep.ErrNoJob) {

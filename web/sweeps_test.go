@@ -118,3 +118,43 @@ func TestTrafficAPI(t *testing.T) {
 		t.Fatalf("first scores step traffic %v", s)
 	}
 }
+
+func TestSweepsRefuseOtherSitesAndUnknownFields(t *testing.T) {
+	_, ts := newTestServer(t, runner.Mirror{})
+	form := url.Values{"engine": {"cpu"}, "n": {"64"}, "d": {"16"}, "causal": {"0"}, "repeats": {"1"}}
+	// A form on another site posts here: the browser says so.
+	for _, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "http://evil.example"}} {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/api/sweeps", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != http.StatusForbidden {
+			t.Fatalf("%v: %v %v", h, err, res.StatusCode)
+		}
+		res.Body.Close()
+	}
+	res, body := post(t, ts.URL+"/api/sweeps", url.Values{"engine": {"cpu"}, "ns": {"64,128"}})
+	if res.StatusCode != 400 || !strings.Contains(body["error"].(string), `"ns" is not a field`) {
+		t.Fatalf("unknown field: %d %v", res.StatusCode, body)
+	}
+	// Past the address's sweeps: 503 with Retry-After, never a silent queue.
+	codes := map[int]int{}
+	for range 10 {
+		res, _ := post(t, ts.URL+"/api/sweeps", url.Values{"engine": {"cpu"}, "n": {"1024"}, "d": {"256"}, "causal": {"0,1"}, "repeats": {"20"}})
+		codes[res.StatusCode]++
+		if res.StatusCode == 503 && res.Header.Get("Retry-After") == "" {
+			t.Fatal("busy without Retry-After")
+		}
+	}
+	if codes[202]+codes[400] > sweep.MaxPerOwner || codes[503] < 10-sweep.MaxPerOwner {
+		t.Fatalf("ten sweeps from one address: %v", codes)
+	}
+	// A cross-site cancel is refused too.
+	req, _ := http.NewRequest(http.MethodDelete, ts.URL+"/api/sweeps/x", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site cancel: %v %d", err, r.StatusCode)
+	}
+}

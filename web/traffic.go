@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -18,7 +19,7 @@ type stepTraffic [4]uint64 // L2 read, L2 write, DRAM read, DRAM write
 // and the whole run's traffic per kernel launch, with the hardware counters
 // where they were measured for this very run.
 func (s *Server) trafficAPI(w http.ResponseWriter, r *http.Request) error {
-	c, err := kernels.ParseConfig(r.URL.Query())
+	c, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -34,8 +35,14 @@ func (s *Server) trafficAPI(w http.ResponseWriter, r *http.Request) error {
 	out := map[string]any{
 		"model":    model,
 		"steps":    steps,
-		"run":      model.RunTraffic(c),
 		"measured": s.measuredTraffic(&c),
+	}
+	// The whole run's traffic walks every step of a batch-head, traced or
+	// not: bounded, and said so where a run has too many.
+	if n := traffic.RunSteps(c); n <= traffic.MaxRunSteps {
+		out["run"] = model.RunTraffic(c)
+	} else {
+		out["run_note"] = fmt.Sprintf("the whole-run traffic is modelled tile by tile, at most %d steps of one batch-head; this run has %d: raise Br and Bc to see it", traffic.MaxRunSteps, n)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

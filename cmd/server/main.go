@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -42,8 +43,17 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// shutdownGrace is how long requests in flight get to finish at a shutdown.
-const shutdownGrace = 2 * time.Second
+// At a shutdown, drainNotice is how long new requests are answered 503
+// before the listener closes; shutdownGrace then is how long requests in
+// flight get to finish. Both together stay under the 3 s a shutdown may take.
+// otherMemory is, in MiB, what the server holds besides its traces: the
+// embedded recordings and pages, rooms, and each connection's buffers.
+const otherMemory = 128
+
+const (
+	drainNotice   = 500 * time.Millisecond
+	shutdownGrace = 2 * time.Second
+)
 
 // startGPU starts the GPU worker. It returns nil and why when there is no GPU
 // to run on: then the server is in CPU mode, which is no error.
@@ -98,6 +108,12 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	}
 	if *traceMemory < 64 || *traceMemory > 1<<20 {
 		return fmt.Errorf("-trace-memory must be from 64 to %d MiB, got %d", 1<<20, *traceMemory)
+	}
+	// The traces are most of what the server holds; past them and what
+	// every connection buffers, the garbage collector works harder rather
+	// than let the heap double (GOMEMLIMIT, if set, says otherwise).
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit((*traceMemory + otherMemory) << 20)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -169,6 +185,10 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	log.Info("shutting down")
 	app.Drain()
 	sweeps.Close()
+	// For a moment the listener stays open, so that new requests (a load
+	// balancer's health check among them) hear an explicit 503 rather than
+	// a refused connection.
+	time.Sleep(drainNotice)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -531,5 +532,78 @@ func TestBrowserFormErrors(t *testing.T) {
 	disabled, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('run').disabled`))
 	if err != nil || !disabled {
 		t.Errorf("Run is enabled with an invalid N (%v)", err)
+	}
+}
+
+// TestShutdownUnderLoad stops the program while it computes, streams and
+// sends a download to a client that has stopped reading: new requests hear
+// 503 at once (the health check too), every stream closes with 1001, and
+// the program returns cleanly within 3 s.
+func TestShutdownUnderLoad(t *testing.T) {
+	t.Parallel()
+	base, stop := startServer(t, "-worker", "none")
+	ws := "ws" + strings.TrimPrefix(base, "http")
+	var conns []*websocket.Conn
+	for k := range 6 { // distinct heavy runs: two compute, the rest wait
+		conn, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("%s/ws/trace?n=1024&d=64&br=64&bc=64&seed=%d", ws, 100+k), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns = append(conns, conn)
+	}
+	// A download that is never read: its writes block.
+	stuck, err := (&net.Dialer{}).Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	fmt.Fprintf(stuck, "GET /api/trace?n=1024&d=64&br=64&bc=64&seed=99 HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(200 * time.Millisecond) // the runs are under way
+
+	begun := time.Now()
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// A new request is refused explicitly while the server drains.
+	deadline := time.Now().Add(time.Second)
+	for {
+		res, err := http.Get(base + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusServiceUnavailable {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the health check did not answer 503 while draining: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, res, err := websocket.DefaultDialer.Dial(ws+"/ws/trace?n=16&d=4&br=4&bc=4", nil); err == nil || (res != nil && res.StatusCode != http.StatusServiceUnavailable) {
+		t.Fatalf("a websocket opened while draining: %v", err)
+	}
+	for k, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+		for {
+			_, _, err := conn.ReadMessage()
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				if ce.Code != websocket.CloseGoingAway {
+					t.Fatalf("stream %d closed with %d, want 1001", k, ce.Code)
+				}
+				break
+			}
+			if err != nil {
+				t.Fatalf("stream %d ended without a close frame: %v", k, err)
+			}
+		}
+	}
+	select {
+	case <-stopped:
+		if took := time.Since(begun); took > 3*time.Second {
+			t.Fatalf("shutdown took %v", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not exit within 5 s")
 	}
 }

@@ -18,9 +18,15 @@
 // A server that crashes says nothing, so every server beats: each beat the
 // owner publishes an empty event list on each room's down subject, and
 // every server with participants of a room reports their presence on its
-// up subject. A server that hears nothing of a room for LostAfter tells its
-// participants the room is lost (closed, why "lost"); an owner that hears
-// no presence from a server for LostAfter stops counting its students.
+// up subject: the whole of it (its students' identities), so that a report
+// lost on the way is made good by the next beat. A server that hears
+// nothing of a room for LostAfter tells its participants the room is lost
+// (closed, why "lost"); an owner that hears no presence from a server for
+// LostAfter stops counting its students, and their answers.
+//
+// The owner ends its rooms when their time is up (rooms.Limits: a room
+// nobody presented, a room whose presenter is long gone), and bounds the
+// open rooms created from one client address.
 //
 // A server that shuts down ends the rooms it owns; its participants of
 // rooms owned elsewhere are told to reconnect (closed, why "moved"), and
@@ -50,6 +56,9 @@ const (
 type Options struct {
 	Beat      time.Duration // how often owners and followers say they are alive (default 1 s)
 	LostAfter time.Duration // silence after which a room or a server counts as gone (default 4 beats)
+	// Now is the service's clock (default time.Now): a test's clock moves
+	// rooms through their lifetimes without waiting.
+	Now func() time.Time
 }
 
 const lostMessage = "The server running this room stopped answering (it may have crashed), and the room is lost. Ask the presenter for a new code."
@@ -62,19 +71,22 @@ type Service struct {
 	local  *rooms.Local
 	opts   Options
 
-	mu    sync.Mutex
-	owned map[string]*owned             // rooms this server created
-	down  map[string]*nats.Subscription // rooms this server has participants of
-	heard map[string]time.Time          // when each followed room's owner was last heard
-	shut  bool                          // Close has begun: no new joins here
-	done  chan struct{}
-	once  sync.Once
+	mu      sync.Mutex
+	owned   map[string]*owned             // rooms this server created
+	pending int                           // rooms being created: counted against MaxRooms
+	byAddr  map[string]int                // rooms owned or being created, by the address that created them
+	down    map[string]*nats.Subscription // rooms this server has participants of
+	heard   map[string]time.Time          // when each followed room's owner was last heard
+	shut    bool                          // Close has begun: no new joins here
+	done    chan struct{}
+	once    sync.Once
 }
 
 // owned is a room whose state machine runs here.
 type owned struct {
 	mu   sync.Mutex // serialises the room's commands and its events' publication
 	room *rooms.Room
+	from string // the address that created it
 	subs []*nats.Subscription
 }
 
@@ -89,8 +101,11 @@ func NewWithOptions(nc *nats.Conn, l rooms.Limits, o Options) *Service {
 	if o.LostAfter <= 0 {
 		o.LostAfter = 4 * o.Beat
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	s := &Service{nc: nc, limits: l.WithDefaults(), local: rooms.NewLocal(nuid.Next()), opts: o,
-		owned: map[string]*owned{}, down: map[string]*nats.Subscription{}, heard: map[string]time.Time{}, done: make(chan struct{})}
+		owned: map[string]*owned{}, byAddr: map[string]int{}, down: map[string]*nats.Subscription{}, heard: map[string]time.Time{}, done: make(chan struct{})}
 	go s.janitor()
 	go s.heartbeat()
 	return s
@@ -163,16 +178,35 @@ func (s *Service) call(ctx context.Context, subject string, v any) (reply, error
 	return r, r.err()
 }
 
-func (s *Service) Create(ctx context.Context, run rooms.Run) (rooms.Created, error) {
+func (s *Service) now() time.Time { return s.opts.Now() }
+
+func (s *Service) Create(ctx context.Context, run rooms.Run, from string) (rooms.Created, error) {
 	if err := rooms.ValidateRun(run, s.limits); err != nil {
 		return rooms.Created{}, err
 	}
+	// The room's place is held while it is made, so that creations at once
+	// cannot pass either bound together.
 	s.mu.Lock()
-	n := len(s.owned)
-	s.mu.Unlock()
-	if n >= s.limits.MaxRooms {
+	if len(s.owned)+s.pending >= s.limits.MaxRooms {
+		s.mu.Unlock()
 		return rooms.Created{}, rooms.ErrTooManyRooms
 	}
+	if from != "" && s.byAddr[from] >= s.limits.RoomsPerAddress {
+		s.mu.Unlock()
+		return rooms.Created{}, rooms.AddressRoomsError(s.limits)
+	}
+	s.pending++
+	s.hold(from, 1)
+	s.mu.Unlock()
+	made := false
+	defer func() {
+		s.mu.Lock()
+		s.pending--
+		if !made {
+			s.hold(from, -1)
+		}
+		s.mu.Unlock()
+	}()
 	// A code no server owns: one request finds out (a clash is a 1 in 10^9 event).
 	var code string
 	for range 5 {
@@ -182,7 +216,8 @@ func (s *Service) Create(ctx context.Context, run rooms.Run) (rooms.Created, err
 		}
 	}
 	c := rooms.Created{Code: code, Token: rooms.NewToken()}
-	o := &owned{room: rooms.NewRoom(code, c.Token, run, s.limits, time.Now())}
+	o := &owned{room: rooms.NewRoom(code, c.Token, run, s.limits, s.now()), from: from}
+	o.room.Creator = from
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	req, err := s.nc.Subscribe(prefix+code+".req", func(m *nats.Msg) { s.answerRequest(o, m) })
@@ -202,8 +237,20 @@ func (s *Service) Create(ctx context.Context, run rooms.Run) (rooms.Created, err
 	}
 	s.mu.Lock()
 	s.owned[code] = o
+	made = true
 	s.mu.Unlock()
 	return c, nil
+}
+
+// hold counts a room for the address that created it (n = 1), or stops
+// counting it (n = -1). s.mu is held.
+func (s *Service) hold(from string, n int) {
+	if from == "" {
+		return
+	}
+	if s.byAddr[from] += n; s.byAddr[from] <= 0 {
+		delete(s.byAddr, from)
+	}
 }
 
 func respond(m *nats.Msg, r reply) {
@@ -240,7 +287,7 @@ func (s *Service) answerRequest(o *owned, m *nats.Msg) {
 			respond(m, errReply(rooms.ErrRoomFull))
 			return
 		}
-		r.Apply(rooms.Command{Type: "join"}, time.Now())
+		r.Apply(rooms.JoinCommand(presenter), s.now())
 		hello := []*rooms.Event{r.Hello("", presenter)}
 		if presenter {
 			hello = append(hello, r.HelloTally())
@@ -265,7 +312,7 @@ func (s *Service) answerCommand(o *owned, m *nats.Msg) {
 		respond(m, errReply(rooms.ErrNoRoom))
 		return
 	}
-	evs, err := o.room.Apply(c, time.Now())
+	evs, err := o.room.Apply(c, s.now())
 	if errors.Is(err, rooms.ErrClosed) {
 		s.endLocked(o, evs[0])
 		respond(m, reply{})
@@ -298,7 +345,10 @@ func (s *Service) endLocked(o *owned, closed *rooms.Event) {
 	}
 	o.room = nil
 	s.mu.Lock()
-	delete(s.owned, code)
+	if s.owned[code] == o {
+		delete(s.owned, code)
+		s.hold(o.from, -1)
+	}
 	s.mu.Unlock()
 }
 
@@ -310,7 +360,7 @@ func (s *Service) Peek(ctx context.Context, code, token string) (rooms.State, er
 	return *r.State, nil
 }
 
-func (s *Service) Join(ctx context.Context, code, token string) (*rooms.Member, error) {
+func (s *Service) Join(ctx context.Context, code, token, student string) (*rooms.Member, error) {
 	s.mu.Lock()
 	shut := s.shut
 	s.mu.Unlock()
@@ -327,7 +377,7 @@ func (s *Service) Join(ctx context.Context, code, token string) (*rooms.Member, 
 	// Added before the owner answers, so no event published after the
 	// owner's snapshot can miss it; one published before may arrive after
 	// the hello, and its older seq tells the page to ignore it.
-	m, presence := s.local.Add(code, token != "", s.limits, deliver)
+	m, presence := s.local.Add(code, token != "", student, s.limits, deliver)
 	r, err := s.call(ctx, prefix+code+".req", request{Op: "join", Token: token})
 	if err != nil {
 		m.Leave()
@@ -347,11 +397,11 @@ func (s *Service) follow(code string) error {
 	if s.down[code] != nil {
 		return nil
 	}
-	s.heard[code] = time.Now()
+	s.heard[code] = s.now()
 	sub, err := s.nc.Subscribe(prefix+code+".down", func(m *nats.Msg) {
 		s.mu.Lock()
 		if _, ok := s.heard[code]; ok {
-			s.heard[code] = time.Now() // any word from the owner, a beat included
+			s.heard[code] = s.now() // any word from the owner, a beat included
 		}
 		s.mu.Unlock()
 		var evs []*rooms.Event
@@ -373,10 +423,10 @@ func (s *Service) follow(code string) error {
 	return s.nc.Flush()
 }
 
-// janitor expires idle owned rooms and drops event subscriptions of
-// rooms nobody here follows any more.
+// janitor ends owned rooms whose time is up and drops event subscriptions
+// of rooms nobody here follows any more.
 func (s *Service) janitor() {
-	tick := time.NewTicker(min(s.limits.IdleExpiry/4, 10*time.Second))
+	tick := time.NewTicker(max(min(s.limits.IdleExpiry/4, s.limits.UnpresentedExpiry/4, 10*time.Second), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -388,8 +438,8 @@ func (s *Service) janitor() {
 	}
 }
 
-// ExpireNow ends owned rooms idle past the limit and forgets the event
-// subscriptions of rooms without participants here.
+// ExpireNow ends owned rooms whose time is up (rooms.Room.ExpiredEvent)
+// and forgets the event subscriptions of rooms without participants here.
 func (s *Service) ExpireNow() {
 	s.mu.Lock()
 	var os []*owned
@@ -404,11 +454,13 @@ func (s *Service) ExpireNow() {
 		}
 	}
 	s.mu.Unlock()
-	now := time.Now()
+	now := s.now()
 	for _, o := range os {
 		o.mu.Lock()
-		if o.room != nil && o.room.Expired(now) {
-			s.endLocked(o, rooms.ClosedEvent(rooms.WhyExpired, "This room ended: nobody used it for "+s.limits.IdleExpiry.String()+"."))
+		if o.room != nil {
+			if e := o.room.ExpiredEvent(now); e != nil {
+				s.endLocked(o, e)
+			}
 		}
 		o.mu.Unlock()
 	}
@@ -423,7 +475,7 @@ func (s *Service) heartbeat() {
 		case <-s.done:
 			return
 		case <-tick.C:
-			s.Beat(time.Now())
+			s.Beat(s.now())
 		}
 	}
 }

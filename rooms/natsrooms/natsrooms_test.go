@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,21 +62,21 @@ func TestRoomAcrossServices(t *testing.T) {
 	url := broker(t)
 	a, b := service(t, url), service(t, url)
 	ctx := context.Background()
-	c, err := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"})
+	c, err := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Join(ctx, c.Code, c.Token+"x"); !errors.Is(err, rooms.ErrBadToken) {
+	if _, err := b.Join(ctx, c.Code, c.Token+"x", ""); !errors.Is(err, rooms.ErrBadToken) {
 		t.Fatalf("a forged token through B: %v", err)
 	}
-	if _, err := b.Join(ctx, "ZZZZZZZZ", ""); !errors.Is(err, rooms.ErrNoRoom) {
+	if _, err := b.Join(ctx, "ZZZZZZZZ", "", ""); !errors.Is(err, rooms.ErrNoRoom) {
 		t.Fatalf("an unknown code through B: %v", err)
 	}
-	p, err := b.Join(ctx, c.Code, c.Token)
+	p, err := b.Join(ctx, c.Code, c.Token, "")
 	if err != nil || !p.Presenter {
 		t.Fatalf("the presenter through B: %v", err)
 	}
-	s, err := b.Join(ctx, c.Code, "")
+	s, err := b.Join(ctx, c.Code, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +118,11 @@ func TestOwnerCrashIsToldAndQuietRoomsLive(t *testing.T) {
 	a, ncA := fast(t, url)
 	b, _ := fast(t, url)
 	ctx := context.Background()
-	c, err := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"})
+	c, err := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := b.Join(ctx, c.Code, "")
+	s, err := b.Join(ctx, c.Code, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,13 +154,13 @@ func TestCrashedServersStudentsLeaveTheTally(t *testing.T) {
 	a, _ := fast(t, url)
 	b, ncB := fast(t, url)
 	ctx := context.Background()
-	c, _ := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"})
-	p, err := a.Join(ctx, c.Code, c.Token)
+	c, _ := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"}, "")
+	p, err := a.Join(ctx, c.Code, c.Token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := b.Join(ctx, c.Code, ""); err != nil {
+		if _, err := b.Join(ctx, c.Code, "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -192,9 +193,9 @@ func TestLeavingServerSendsStudentsElsewhere(t *testing.T) {
 	a, _ := fast(t, url)
 	b, _ := fast(t, url)
 	ctx := context.Background()
-	c, _ := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"})
-	p, _ := a.Join(ctx, c.Code, c.Token)
-	s, _ := b.Join(ctx, c.Code, "")
+	c, _ := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"}, "")
+	p, _ := a.Join(ctx, c.Code, c.Token, "")
+	s, _ := b.Join(ctx, c.Code, "", "")
 	take(t, s, rooms.EventHello)
 	p.Send(rooms.Up{Type: rooms.CmdStep, Step: 4, Total: 9})
 	take(t, s, rooms.EventStep)
@@ -202,14 +203,197 @@ func TestLeavingServerSendsStudentsElsewhere(t *testing.T) {
 	if e := take(t, s, rooms.EventClosed); e.Why != rooms.WhyMoved {
 		t.Fatalf("closed: %+v", e)
 	}
-	if _, err := b.Join(ctx, c.Code, ""); !errors.Is(err, rooms.ErrShuttingDown) {
+	if _, err := b.Join(ctx, c.Code, "", ""); !errors.Is(err, rooms.ErrShuttingDown) {
 		t.Fatalf("a join on the leaving server: %v", err)
 	}
-	again, err := a.Join(ctx, c.Code, "")
+	again, err := a.Join(ctx, c.Code, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h := take(t, again, rooms.EventHello); h.Step != 4 {
 		t.Fatalf("back at step %d, want 4", h.Step)
+	}
+}
+
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2030, 9, 2, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// still is a service on its own connection whose time is clk's and whose
+// heartbeat never beats by itself: the test calls Beat.
+func still(t *testing.T, url string, clk *clock) (*Service, *nats.Conn) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewWithOptions(nc, rooms.Limits{StudentRate: 1000}, Options{Beat: time.Hour, LostAfter: 4 * time.Second, Now: clk.Now})
+	t.Cleanup(func() { s.Close("test over"); nc.Close() })
+	return s, nc
+}
+
+// tallyUntil waits for the presenter's tally to satisfy ok.
+func tallyUntil(t *testing.T, p *rooms.Member, what string, ok func(*rooms.Tally) bool) *rooms.Tally {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	var last *rooms.Tally
+	for {
+		select {
+		case <-p.Box.Ready():
+			for _, e := range p.Box.Take() {
+				if e.Type == rooms.EventTally {
+					last = e.Tally
+				}
+			}
+			if last != nil && ok(last) {
+				return last
+			}
+		case <-deadline:
+			t.Fatalf("the tally never showed %s; the last: %+v", what, last)
+		}
+	}
+}
+
+// TestPresenceCountsStudentsAcrossServers: each server reports its
+// students by identity; the owner counts a student with tabs on two
+// servers once, counts the answers of the students present only, keeps
+// those of a student who left for when it is back, and drops the students
+// (and answers) of a server that falls silent.
+func TestPresenceCountsStudentsAcrossServers(t *testing.T) {
+	t.Parallel()
+	url := broker(t)
+	a, _ := fast(t, url)
+	b, ncB := fast(t, url)
+	ctx := context.Background()
+	c, err := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Join(ctx, c.Code, c.Token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.OpenPoll(&rooms.Poll{Question: "m?", Number: 1, Tol: 0.1, Lo: -9, Hi: 9}); err != nil {
+		t.Fatal(err)
+	}
+	x, y := rooms.NewStudent(), rooms.NewStudent()
+	xa, _ := a.Join(ctx, c.Code, "", x)
+	xb, _ := b.Join(ctx, c.Code, "", x) // x's second tab, through B
+	yb, _ := b.Join(ctx, c.Code, "", y)
+	for _, m := range []*rooms.Member{xa, xb, yb} {
+		if err := m.Send(rooms.Up{Type: rooms.CmdAnswer, Answer: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tl := tallyUntil(t, p, "x and y on 3 connections", func(tl *rooms.Tally) bool { return tl.Connections == 3 && tl.Answered == 2 })
+	if tl.Students != 2 || tl.Following != 2 {
+		t.Fatalf("x on A and B, y on B: %+v", tl)
+	}
+	xb.Leave()
+	xa.Leave()
+	tallyUntil(t, p, "x gone, its answer with it", func(tl *rooms.Tally) bool { return tl.Students == 1 && tl.Answered == 1 })
+	b.Join(ctx, c.Code, "", x)
+	tallyUntil(t, p, "x back with its answer", func(tl *rooms.Tally) bool { return tl.Students == 2 && tl.Answered == 2 })
+	// Every student is on B now; B's connection is cut without a word, and
+	// A's beats forget B's students, and their answers, after the limit.
+	ncB.Close()
+	tallyUntil(t, p, "B's students gone", func(tl *rooms.Tally) bool { return tl.Students == 0 && tl.Connections == 0 && tl.Answered == 0 })
+}
+
+// TestRoomLifetimesAcrossServers: the owner ends a room nobody presented
+// five minutes after it opened (its students elsewhere are told), keeps a
+// presented one while its presenter is connected through another server,
+// and ends it an hour after the presenter left; and it bounds the open
+// rooms created from one address.
+func TestRoomLifetimesAcrossServers(t *testing.T) {
+	t.Parallel()
+	url := broker(t)
+	clk := newClock()
+	a, _ := still(t, url, clk)
+	b, _ := still(t, url, clk)
+	ctx := context.Background()
+	run := rooms.Run{Page: rooms.PageStepper, Query: "n=8"}
+	probe, err := a.Create(ctx, run, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	class, _ := a.Create(ctx, run, "192.0.2.1")
+	alive := func(code string) bool {
+		_, err := b.Peek(ctx, code, "")
+		return err == nil
+	}
+	watcher, _ := b.Join(ctx, probe.Code, "", "")
+	take(t, watcher, rooms.EventHello)
+	pres, err := b.Join(ctx, class.Code, class.Token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5*time.Minute - time.Second)
+	a.ExpireNow()
+	if !alive(probe.Code) {
+		t.Fatal("a room nobody presented ended before 5 minutes")
+	}
+	clk.Advance(2 * time.Second)
+	a.ExpireNow()
+	if e := take(t, watcher, rooms.EventClosed); e.Why != rooms.WhyExpired || !strings.Contains(e.Reason, "5 minutes") {
+		t.Fatalf("the probe's student on B was told %+v", e)
+	}
+	if alive(probe.Code) {
+		t.Fatal("a room nobody presented outlived 5 minutes")
+	}
+	clk.Advance(2 * time.Hour)
+	a.ExpireNow()
+	if !alive(class.Code) {
+		t.Fatal("a room ended while its presenter was connected through B")
+	}
+	pres.Leave()
+	clk.Advance(59 * time.Minute)
+	a.ExpireNow()
+	if !alive(class.Code) {
+		t.Fatal("a room ended within the hour after its presenter left")
+	}
+	clk.Advance(2 * time.Minute)
+	a.ExpireNow()
+	if alive(class.Code) {
+		t.Fatal("a room outlived its presenter's absence by an hour")
+	}
+
+	// 20 open rooms per address on a server; the 21st is refused, another
+	// address is not; expired ones free their places.
+	for i := range 20 {
+		if _, err := a.Create(ctx, run, "192.0.2.7"); err != nil {
+			t.Fatalf("room %d of 20: %v", i+1, err)
+		}
+	}
+	if _, err := a.Create(ctx, run, "192.0.2.7"); !errors.Is(err, rooms.ErrAddressRooms) || !strings.Contains(err.Error(), "at most 20") {
+		t.Fatalf("the 21st room from one address: %v", err)
+	}
+	if _, err := a.Create(ctx, run, "192.0.2.8"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	clk.Advance(6 * time.Minute)
+	a.ExpireNow()
+	if _, err := a.Create(ctx, run, "192.0.2.7"); err != nil {
+		t.Fatalf("after its rooms expired: %v", err)
+	}
+	if n := a.Stats().Rooms; n != 1 {
+		t.Fatalf("%d rooms open, want the last one", n)
 	}
 }

@@ -14,8 +14,11 @@ const roomURL = `/r/${room.code}`;
 // each is final, the page says why and stops reconnecting.
 // 1001 is not among them: the server that held the connection is leaving,
 // the room goes on, and the page reconnects (to another server, through
-// the load balancer).
-const FINAL = { 4000: 'ended', 4001: 'expired', 4003: 'forbidden', 4004: 'gone', 4009: 'full', 4010: 'lost', 4029: 'limited', 1012: 'restart' };
+// the load balancer). Nor is 4029 (too many joins or wrong codes from this
+// address, which a whole class behind one NAT shares): the reason says in
+// how many seconds to retry, and the page does.
+const FINAL = { 4000: 'ended', 4001: 'expired', 4003: 'forbidden', 4004: 'gone', 4009: 'full', 4010: 'lost', 1012: 'restart' };
+const LIMITED = 4029;
 
 const st = {
   query: null, // the room's run
@@ -33,6 +36,7 @@ const st = {
   closed: false,
   opened: false,
   failures: 0,
+  limited: false, // refused for a while (4029): the note says why until we are back
   ws: null,
   sse: null, // {source, member, key} over the HTTP fallback
 };
@@ -81,6 +85,14 @@ function connect() {
   ws.onclose = (ev) => {
     st.ws = null;
     if (FINAL[ev.code]) return ended(ev.code, ev.reason);
+    if (ev.code === LIMITED) {
+      const secs = Number(/retry in (\d+) s/.exec(ev.reason)?.[1] || 10);
+      setStatus('Waiting to reconnect…');
+      note(ev.reason || 'Too many joins from this network: retrying shortly.', true);
+      st.limited = true;
+      setTimeout(connect, Math.min(secs, 120) * 1000);
+      return;
+    }
     if (!opened) st.failures++;
     // A network drop: come back; hello then puts us on the current step.
     setStatus('Reconnecting…');
@@ -128,6 +140,7 @@ function ended(code, reason) {
 function handle(ev) {
   switch (ev.type) {
     case 'hello':
+      if (st.limited) { st.limited = false; note(''); } // back in after a limit's wait
       st.seq = ev.seq;
       st.step = ev.step;
       st.total = ev.total;
@@ -283,17 +296,23 @@ async function measure(query) {
   el.dataset.compressed = String(b.gzip);
 }
 
+// The tally counts students, not connections (two tabs of one student are
+// one), and only the answers of the students present now: a student who
+// left stops counting, and counts again with its answer when back.
 function showTally(t) {
   const el = $('room-counts');
   if (!el) return;
   const students = t.students === 1 ? '1 student' : `${t.students} students`;
   el.textContent = t.students ? `${students}: ${t.following} following, ${t.branched} branched` : 'no students yet';
+  el.dataset.students = String(t.students);
   el.dataset.following = String(t.following);
   el.dataset.branched = String(t.branched);
   if (st.poll?.status === 'open') {
     drawBins(t.bins);
-    $('room-reveal').textContent = `${t.answered} answered${t.invalid ? ` (${t.invalid} not a number)` : ''}`;
+    const present = t.students === 1 ? 'the 1 student present' : `the ${t.students} students present`;
+    $('room-reveal').textContent = `${t.answered} answered of ${present}${t.invalid ? ` (${t.invalid} not a number)` : ''}`;
     $('room-poll').dataset.answered = String(t.answered);
+    $('room-poll').dataset.students = String(t.students);
   }
 }
 

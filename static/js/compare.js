@@ -27,7 +27,7 @@ function makePane(variant, query) {
     memory: q('memory'),
     status: q('status'), title: q('title'), l2: q('l2'), dram: q('dram'), buffer: q('buffer'), measured: q('measured'),
   };
-  panes[variant]?.run?.cancel();
+  panes[variant]?.run?.detach();
   panes[variant] = p;
   p.status.textContent = 'Starting…';
   // A pane replaced by a newer run ignores what its old run still sends.
@@ -39,6 +39,9 @@ function makePane(variant, query) {
       if (!current()) return;
       p.model.add(r);
       if (p.model.length % 64 === 0) p.status.textContent = `Streaming: ${p.model.length} steps…`;
+    },
+    onQueued(ahead) {
+      if (current()) p.status.textContent = ahead === 0 ? 'Waiting: this run is next on the server.' : `Waiting: ${ahead} run${ahead === 1 ? '' : 's'} ahead of this one.`;
     },
     onDone() {
       if (!current() || !p.model) return;

@@ -47,7 +47,8 @@ function formQuery() {
   for (const [k, v] of new FormData(form)) {
     if (typeof v !== 'string') continue;
     const t = v.trim();
-    const required = form.elements[k]?.dataset.min !== undefined;
+    const el = form.elements[k];
+    const required = el?.dataset.min !== undefined || el?.dataset.required !== undefined;
     if (required || (t !== '' && t !== 'all')) q.set(k, t);
   }
   if (!q.has('causal')) q.set('causal', '0');
@@ -163,7 +164,7 @@ $('upload').addEventListener('change', async (ev) => {
   state.want = 0;
   state.transport = `file ${file.name}`;
   try {
-    const n = await readFile(file, handlersFor());
+    const n = await readFile(file, handlersFor(), page.max_file_bytes);
     setStatus(`Replaying ${file.name}: ${n} records.`);
     finishedLoading();
   } catch (e) {
@@ -173,9 +174,11 @@ $('upload').addEventListener('change', async (ev) => {
 
 // ---- the run ----
 
+// stopRun lets the current run go: nothing it still sends reaches the page,
+// which has moved on to another run or a file.
 function stopRun() {
   pause();
-  state.run?.cancel();
+  state.run?.detach();
   state.run = null;
 }
 
@@ -223,6 +226,11 @@ function begin(query, wantStep) {
   state.run = startRun(query, {
     ...h,
     onTransport(name) { state.transport = name; },
+    onQueued(ahead) {
+      setStatus(ahead === 0
+        ? 'Waiting: the server is computing other runs, and this one is next.'
+        : `Waiting: ${ahead} run${ahead === 1 ? '' : 's'} ahead of this one in the server's queue.`);
+    },
     onDone(info) {
       if (info.cancelled) setStatus(`Run cancelled after ${state.model?.length ?? 0} steps.`);
       else {
