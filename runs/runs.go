@@ -63,12 +63,16 @@ func (o Options) withDefaults() Options {
 	cores := runtime.GOMAXPROCS(0)
 	slots := map[string]int{runner.OnCPU: cores, runner.OnGPU: 1}
 	for k, v := range o.Slots {
-		slots[k] = v
+		if v > 0 {
+			slots[k] = v
+		}
 	}
 	o.Slots = slots
 	queue := map[string]int{runner.OnCPU: 4 * slots[runner.OnCPU], runner.OnGPU: max(8, 4*slots[runner.OnGPU])}
 	for k, v := range o.Queue {
-		queue[k] = v
+		if v > 0 {
+			queue[k] = v
+		}
 	}
 	o.Queue = queue
 	if o.Memory <= 0 {

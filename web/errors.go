@@ -70,9 +70,7 @@ func (s *Server) handleAPI(h func(http.ResponseWriter, *http.Request) error) htt
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			status, body := statusOf(err)
-			if status >= 500 {
-				s.log.Error("api", "path", r.URL.Path, "err", err)
-			}
+			s.logFailure("api", r, status, err)
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", retryAfter(err))
 			}
@@ -86,9 +84,7 @@ func (s *Server) handlePage(h func(http.ResponseWriter, *http.Request) error) ht
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			status, body := statusOf(err)
-			if status >= 500 {
-				s.log.Error("page", "path", r.URL.Path, "err", err)
-			}
+			s.logFailure("page", r, status, err)
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", retryAfter(err))
 			}
@@ -96,6 +92,17 @@ func (s *Server) handlePage(h func(http.ResponseWriter, *http.Request) error) ht
 			w.WriteHeader(status)
 			templates.ErrorPage(s.page(body.Error, ""), status, body.Error).Render(r.Context(), w)
 		}
+	}
+}
+
+// logFailure logs what the server failed at. A busy answer (503) is no
+// failure: the server did as its limits say, and counts them (runs.Stats).
+func (s *Server) logFailure(what string, r *http.Request, status int, err error) {
+	switch {
+	case status == http.StatusServiceUnavailable:
+		s.log.Debug(what, "path", r.URL.Path, "busy", err)
+	case status >= 500:
+		s.log.Error(what, "path", r.URL.Path, "err", err)
 	}
 }
 

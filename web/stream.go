@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -121,7 +122,12 @@ func (s *Server) streamTrace(w http.ResponseWriter, r *http.Request) {
 		s.run(connCtx, runCtx, st, r.URL.Query(), clientAddr(r))
 	}()
 
-	st.write(readerDone)
+	if err := st.write(readerDone); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			s.log.Info("trace stream dropped: its client stopped reading", "addr", clientAddr(r), "waited", writeWait)
+		}
+	}
 	endConn()
 	<-runDone
 	<-readerDone
@@ -232,7 +238,7 @@ func (s *Server) readRun(ctx context.Context, c kernels.Config, addr string, que
 
 // write is the connection's only writer: queued messages in order, records
 // batched into frames, pings, and the closing handshake.
-func (st *stream) write(readerDone <-chan struct{}) {
+func (st *stream) write(readerDone <-chan struct{}) error {
 	ping := time.NewTicker(pingPeriod)
 	defer ping.Stop()
 	defer st.conn.Close()
@@ -250,12 +256,12 @@ func (st *stream) write(readerDone <-chan struct{}) {
 		select {
 		case cm := <-st.urgent:
 			closeWith(cm)
-			return
+			return nil
 		case <-readerDone:
-			return // the peer closed or broke the connection
+			return nil // the peer closed or broke the connection
 		case <-ping.C:
 			if err := st.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				return
+				return err
 			}
 		case m := <-st.out:
 			st.conn.SetWriteDeadline(time.Now().Add(writeWait))
@@ -263,7 +269,7 @@ func (st *stream) write(readerDone <-chan struct{}) {
 			switch {
 			case m.close != nil:
 				closeWith(*m.close)
-				return
+				return nil
 			case m.text != nil:
 				err = st.conn.WriteJSON(m.text)
 			default:
@@ -279,13 +285,13 @@ func (st *stream) write(readerDone <-chan struct{}) {
 					// batch stopped at a non-record message: send it next.
 					if m.close != nil {
 						closeWith(*m.close)
-						return
+						return nil
 					}
 					err = st.conn.WriteJSON(m.text)
 				}
 			}
 			if err != nil {
-				return
+				return err
 			}
 		}
 	}

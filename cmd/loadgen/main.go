@@ -234,7 +234,8 @@ func class(ctx context.Context, srv *server, o options, out io.Writer) error {
 	fmt.Fprintf(out, "step delay p99      %v\n", pct(delays, 0.99).Round(10*time.Microsecond))
 	fmt.Fprintf(out, "step delay max      %v\n", pct(delays, 1).Round(10*time.Microsecond))
 	fmt.Fprintf(out, "steps sent          %d to each of %d students (%d deliveries)\n", steps, o.students, steps*o.students)
-	fmt.Fprintf(out, "steps never arrived %d (of which the server coalesced %d: a newer step replaced them in a slow student's mailbox)\n", missing, coalesced)
+	fmt.Fprintf(out, "steps never arrived %d\n", missing)
+	fmt.Fprintf(out, "events coalesced    %d (replaced by a newer one in a slow reader's mailbox: a step, or a tally of the presenter, whose page here never reads them)\n", coalesced)
 	fmt.Fprintf(out, "steps out of order  %d\n", disorder)
 	fmt.Fprintf(out, "server resident     %s at start, %s with the class holding the trace, %s at the peak\n", mib(startRSS), mib(joinedRSS), mib(peakRSS))
 	fmt.Fprintf(out, "trace per student   %d bytes uncompressed (websocket), %d gzip (HTTP fallback, %.0f%%), %d per-frame deflate (%.0f%%)\n",

@@ -103,8 +103,12 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	natsURL := fs.String("nats", "", "share classroom rooms with other servers through this NATS server (default: rooms in this process)")
 	publicURL := fs.String("public-url", "", "the address students use to reach this server, for join links and QR codes (default: the presenter's)")
 	traceMemory := fs.Int64("trace-memory", 256, "MiB for traces: computing, cached and being sent (runs past it wait, then are refused as busy)")
+	computeSlots := fs.Int("compute-slots", 0, "runs the CPU mirror computes at once (default: one per core); more wait in a queue")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *computeSlots < 0 || *computeSlots > 1024 {
+		return fmt.Errorf("-compute-slots must be from 1 to 1024 (0: one per core), got %d", *computeSlots)
 	}
 	if *traceMemory < 64 || *traceMemory > 1<<20 {
 		return fmt.Errorf("-trace-memory must be from 64 to %d MiB, got %d", 1<<20, *traceMemory)
@@ -157,7 +161,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		roomService = natsrooms.New(nc, rooms.Limits{})
 		log.Info("classroom rooms shared through NATS", "url", *natsURL)
 	}
-	app := web.NewServer(web.Deps{Engines: eng, Runs: runs.Options{Memory: *traceMemory << 20}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
+	app := web.NewServer(web.Deps{Engines: eng, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[string]int{runner.OnCPU: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
 		Static: static.Files, Log: log, Rooms: roomService, PublicURL: *publicURL})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 

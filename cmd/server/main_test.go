@@ -359,6 +359,29 @@ func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
 	waitText(ctx, t, "#step-title", "Naive phase 1")
 	waitText(ctx, t, "#step-label", "1 / 12") // per q-tile: 2 scores, 1 softmax, 2 pv, 1 epilogue
 
+	// A bad file chosen while a run streams: its error stays on the page,
+	// and nothing of the run it replaced comes back to overwrite it.
+	bad := filepath.Join(t.TempDir(), "bad.fstrace")
+	os.WriteFile(bad, []byte("this is not a trace"), 0o644)
+	huge := filepath.Join(t.TempDir(), "huge.fstrace")
+	if f, err := os.Create(huge); err == nil {
+		f.Truncate(300 << 20) // sparse: 300 MB on paper, nothing on disk
+		f.Close()
+	}
+	for _, file := range []string{bad, huge} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step?n=512&d=64&br=64&bc=64&seed=11&engine=cpu")); err != nil {
+			t.Fatal(err)
+		}
+		waitText(ctx, t, "#run-status", "Streaming")
+		if err := chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload"), []string{file})); err != nil {
+			t.Fatal(err)
+		}
+		waitText(ctx, t, "#run-status", "Could not read "+filepath.Base(file))
+		time.Sleep(600 * time.Millisecond) // what the replaced run would still have said
+		waitText(ctx, t, "#run-status", "Could not read "+filepath.Base(file))
+	}
+	waitText(ctx, t, "#run-status", "a trace is at most")
+
 	if p := problems(); len(p) > 0 {
 		// The blocked WebSocket constructor throws inside the page's own
 		// try/catch; anything else logged is a problem.
@@ -606,4 +629,26 @@ func TestShutdownUnderLoad(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server did not exit within 5 s")
 	}
+}
+
+// TestBrowserShowsItsPlaceInTheQueue: a run that waits for the server says
+// so on the page, then runs.
+func TestBrowserShowsItsPlaceInTheQueue(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, "-worker", "none", "-compute-slots", "1")
+	ctx := browser(t)
+	// Two heavy runs ahead: one computing, one waiting.
+	for seed := range 2 {
+		conn, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/ws/trace?n=1024&d=256&br=64&bc=64&seed=%d", strings.TrimPrefix(base, "http"), 70+seed), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		go io.Copy(io.Discard, conn.UnderlyingConn())
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step?n=16&d=4&br=4&bc=4&seed=5")); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Waiting")
+	waitText(ctx, t, "#run-status", "Trace complete")
 }

@@ -1,0 +1,181 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flashstep/kernels"
+	"flashstep/runner"
+	"flashstep/runs"
+
+	"github.com/gorilla/websocket"
+)
+
+// countingRunner is the CPU mirror, counting the computations it starts
+// and letting each record out only when the test opens gate (nil: at once).
+type countingRunner struct {
+	runs atomic.Int64
+	gate chan struct{}
+}
+
+func (c *countingRunner) Run(ctx context.Context, cfg kernels.Config, emit func([]byte) error) error {
+	c.runs.Add(1)
+	return runner.Mirror{}.Run(ctx, cfg, func(b []byte) error {
+		if c.gate != nil {
+			select {
+			case <-c.gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return emit(b)
+	})
+}
+
+func (c *countingRunner) Engine() runner.Engine { return runner.Mirror{}.Engine() }
+
+func newServingServer(t *testing.T, r runner.Runner, o runs.Options) *httptest.Server {
+	t.Helper()
+	app := NewServer(Deps{Engines: testEngines{Runner: r}, Runs: o, Static: testStatic, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	t.Cleanup(app.Drain)
+	return ts
+}
+
+// A class opens the run its teacher projects: 40 downloads and 40
+// websockets of one run, all at once, are one computation, and every client
+// gets the same whole trace, those that joined while it ran included.
+func TestOneRunIsComputedOnceForEveryClient(t *testing.T) {
+	t.Parallel()
+	cr := &countingRunner{gate: make(chan struct{})}
+	ts := newServingServer(t, cr, runs.Options{})
+	q := "variant=flash2&n=96&d=16&br=16&bc=16&seed=5"
+	var want bytes.Buffer
+	runner.Mirror{}.Run(context.Background(), mustConfig(t, q), func(b []byte) error { want.Write(b); return nil })
+
+	var wg sync.WaitGroup
+	got := make([][]byte, 80)
+	errs := make([]error, 80)
+	for k := range 40 {
+		wg.Go(func() {
+			res, err := http.Get(ts.URL + "/api/trace?" + q)
+			if err != nil {
+				errs[k] = err
+				return
+			}
+			defer res.Body.Close()
+			got[k], errs[k] = io.ReadAll(res.Body)
+		})
+		wg.Go(func() {
+			conn, _, err := websocket.DefaultDialer.Dial(wsURL(ts.URL, q), nil)
+			if err != nil {
+				errs[40+k] = err
+				return
+			}
+			defer conn.Close()
+			r := readAll(t, conn)
+			got[40+k] = bytes.Join(r.frames, nil)
+		})
+	}
+	// Let the records out slowly: the clients come in while it runs.
+	go func() {
+		for range want.Len() {
+			select {
+			case cr.gate <- struct{}{}:
+			case <-time.After(5 * time.Second):
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	for k := range got {
+		if errs[k] != nil || !bytes.Equal(got[k], want.Bytes()) {
+			t.Fatalf("client %d: %v, %d of %d bytes", k, errs[k], len(got[k]), want.Len())
+		}
+	}
+	if n := cr.runs.Load(); n != 1 {
+		t.Fatalf("%d computations for one run asked for 80 times", n)
+	}
+}
+
+func mustConfig(t *testing.T, q string) kernels.Config {
+	t.Helper()
+	v, _ := urlQuery(q)
+	c, err := kernels.ParseConfig(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Past the queue, a run is refused explicitly: the websocket says why and
+// closes 1013; the download answers 503 with Retry-After. A waiting run's
+// stream says its place.
+func TestBusyIsExplicit(t *testing.T) {
+	t.Parallel()
+	cr := &countingRunner{gate: make(chan struct{})}
+	ts := newServingServer(t, cr, runs.Options{Slots: map[string]int{runner.OnCPU: 1}, Queue: map[string]int{runner.OnCPU: 1}, PerAddress: 10})
+	run := func(seed int) string { return "variant=flash2&n=16&d=4&br=4&bc=4&seed=" + strconv.Itoa(seed) }
+	running := dial(t, wsURL(ts.URL, run(1)))
+	defer running.Close()
+	waiting := dial(t, wsURL(ts.URL, run(2)))
+	defer waiting.Close()
+	_, msg, err := waiting.ReadMessage()
+	if err != nil || string(msg) != `{"ahead":0,"type":"queued"}`+"\n" && string(msg) != `{"ahead":0,"type":"queued"}` {
+		t.Fatalf("the waiting run's first message: %q %v", msg, err)
+	}
+	refused := dial(t, wsURL(ts.URL, run(3)))
+	defer refused.Close()
+	r := readAll(t, refused)
+	if r.close == nil || r.close.Code != websocket.CloseTryAgainLater || len(r.texts) != 1 || r.texts[0]["type"] != "busy" || r.texts[0]["retry_after"] == nil {
+		t.Fatalf("past the queue: %+v", r)
+	}
+	res, err := http.Get(ts.URL + "/api/trace?" + run(4))
+	if err != nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("a download past the queue: %v %v", err, res.Status)
+	}
+	res.Body.Close()
+	close(cr.gate)
+	for _, c := range []*websocket.Conn{running, waiting} {
+		if r := readAll(t, c); r.close == nil || r.close.Code != websocket.CloseNormalClosure {
+			t.Fatalf("the admitted runs: %+v", r.close)
+		}
+	}
+}
+
+// A client that never reads costs the server its place in the shared trace
+// and a bounded buffer: the run completes for everyone else, and the client
+// that stalls is dropped, not waited for.
+func TestAStalledReaderHoldsNobodyUp(t *testing.T) {
+	t.Parallel()
+	cr := &countingRunner{}
+	ts := newServingServer(t, cr, runs.Options{})
+	q := "variant=flash2&n=512&d=64&br=64&bc=64&seed=9" // 3.5 MB: more than the socket buffers hold
+	stalled, _, err := websocket.DefaultDialer.Dial(wsURL(ts.URL, q), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close() // never read
+	reader := dial(t, wsURL(ts.URL, q))
+	defer reader.Close()
+	r := readAll(t, reader)
+	if r.close == nil || r.close.Code != websocket.CloseNormalClosure || cr.runs.Load() != 1 {
+		t.Fatalf("the reader beside a stalled one: %+v, %d computations", r.close, cr.runs.Load())
+	}
+}
+
+func urlQuery(q string) (map[string][]string, error) {
+	v, err := url.ParseQuery(q)
+	return v, err
+}
