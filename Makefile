@@ -99,6 +99,7 @@ fuzz:
 	$(GO) test ./instrument -run XXX -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./kernels -run XXX -fuzz FuzzParseConfig -fuzztime 60s
 	$(GO) test ./web -run XXX -fuzz FuzzStepperQuery -fuzztime 60s
+	$(GO) test ./web -run XXX -fuzz FuzzPageQuery -fuzztime 60s
 
 clean:
 	rm -rf bin $(VENDOR) node_modules

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,4 +179,46 @@ func TestAStalledReaderHoldsNobodyUp(t *testing.T) {
 func urlQuery(q string) (map[string][]string, error) {
 	v, err := url.ParseQuery(q)
 	return v, err
+}
+
+// The smaller defects of a probe: HEAD answers as GET does (uptime
+// monitors); a static folder is no listing; a long value is not echoed
+// back whole; engine=gpu on a server without a GPU is refused by the form's
+// check as by the run itself.
+func TestSmallerProbeFindings(t *testing.T) {
+	t.Parallel()
+	_, ts := newTestServer(t, runner.Mirror{})
+	for _, p := range []string{"/", "/step", "/lessons", "/sweep", "/healthz", "/api/kernels", "/static/js/stepper.js", "/api/trace?n=16&d=4&br=4&bc=4"} {
+		res, err := http.Head(ts.URL + p)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Errorf("HEAD %s: %v %v", p, err, res.Status)
+		}
+	}
+	for _, p := range []string{"/static/", "/static/js/", "/static/js"} {
+		res, body := get(t, ts.URL+p)
+		if res.StatusCode != http.StatusNotFound || bytes.Contains(body, []byte("stepper.js")) {
+			t.Errorf("%s: %d lists %q", p, res.StatusCode, body)
+		}
+	}
+	res, body := get(t, ts.URL+"/api/source?variant="+strings.Repeat("x", 100<<10))
+	if res.StatusCode != http.StatusBadRequest || len(body) > 2048 {
+		t.Errorf("a 100 KB variant: %d, %d bytes back", res.StatusCode, len(body))
+	}
+	cpuApp := NewServer(Deps{Engines: &runner.Router{NoGPU: "none here"}, Static: testStatic, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cpu := httptest.NewServer(cpuApp)
+	defer cpu.Close()
+	for _, p := range []string{"/api/config", "/api/trace"} {
+		res, body = get(t, cpu.URL+p+"?n=16&d=4&br=4&bc=4&engine=gpu")
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"field":"engine"`) {
+			t.Errorf("%s with engine=gpu without a GPU: %d %s", p, res.StatusCode, body)
+		}
+	}
+	for _, f := range []string{"n", "seed", "d"} {
+		v, _ := url.ParseQuery("n=16&d=4&br=4&bc=4")
+		v.Set(f, "")
+		res, body = get(t, ts.URL+"/api/config?"+v.Encode())
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"field":"`+f+`"`) {
+			t.Errorf("an empty %s: %d %s", f, res.StatusCode, body)
+		}
+	}
 }
