@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"flashstep/rooms/roomstest"
 )
 
 // take waits (boundedly) for the member's mailbox and returns what it holds.
@@ -240,7 +241,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("expiry", func(t *testing.T) {
-		clk := newClock()
+		clk := roomstest.NewClock()
 		svc := NewMemoryWithClock(Limits{IdleExpiry: 50 * time.Millisecond}, clk.Now)
 		defer svc.Close("")
 		c, _ := svc.Create(ctx, Run{Page: PageStepper, Query: "n=8"}, "")
@@ -453,27 +454,6 @@ func TestPresenceReports(t *testing.T) {
 	}
 }
 
-// clock is a test's time, moved by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2030, 9, 2, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
-
 // tallyUntil waits for the presenter's tally to satisfy ok.
 func tallyUntil(t *testing.T, p *Member, what string, ok func(*Tally) bool) *Tally {
 	t.Helper()
@@ -630,7 +610,7 @@ func TestStudentIdentities(t *testing.T) {
 // no room alive.
 func TestRoomLifetimes(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := roomstest.NewClock()
 	svc := NewMemoryWithClock(Limits{}, clk.Now)
 	t.Cleanup(func() { svc.Close("test over") })
 	ctx := context.Background()
@@ -696,7 +676,7 @@ func TestRoomsPerAddress(t *testing.T) {
 		d.FailedJoinsPerMinute != 30 || d.IdleExpiry != time.Hour {
 		t.Fatalf("defaults: %+v", d)
 	}
-	clk := newClock()
+	clk := roomstest.NewClock()
 	svc := NewMemoryWithClock(Limits{}, clk.Now)
 	t.Cleanup(func() { svc.Close("test over") })
 	ctx := context.Background()
@@ -740,7 +720,7 @@ func TestRoomsPerAddress(t *testing.T) {
 // how long until it has one event again; Spent takes nothing.
 func TestAddrLimiterSaysHowLong(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := roomstest.NewClock()
 	lim := NewAddrLimiter(30)
 	lim.SetClock(clk.Now)
 	for i := range 30 {

@@ -15,7 +15,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"flashstep/kernels"
 	"flashstep/rooms"
 	"flashstep/rooms/natsrooms"
+	"flashstep/rooms/roomstest"
 	"flashstep/runner"
 	"flashstep/sweep"
 
@@ -294,26 +294,6 @@ func TestRoomPagesKeepTheTokenSecret(t *testing.T) {
 	}
 }
 
-// fakeClock is a test's time for the server's per-address limits.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2030, 9, 2, 9, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // TestJoinFloodIsRateLimited: wrong codes are limited per address; once an
 // address has spent them, every code from it is refused, the right one
 // too (or the refusals would tell a guesser which code is right), with the
@@ -321,7 +301,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 func TestJoinFloodIsRateLimited(t *testing.T) {
 	t.Parallel()
 	app, ts := newRoomServer(t, rooms.Limits{FailedJoinsPerMinute: 5})
-	clk := newFakeClock()
+	clk := roomstest.NewClock()
 	app.failedJoins.SetClock(clk.Now)
 	app.joins.SetClock(clk.Now)
 	c := createRoom(t, ts.URL, roomRun)
@@ -386,7 +366,7 @@ func TestJoinFloodIsRateLimited(t *testing.T) {
 func TestWrongCodesDoNotEatTheJoins(t *testing.T) {
 	t.Parallel()
 	app, ts := newRoomServer(t, rooms.Limits{JoinsPerMinute: 3, FailedJoinsPerMinute: 100})
-	clk := newFakeClock()
+	clk := roomstest.NewClock()
 	app.failedJoins.SetClock(clk.Now)
 	app.joins.SetClock(clk.Now)
 	c := createRoom(t, ts.URL, roomRun)
@@ -633,7 +613,7 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 func TestRoomsPerAddressOverHTTP(t *testing.T) {
 	t.Parallel()
 	app, _ := newRoomServer(t, rooms.Limits{})
-	clk := newFakeClock()
+	clk := roomstest.NewClock()
 	app.creates.SetClock(clk.Now) // 20 creations a minute: spread them out
 	create := func(addr string) *httptest.ResponseRecorder {
 		body, _ := json.Marshal(roomRequest{Page: "step", Query: roomRun})

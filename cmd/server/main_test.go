@@ -567,8 +567,8 @@ func TestShutdownUnderLoad(t *testing.T) {
 	base, stop := startServer(t, "-worker", "none")
 	ws := "ws" + strings.TrimPrefix(base, "http")
 	var conns []*websocket.Conn
-	for k := range 6 { // distinct heavy runs: two compute, the rest wait
-		conn, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("%s/ws/trace?n=1024&d=64&br=64&bc=64&seed=%d", ws, 100+k), nil)
+	for k := range 4 { // distinct heavy runs (a second each), as many as one address may have: some compute, the rest wait
+		conn, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("%s/ws/trace?n=1024&d=256&br=64&bc=64&seed=%d", ws, 100+k), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -581,7 +581,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stuck.Close()
-	fmt.Fprintf(stuck, "GET /api/trace?n=1024&d=64&br=64&bc=64&seed=99 HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(stuck, "GET /api/trace?n=1024&d=256&br=64&bc=64&seed=100 HTTP/1.1\r\nHost: x\r\n\r\n") // joins the first run
 	time.Sleep(200 * time.Millisecond) // the runs are under way
 
 	begun := time.Now()

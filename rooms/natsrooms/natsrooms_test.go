@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"flashstep/rooms"
+	"flashstep/rooms/roomstest"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -215,30 +215,9 @@ func TestLeavingServerSendsStudentsElsewhere(t *testing.T) {
 	}
 }
 
-// clock is a test's time, moved by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2030, 9, 2, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
-
 // still is a service on its own connection whose time is clk's and whose
 // heartbeat never beats by itself: the test calls Beat.
-func still(t *testing.T, url string, clk *clock) (*Service, *nats.Conn) {
+func still(t *testing.T, url string, clk *roomstest.Clock) (*Service, *nats.Conn) {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.NoReconnect())
 	if err != nil {
@@ -325,7 +304,7 @@ func TestPresenceCountsStudentsAcrossServers(t *testing.T) {
 func TestRoomLifetimesAcrossServers(t *testing.T) {
 	t.Parallel()
 	url := broker(t)
-	clk := newClock()
+	clk := roomstest.NewClock()
 	a, _ := still(t, url, clk)
 	b, _ := still(t, url, clk)
 	ctx := context.Background()
