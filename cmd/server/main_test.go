@@ -582,7 +582,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	}
 	defer stuck.Close()
 	fmt.Fprintf(stuck, "GET /api/trace?n=1024&d=256&br=64&bc=64&seed=100 HTTP/1.1\r\nHost: x\r\n\r\n") // joins the first run
-	time.Sleep(200 * time.Millisecond) // the runs are under way
+	time.Sleep(200 * time.Millisecond)                                                                 // the runs are under way
 
 	begun := time.Now()
 	stopped := make(chan struct{})
