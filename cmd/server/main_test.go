@@ -581,8 +581,9 @@ func TestShutdownUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stuck.Close()
-	fmt.Fprintf(stuck, "GET /api/trace?n=1024&d=256&br=64&bc=64&seed=100 HTTP/1.1\r\nHost: x\r\n\r\n") // joins the first run
-	time.Sleep(200 * time.Millisecond)                                                                 // the runs are under way
+	// It joins the first run.
+	fmt.Fprintf(stuck, "GET /api/trace?n=1024&d=256&br=64&bc=64&seed=100 HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(200 * time.Millisecond) // the runs are under way
 
 	begun := time.Now()
 	stopped := make(chan struct{})
