@@ -90,9 +90,11 @@ type AddrLimiter struct {
 	clock     func() time.Time
 }
 
+// addrBucket is one address's allowance: tokens at the time last, filling
+// at perMinute a minute up to perMinute.
 type addrBucket struct {
-	lim  *rate.Limiter
-	last time.Time
+	tokens float64
+	last   time.Time
 }
 
 // NewAddrLimiter allows perMinute events a minute per address.
@@ -103,7 +105,7 @@ func NewAddrLimiter(perMinute int) *AddrLimiter {
 // PerMinute is the events a minute each address is allowed.
 func (a *AddrLimiter) PerMinute() int { return a.perMinute }
 
-// SetClock makes Take, Spent and Now read the time from now (tests).
+// SetClock makes the limiter read the time from now (tests).
 func (a *AddrLimiter) SetClock(now func() time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -117,11 +119,11 @@ func (a *AddrLimiter) Now() time.Time {
 	return a.clock()
 }
 
-// Allow takes one event of addr's allowance, or says there is none left.
+// Allow takes one event of addr's allowance at now, or says there is none left.
 func (a *AddrLimiter) Allow(addr string, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.bucketLocked(addr, now).lim.AllowN(now, 1)
+	return a.takeLocked(a.bucketLocked(addr, now), now)
 }
 
 // Take takes one event of addr's allowance now; when none is left it says
@@ -131,10 +133,34 @@ func (a *AddrLimiter) Take(addr string) (bool, time.Duration) {
 	defer a.mu.Unlock()
 	now := a.clock()
 	b := a.bucketLocked(addr, now)
-	if b.lim.AllowN(now, 1) {
+	if a.takeLocked(b, now) {
 		return true, 0
 	}
 	return false, a.waitLocked(b, now)
+}
+
+// Reserve takes one event of addr's allowance now, and returns a function
+// that gives it back (when the event turns out not to count); when none is
+// left it says how long until there is one again. Taking before the event
+// is known makes events that happen at once count at once: each holds its
+// share until it is given back.
+func (a *AddrLimiter) Reserve(addr string) (giveBack func(), wait time.Duration, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.clock()
+	b := a.bucketLocked(addr, now)
+	if !a.takeLocked(b, now) {
+		return nil, a.waitLocked(b, now), false
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.fillLocked(b, a.clock())
+			b.tokens = min(b.tokens+1, float64(a.perMinute))
+		})
+	}, 0, true
 }
 
 // Spent says how long until addr has an event's allowance again: zero
@@ -149,17 +175,33 @@ func (a *AddrLimiter) Spent(addr string) time.Duration {
 	return a.waitLocked(b, a.clock())
 }
 
+// fillLocked brings b's tokens up to now.
+func (a *AddrLimiter) fillLocked(b *addrBucket, now time.Time) {
+	if now.After(b.last) {
+		b.tokens = min(b.tokens+now.Sub(b.last).Minutes()*float64(a.perMinute), float64(a.perMinute))
+		b.last = now
+	}
+}
+
+func (a *AddrLimiter) takeLocked(b *addrBucket, now time.Time) bool {
+	a.fillLocked(b, now)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
 // waitLocked is how long until b holds one event's allowance.
 func (a *AddrLimiter) waitLocked(b *addrBucket, now time.Time) time.Duration {
-	tokens := b.lim.TokensAt(now)
-	if tokens >= 1 {
+	a.fillLocked(b, now)
+	if b.tokens >= 1 {
 		return 0
 	}
-	perSecond := float64(a.perMinute) / 60
-	if perSecond <= 0 {
+	if a.perMinute <= 0 {
 		return time.Minute
 	}
-	return max(time.Duration((1-tokens)/perSecond*float64(time.Second)), time.Millisecond)
+	return max(time.Duration((1-b.tokens)/float64(a.perMinute)*float64(time.Minute)), time.Millisecond)
 }
 
 func (a *AddrLimiter) bucketLocked(addr string, now time.Time) *addrBucket {
@@ -175,9 +217,8 @@ func (a *AddrLimiter) bucketLocked(addr string, now time.Time) *addrBucket {
 	}
 	b := a.seen[addr]
 	if b == nil {
-		b = &addrBucket{lim: rate.NewLimiter(rate.Limit(float64(a.perMinute)/60), a.perMinute)}
+		b = &addrBucket{tokens: float64(a.perMinute), last: now}
 		a.seen[addr] = b
 	}
-	b.last = now
 	return b
 }

@@ -28,8 +28,15 @@ type fakeEngine struct {
 	fail       error
 }
 
+// recordedSeeds are seeds whose runs the fake engine "replays": recordings.
+const recordedSeeds = 1000
+
 func (f *fakeEngine) Route(c kernels.Config) runner.Route {
-	return runner.Route{Engine: runner.OnCPU, Key: c.Key(), Says: "fake",
+	engine := runner.OnCPU
+	if c.Seed >= recordedSeeds {
+		engine = runner.OnRecording
+	}
+	return runner.Route{Engine: engine, Key: c.Key(), Says: "fake",
 		Run: func(ctx context.Context, emit func([]byte) error) error {
 			f.started.Add(1)
 			n := f.running.Add(1)
@@ -389,4 +396,118 @@ func TestInvalidRunsNameTheirField(t *testing.T) {
 	if _, err := h.Open(c, "a"); !errors.As(err, &fe) || fe[0].Field != kernels.FieldN {
 		t.Fatalf("N=2^30: %v", err)
 	}
+}
+
+// The review's cases: recordings in the cache free nothing when let go;
+// the queue's bound holds while its head waits for memory; an address
+// refused leaves nothing behind; a failed trace's bytes count while it is
+// read; the bytes held come back to what the cache holds.
+func TestAccounting(t *testing.T) {
+	c := kernels.DefaultConfig()
+	per := c.TraceBytes() + labelSlack
+	pad := int(per) - 100 // a trace of about its estimate
+
+	t.Run("recordings", func(t *testing.T) {
+		f := &fakeEngine{chunkCount: 1, pad: pad, gate: make(chan struct{})}
+		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[string]int{runner.OnCPU: 4}})
+		rec, _ := h.Open(run(recordedSeeds+1), "a") // a recording as large as a trace
+		f.gate <- struct{}{}
+		readAll(t, rec)
+		rec.Close()
+		a, _ := h.Open(run(1), "a")
+		b, err := h.Open(run(2), "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := next(t, b); u.Ahead != 0 {
+			t.Fatalf("a second run beside the first, with room for one and a half: %+v", u)
+		}
+		if st := h.Stats(); st.HeldBytes > per+per/2 || st.Running != 1 {
+			t.Fatalf("%+v", st)
+		}
+		a.Close()
+		b.Close()
+		close(f.gate)
+	})
+	t.Run("queue bound while the head waits for memory", func(t *testing.T) {
+		f := &fakeEngine{chunkCount: 1, pad: pad, gate: make(chan struct{})}
+		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[string]int{runner.OnCPU: 2}, Queue: map[string]int{runner.OnCPU: 1}})
+		a, _ := h.Open(run(1), "a")
+		b, _ := h.Open(run(2), "b") // waits: no memory for it
+		if u := next(t, b); u.Ahead != 0 {
+			t.Fatalf("%+v", u)
+		}
+		var busy *BusyError
+		for k := range 50 {
+			if _, err := h.Open(run(uint64(10+k)), fmt.Sprint("c", k)); !errors.As(err, &busy) {
+				t.Fatalf("run %d past a full queue: %v", k, err)
+			}
+		}
+		if st := h.Stats(); st.Waiting != 1 || st.Addresses != 2 {
+			t.Fatalf("%+v", st)
+		}
+		close(f.gate)
+		if _, err := readAll(t, a); err != nil {
+			t.Fatal(err)
+		}
+		a.Close() // its memory goes to the run waiting for it
+		if _, err := readAll(t, b); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if st := h.Stats(); st.Addresses != 0 || st.Readers != 0 {
+			t.Fatalf("after: %+v", st)
+		}
+	})
+	t.Run("a failed trace read on", func(t *testing.T) {
+		f := &fakeEngine{chunkCount: 2, pad: pad / 2, fail: errors.New("the worker died")}
+		h := New(f, Options{})
+		r, _ := h.Open(run(1), "a")
+		for {
+			u, err := r.Next(context.Background())
+			if err != nil {
+				break
+			}
+			if len(u.Chunks) > 0 && h.Stats().HeldBytes < int64(len(u.Chunks[0])) {
+				// Being read: its bytes still count.
+				t.Fatalf("held %d while a failed trace's chunks are read", h.Stats().HeldBytes)
+			}
+		}
+		r.Close()
+		if st := h.Stats(); st.HeldBytes != 0 {
+			t.Fatalf("after its reader left: %+v", st)
+		}
+	})
+	t.Run("held is what the cache holds", func(t *testing.T) {
+		f := &fakeEngine{chunkCount: 3, pad: 10}
+		h := New(f, Options{PerAddress: 100})
+		var sizes int64
+		for seed := range uint64(5) {
+			r, _ := h.Open(run(seed+1), "a")
+			b, _ := readAll(t, r)
+			sizes += int64(len(b))
+			r.Close()
+		}
+		if st := h.Stats(); st.HeldBytes != sizes {
+			t.Fatalf("held %d, the cache holds %d", st.HeldBytes, sizes)
+		}
+	})
+	t.Run("the start of a run that waited", func(t *testing.T) {
+		f := &fakeEngine{chunkCount: 1, gate: make(chan struct{})}
+		h := New(f, Options{Slots: map[string]int{runner.OnCPU: 1}, PerAddress: 100})
+		a, _ := h.Open(run(1), "a")
+		b, _ := h.Open(run(2), "b")
+		if u := next(t, b); u.Ahead != 0 {
+			t.Fatalf("%+v", u)
+		}
+		f.gate <- struct{}{}
+		readAll(t, a)
+		a.Close()
+		if u := next(t, b); !u.Started || len(u.Chunks) != 0 {
+			t.Fatalf("the waiting run began: %+v", u)
+		}
+		f.gate <- struct{}{}
+		readAll(t, b)
+		b.Close()
+	})
 }

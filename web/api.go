@@ -50,11 +50,16 @@ func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
 	if route := s.runner.Route(c); route.Err != nil {
 		return route.Err
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, traceFileName(&c)))
-	w.Header().Set("X-Trace-Bytes-Estimate", fmt.Sprint(c.TraceBytes()))
-	w.Header().Set("Cache-Control", "no-store")
+	// The headers of a trace file go out with its first chunk: a run
+	// refused (busy, or failed before it began) answers JSON, not a file.
+	fileHeaders := func() {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, traceFileName(&c)))
+		w.Header().Set("X-Trace-Bytes-Estimate", fmt.Sprint(c.TraceBytes()))
+		w.Header().Set("Cache-Control", "no-store")
+	}
 	if r.Method == http.MethodHead {
+		fileHeaders()
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
@@ -62,6 +67,9 @@ func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
 	started := false
 	lastFlush := time.Now()
 	err = s.readRun(r.Context(), c, clientAddr(r), nil, func(chunk []byte) error {
+		if !started {
+			fileHeaders()
+		}
 		started = true
 		rc.SetWriteDeadline(time.Now().Add(downloadWriteWait))
 		if _, err := w.Write(chunk); err != nil {

@@ -12,7 +12,8 @@ import (
 func (s *Server) debugStats(w http.ResponseWriter, r *http.Request) error {
 	// A proxy on this machine makes every client look local: a request it
 	// forwarded (it says so) is not the load generator's.
-	if ip := net.ParseIP(clientAddr(r)); ip == nil || !ip.IsLoopback() || r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" {
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" {
 		return errNotFound
 	}
 	var ms runtime.MemStats

@@ -2,8 +2,6 @@ package web
 
 import (
 	"bytes"
-	"compress/flate"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"flashstep/kernels"
@@ -47,7 +43,6 @@ import (
 //	POST /r/{code}/send       the upstream of an events connection
 //	GET  /r/{code}/qr.svg     the join URL as a QR code
 //	GET  /api/trace/bytes?run what a student downloads to follow a run, compressed and not
-//	GET  /debug/rooms         runtime figures, to loopback clients only (the load generator)
 const (
 	presenterCookie = "fs_presenter"
 	studentCookie   = "fs_student"
@@ -123,15 +118,21 @@ func fromThisSite(r *http.Request) bool {
 	return sameOrigin(r)
 }
 
-// clientAddr is the address a limit counts: the peer's IP. A server behind
-// a proxy sees the proxy's, and limits the whole class as one; the limits
-// on joins with a good code are set for that.
+// clientAddr is the address a limit counts: the peer's IPv4 address, or
+// the /64 network of its IPv6 one (one home or host holds a whole /64, and
+// would otherwise hold as many "addresses" as it likes). A server behind a
+// proxy sees the proxy's, and limits the whole class as one; the limits on
+// joins with a good code are set for that.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		return host
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // The per-address join limits. A wrong code counts against the wrong
@@ -146,33 +147,25 @@ func clientAddr(r *http.Request) string {
 // and in its words (a websocket's close reason, which holds 123 bytes at
 // most).
 
-// admitBefore refuses every code from an address that has spent its wrong
-// codes; it takes nothing, so it goes before a code is looked up.
-func (s *Server) admitBefore(w http.ResponseWriter, r *http.Request) error {
-	if wait := s.failedJoins.Spent(clientAddr(r)); wait > 0 {
-		return s.wrongCodes(w, wait)
+// guess reserves one of the address's wrong codes before a code is looked
+// up, or refuses every code while they are spent; settle gives the code
+// back once it turns out to exist. Reserving first makes guesses sent at
+// once count at once: each holds a wrong code until it is known to be right.
+func (s *Server) guess(w http.ResponseWriter, r *http.Request) (settle func(exists bool), err error) {
+	giveBack, wait, ok := s.failedJoins.Reserve(clientAddr(r))
+	if !ok {
+		return nil, s.wrongCodes(w, wait)
 	}
-	return nil
+	return func(exists bool) {
+		if exists {
+			giveBack()
+		}
+	}, nil
 }
 
-// admitCode counts a wrong code against the wrong codes, once the code
-// was looked up.
-func (s *Server) admitCode(w http.ResponseWriter, r *http.Request, exists bool) error {
-	if exists {
-		return nil
-	}
-	if ok, wait := s.failedJoins.Take(clientAddr(r)); !ok {
-		return s.wrongCodes(w, wait)
-	}
-	return nil
-}
-
-// admitJoin counts a connection's join against its allowance: a wrong
-// code against the wrong codes, a code that exists against the joins.
-func (s *Server) admitJoin(w http.ResponseWriter, r *http.Request, exists bool) error {
-	if !exists {
-		return s.admitCode(w, r, false)
-	}
+// admitJoin counts a connection to a room that exists against the joins a
+// minute of its address.
+func (s *Server) admitJoin(w http.ResponseWriter, r *http.Request) error {
 	if ok, wait := s.joins.Take(clientAddr(r)); !ok {
 		secs := retrySeconds(w, wait)
 		return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many joins from your address (at most %d a minute); retry in %d s", s.joins.PerMinute(), secs)}
@@ -378,13 +371,13 @@ func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) error {
 	if r.URL.Query().Has("code") {
 		code := rooms.NormalizeCode(v.Code)
 		exists := false
-		err := s.admitBefore(w, r)
+		settle, err := s.guess(w, r)
 		if err == nil {
 			if code != "" {
 				_, perr := s.rooms.Peek(r.Context(), code, "")
 				exists = perr == nil
 			}
-			err = s.admitCode(w, r, exists)
+			settle(exists)
 		}
 		if err != nil {
 			v.Error = err.Error()
@@ -414,11 +407,12 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/r/"+code, http.StatusMovedPermanently)
 		return nil
 	}
-	if err := s.admitBefore(w, r); err != nil {
+	settle, err := s.guess(w, r)
+	if err != nil {
 		return err
 	}
 	var st rooms.State
-	var err error = rooms.ErrNoRoom
+	err = rooms.ErrNoRoom
 	if code != "" {
 		st, err = s.rooms.Peek(r.Context(), code, presenterToken(r))
 		if errors.Is(err, rooms.ErrBadToken) {
@@ -426,9 +420,7 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 			st, err = s.rooms.Peek(r.Context(), code, "")
 		}
 	}
-	if aerr := s.admitCode(w, r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
-		return aerr
-	}
+	settle(!errors.Is(err, rooms.ErrNoRoom))
 	if err != nil {
 		return roomErr(err)
 	}
@@ -462,108 +454,6 @@ func (s *Server) qrCode(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "image/svg+xml")
 	w.Header().Set("Cache-Control", "private, max-age=3600")
 	w.Write(svg)
-	return nil
-}
-
-// traceBytes is what one student downloads to follow a run: the encoded
-// trace, and the same gzip-compressed (the HTTP fallback) and deflated
-// (a websocket with permessage-deflate). Float arrays compress poorly,
-// which is the point of showing it.
-type traceBytes struct {
-	Query   string  `json:"query"`
-	Raw     int     `json:"raw"`
-	Gzip    int     `json:"gzip"`
-	Deflate int     `json:"deflate"`
-	Ratio   float64 `json:"ratio"` // gzip / raw
-}
-
-// traceSizes remembers a few runs' sizes: every presenter of a run asks.
-type traceSizes struct {
-	mu   sync.Mutex
-	byQ  map[string]traceBytes
-	keys []string
-}
-
-func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
-	c, err := parseRun(r.URL.Query())
-	if err != nil {
-		return err
-	}
-	q := c.Values().Encode()
-	s.sizes.mu.Lock()
-	tb, ok := s.sizes.byQ[q]
-	s.sizes.mu.Unlock()
-	if !ok {
-		tb, err = s.measureTrace(r.Context(), c, clientAddr(r))
-		if err != nil {
-			return err
-		}
-		s.sizes.mu.Lock()
-		if len(s.sizes.keys) >= 32 {
-			delete(s.sizes.byQ, s.sizes.keys[0])
-			s.sizes.keys = s.sizes.keys[1:]
-		}
-		s.sizes.byQ[q] = tb
-		s.sizes.keys = append(s.sizes.keys, q)
-		s.sizes.mu.Unlock()
-	}
-	writeJSON(w, http.StatusOK, tb)
-	return nil
-}
-
-type countWriter struct{ n int }
-
-func (c *countWriter) Write(b []byte) (int, error) { c.n += len(b); return len(b), nil }
-
-// measureTrace compresses the trace as the server would send it: gzip at
-// the level of /api/trace, deflate per websocket frame as gorilla does
-// (level 1, no context kept between frames).
-func (s *Server) measureTrace(ctx context.Context, c kernels.Config, addr string) (traceBytes, error) {
-	raw, gz, defl := &countWriter{}, &countWriter{}, &countWriter{}
-	zw, _ := gzip.NewWriterLevel(gz, gzip.BestSpeed)
-	fw, _ := flate.NewWriter(defl, flate.BestSpeed)
-	var frame []byte
-	flushFrame := func() {
-		if len(frame) > 0 {
-			fw.Write(frame)
-			fw.Flush()
-			fw.Reset(defl)
-			frame = frame[:0]
-		}
-	}
-	err := s.readRun(ctx, c, addr, nil, func(chunk []byte) error {
-		raw.Write(chunk)
-		zw.Write(chunk)
-		if len(frame)+len(chunk) > maxFrameBytes {
-			flushFrame()
-		}
-		frame = append(frame, chunk...)
-		return nil
-	})
-	if err != nil {
-		return traceBytes{}, err
-	}
-	flushFrame()
-	zw.Close()
-	tb := traceBytes{Query: c.Values().Encode(), Raw: raw.n, Gzip: gz.n, Deflate: defl.n}
-	if raw.n > 0 {
-		tb.Ratio = float64(gz.n) / float64(raw.n)
-	}
-	return tb, nil
-}
-
-// debugRooms answers runtime figures to a client on this machine only.
-func (s *Server) debugRooms(w http.ResponseWriter, r *http.Request) error {
-	// A proxy on this machine makes every client look local: a request it
-	// forwarded (it says so) is not the load generator's.
-	if ip := net.ParseIP(clientAddr(r)); ip == nil || !ip.IsLoopback() || r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" {
-		return errNotFound
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	st := s.rooms.Stats()
-	writeJSON(w, http.StatusOK, map[string]any{"rooms": st.Rooms, "members": st.Members, "coalesced": st.Coalesced,
-		"heap_alloc": ms.HeapAlloc, "heap_inuse": ms.HeapInuse, "sys": ms.Sys, "goroutines": runtime.NumGoroutine()})
 	return nil
 }
 

@@ -38,20 +38,25 @@ type sseSessions struct {
 
 func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 	code := roomCode(r)
-	if err := s.admitBefore(w, r); err != nil {
+	settle, err := s.guess(w, r)
+	if err != nil {
 		return err
 	}
 	student, fresh := studentOf(r)
 	var m *rooms.Member
-	err := rooms.ErrNoRoom
+	err = rooms.ErrNoRoom
 	if code != "" {
 		m, err = s.rooms.Join(r.Context(), code, presenterToken(r), student)
 	}
-	if aerr := s.admitJoin(w, r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
-		if m != nil {
-			m.Leave()
+	exists := !errors.Is(err, rooms.ErrNoRoom)
+	settle(exists)
+	if exists {
+		if aerr := s.admitJoin(w, r); aerr != nil {
+			if m != nil {
+				m.Leave()
+			}
+			return aerr
 		}
-		return aerr
 	}
 	if err != nil {
 		return roomErr(err)

@@ -15,6 +15,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1106,5 +1108,43 @@ func TestLeavingServerSendsItsStudentsToAnother(t *testing.T) {
 	back := joinRoom(t, tsA.URL, c.Code, "")
 	if h := back.next(t, "hello"); num(h["step"]) != 5 {
 		t.Fatalf("back at %v", h)
+	}
+}
+
+// slowRooms answers every lookup of a code after a pause, as a broker a
+// network away does, and counts the lookups.
+type slowRooms struct {
+	rooms.Service
+	lookups atomic.Int64
+}
+
+func (s *slowRooms) Peek(ctx context.Context, code, token string) (rooms.State, error) {
+	s.lookups.Add(1)
+	time.Sleep(5 * time.Millisecond)
+	return s.Service.Peek(ctx, code, token)
+}
+
+// Guesses sent at once count at once: 300 concurrent wrong codes from one
+// address get no more lookups than the address's wrong codes a minute.
+func TestConcurrentGuessesCountAtOnce(t *testing.T) {
+	t.Parallel()
+	slow := &slowRooms{Service: rooms.NewMemory(rooms.Limits{})}
+	t.Cleanup(func() { slow.Close("test over") })
+	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Static: testStatic,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Rooms: slow})
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Go(func() {
+			res, err := http.Get(ts.URL + fmt.Sprintf("/join?code=ZZZZ%04d", i))
+			if err == nil {
+				res.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if n, limit := slow.lookups.Load(), int64(rooms.DefaultLimits.FailedJoinsPerMinute); n > limit {
+		t.Fatalf("%d codes looked up for one address at once, against an allowance of %d", n, limit)
 	}
 }

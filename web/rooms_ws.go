@@ -42,18 +42,22 @@ func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
 	token := presenterToken(r)
 	student, fresh := studentOf(r)
 	var m *rooms.Member
-	err := s.admitBefore(w, r)
+	settle, err := s.guess(w, r)
 	if err == nil {
 		err = rooms.ErrNoRoom
 		if code != "" {
 			m, err = s.rooms.Join(r.Context(), code, token, student)
 		}
-		if aerr := s.admitJoin(w, r, !errors.Is(err, rooms.ErrNoRoom)); aerr != nil {
-			if m != nil {
-				m.Leave()
-				m = nil
+		exists := !errors.Is(err, rooms.ErrNoRoom)
+		settle(exists)
+		if exists {
+			if aerr := s.admitJoin(w, r); aerr != nil {
+				if m != nil {
+					m.Leave()
+					m = nil
+				}
+				err = aerr
 			}
-			err = aerr
 		}
 	}
 	var header http.Header

@@ -51,7 +51,6 @@ func (s *Server) routes() http.Handler {
 	r.Get("/r/{code}/events", s.handleAPI(s.roomEvents))
 	r.Post("/r/{code}/send", s.handleAPI(s.roomSend))
 	r.Get("/r/{code}/qr.svg", s.handleAPI(s.qrCode))
-	r.Get("/debug/rooms", s.handleAPI(s.debugRooms))
 	r.Get("/debug/stats", s.handleAPI(s.debugStats))
 
 	r.Get("/healthz", s.health)

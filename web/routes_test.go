@@ -128,7 +128,6 @@ func routeCases(t *testing.T) map[string]routeCase {
 		"GET /r/{code}/events": {path: "/r/K7QM4TXZ/events", pathParam: "code"},
 		"POST /r/{code}/send":  {path: "/r/K7QM4TXZ/send", pathParam: "code"},
 		"GET /r/{code}/qr.svg": {path: "/r/K7QM4TXZ/qr.svg", pathParam: "code"},
-		"GET /debug/rooms":     {path: "/debug/rooms"},
 		"GET /debug/stats":     {path: "/debug/stats"},
 		"GET /healthz":         {path: "/healthz"},
 		"GET /static/*":        {path: "/static/js/stepper.js", pathParam: "*"},

@@ -100,7 +100,7 @@ func NewServer(d Deps) *Server {
 	s.failedJoins = rooms.NewAddrLimiter(s.roomLimits.FailedJoinsPerMinute)
 	s.creates = rooms.NewAddrLimiter(20)
 	s.publicURL = strings.TrimSuffix(d.PublicURL, "/")
-	s.sizes.byQ = map[string]traceBytes{}
+	s.sizes = newTraceSizes()
 	s.sse.byMember = map[string]*sseSession{}
 	s.router = s.routes()
 	return s
@@ -123,7 +123,7 @@ func (s *Server) Drain() {
 func (s *Server) Draining() bool { return s.draining.Load() }
 
 // RunStats are the shared computations' counters (the load generator reads
-// them through /debug/rooms).
+// them through /debug/stats).
 func (s *Server) RunStats() runs.Stats { return s.runs.Stats() }
 
 // CloseStreams tells every open websocket that the server is going away

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/runner"
 	"flashstep/runs"
@@ -46,12 +47,17 @@ func (c *countingRunner) Run(ctx context.Context, cfg kernels.Config, emit func(
 func (c *countingRunner) Engine() runner.Engine { return runner.Mirror{}.Engine() }
 
 func newServingServer(t *testing.T, r runner.Runner, o runs.Options) *httptest.Server {
+	_, ts := newServingApp(t, r, o)
+	return ts
+}
+
+func newServingApp(t *testing.T, r runner.Runner, o runs.Options) (*Server, *httptest.Server) {
 	t.Helper()
 	app := NewServer(Deps{Engines: testEngines{Runner: r}, Runs: o, Static: testStatic, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
 	t.Cleanup(app.Drain)
-	return ts
+	return app, ts
 }
 
 // A class opens the run its teacher projects: 40 downloads and 40
@@ -60,7 +66,7 @@ func newServingServer(t *testing.T, r runner.Runner, o runs.Options) *httptest.S
 func TestOneRunIsComputedOnceForEveryClient(t *testing.T) {
 	t.Parallel()
 	cr := &countingRunner{gate: make(chan struct{})}
-	ts := newServingServer(t, cr, runs.Options{})
+	app, ts := newServingApp(t, cr, runs.Options{})
 	q := "variant=flash2&n=96&d=16&br=16&bc=16&seed=5"
 	var want bytes.Buffer
 	runner.Mirror{}.Run(context.Background(), mustConfig(t, q), func(b []byte) error { want.Write(b); return nil })
@@ -90,13 +96,11 @@ func TestOneRunIsComputedOnceForEveryClient(t *testing.T) {
 		})
 	}
 	// Let the records out slowly: the clients come in while it runs.
+	h, _, _ := instrumentHeader(want.Bytes())
 	go func() {
-		for range want.Len() {
-			select {
-			case cr.gate <- struct{}{}:
-			case <-time.After(5 * time.Second):
-				return
-			}
+		for range h + 1 { // the header and every record
+			cr.gate <- struct{}{}
+			time.Sleep(time.Millisecond)
 		}
 	}()
 	wg.Wait()
@@ -108,6 +112,18 @@ func TestOneRunIsComputedOnceForEveryClient(t *testing.T) {
 	if n := cr.runs.Load(); n != 1 {
 		t.Fatalf("%d computations for one run asked for 80 times", n)
 	}
+	if st := app.RunStats(); st.Shared+st.Cached != 79 || st.Shared == 0 {
+		t.Fatalf("the others did not share it: %+v", st)
+	}
+}
+
+// instrumentHeader is the record count of an encoded trace.
+func instrumentHeader(trace []byte) (records int, h *instrument.Header, err error) {
+	h, recs, err := instrument.ReadAll(bytes.NewReader(trace))
+	if err != nil {
+		return 0, nil, err
+	}
+	return len(recs), h, nil
 }
 
 func mustConfig(t *testing.T, q string) kernels.Config {
@@ -148,16 +164,21 @@ func TestBusyIsExplicit(t *testing.T) {
 	}
 	res.Body.Close()
 	close(cr.gate)
-	for _, c := range []*websocket.Conn{running, waiting} {
-		if r := readAll(t, c); r.close == nil || r.close.Code != websocket.CloseNormalClosure {
+	for k, c := range []*websocket.Conn{running, waiting} {
+		r := readAll(t, c)
+		if r.close == nil || r.close.Code != websocket.CloseNormalClosure {
 			t.Fatalf("the admitted runs: %+v", r.close)
+		}
+		// The one that waited hears when it begins.
+		if began := len(r.texts) > 0 && r.texts[0]["type"] == "running"; began != (k == 1) {
+			t.Fatalf("run %d's messages: %v", k, r.texts)
 		}
 	}
 }
 
 // A client that never reads costs the server its place in the shared trace
-// and a bounded buffer: the run completes for everyone else, and the client
-// that stalls is dropped, not waited for.
+// and a bounded buffer: the run completes, once, for everyone else. (It is
+// dropped after writeWait without progress, like any stalled connection.)
 func TestAStalledReaderHoldsNobodyUp(t *testing.T) {
 	t.Parallel()
 	cr := &countingRunner{}
@@ -219,6 +240,22 @@ func TestSmallerProbeFindings(t *testing.T) {
 		res, body = get(t, ts.URL+"/api/config?"+v.Encode())
 		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"field":"`+f+`"`) {
 			t.Errorf("an empty %s: %d %s", f, res.StatusCode, body)
+		}
+	}
+}
+
+// Every address of one IPv6 /64 is one address to the limits.
+func TestClientAddrOfIPv6IsItsNetwork(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7:5555":                 "192.0.2.7",
+		"[2001:db8:1:2:aaaa::1]:443":     "2001:db8:1:2::/64",
+		"[2001:db8:1:2:bbbb:cccc::9]:80": "2001:db8:1:2::/64",
+		"[::1]:8080":                     "::/64",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = in
+		if got := clientAddr(r); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
 		}
 	}
 }

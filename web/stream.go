@@ -19,7 +19,9 @@ import (
 
 // The websocket protocol of /ws/trace?<config>.
 //
-// Server to browser, in order: one binary frame holding the trace header,
+// Server to browser, in order: while the run waits for the server, text
+// frames {"type":"queued","ahead":k} each time its place changes, then
+// {"type":"running"} when it begins; one binary frame holding the trace header,
 // then binary frames each holding one or more whole records, then a text
 // frame {"type":"done"|"cancelled"|"error", ...}, then a close frame. An
 // invalid configuration gets {"type":"error","fields":[...]} and close 1008.
@@ -156,7 +158,11 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 	start := time.Now()
 	var records, bytes int
 	err = s.readRun(runCtx, c, addr, func(ahead int) error {
-		if !send(outMsg{text: map[string]any{"type": "queued", "ahead": ahead}}) {
+		msg := map[string]any{"type": "queued", "ahead": ahead}
+		if ahead < 0 {
+			msg = map[string]any{"type": "running"}
+		}
+		if !send(outMsg{text: msg}) {
 			return context.Canceled
 		}
 		return nil
@@ -206,7 +212,8 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 }
 
 // readRun reads the shared trace of c to its end: queued(ahead) while the
-// computation waits its turn, emit(chunk) for each chunk in trace order.
+// computation waits its turn and queued(-1) when it begins after a wait,
+// emit(chunk) for each chunk in trace order.
 // It stops at ctx's end or emit's first error; the last reader to leave a
 // computation stops it.
 func (s *Server) readRun(ctx context.Context, c kernels.Config, addr string, queued func(ahead int) error, emit func([]byte) error) error {
@@ -220,7 +227,7 @@ func (s *Server) readRun(ctx context.Context, c kernels.Config, addr string, que
 		if err != nil {
 			return err
 		}
-		if u.Ahead >= 0 && queued != nil {
+		if (u.Ahead >= 0 || u.Started) && queued != nil {
 			if err := queued(u.Ahead); err != nil {
 				return err
 			}

@@ -43,16 +43,18 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// At a shutdown, drainNotice is how long new requests are answered 503
-// before the listener closes; shutdownGrace then is how long requests in
-// flight get to finish. Both together stay under the 3 s a shutdown may take.
 // otherMemory is, in MiB, what the server holds besides its traces: the
 // embedded recordings and pages, rooms, and each connection's buffers.
 const otherMemory = 128
 
+// A shutdown takes at most shutdownBudget: for drainNotice of it new
+// requests are answered 503 before the listener closes, the rooms' last
+// word to the broker is given roomsWord at the end, and requests in flight
+// the rest.
 const (
-	drainNotice   = 500 * time.Millisecond
-	shutdownGrace = 2 * time.Second
+	shutdownBudget = 2800 * time.Millisecond
+	drainNotice    = 500 * time.Millisecond
+	roomsWord      = 300 * time.Millisecond
 )
 
 // startGPU starts the GPU worker. It returns nil and why when there is no GPU
@@ -132,7 +134,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	router := &runner.Router{Recordings: recs}
 	if g, why := startGPU(*workerPath, log); g != nil {
 		router.GPU = g
-		defer g.Close()
+		defer g.Close() // at once if the shutdown closed it
 	} else {
 		router.NoGPU = why
 	}
@@ -142,7 +144,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		execs[kernels.EngineGPU] = runner.GPUSweeps{GPU: router.GPU}
 	}
 	sweeps := sweep.NewManager(execs)
-	defer sweeps.Close()
+	defer sweeps.Close() // at once if the shutdown closed it
 	recorded, sdpa, err := sweep.LoadRecorded(recordings.Files)
 	if err != nil {
 		return err
@@ -184,24 +186,39 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	// A shutdown refuses new work at once (the health check answers 503),
 	// stops every computation, closes every stream with 1001, and gives
 	// requests in flight (a download of a trace already computed, a page)
-	// shutdownGrace to finish; then it cuts them. A handler that is stuck
-	// is not the server's failure: the exit status stays 0.
+	// what is left of shutdownBudget to finish; then it cuts them. A
+	// handler that is stuck is not the server's failure: the exit status
+	// stays 0.
 	log.Info("shutting down")
+	deadline := time.Now().Add(shutdownBudget)
 	app.Drain()
-	sweeps.Close()
+	engines := make(chan struct{})
+	go func() {
+		// The GPU first: a sweep's point on it ends when its worker does.
+		if router.GPU != nil {
+			router.GPU.Close()
+		}
+		sweeps.Close()
+		close(engines)
+	}()
 	// For a moment the listener stays open, so that new requests (a load
 	// balancer's health check among them) hear an explicit 503 rather than
 	// a refused connection.
-	time.Sleep(drainNotice)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	time.Sleep(min(drainNotice, time.Until(deadline)/4))
+	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(-roomsWord))
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		log.Warn("requests still running after the grace: cut", "grace", shutdownGrace, "err", err)
+		log.Warn("requests still running at the deadline: cut", "err", err)
 		srv.Close()
 	}
 	// Shutdown does not wait for the rooms: their last word must reach the
 	// broker before its connection closes.
 	app.CloseRooms()
+	select {
+	case <-engines:
+	case <-time.After(time.Until(deadline)):
+		log.Warn("the GPU worker or a sweep did not stop by the deadline")
+	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

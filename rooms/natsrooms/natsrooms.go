@@ -50,6 +50,7 @@ import (
 const (
 	prefix      = "flashstep.room."
 	callTimeout = 3 * time.Second // a request to a room's owner
+	closeFlush  = time.Second     // the rooms' last word at a shutdown
 )
 
 // Options tune the heartbeat; zero fields take the defaults.
@@ -420,7 +421,7 @@ func (s *Service) follow(code string) error {
 		return err
 	}
 	s.down[code] = sub
-	return s.nc.Flush()
+	return s.nc.FlushTimeout(callTimeout)
 }
 
 // janitor ends owned rooms whose time is up and drops event subscriptions
@@ -536,7 +537,7 @@ func (s *Service) Close(reason string) {
 		}
 		o.mu.Unlock()
 	}
-	s.nc.Flush()
+	s.nc.FlushTimeout(closeFlush) // a broker out of reach must not hold a shutdown up
 	for _, code := range s.local.Codes() {
 		// An owned room's members have had the restart (the first closed
 		// event is final); the others' rooms live on elsewhere.

@@ -41,7 +41,8 @@ function makePane(variant, query) {
       if (p.model.length % 64 === 0) p.status.textContent = `Streaming: ${p.model.length} steps…`;
     },
     onQueued(ahead) {
-      if (current()) p.status.textContent = ahead === 0 ? 'Waiting: this run is next on the server.' : `Waiting: ${ahead} run${ahead === 1 ? '' : 's'} ahead of this one.`;
+      if (!current()) return;
+      p.status.textContent = ahead < 0 ? 'Computing…' : ahead === 0 ? 'Waiting: this run is next on the server.' : `Waiting: ${ahead} run${ahead === 1 ? '' : 's'} ahead of this one.`;
     },
     onDone() {
       if (!current() || !p.model) return;

@@ -227,7 +227,7 @@ function begin(query, wantStep) {
     ...h,
     onTransport(name) { state.transport = name; },
     onQueued(ahead) {
-      setStatus(ahead === 0
+      setStatus(ahead < 0 ? 'Computing: the server has begun this run.' : ahead === 0
         ? 'Waiting: the server is computing other runs, and this one is next.'
         : `Waiting: ${ahead} run${ahead === 1 ? '' : 's'} ahead of this one in the server's queue.`);
     },

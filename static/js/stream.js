@@ -4,7 +4,8 @@ import { TraceReader } from './trace.js';
 
 // startRun streams the run named by query. handlers: onHeader(h),
 // onRecord(r), onDone(info), onError(message, fields), onTransport(name),
-// onQueued(ahead): the run waits for the server, with ahead runs before it.
+// onQueued(ahead): the run waits for the server, with ahead runs before it;
+// ahead is -1 when, after a wait, it begins.
 // It returns {cancel(), detach()}: cancel asks the server to stop and
 // reports it; detach stops and silences every handler, for a page that has
 // moved on to another run or a file.
@@ -64,6 +65,7 @@ export function startRun(query, handlers) {
         if (!reader.complete) return fail(`the stream ended after ${reader.count} of ${reader.header?.records} records`);
         finish('onDone', { records: reader.count, ms: msg.ms, transport: 'websocket' });
       } else if (msg.type === 'queued') call('onQueued', msg.ahead);
+      else if (msg.type === 'running') call('onQueued', -1);
       else if (msg.type === 'busy') busy(msg.error, msg.retry_after);
       else if (msg.type === 'cancelled') finish('onDone', { cancelled: true, records: reader.count });
       else if (msg.type === 'error') fail(msg.error, msg.fields);
