@@ -14,7 +14,9 @@ build: assets
 	$(GO) build -o bin/server ./cmd/server
 
 # Browser libraries come from npm (package.json) and are copied into
-# static/vendor, which the server embeds. Never committed.
+# static/vendor, which the server embeds. Never committed. axe-core (a dev
+# dependency) stays in node_modules: the accessibility test
+# (cmd/server/a11y_test.go) loads it into the pages it checks.
 assets: $(VENDOR)/.stamp
 
 $(VENDOR)/.stamp: package.json package-lock.json

@@ -62,10 +62,15 @@ type Table struct {
 	Shapes  []Shape
 	// Recordings describes each recording used: GPU, date, command.
 	Recordings []string
+	// Bench is the ladder bench's recording whole, controls included (the
+	// kernels without one idea each, such as flash2_fast's _noswizzle);
+	// Sweep is the recorded sweep. Either is nil if none ships.
+	Bench *BenchRecord
+	Sweep *sweep.Record
 }
 
-// benchRecord is the ladder bench's JSON (scripts/ladder-table.py).
-type benchRecord struct {
+// BenchRecord is the ladder bench's JSON (scripts/ladder-table.py).
+type BenchRecord struct {
 	GPU     string `json:"gpu"`
 	NVCC    string `json:"nvcc"`
 	Date    string `json:"date"`
@@ -118,6 +123,7 @@ func Build(files fs.FS) (*Table, error) {
 			return nil, fmt.Errorf("sdpa recording: %w", err)
 		}
 	}
+	t.Bench, t.Sweep = bench, rec
 	if bench != nil {
 		t.Recordings = append(t.Recordings, fmt.Sprintf("bf16 rungs and naive_mma: %s, %s, %s; `%s`", bench.GPU, bench.NVCC, bench.Date, bench.Command))
 	}
@@ -160,7 +166,7 @@ func causalWord(c bool) string {
 	return ""
 }
 
-func readBench(files fs.FS) (*benchRecord, error) {
+func readBench(files fs.FS) (*BenchRecord, error) {
 	names, _ := fs.Glob(files, "ladder-*.json")
 	if len(names) == 0 {
 		return nil, nil
@@ -169,7 +175,7 @@ func readBench(files fs.FS) (*benchRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rec benchRecord
+	var rec BenchRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", names[0], err)
 	}
@@ -183,7 +189,7 @@ func readBench(files fs.FS) (*benchRecord, error) {
 
 // benchCells picks the bench's figures for a kernel family: its plain
 // variant on each shape (not the controls, such as _noswizzle).
-func benchCells(rec *benchRecord, family string) ([]Cell, string) {
+func benchCells(rec *BenchRecord, family string) ([]Cell, string) {
 	cells := make([]Cell, len(Shapes))
 	for s := range cells {
 		cells[s].Missing = true

@@ -71,6 +71,9 @@ type Checkpoint struct {
 	Kind                string // count, written: the record kind
 	Tol                 float64
 	Hint                string // the lesson's own hint, added to every wrong answer's
+	// Revisit is the lesson to go back to when this is missed (the
+	// course's closing check names one for each question).
+	Revisit string
 
 	Playground playground.Settings // overflow: the row
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
@@ -82,30 +85,133 @@ type Checkpoint struct {
 // Choice is one option of a multiple-choice or tiles checkpoint.
 type Choice struct{ Value, Label string }
 
-// Unit says, for a numeric checkpoint, what precision counts.
-func (c *Checkpoint) Unit() string {
+// The tolerances: what a numeric answer must come within of the kernel's
+// value, decided per ask by what the quantity is.
+//
+//   - count, sm: whole numbers, exactly.
+//   - m: ±Tol (0.01 unless the directive says tol=), whatever its size. m is
+//     a score, a logit: softmax does not change when every score moves by
+//     the same amount, and an error δ in m scales every weight by e^δ, so
+//     an error in m counts the same at 0.3 as at 300. The large-logit runs
+//     keep it reachable: float32's spacing at 300 is 3e-5, and the rows
+//     table shows m to six significant digits.
+//   - l: ±Tol. The kernel's l is at least 1 (the row's largest score adds
+//     exactly 1), so ±0.01 is never more than 1% of it.
+//   - alpha, p, weight, loop-l: within RelTol (2%) of the value and never
+//     more than ±Tol from it, the smaller of the two. These live in [0, 1]
+//     (the slipped loop's l can fall as low, and lower), where a tiny value
+//     is still a value: α = 1.6e-37 says the max jumped by 85, and 0, 1e-36
+//     or 0.009 say something else. 2% is an error of 0.02 in the exponent
+//     of exp(s − m), the same order as m's ±0.01; above 0.5 it is capped at
+//     ±Tol. A value that is exactly 0 in float32 (α past a jump of about
+//     104, the weight of a masked key) takes any answer that rounds to 0 in
+//     float32, e.g. the true e^−110.
+//   - written: within Tol (1%) of the bytes; ladder-speedup and
+//     ladder-floor: within Tol (2%) of the answer, a ratio or a percentage.
+const RelTol = 0.02
+
+// tolRule is how a numeric ask reads its tolerance.
+type tolRule int
+
+const (
+	tolNone  tolRule = iota // not a number: choices, tiles
+	tolExact                // a whole number, exactly
+	tolAbs                  // ±Tol
+	tolRel                  // Tol × |answer|
+	tolSmall                // min(Tol, RelTol × |answer|)
+)
+
+func (c *Checkpoint) rule() tolRule {
 	if c.Format != FormatNumber {
-		return ""
+		return tolNone
 	}
-	switch {
-	case c.integer():
+	switch c.Ask {
+	case AskCount, AskSM:
+		return tolExact
+	case AskM, AskL:
+		return tolAbs
+	case AskAlpha, AskP, AskWeight, AskLoopL:
+		return tolSmall
+	case AskWritten, AskLadderSpeedup, AskLadderFloor:
+		return tolRel
+	}
+	return tolAbs
+}
+
+// float32Zero is the largest number that rounds to 0 in float32 (ties go to
+// the even 0): half the smallest subnormal, 2^−150.
+const float32Zero = math.SmallestNonzeroFloat32 / 2
+
+// Allowed is how far from the kernel's value truth an answer may lie and
+// be graded right, by c's rule: 0 for whole numbers and for the options
+// of a choice.
+func (c *Checkpoint) Allowed(truth float64) float64 {
+	switch c.rule() {
+	case tolAbs:
+		return c.Tol
+	case tolRel:
+		return c.Tol * math.Abs(truth)
+	case tolSmall:
+		if truth == 0 {
+			return float32Zero
+		}
+		return min(c.Tol, RelTol*math.Abs(truth))
+	}
+	return 0
+}
+
+// Unit says, for a numeric checkpoint, the rule its answer is held to.
+func (c *Checkpoint) Unit() string {
+	pct := func(f float64) string { return strconv.FormatFloat(f*100, 'g', -1, 64) + "%" }
+	tol := strconv.FormatFloat(c.Tol, 'g', -1, 64)
+	switch c.rule() {
+	case tolExact:
 		return "a whole number, exactly"
-	case c.Ask == AskWritten:
-		return fmt.Sprintf("in bytes, within %g%%", c.Tol*100)
-	case c.Ask == AskLadderFloor:
-		return fmt.Sprintf("in percent, within %g%% of the answer", c.Tol*100)
-	case c.RelativeTol():
-		return fmt.Sprintf("within %g%%", c.Tol*100)
+	case tolAbs:
+		return "within ±" + tol
+	case tolSmall:
+		return fmt.Sprintf("within %s of the kernel's value and at most ±%s from it (write a tiny value with its exponent, as 3.2e-9)", pct(RelTol), tol)
+	case tolRel:
+		switch c.Ask {
+		case AskWritten:
+			return "in bytes, within " + pct(c.Tol)
+		case AskLadderFloor:
+			return fmt.Sprintf("in percent, within %s of the answer (%s of its value, not %s percentage points)", pct(c.Tol), pct(c.Tol), strconv.FormatFloat(c.Tol*100, 'g', -1, 64))
+		}
+		return "within " + pct(c.Tol) + " of the answer"
 	}
-	return fmt.Sprintf("within ±%g", c.Tol)
+	return ""
 }
 
 func (c *Checkpoint) integer() bool { return c.Ask == AskCount || c.Ask == AskSM }
 
 // RelativeTol says whether c's tolerance is a fraction of the answer rather
 // than an absolute distance from it.
-func (c *Checkpoint) RelativeTol() bool {
-	return c.Ask == AskWritten || c.Ask == AskLadderSpeedup || c.Ask == AskLadderFloor
+func (c *Checkpoint) RelativeTol() bool { return c.rule() == tolRel }
+
+// shown writes x, an answer graded within tol of it, to the precision tol
+// needs: the last digit shown is at most tol/4 from x, so the revealed
+// answer, typed back, is right with room to spare, and two answers the
+// grading tells apart never look the same. At least three significant
+// digits; a value below 10⁻³ that needs more decimals than five is written
+// with its exponent and five significant digits, as the stepper's rows
+// table writes it (1.6475e-37, not 0.000).
+func shown(x, tol float64) string {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return gnum(x)
+	}
+	// Decimals whose half unit is at most tol/4.
+	dec := 0
+	if tol > 0 {
+		dec = max(0, int(math.Ceil(math.Log10(2/tol))))
+	}
+	mag := int(math.Floor(math.Log10(math.Abs(x))))
+	if math.Abs(x) < 1e-3 && dec > 5 {
+		sig := max(5, dec+mag+1)
+		return strconv.FormatFloat(x, 'e', min(sig, 17)-1, 64)
+	}
+	dec = max(dec, 2-mag) // three significant digits
+	return strconv.FormatFloat(x, 'f', min(dec, 17), 64)
 }
 
 // TileGrid is the tiles checkpoint's grid: Tr rows of Tc tiles.
@@ -113,7 +219,7 @@ func (c *Checkpoint) TileGrid() (rows, cols int) { return c.Run.Tr(), c.Run.Tc()
 
 func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkpoint, error) {
 	c := &Checkpoint{ID: attrs["id"], Lesson: l.Slug, Ask: attrs["ask"], Question: question, Widget: attrs["widget"],
-		Preset: attrs["preset"], Hint: attrs["hint"]}
+		Preset: attrs["preset"], Hint: attrs["hint"], Revisit: attrs["revisit"]}
 	if !validID(c.ID) {
 		return nil, fmt.Errorf("needs id=NAME (lower-case letters, digits, hyphens), got %q", c.ID)
 	}
@@ -127,7 +233,7 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		}
 	}
 	run := &c.Run
-	known := []string{"id", "ask", "widget", "preset", "hint"}
+	known := []string{"id", "ask", "widget", "preset", "hint", "revisit"}
 	var errs []string
 	intAttr := func(key string, def, lo, hi int) int {
 		known = append(known, key)
@@ -409,16 +515,24 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 			s.Number = float64(r.MNew[row])
 			s.Explain = fmt.Sprintf("At %s. Before this tile m_old = %s; the largest score of the row in this tile is %s; so m_new = max(%s, %s) = %s.",
 				where, f3(r.MOld[row]), f3(rowMax), f3(r.MOld[row]), f3(rowMax), f3(r.MNew[row]))
-			bound := 0.0
+			// The bound is the first power of ten at least twice every
+			// score of the run: an answer past it is absurd, and the
+			// bound, which a student may find by trying answers, says only
+			// the scores' order of magnitude, which the S panel shows
+			// anyway, and is never near the m it bounds.
+			largest := 0.0
 			for _, st := range t.Steps {
 				for _, v := range st.S {
 					if !math.IsInf(float64(v), 0) {
-						bound = max(bound, math.Abs(float64(v)))
+						largest = max(largest, math.Abs(float64(v)))
 					}
 				}
 			}
-			bound = math.Ceil(2*bound + 1)
-			s.Lo, s.Hi, s.Why = -bound, bound, fmt.Sprintf("m is one of the row's scores q·k/√d, and every score of this run lies within ±%g", bound/2)
+			bound := 10.0
+			for bound < 2*largest {
+				bound *= 10
+			}
+			s.Lo, s.Hi, s.Why = -bound, bound, fmt.Sprintf("m is one of the row's scores q·k/√d, and every score of this run lies between −%g and %g", bound, bound)
 		case AskL:
 			s.Number = float64(r.L[row])
 			var sumP float32
@@ -432,13 +546,13 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 		case AskAlpha:
 			s.Number = float64(r.Alpha[row])
 			s.Explain = fmt.Sprintf("At %s. m_old = %s and m_new = %s, so α = exp(m_old − m_new) = exp(%s) = %s.",
-				where, f3(r.MOld[row]), f3(r.MNew[row]), f3(r.MOld[row]-r.MNew[row]), f3(r.Alpha[row]))
+				where, f3(r.MOld[row]), f3(r.MNew[row]), f3(r.MOld[row]-r.MNew[row]), shown(s.Number, c.Allowed(s.Number)))
 			if c.KV == 0 {
 				s.Explain += " At the first kv-tile m_old is −∞ and there is nothing yet to rescale."
 			}
 			s.Lo, s.Hi, s.Why = 0, 1, "m never decreases, so α = exp(m_old − m_new) is between 0 and 1"
 		}
-		s.Display = f3(float32(s.Number))
+		s.Display = shown(s.Number, c.Allowed(s.Number))
 		return s, nil
 
 	case AskP:
@@ -448,10 +562,11 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 			return Solution{}, fmt.Errorf("checkpoint %s: q-tile %d × kv-tile %d of batch-head %d: %w (a causal run skips tiles above the diagonal)", c.ID, i, j, c.BH, errNotInTrace)
 		}
 		sv, m, p := r.S[row*h.Bc+col], r.MNew[row], r.P[row*h.Bc+col]
-		s := Solution{Number: float64(p), Display: strconv.FormatFloat(float64(p), 'f', 4, 32), Step: k + 1, Lo: 0, Hi: 1.001,
+		show := shown(float64(p), c.Allowed(float64(p)))
+		s := Solution{Number: float64(p), Display: show, Step: k + 1, Lo: 0, Hi: 1.001,
 			Why: "p = exp(s − m_new), and m_new is at least every score of the row so far, so p lies between 0 and 1"}
 		s.Explain = fmt.Sprintf("Key %d is column %d of kv-tile %d; at step %d (q-tile %d × kv-tile %d) row %d's score on it is S = %s and the row's max is m_new = %s, so p = exp(%s − %s) = exp(%s) = %s.",
-			c.Key, col, j, k+1, i, j, c.Row, f3(sv), f3(m), f3(sv), f3(m), f3(sv-m), strconv.FormatFloat(float64(p), 'f', 4, 32))
+			c.Key, col, j, k+1, i, j, c.Row, f3(sv), f3(m), f3(sv), f3(m), f3(sv-m), show)
 		if h.Variant == instrument.VariantFlash2Fast {
 			b := kernels.RoundBF16(p)
 			if p > 0 {
@@ -496,9 +611,10 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 					c.Row, f3(scores[best]), best, f3(runnerUp), best, f3(scores[best]), f3(float32(math.Exp(float64(scores[best]-epi.LSE[row])))))}, nil
 		}
 		w := math.Exp(float64(scores[c.Key] - epi.LSE[row]))
-		return Solution{Number: w, Display: f3(float32(w)), Step: ek + 1, Lo: 0, Hi: 1, Why: "a softmax weight is between 0 and 1, and a row's weights add up to 1",
+		show := shown(w, c.Allowed(w))
+		return Solution{Number: w, Display: show, Step: ek + 1, Lo: 0, Hi: 1, Why: "a softmax weight is between 0 and 1, and a row's weights add up to 1",
 			Explain: fmt.Sprintf("Row %d's score on key %d is %s; the row's log-sum-exp is LSE = m + log l = %s (written at step %d, the q-tile's epilogue); the weight is exp(%s − %s) = %s.",
-				c.Row, c.Key, f3(scores[c.Key]), f3(epi.LSE[row]), ek+1, f3(scores[c.Key]), f3(epi.LSE[row]), f3(float32(w)))}, nil
+				c.Row, c.Key, f3(scores[c.Key]), f3(epi.LSE[row]), ek+1, f3(scores[c.Key]), f3(epi.LSE[row]), show)}, nil
 
 	case AskLastRise:
 		last, lastK := -1, -1
@@ -565,8 +681,11 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 				}
 			}
 		}
-		return Solution{Number: float64(n), Display: strconv.Itoa(n), Step: first + 1, Lo: 0, Hi: float64(h.Tr() * h.Tc()),
-			Why: fmt.Sprintf("the run has %d q-tiles and %d kv-tiles, %d tiles in all", h.Tr(), h.Tc(), h.Tr()*h.Tc()),
+		// No upper bound: the number of tiles would be one, and for a run
+		// without a mask it is the answer itself, which a student could
+		// find by trying answers until one is refused.
+		return Solution{Number: float64(n), Display: strconv.Itoa(n), Step: first + 1, Lo: 0, Hi: math.Inf(1),
+			Why: "a count of records is not negative",
 			Explain: fmt.Sprintf("Batch-head %d's trace holds %d %s records, out of %d steps of the whole trace (%d q-tiles × %d kv-tiles = %d tiles).",
 				c.BH, n, c.Kind, len(t.Steps), h.Tr(), h.Tc(), h.Tr()*h.Tc())}, nil
 
@@ -589,7 +708,7 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 			if r.Kind == instrument.KindTiming && r.BH == c.BH && r.I == c.Q {
 				hi := float64(max(h.NumSMs, 1) - 1)
 				return Solution{Number: float64(r.SM), Display: fmt.Sprintf("SM %d", r.SM), Step: k + 1, Lo: 0, Hi: hi,
-					Why: fmt.Sprintf("%s has %d SMs, numbered 0 to %d", h.Label, h.NumSMs, h.NumSMs-1),
+					Why: fmt.Sprintf("%s has %d SMs, numbered from 0", strings.TrimSpace(h.Label), h.NumSMs),
 					Explain: fmt.Sprintf("The timing trace stamps block (batch-head %d, q-tile %d) on SM %d: its first step is step %d of %d, starting %.1f µs after the grid's first step. A block never moves: all its kv-tiles run on that SM.",
 						c.BH, c.Q, r.SM, k+1, len(t.Steps), float64(r.TStart-t.firstStart())/1000)}, nil
 			}
@@ -622,6 +741,13 @@ type Verdict struct {
 // not a number or out of every plausible range is "invalid" with a hint
 // that says why, never a bare "wrong". With reveal the answer and its
 // explanation come back whatever was answered.
+//
+// A hint teaches without telling: it says where to look in the widget and
+// which rule gives the answer, never the answer, a number near it or on
+// which side of the student's it lies, and never a bound that is the
+// answer. It depends on the checkpoint and on what was typed, never on the
+// kernel's value, so that trying answer after answer learns nothing from
+// the hints but "wrong". The lesson's own hint (hint=) follows it.
 func (c *Checkpoint) Grade(answer string, reveal bool, s Solution) Verdict {
 	v := Verdict{Widget: c.Widget}
 	show := func() {
@@ -645,30 +771,28 @@ func (c *Checkpoint) Grade(answer string, reveal bool, s Solution) Verdict {
 			answer = strings.TrimSpace(strings.TrimSuffix(answer, "%"))
 		case AskLadderSpeedup:
 			answer = strings.TrimSpace(strings.TrimRight(answer, "×xX"))
+		case AskWritten:
+			answer = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(answer, "bytes"), "B"))
+		case AskSM:
+			answer = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(answer, "SM"), "sm"))
 		}
 		x, msg := parseNumber(answer, c.integer())
 		if msg != "" {
 			v.Status, v.Hint = "invalid", msg
 			return v
 		}
-		if x < s.Lo || x > s.Hi {
-			v.Status, v.Hint = "invalid", fmt.Sprintf("%s cannot be right: %s.", answer, s.Why)
-			return v
-		}
-		tol := c.Tol
-		if c.RelativeTol() {
-			tol = c.Tol * math.Abs(s.Number)
-		}
-		if math.Abs(x-s.Number) <= tol {
+		// Within the tolerance is right, even just past a plausible bound
+		// (a float32 p of 1.0000001).
+		if math.Abs(x-s.Number) <= c.Allowed(s.Number) {
 			v.Status, v.Correct = "correct", true
 			show()
 			return v
 		}
-		dir := "higher"
-		if x > s.Number {
-			dir = "lower"
+		if x < s.Lo || x > s.Hi {
+			v.Status, v.Hint = "invalid", fmt.Sprintf("%s cannot be right: %s.", answer, s.Why)
+			return v
 		}
-		v.Status, v.Hint = "wrong", fmt.Sprintf("Not quite: the kernel's value is %s than %s.", dir, answer)
+		v.Status, v.Hint = "wrong", c.numberHint(x)
 	case FormatChoice:
 		if !slices.ContainsFunc(c.Choices, func(o Choice) bool { return o.Value == answer }) {
 			v.Status, v.Hint = "invalid", fmt.Sprintf("%q is not one of the options; pick one of the %d.", truncate(answer), len(c.Choices))
@@ -679,7 +803,7 @@ func (c *Checkpoint) Grade(answer string, reveal bool, s Solution) Verdict {
 			show()
 			return v
 		}
-		v.Status, v.Hint = "wrong", "Not that one."
+		v.Status, v.Hint = "wrong", c.choiceHint(answer)
 	case FormatTiles:
 		picked, msg := c.parseTiles(answer)
 		if msg != "" {
@@ -691,31 +815,110 @@ func (c *Checkpoint) Grade(answer string, reveal bool, s Solution) Verdict {
 			show()
 			return v
 		}
-		extra, missed := 0, 0
-		for _, p := range picked {
-			if !slices.Contains(s.Tiles, p) {
-				extra++
-			}
-		}
-		for _, p := range s.Tiles {
-			if !slices.Contains(picked, p) {
-				missed++
-			}
-		}
-		v.Status = "wrong"
-		switch {
-		case extra > 0 && missed > 0:
-			v.Hint = fmt.Sprintf("Not quite: %d of your tiles are computed, and %d skipped tiles are not marked.", extra, missed)
-		case extra > 0:
-			v.Hint = fmt.Sprintf("Not quite: %d of your tiles are computed after all.", extra)
-		default:
-			v.Hint = fmt.Sprintf("Not quite: %d more tiles are skipped.", missed)
-		}
+		// No count of the tiles wrongly marked or missed: with it, marking
+		// one tile at a time would read the answer off tile by tile.
+		v.Status, v.Hint = "wrong", c.tilesHint()
 	}
 	if c.Hint != "" {
 		v.Hint += " " + c.Hint
 	}
 	return v
+}
+
+// rowWhere names a row of a flash run as the rows table shows it: its row
+// within its q-tile.
+func (c *Checkpoint) rowWhere() string {
+	br := max(c.Run.Br, 1)
+	return fmt.Sprintf("row %d (row %d of q-tile %d in the rows table)", c.Row, c.Row%br, c.Row/br)
+}
+
+// numberHint is a wrong number's hint: for each ask what to read in the
+// widget and the rule that makes the answer of it.
+func (c *Checkpoint) numberHint(x float64) string {
+	switch c.Ask {
+	case AskM:
+		if c.KV == 0 {
+			return fmt.Sprintf("Not quite. At kv-tile 0 the running max starts from m_old = −∞, so m_new is the largest score of %s in that tile: find it in the S tile of kv-tile 0.", c.rowWhere())
+		}
+		return fmt.Sprintf("Not quite. m_new is the larger of m_old and this tile's largest score: for %s at kv-tile %d, find m_old in the rows table and the row's largest score in the S tile, and keep the larger.", c.rowWhere(), c.KV)
+	case AskL:
+		if c.KV == 0 {
+			return fmt.Sprintf("Not quite. At kv-tile 0 there is no old sum to rescale: l is the sum of the probabilities of %s in the P tile, each exp(s − m_new), the largest of them exactly 1.", c.rowWhere())
+		}
+		return fmt.Sprintf("Not quite. l = α·l_old + Σp: take the l of %s at the kv-tile before (l_old), multiply it by α = exp(m_old − m_new) from the rows table at kv-tile %d, and add the row's probabilities in that tile's P, each exp(s − m_new).", c.rowWhere(), c.KV)
+	case AskAlpha:
+		if c.KV == 0 {
+			return fmt.Sprintf("Not quite. At kv-tile 0 the kernel has seen no score yet and starts from m_old = −∞: put that into α = exp(m_old − m_new) for %s.", c.rowWhere())
+		}
+		h := fmt.Sprintf("Not quite. α = exp(m_old − m_new): for %s at kv-tile %d, read m_old and m_new in the rows table, subtract, and raise e to that power (a calculator's exp; write a tiny result with its exponent).", c.rowWhere(), c.KV)
+		switch x {
+		case 0:
+			h += " float32 rounds α to zero only when the max jumps by more than about 104: look at how far it jumps here."
+		case 1:
+			h += " α is one only where the tile leaves the row's max where it was: compare m_old and m_new."
+		}
+		return h
+	case AskP:
+		bc := max(c.Run.Bc, 1)
+		return fmt.Sprintf("Not quite. p = exp(s − m_new), with m_new the row's max after this tile, not the row's final max: for %s take the score on key %d (column %d of kv-tile %d's S tile, hover over it) and m_new from the rows table at the same step, subtract, and raise e to that power.",
+			c.rowWhere(), c.Key, c.Key%bc, c.Key/bc)
+	case AskWeight:
+		return fmt.Sprintf("Not quite. A weight is the softmax of the row's scores: exp(score on key %d) over the sum of exp(score) across every key of row %d, the same as exp(s − LSE) with LSE = m + log l from the row's final max and sum. Read row %d's scores in the S panel, every kv-tile of it.",
+			c.Key, c.Row, c.Row)
+	case AskLoopL:
+		return fmt.Sprintf("Not quite. The slipped loop still computes l = α·l_old + Σp after each kv-tile, but with the α its slip gives: find the max it rescales from (the loop widget shows row %d's α and l after every kv-tile, the correct loop's beside the slipped one's), then add the row's probabilities exp(s − m) over kv-tile %d's keys.", c.Row, c.KV)
+	case AskCount:
+		return "Not quite. " + c.countRule()
+	case AskSM:
+		heads := max(c.Run.Heads, 1)
+		return fmt.Sprintf("Not quite. Find the block in the timeline: hover over the marks, each names its SM, its batch and head (batch-head %d is b%d h%d) and its q-tile. Every step of a block, from its first kv-tile to its epilogue, sits on the row of the one SM that ran it.",
+			c.BH, c.BH/heads, c.BH%heads)
+	case AskWritten:
+		return fmt.Sprintf("Not quite. Add up what the %s steps write to device memory: work out the elements one such step writes (4 bytes each in float32), then multiply by the number of %s steps in the trace.", c.Kind, c.Kind)
+	case AskLadderSpeedup, AskLadderFloor:
+		return c.ladderHint()
+	}
+	return "Not quite."
+}
+
+// countRule says what to count for a count checkpoint, never the total.
+func (c *Checkpoint) countRule() string {
+	per := map[string]string{
+		"flash_step": "one for each tile, a q-tile against a kv-tile, that the kernel computes",
+		"scores":     "one each time the scores pass visits a tile, a q-tile against a kv-tile",
+		"pv":         "one for each tile of P·V, a q-tile against a kv-tile",
+		"softmax":    "one for each q-tile",
+		"epilogue":   "one for each q-tile, when it finishes",
+	}[c.Kind]
+	if per == "" {
+		per = "one for each step of that kind"
+	}
+	h := fmt.Sprintf("Count the %s records of batch-head %d: there is %s. The run has ⌈N / B_r⌉ q-tiles and ⌈N / B_c⌉ kv-tiles, as the stepper's tile grid shows.", c.Kind, c.BH, per)
+	if c.Run.Causal {
+		h += " Under the causal mask a tile whose every key comes after every query of its q-tile is skipped."
+	}
+	return h
+}
+
+// choiceHint is a wrong option's hint: the rule that picks the right one.
+func (c *Checkpoint) choiceHint(answer string) string {
+	switch c.Ask {
+	case AskArgmax:
+		return fmt.Sprintf("Not that one. A row attends most to the key with its largest score, since exp keeps the scores' order: look along row %d in the S panel at every kv-tile (hover for the values) and find its largest score.", c.Row)
+	case AskLastRise:
+		return fmt.Sprintf("Not that one. Row %d's m rises at a kv-tile when that tile holds a score above every earlier one, so m_new is above m_old: step through the kv-tiles, read m_old and m_new for %s at each, and find the last one where they differ.", c.Row, c.rowWhere())
+	case AskOverflow:
+		return c.overflowHint()
+	case AskLoopParts:
+		return c.loopPartsHint(answer)
+	}
+	return "Not that one."
+}
+
+// tilesHint is a wrong set of tiles' hint: the rule that skips a tile.
+func (c *Checkpoint) tilesHint() string {
+	return fmt.Sprintf("Not quite. A causal mask skips a tile only when every key of its kv-tile comes after every query of its q-tile: with B_r = %d and B_c = %d, q-tile i holds queries i·B_r to i·B_r + B_r − 1 and kv-tile j keys j·B_c to j·B_c + B_c − 1. A tile with even one key at or before one of its queries is computed, its later keys masked to −∞; and without a mask nothing is skipped.",
+		c.Run.Br, c.Run.Bc)
 }
 
 // parseTiles reads "i,j; i,j" (or "none") into sorted tile keys on the grid.
@@ -726,7 +929,7 @@ func (c *Checkpoint) parseTiles(answer string) ([]string, string) {
 	var out []string
 	for _, part := range strings.FieldsFunc(answer, func(r rune) bool { return r == ';' || r == ' ' }) {
 		if !slices.ContainsFunc(c.Choices, func(o Choice) bool { return o.Value == part }) {
-			return nil, fmt.Sprintf("%q is not a tile of this %d×%d grid: write q-tile,kv-tile pairs such as 0,1 separated by ;", truncate(part), c.Run.Tr(), c.Run.Tc())
+			return nil, fmt.Sprintf("%q is not a tile of this %d×%d grid: write each tile as its q-tile and kv-tile, two whole numbers with a comma between, and put ; between tiles", truncate(part), c.Run.Tr(), c.Run.Tc())
 		}
 		if !slices.Contains(out, part) {
 			out = append(out, part)
@@ -746,7 +949,7 @@ func parseNumber(s string, integer bool) (float64, string) {
 	case err != nil && strings.Count(s, ",") == 1 && !strings.Contains(s, "."):
 		return 0, fmt.Sprintf("%q: write the decimal point as a dot, e.g. %s.", truncate(s), strings.Replace(s, ",", ".", 1))
 	case err != nil || math.IsNaN(x):
-		return 0, fmt.Sprintf("%q is not a number: type digits, e.g. 1.25 or -0.5.", truncate(s))
+		return 0, fmt.Sprintf("%q is not a number: type digits, with a dot for the decimal point and e for a power of ten (as 2.5e-9).", truncate(s))
 	case integer && x != math.Trunc(x):
 		return 0, fmt.Sprintf("%s: the answer is a whole number.", s)
 	}

@@ -3,6 +3,7 @@ package lessons
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -130,7 +131,8 @@ func (c *Checkpoint) solveLoop() (Solution, error) {
 		}
 		a, b := correct.Steps[k], slipped.Steps[k]
 		seen := min(run.N, (c.KV+1)*run.Bc)
-		return Solution{Number: float64(b.L[r]), Display: f(b.L[r]), Lo: 0, Hi: float64(seen),
+		l := float64(b.L[r])
+		return Solution{Number: l, Display: shown(l, c.Allowed(l)), Lo: 0, Hi: float64(seen),
 			Why: fmt.Sprintf("l adds exp(s − m) ≤ 1 for each key, and %d keys are seen by kv-tile %d, so 0 ≤ l ≤ %d", seen, c.KV, seen),
 			Explain: fmt.Sprintf("After kv-tile %d, %s: the %s loop rescales from m_prev = %s, so α = exp(m_prev − m) = %s and l = α·l_old + Σp = %s. The correct loop rescales from m_old = %s: α = %s, l = %s.",
 				c.KV, where, slip, f(b.MPrev[r]), f(b.Alpha[r]), f(b.L[r]), f(a.MPrev[r]), f(a.Alpha[r]), f(a.L[r]))}, nil
@@ -171,4 +173,31 @@ func (c *Checkpoint) solveLoop() (Solution, error) {
 	}
 	return Solution{Choice: "never", Display: "never",
 		Explain: fmt.Sprintf("For %s the slip %s changes no number: m, l, O and the output agree everywhere.", where, slip)}, nil
+}
+
+// overflowHint is a wrong option's hint for the playground's row: how l is
+// built in the row's type, never where it ends.
+func (c *Checkpoint) overflowHint() string {
+	s := c.Playground
+	d := s.Dtype
+	if s.SubtractMax {
+		return fmt.Sprintf("Not that one. With the max subtracted every term exp(s − m) is at most 1, so l is at most the number of logits: compare that with %s's largest value, %s.", d.Name(), gnum(largest[d]))
+	}
+	return fmt.Sprintf("Not that one. Follow l as the playground builds it, tile by tile and logit by logit in order, rounding to %s after every operation: l becomes inf at the first term exp(s) past %s's largest value, %s, or at the first sum that passes it. Round each logit to %s first (the playground's row shows them stored).",
+		d.Name(), d.Name(), gnum(largest[d]), d.Name())
+}
+
+// loopPartsHint is a wrong option's hint for the debugging lesson's loop:
+// how to compare the two loops, never where they part.
+func (c *Checkpoint) loopPartsHint(answer string) string {
+	names := make([]string, len(c.Slips))
+	for k, s := range c.Slips { // as the lesson names them: (b) stale-max
+		names[k] = fmt.Sprintf("(%c) %s", 'a'+slices.Index(loop.Slips, s), s)
+	}
+	h := fmt.Sprintf("Not that one. Compare the two loops kv-tile by kv-tile in the loop widget, with slip %s ticked: after each kv-tile read row %d's m, α, l and O, the correct loop's beside the slipped one's (✗), and find the first kv-tile where any of them differs. Only if every kv-tile agrees, compare the output row after the loop.",
+		strings.Join(names, " and "), c.Row)
+	if answer == "never" {
+		h += " A slip changes nothing only if every one of those numbers and the output agree."
+	}
+	return h
 }

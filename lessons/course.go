@@ -11,10 +11,10 @@ import (
 	"sync"
 )
 
-// The lesson texts, one Markdown file per lesson.
+// CourseFiles are the lesson texts, one Markdown file per lesson.
 //
 //go:embed course/*.md
-var courseFiles embed.FS
+var CourseFiles embed.FS
 
 // Lesson is one lesson of the course, parsed and rendered.
 type Lesson struct {
@@ -23,6 +23,7 @@ type Lesson struct {
 	Order         int
 	Summary       string
 	Learn         []string // "what you will learn"
+	Recap         []string // "in short": what the lesson established, closing it
 	Prerequisites []string
 	TryNext       []TryLink
 
@@ -49,6 +50,24 @@ type Part struct {
 	HTML       string
 	Widget     *Widget
 	Checkpoint *Checkpoint
+	Reveal     *Reveal
+}
+
+// Reveal is text about a checkpoint's answer, shown once the checkpoint is
+// answered or given up: before, it would give the answer away.
+type Reveal struct {
+	After string // the checkpoint's id
+	HTML  string
+}
+
+// Number is a checkpoint's place among the lesson's checkpoints, from 1.
+func (l *Lesson) Number(c *Checkpoint) int {
+	for k, x := range l.Checkpoints {
+		if x == c {
+			return k + 1
+		}
+	}
+	return 0
 }
 
 // Checkpoint finds a lesson's checkpoint by id.
@@ -90,7 +109,7 @@ func (c *Course) Neighbours(l *Lesson) (prev, next *Lesson) {
 
 // Default is the embedded course, parsed once. An error here is a broken
 // lesson file, which the package's tests catch before any student sees it.
-var Default = sync.OnceValues(func() (*Course, error) { return Load(courseFiles) })
+var Default = sync.OnceValues(func() (*Course, error) { return Load(CourseFiles) })
 
 // Load parses every course/*.md of fsys into a course ordered by each
 // lesson's order field. Every problem of every file is reported.
@@ -121,8 +140,18 @@ func Load(fsys fs.FS) (*Course, error) {
 			continue
 		}
 		orders[l.Order] = l.Title
+		for _, w := range l.Widgets {
+			w.Taught = l.Order
+		}
 		c.bySlug[l.Slug] = l
 		c.Lessons = append(c.Lessons, l)
+	}
+	for _, l := range c.Lessons {
+		for _, cp := range l.Checkpoints {
+			if r, ok := c.bySlug[cp.Revisit]; cp.Revisit != "" && (!ok || r.Order >= l.Order) {
+				errs = append(errs, fmt.Sprintf("%s: checkpoint %s: revisit=%q names no earlier lesson", l.Slug, cp.ID, cp.Revisit))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("lessons: %s", strings.Join(errs, "\n"))
@@ -162,6 +191,8 @@ func parseLesson(src string) (*Lesson, error) {
 			}
 		case "learn":
 			l.Learn = vals
+		case "recap":
+			l.Recap = vals
 		case "prerequisites":
 			l.Prerequisites = vals
 		case "try":
@@ -175,7 +206,7 @@ func parseLesson(src string) (*Lesson, error) {
 				l.TryNext = append(l.TryNext, TryLink{Text: text, Preset: name, Href: "/step?" + p.Query})
 			}
 		default:
-			err = fmt.Errorf("unknown front matter field %q (title, slug, order, summary, learn, prerequisites, try)", key)
+			err = fmt.Errorf("unknown front matter field %q (title, slug, order, summary, learn, recap, prerequisites, try)", key)
 		}
 		if err != nil {
 			return nil, err
@@ -192,6 +223,9 @@ func parseLesson(src string) (*Lesson, error) {
 		return nil, fmt.Errorf("front matter needs a learn list")
 	case len(l.TryNext) == 0:
 		return nil, fmt.Errorf("front matter needs at least one try link")
+	}
+	if body, err = fillFigures(body); err != nil {
+		return nil, err
 	}
 	if err := render(l, body); err != nil {
 		return nil, err

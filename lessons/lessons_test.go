@@ -254,7 +254,7 @@ func wrongAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
 		}
 		return strings.Join(out, ";")
 	}
-	delta := max(4*c.Tol*max(1, math.Abs(s.Number)), 0.05)
+	delta := max(4*c.Allowed(s.Number), 0.05*max(1, math.Abs(s.Number)))
 	if c.Unit() == "a whole number, exactly" {
 		delta = 1
 	}
@@ -278,13 +278,7 @@ func rightAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
 	}
 	// A little off, within the tolerance, as a student would round,
 	// staying within the plausible range.
-	off := c.Tol / 3
-	switch {
-	case c.Unit() == "a whole number, exactly":
-		off = 0
-	case c.RelativeTol():
-		off = c.Tol / 3 * math.Abs(s.Number)
-	}
+	off := c.Allowed(s.Number) / 3
 	if s.Number+off > s.Hi {
 		off = -off
 	}

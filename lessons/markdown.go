@@ -24,7 +24,9 @@ import (
 //     holding the TeX as text.
 //   - directives: a line "::: kind key=value …" opens a block that a line
 //     ":::" closes; the lines between are Markdown (a widget's caption, a
-//     checkpoint's question). Each becomes a Part of its own.
+//     checkpoint's question, a reveal's text). Each becomes a Part of its
+//     own. "::: reveal after=ID" holds text that discusses checkpoint ID's
+//     answer: the page shows it once the checkpoint is answered or given up.
 //
 // Placeholders are plain letters and digits so that no Markdown rule touches
 // them.
@@ -88,6 +90,7 @@ func render(l *Lesson, body string) error {
 		ids[s.ID] = "section"
 	}
 	// Split the page at each block's placeholder paragraph.
+	var reveals []string
 	rest := doc
 	for {
 		loc := reBlockToken.FindStringSubmatchIndex(rest)
@@ -108,7 +111,16 @@ func render(l *Lesson, body string) error {
 			return fmt.Errorf("line %d: %s: %w", b.line, b.kind, err)
 		}
 		var id string
-		if b.kind == "checkpoint" {
+		if b.kind == "reveal" {
+			after := attrs["after"]
+			if len(attrs) != 1 || after == "" {
+				return fmt.Errorf("line %d: reveal: needs after=CHECKPOINT and nothing else", b.line)
+			}
+			l.Parts = append(l.Parts, Part{Reveal: &Reveal{After: after, HTML: inner}})
+			reveals = append(reveals, after)
+			rest = rest[loc[1]:]
+			continue
+		} else if b.kind == "checkpoint" {
 			c, err := newCheckpoint(l, attrs, inner)
 			if err != nil {
 				return fmt.Errorf("line %d: checkpoint: %w", b.line, err)
@@ -134,10 +146,28 @@ func render(l *Lesson, body string) error {
 	if strings.TrimSpace(rest) != "" {
 		l.Parts = append(l.Parts, Part{HTML: rest})
 	}
-	// A checkpoint about a widget must name one on this page.
+	// A checkpoint about a widget must name one on this page; a reveal, a
+	// checkpoint before it.
 	for _, c := range l.Checkpoints {
 		if c.Widget != "" && ids[c.Widget] == "" {
 			return fmt.Errorf("checkpoint %s: widget %q is not on this page", c.ID, c.Widget)
+		}
+		for _, w := range l.Widgets {
+			if w.ID == c.Widget {
+				w.AskedBy = append(w.AskedBy, c.ID)
+			}
+		}
+	}
+	for _, after := range reveals {
+		if ids[after] != "checkpoint" {
+			return fmt.Errorf("reveal after=%q: no checkpoint of that id comes before it", after)
+		}
+	}
+	// The first mention of each glossary term in the prose links to it.
+	seen := map[string]bool{}
+	for k := range l.Parts {
+		if l.Parts[k].HTML != "" {
+			l.Parts[k].HTML = linkTerms(l.Parts[k].HTML, seen)
 		}
 	}
 	return nil

@@ -257,3 +257,24 @@ func (c *Checkpoint) SolveLadder(tab *ladder.Table) (Solution, error) {
 	}
 	return Solution{}, fmt.Errorf("checkpoint %s: ask %q is not a ladder question", c.ID, c.Ask)
 }
+
+// ladderHint is a wrong ladder answer's hint: which figures of the ladder
+// page to take and what to do with them, never the result.
+func (c *Checkpoint) ladderHint() string {
+	q := c.Ladder
+	at := shapeWords(q.Shape)
+	if !q.Shape.Causal {
+		at += ", no mask"
+	}
+	if c.Ask == AskLadderSpeedup {
+		return fmt.Sprintf("Not quite. A speed-up is a ratio of times: in the ladder page's table at %s, divide %s's time in ms by %s's (both from the same recording).", at, q.Against, q.Rung)
+	}
+	if q.Floor == FloorCompute {
+		return fmt.Sprintf("Not quite. The compute floor is the time the work takes at the tensor cores' peak: 4·B·H·N²·d FLOPs (half of them under a causal mask) at %.1f TFLOP/s. Divide that floor by %s's measured time at %s, or its TFLOP/s by the peak, and write it as a percentage.", TensorPeakFLOPs/1e12, q.Rung, at)
+	}
+	what := "Q, K and V read once and O written once, in bf16"
+	if q.Rung == kernels.NaiveMMA.Name {
+		what += ", and S and P through device memory: S in float32 written once and read three times, P in bf16 written once and read once, B·H·N² elements each"
+	}
+	return fmt.Sprintf("Not quite. The memory floor is the least time %s's compulsory bytes take at the HBM's %.2f TB/s: %s. Divide that floor by its measured time at %s, and write it as a percentage.", q.Rung, HBMBytesPerSec/1e12, what, at)
+}

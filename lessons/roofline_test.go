@@ -225,8 +225,17 @@ func TestLadderCheckpoints(t *testing.T) {
 					t.Errorf("%s: %q graded %+v", attrs, a, v)
 				}
 			}
-			if v := c.Grade(fmt.Sprintf("%.3g", q.want*1.05), false, s); v.Status != "wrong" || !strings.Contains(v.Hint, "lower than") {
-				t.Errorf("%s: 5%% off graded %+v", attrs, v)
+			// 5% off either way is wrong, with the same hint: the rule, not
+			// the side the answer lies on.
+			hi, lo := c.Grade(fmt.Sprintf("%.3g", q.want*1.05), false, s), c.Grade(fmt.Sprintf("%.3g", q.want*0.95), false, s)
+			rule := map[string]string{lessons.AskLadderSpeedup: "ratio of times", lessons.AskLadderFloor: "floor is the"}[c.Ask]
+			if hi.Status != "wrong" || lo.Status != "wrong" || hi.Hint != lo.Hint || !strings.Contains(hi.Hint, rule) {
+				t.Errorf("%s: 5%% off graded %+v and %+v, want wrong with the rule (%q)", attrs, hi, lo, rule)
+			}
+			for _, dir := range []string{"higher", "lower", "larger", "smaller", "too "} {
+				if strings.Contains(hi.Hint, dir) {
+					t.Errorf("%s: the hint says which way: %s", attrs, hi.Hint)
+				}
 			}
 			if v := c.Grade("-1", false, s); v.Status != "invalid" || !strings.Contains(v.Hint, "cannot be right") {
 				t.Errorf("%s: -1 graded %+v", attrs, v)

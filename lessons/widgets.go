@@ -42,6 +42,13 @@ type Widget struct {
 	Step   int      // counted from 1, as the stepper's URLs and pages count
 	Panels []string // empty: all
 	Height int      // CSS pixels of the frame
+	// Taught is the order of the lesson the widget is in: the embedded
+	// page shows as known only what lessons up to it teach (taught=N).
+	Taught int
+	// AskedBy are the checkpoints about this widget: a widget that would
+	// show their answer outright (the loop's first parting) holds it back
+	// until they are answered or given up.
+	AskedBy []string
 
 	// memory: the calculator's starting problem
 	B, H, N, D int
@@ -84,6 +91,9 @@ func (w *Widget) SrcAt(k int) string {
 	q.Set("step", strconv.Itoa(k))
 	if len(w.Panels) > 0 {
 		q.Set("panels", strings.Join(w.Panels, ","))
+	}
+	if w.Taught > 0 {
+		q.Set("taught", strconv.Itoa(w.Taught))
 	}
 	page := "/step?"
 	if w.Kind == WidgetCompare {

@@ -634,11 +634,12 @@ func (r *Room) pollView() *PollView {
 	}
 	if r.revealed {
 		v.Status = "revealed"
-		v.Answer, v.Number, v.Tol, v.Explain, v.Step = r.poll.Display, r.poll.Number, r.poll.Tol, r.poll.Explain, r.poll.Step
+		cp, _ := r.poll.checkpoint()
+		// The distance from the answer that Grade accepts, by the ask's
+		// rule (relative, absolute, or the smaller of the two), for the
+		// page that marks each student's answer right or wrong.
+		v.Answer, v.Number, v.Tol, v.Explain, v.Step = r.poll.Display, r.poll.Number, cp.Allowed(r.poll.Number), r.poll.Explain, r.poll.Step
 		v.Key = r.poll.key()
-		if r.poll.Ask == lessons.AskWritten {
-			v.Tol = r.poll.Tol * math.Abs(r.poll.Number) // a relative tolerance, as Grade reads it
-		}
 		for a := range r.counted() {
 			v.Answered++
 			if a.correct {

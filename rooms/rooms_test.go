@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -338,6 +339,7 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 		invalid int
 		bins    map[string]int // label: count
 		key     string
+		tol     float64 // the revealed distance Grade accepts, for the page's marks
 	}{
 		{name: "choice", poll: Poll{Format: "choice", Ask: "argmax", Choices: choices, Choice: "2", Display: "key 2"},
 			answers: []string{"2", "1", "2", "7"}, correct: 2, invalid: 1, bins: map[string]int{"key 0": 0, "key 1": 1, "key 2": 2}, key: "2"},
@@ -347,7 +349,13 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 		{name: "whole number", poll: Poll{Format: "number", Ask: "count", Number: 6, Lo: 0, Hi: 9, Why: "nine tiles"},
 			answers: []string{"6", "6.5", "5", "12"}, correct: 1, invalid: 2},
 		{name: "bytes within 1%", poll: Poll{Format: "number", Ask: "written", Number: 1000, Tol: 0.01, Lo: 0, Hi: 1e300},
-			answers: []string{"1005", "1020", "995"}, correct: 2},
+			answers: []string{"1005", "1020", "995"}, correct: 2, tol: 10},
+		{name: "a tiny α within 2%", poll: Poll{Format: "number", Ask: "alpha", Number: 1.6475e-37, Tol: 0.01, Lo: 0, Hi: 1},
+			answers: []string{"1.6475e-37", "1.62e-37", "0", "1e-36", "0.009"}, correct: 2, tol: 0.02 * 1.6475e-37},
+		{name: "a speed-up within 2%", poll: Poll{Format: "number", Ask: "ladder-speedup", Number: 4.53, Tol: 0.02, Lo: 0, Hi: 14},
+			answers: []string{"4.6", "4.7", "4.45×"}, correct: 2, tol: 0.02 * 4.53},
+		{name: "m within ±0.01", poll: Poll{Number: 50.022, Tol: 0.01, Lo: -100, Hi: 100},
+			answers: []string{"50.03", "50.04", "50.0"}, correct: 1, tol: 0.01},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, c := newRoom(t, Limits{StudentRate: 100})
@@ -392,6 +400,9 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 			e := find(take(t, p), EventPoll)
 			if e == nil || e.Poll.Status != "revealed" || e.Poll.Correct != tc.correct || e.Poll.Key != tc.key {
 				t.Fatalf("revealed: %+v (want %d right, key %q)", e.Poll, tc.correct, tc.key)
+			}
+			if math.Abs(e.Poll.Tol-tc.tol) > 1e-12*tc.tol {
+				t.Errorf("revealed tolerance %g, want %g: the page would mark answers otherwise than Grade", e.Poll.Tol, tc.tol)
 			}
 			if tc.key != "" && !strings.Contains(string(e.JSON()), `"correct":true`) {
 				t.Errorf("the revealed histogram marks no right bar: %s", e.JSON())

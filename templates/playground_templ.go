@@ -166,11 +166,15 @@ func PlaygroundPage(p Page, v PlaygroundView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<p class=\"note\">Switch the max subtraction off and raise one logit past 88.7 to watch float32 overflow, or choose float16, which overflows past 11.09. Lessons <a href=\"/lessons/online-softmax\">5</a> and <a href=\"/lessons/stability\">6</a> of <a href=\"/lessons\">the course</a> walk through both.</p>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
 			templ_7745c5c3_Err = playgroundBox("playground", v.Settings, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<p class=\"note\">Switch the max subtraction off and raise one logit past 88.7 to watch float32 overflow, or choose float16, which overflows past 11.09. Lessons <a href=\"/lessons/online-softmax\">5</a> and <a href=\"/lessons/stability\">6</a> of <a href=\"/lessons\">the course</a> walk through both.</p></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -60,102 +60,124 @@ func SweepPage(p Page, v SweepView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"sweep-page\"><section class=\"panel\"><h1>Naive against flash, timed</h1><h2 id=\"sweep-title\" data-testid=\"sweep-title\">Results</h2><p class=\"source\" id=\"sweep-source\"></p><p class=\"note\" id=\"sweep-how\" data-testid=\"sweep-how\"></p><div class=\"sweep-filters\"><label>d <select id=\"f-d\"></select></label> <label>causal <select id=\"f-causal\"><option value=\"false\">no</option><option value=\"true\">yes</option></select></label> <span class=\"downloads\" id=\"sweep-downloads\"></span></div><p class=\"note\" id=\"sweep-empty\" data-testid=\"sweep-empty\" hidden></p><div class=\"charts\" id=\"sweep-charts\"><figure class=\"view\"><figcaption>Time per forward pass (ms), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-ms\" data-testid=\"chart-ms\"></canvas></div></figure><figure class=\"view\"><figcaption>Throughput (TFLOP/s), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-tflops\" data-testid=\"chart-tflops\"></canvas></div></figure></div><p class=\"note\" id=\"sweep-oom\" data-testid=\"sweep-oom\"></p><table class=\"figures\" id=\"sweep-table\" data-testid=\"sweep-table\"></table></section><section class=\"panel\"><h2>Run a sweep</h2><p>Both kernels on the same inputs across sequence lengths. Naive writes the N×N scores and probabilities of every head to device memory, so its memory grows with N² and it runs out long before flash, which holds one tile on chip. FLOPs are 4·B·H·N²·d, halved under a causal mask.</p><p class=\"note\">On a GPU the sweep runs the FlashAttention benchmark shapes (B·N = 16384 tokens, H·d = 2048) and times each point by CUDA events: flashstep's <strong>float32</strong> pair (no tensor cores) and its <strong>bf16</strong> pair on tensor cores (flash2_fast, naive_mma), drawn beside PyTorch's bf16 references from the same GPU. On the CPU mirror it runs one head at small N and times the Go code, which builds every trace record as it goes: a picture of the growth with N, not of a GPU's speed.</p><form id=\"sweep-form\" novalidate><div class=\"row4\"><label class=\"field\" for=\"s-engine\"><span class=\"label\">Engine</span> <select id=\"s-engine\" name=\"engine\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"sweep-page\"><section class=\"panel\"><h1>Naive against flash, timed</h1><h2 id=\"sweep-title\" data-testid=\"sweep-title\">Results</h2><p class=\"source\" id=\"sweep-source\"></p><p class=\"note\" id=\"sweep-how\" data-testid=\"sweep-how\"></p><div class=\"sweep-filters\"><label>d <select id=\"f-d\"></select></label> <label>causal <select id=\"f-causal\"><option value=\"false\">no</option><option value=\"true\">yes</option></select></label> <span class=\"downloads\" id=\"sweep-downloads\"></span></div><p class=\"note\" id=\"sweep-empty\" data-testid=\"sweep-empty\" hidden></p><div class=\"charts\" id=\"sweep-charts\"><figure class=\"view\"><figcaption>Time per forward pass (ms), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-ms\" data-testid=\"chart-ms\"></canvas></div></figure><figure class=\"view\"><figcaption>Throughput (TFLOP/s), log scales</figcaption><div class=\"chart-box\"><canvas id=\"chart-tflops\" data-testid=\"chart-tflops\"></canvas></div></figure></div><p class=\"note\" id=\"sweep-oom\" data-testid=\"sweep-oom\"></p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.GPU != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<option value=\"gpu\" selected>GPU: ")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				var templ_7745c5c3_Var3 string
-				templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(v.GPU)
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 64, Col: 50}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</option> ")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<option value=\"cpu\"")
+			var templ_7745c5c3_Var3 = []any{"sweep-table-box", templ.KV("awaits", v.HasRecorded)}
+			templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_Buffer, templ_7745c5c3_Var3...)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.GPU == "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, " selected")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, ">CPU mirror</option></select> <span class=\"field-error\" id=\"serr-engine\" data-field=\"engine\"></span></label> <label class=\"field\" for=\"s-n\"><span class=\"label\">N</span> <input id=\"s-n\" name=\"n\" type=\"text\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<div class=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var4 string
-			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(v.Data.DefaultNs)
+			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(templ.CSSClasses(templ_7745c5c3_Var3).String())
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 72, Col: 68}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 1, Col: 0}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\"> <span class=\"help\" id=\"s-n-help\">comma-separated, 16 to ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "\" tabindex=\"0\" role=\"region\" aria-label=\"Every point of the sweep\"><table class=\"figures\" id=\"sweep-table\" data-testid=\"sweep-table\"></table></div></section><section class=\"panel\"><h2>Run a sweep</h2><p>Both kernels on the same inputs across sequence lengths. Naive writes the N×N scores and probabilities of every head to device memory, so its memory grows with N² and it runs out long before flash, which holds one tile on chip. FLOPs are 4·B·H·N²·d, halved under a causal mask.</p><p class=\"note\">On a GPU the sweep runs the FlashAttention benchmark shapes (B·N = 16384 tokens, H·d = 2048) and times each point by CUDA events: flashstep's <strong>float32</strong> pair (no tensor cores) and its <strong>bf16</strong> pair on tensor cores (flash2_fast, naive_mma), drawn beside PyTorch's bf16 references from the same GPU. On the CPU mirror it runs one head at small N and times the Go code, which builds every trace record as it goes: a picture of the growth with N, not of a GPU's speed.</p><form id=\"sweep-form\" novalidate><div class=\"row4\"><label class=\"field\" for=\"s-engine\"><span class=\"label\">Engine</span> <select id=\"s-engine\" name=\"engine\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var5 string
-			templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxGPUN))
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 73, Col: 93}
+			if v.GPU != "" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<option value=\"gpu\" selected>GPU: ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var5 string
+				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(v.GPU)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 66, Col: 50}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</option> ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<option value=\"cpu\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, " on the GPU, 16 to ")
+			if v.GPU == "" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, " selected")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, ">CPU mirror</option></select> <span class=\"field-error\" id=\"serr-engine\" data-field=\"engine\"></span></label> <label class=\"field\" for=\"s-n\"><span class=\"label\">N</span> <input id=\"s-n\" name=\"n\" type=\"text\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var6 string
-			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxCPUN))
+			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(v.Data.DefaultNs)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 73, Col: 144}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 74, Col: 68}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, " on the CPU mirror</span> <span class=\"field-error\" id=\"serr-n\" data-field=\"n\"></span></label> <label class=\"field\" for=\"s-d\"><span class=\"label\">d</span> <input id=\"s-d\" name=\"d\" type=\"text\" value=\"64\"> <span class=\"field-error\" id=\"serr-d\" data-field=\"d\"></span></label> <label class=\"field\" for=\"s-causal\"><span class=\"label\">Causal</span> <select id=\"s-causal\" name=\"causal\"><option value=\"0,1\">both</option><option value=\"0\">no</option><option value=\"1\">yes</option></select> <span class=\"field-error\" id=\"serr-causal\" data-field=\"causal\"></span></label> <label class=\"field\" for=\"s-repeats\"><span class=\"label\">Repeats</span> <input id=\"s-repeats\" name=\"repeats\" type=\"number\" min=\"1\" max=\"20\" value=\"3\"> <span class=\"field-error\" id=\"serr-repeats\" data-field=\"repeats\"></span></label> <label class=\"field\" for=\"s-batch\"><span class=\"label\">Batch, heads</span> <input id=\"s-batch\" name=\"batch\" type=\"text\" placeholder=\"16384/N\"> <input id=\"s-heads\" name=\"heads\" type=\"text\" placeholder=\"2048/d\"> <span class=\"field-error\" id=\"serr-batch\" data-field=\"batch\"></span> <span class=\"field-error\" id=\"serr-heads\" data-field=\"heads\"></span></label></div><div class=\"actions\"><button type=\"submit\" class=\"primary\" id=\"sweep-run\">Run the sweep</button> <button type=\"button\" id=\"sweep-cancel\" disabled>Cancel</button> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "\"> <span class=\"help\" id=\"s-n-help\">comma-separated, 16 to ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var7 string
+			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxGPUN))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 75, Col: 93}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, " on the GPU, 16 to ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var8 string
+			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxCPUN))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 75, Col: 144}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, " on the CPU mirror</span> <span class=\"field-error\" id=\"serr-n\" data-field=\"n\"></span></label> <label class=\"field\" for=\"s-d\"><span class=\"label\">d</span> <input id=\"s-d\" name=\"d\" type=\"text\" value=\"64\"> <span class=\"field-error\" id=\"serr-d\" data-field=\"d\"></span></label> <label class=\"field\" for=\"s-causal\"><span class=\"label\">Causal</span> <select id=\"s-causal\" name=\"causal\"><option value=\"0,1\">both</option><option value=\"0\">no</option><option value=\"1\">yes</option></select> <span class=\"field-error\" id=\"serr-causal\" data-field=\"causal\"></span></label> <label class=\"field\" for=\"s-repeats\"><span class=\"label\">Repeats</span> <input id=\"s-repeats\" name=\"repeats\" type=\"number\" min=\"1\" max=\"20\" value=\"3\"> <span class=\"field-error\" id=\"serr-repeats\" data-field=\"repeats\"></span></label> <label class=\"field\" for=\"s-batch\"><span class=\"label\">Batch, heads</span> <input id=\"s-batch\" name=\"batch\" type=\"text\" placeholder=\"16384/N\"> <input id=\"s-heads\" name=\"heads\" type=\"text\" placeholder=\"2048/d\"> <span class=\"field-error\" id=\"serr-batch\" data-field=\"batch\"></span> <span class=\"field-error\" id=\"serr-heads\" data-field=\"heads\"></span></label></div><div class=\"actions\"><button type=\"submit\" class=\"primary\" id=\"sweep-run\">Run the sweep</button> <button type=\"button\" id=\"sweep-cancel\" disabled>Cancel</button> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.HasRecorded {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<button type=\"button\" id=\"sweep-recorded\">Show the sweep recorded on ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<button type=\"button\" id=\"sweep-recorded\">Show the sweep recorded on ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var7 string
-				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(v.RecordedOn)
+				var templ_7745c5c3_Var9 string
+				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(v.RecordedOn)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 103, Col: 90}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 105, Col: 90}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</button>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</button>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</div></form><div class=\"sweep-status\"><progress id=\"sweep-progress\" max=\"1\" value=\"0\" data-testid=\"sweep-progress\"></progress> <span id=\"sweep-status\" data-testid=\"sweep-status\" role=\"status\"></span></div></section><section class=\"panel\"><h2>Memory calculator</h2><p>What naive must hold in device memory for S and P, against flash, which keeps its S and P tiles in each block's shared memory; and the N where naive stops fitting the GPU.</p><form id=\"memory-form\" class=\"row4\" novalidate><label class=\"field\"><span class=\"label\">B</span><input id=\"m-b\" name=\"b\" type=\"number\" value=\"4\"><span class=\"field-error\" data-field=\"b\"></span></label> <label class=\"field\"><span class=\"label\">H</span><input id=\"m-h\" name=\"h\" type=\"number\" value=\"32\"><span class=\"field-error\" data-field=\"h\"></span></label> <label class=\"field\"><span class=\"label\">N</span><input id=\"m-n\" name=\"n\" type=\"number\" value=\"4096\"><span class=\"field-error\" data-field=\"n\"></span></label> <label class=\"field\"><span class=\"label\">d</span><input id=\"m-d\" name=\"d\" type=\"number\" value=\"64\"><span class=\"field-error\" data-field=\"d\"></span></label> <label class=\"field\"><span class=\"label\">elements</span> <select id=\"m-dtype\" name=\"dtype\"><option value=\"f32\">float32</option> <option value=\"bf16\">bf16</option></select> <span class=\"field-error\" data-field=\"dtype\"></span></label></form><dl class=\"memory\" id=\"memory-out\" data-testid=\"memory-out\"></dl></section><section class=\"panel\"><h2>Memory traffic: the model against the hardware</h2><p>Every step of a trace carries the bytes it loads and stores: requests to the L2 cache, from the kernel's access pattern. How many reach device memory (DRAM) depends on the cache: flash re-reads K and V once per q-tile, but on an H100 with 50 MB of L2 the heads in flight fit, so most re-reads hit and DRAM sees K and V about once. Naive's S and P do not fit: they round-trip through DRAM. Nsight Compute read the hardware's counters for these runs.</p><table class=\"figures\" id=\"traffic-table\" data-testid=\"traffic-table\"></table></section></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</div></form><div class=\"sweep-status\"><progress id=\"sweep-progress\" max=\"1\" value=\"0\" data-testid=\"sweep-progress\"></progress> <span id=\"sweep-status\" data-testid=\"sweep-status\" role=\"status\"></span></div></section><section class=\"panel\"><h2>Memory calculator</h2><p>What naive must hold in device memory for S and P, against flash, which keeps its S and P tiles in each block's shared memory; and the N where naive stops fitting the GPU.</p><form id=\"memory-form\" class=\"row4\" novalidate><label class=\"field\"><span class=\"label\">B</span><input id=\"m-b\" name=\"b\" type=\"number\" value=\"4\"><span class=\"field-error\" data-field=\"b\"></span></label> <label class=\"field\"><span class=\"label\">H</span><input id=\"m-h\" name=\"h\" type=\"number\" value=\"32\"><span class=\"field-error\" data-field=\"h\"></span></label> <label class=\"field\"><span class=\"label\">N</span><input id=\"m-n\" name=\"n\" type=\"number\" value=\"4096\"><span class=\"field-error\" data-field=\"n\"></span></label> <label class=\"field\"><span class=\"label\">d</span><input id=\"m-d\" name=\"d\" type=\"number\" value=\"64\"><span class=\"field-error\" data-field=\"d\"></span></label> <label class=\"field\"><span class=\"label\">elements</span> <select id=\"m-dtype\" name=\"dtype\"><option value=\"f32\">float32</option> <option value=\"bf16\">bf16</option></select> <span class=\"field-error\" data-field=\"dtype\"></span></label></form><dl class=\"memory\" id=\"memory-out\" data-testid=\"memory-out\"></dl></section><section class=\"panel\"><h2>Memory traffic: the model against the hardware</h2><p>Every step of a trace carries the bytes it loads and stores: requests to the L2 cache, from the kernel's access pattern. How many reach device memory (DRAM) depends on the cache: flash re-reads K and V once per q-tile, but on an H100 with 50 MB of L2 the heads in flight fit, so most re-reads hit and DRAM sees K and V about once. Naive's S and P do not fit: they round-trip through DRAM. Nsight Compute read the hardware's counters for these runs.</p><table class=\"figures\" id=\"traffic-table\" data-testid=\"traffic-table\"></table></section></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -163,7 +185,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, " <script src=\"/static/vendor/chart/chart.umd.min.js\"></script> <script type=\"module\" src=\"/static/js/sweep.js\"></script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, " <script src=\"/static/vendor/chart/chart.umd.min.js\"></script> <script type=\"module\" src=\"/static/js/sweep.js\"></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -48,6 +48,20 @@ func (s *Server) lessonPage(w http.ResponseWriter, r *http.Request) error {
 		templates.LessonView{Lesson: l, Prev: prev, Next: next, Total: len(c.Lessons), Course: c.Lessons}))
 }
 
+// glossary is the course's glossary page.
+func (s *Server) glossary(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.course()
+	if err != nil {
+		return err
+	}
+	v := templates.GlossaryView{}
+	for _, t := range lessons.Glossary {
+		l, _ := c.Lesson(t.Lesson)
+		v.Terms = append(v.Terms, templates.GlossaryEntry{Term: t, Lesson: l})
+	}
+	return render(w, r, http.StatusOK, templates.GlossaryPage(s.page("Glossary", "lessons"), v))
+}
+
 // checkpointRequest is the body of POST /api/checkpoints/{lesson}/{id}.
 type checkpointRequest struct {
 	Answer string `json:"answer"`

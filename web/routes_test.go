@@ -104,6 +104,7 @@ func routeCases(t *testing.T) map[string]routeCase {
 		"GET /lessons":              {path: "/lessons"},
 		"GET /lessons/{slug}":       {path: "/lessons/" + l.Slug, pathParam: "slug"},
 		"GET /playground":           {path: "/playground"},
+		"GET /glossary":             {path: "/glossary"},
 		"GET /kernels":              {path: "/kernels"},
 		"GET /ladder":               {path: "/ladder"},
 		"GET /sweep":                {path: "/sweep"},

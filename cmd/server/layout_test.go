@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/lessons"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -38,7 +40,8 @@ const toyRun = "variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1" // recor
 
 // layoutProblems lists what a reader would see as broken on the current
 // page: an element whose content spills out of its box, a select box whose
-// longest option is cut off, a page wider than the screen.
+// longest option is cut off, a page wider than the screen. Text only a
+// screen reader reads (.sr-only) is clipped on purpose.
 func layoutProblems(ctx context.Context, t *testing.T) []string {
 	t.Helper()
 	js := `(() => {
@@ -46,7 +49,7 @@ func layoutProblems(ctx context.Context, t *testing.T) []string {
 	  const name = (el) => el.id ? '#' + el.id : el.tagName.toLowerCase() + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).join('.') : '');
 	  if (document.documentElement.scrollWidth > innerWidth + 1) out.push('the page is ' + document.documentElement.scrollWidth + ' px wide in a ' + innerWidth + ' px screen');
 	  for (const el of document.querySelectorAll('body *')) {
-	    if (!el.offsetParent || el.closest('svg, .katex, [hidden]')) continue;
+	    if (!el.offsetParent || el.closest('svg, .katex, [hidden], .sr-only')) continue; // .sr-only: clipped on purpose, for screen readers
 	    const cs = getComputedStyle(el);
 	    if (cs.display === 'inline' || cs.overflowX === 'auto' || cs.overflowX === 'scroll' || el.tagName === 'SELECT' || el.tagName === 'INPUT') continue;
 	    if (el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) out.push(name(el) + ' overflows: ' + el.scrollWidth + ' px of content in ' + el.clientWidth + ' px');
@@ -679,5 +682,181 @@ func TestBrowserCompareBF16Pair(t *testing.T) {
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserTaught: a lesson's frame says how far the course has gone
+// (taught=N), and the stepper shows nothing a later lesson teaches as if
+// known. The toy run after lesson 1 shows P as not yet divided by its row's
+// sum and the rows without m, α and l, each saying lesson 5 explains them,
+// and names rows and keys, not q-tiles; after lesson 5 it shows them all.
+// Either way the batch-head reads "batch 0, head 0", the short "b0 h0" of
+// its box is explained, and −∞, the max before the first tile, is no error.
+func TestBrowserTaught(t *testing.T) {
+	base, _ := startServer(t)
+	ctx := browserSized(t, 1366, 900)
+	problems := watchConsole(ctx)
+	embed := base + "/step?" + toyRun + "&embed=1&panels=qkv,s,p,rows,final"
+	type shown struct {
+		Title, Explain, PCaption, OCaption, RowsCaption, RowsNote, QLabel, BHOption, BHLabel, Figures string
+		Heads                                                                                         []string
+		Alpha                                                                                         int
+		MOldClass                                                                                     string
+	}
+	read := func() shown {
+		t.Helper()
+		return evalJS[shown](ctx, t, `(() => {
+		  const $ = (id) => document.getElementById(id);
+		  return {
+		    title: $('step-title').textContent, explain: $('step-explain').textContent,
+		    pCaption: $('p-caption').textContent, oCaption: $('o-caption').textContent,
+		    rowsCaption: $('rows-caption').textContent, rowsNote: $('rows-note').textContent,
+		    qLabel: $('sel-q-label').textContent, bhOption: $('sel-bh').options[0]?.title ?? '',
+		    bhLabel: $('sel-bh').closest('label').title, figures: $('kernel-figures').textContent,
+		    heads: [...document.querySelectorAll('#rows th .sr-only')].map((e) => e.textContent),
+		    alpha: document.querySelectorAll('#rows [data-testid^=alpha-]').length,
+		    mOldClass: document.querySelector('[data-testid=m-old-0]')?.className ?? '',
+		  };
+		})()`)
+	}
+
+	navigate(ctx, t, embed+"&taught=1&step=3")
+	waitText(ctx, t, "#run-status", "Trace complete")
+	waitText(ctx, t, "#step-label", "3 / 20")
+	l1 := read()
+	if !strings.Contains(l1.PCaption, "not yet divided by the row's sum (lesson 5") {
+		t.Errorf("after lesson 1 the P caption says %q", l1.PCaption)
+	}
+	if l1.Alpha != 0 || slices.Contains(l1.Heads, "m old") || !strings.Contains(l1.RowsNote, "lesson 5") || strings.Contains(l1.RowsCaption, "softmax") {
+		t.Errorf("after lesson 1 the rows show %v (%d α cells), captioned %q, noting %q", l1.Heads, l1.Alpha, l1.RowsCaption, l1.RowsNote)
+	}
+	for _, s := range []string{l1.Title, l1.Explain, l1.QLabel} {
+		if strings.Contains(s, "α") || strings.Contains(s, "m_new") || strings.Contains(s, "tile") {
+			t.Errorf("after lesson 1 the step says %q", s)
+		}
+	}
+	if !strings.Contains(l1.Title, "Rows 0–1 × keys 4–5, batch 0, head 0") || !strings.Contains(l1.Explain, "lesson 5") || l1.QLabel != "Rows" {
+		t.Errorf("after lesson 1: title %q, explanation %q, box %q", l1.Title, l1.Explain, l1.QLabel)
+	}
+	if !strings.Contains(l1.Figures, "lesson 9") || strings.Contains(l1.Figures, "registers,") {
+		t.Errorf("after lesson 1 the kernel's figures read %q", l1.Figures)
+	}
+	if l1.BHOption != "batch 0, head 0" || !strings.Contains(l1.BHLabel, "b1 h7 is batch 1, head 7") {
+		t.Errorf("the batch-head box: option %q, label %q", l1.BHOption, l1.BHLabel)
+	}
+	// Stepping keeps the lesson's taught= in the frame's URL.
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`location.search.includes('step=4') && location.search.includes('taught=1')`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		t.Errorf("after a step the URL is %s", loc)
+	}
+
+	navigate(ctx, t, embed+"&taught=5&step=1")
+	waitText(ctx, t, "#run-status", "Trace complete")
+	waitText(ctx, t, "#step-label", "1 / 20")
+	first := read()
+	// The first kv-tile: m_old is −∞, calm and explained.
+	if !strings.Contains(first.MOldClass, "neginf") || !strings.Contains(first.RowsNote, "−∞") || strings.Contains(first.RowsNote, "lesson 5") {
+		t.Errorf("after lesson 5, at the first tile: m_old's class %q, note %q", first.MOldClass, first.RowsNote)
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight), chromedp.KeyEvent(kb.ArrowRight)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#step-label", "3 / 20")
+	l5 := read()
+	if l5.PCaption != "P = exp(S − m_new), unnormalised" || l5.Alpha != 2 || !slices.Contains(l5.Heads, "m old") || l5.RowsNote != "" {
+		t.Errorf("after lesson 5: P caption %q, rows %v with %d α cells, note %q", l5.PCaption, l5.Heads, l5.Alpha, l5.RowsNote)
+	}
+	if !strings.Contains(l5.Title, "Q-tile 0 (rows 0–1) × kv-tile 2 (cols 4–5), batch 0, head 0") || !strings.Contains(l5.Explain, "α = exp(m_old − m_new)") || l5.QLabel != "Q-tile" {
+		t.Errorf("after lesson 5: title %q, explanation %q, box %q", l5.Title, l5.Explain, l5.QLabel)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// legibleJS lists, in a page and every frame in it, what a student could
+// not read in an embedded widget at this size: a number printed smaller
+// than 12 px (text, or figures drawn on a canvas), a timeline's SM label
+// without room, a memory figure whose squares run into the chip's box.
+const legibleJS = `(() => {
+  const out = [];
+  const docs = [[document, 'page']];
+  for (const f of document.querySelectorAll('iframe')) {
+    try { if (f.contentDocument) docs.push([f.contentDocument, (f.closest('[id]') || f).id]); } catch (e) {}
+  }
+  for (const [d, where] of docs) {
+    const root = where === 'page' ? [...d.querySelectorAll('.widget')] : [d.body];
+    for (const r of root) {
+      const walk = d.createTreeWalker(r, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const el = n.parentElement;
+        if (!/\d/.test(n.textContent) || !el || !el.getClientRects().length || el.closest('[hidden], .tip, .sr-only, .katex, script')) continue;
+        const cs = d.defaultView.getComputedStyle(el);
+        if (cs.visibility !== 'visible' || cs.display === 'none') continue;
+        const px = parseFloat(cs.fontSize);
+        if (px < 11.95) out.push(where + ': "' + n.textContent.trim().slice(0, 40) + '" at ' + px.toFixed(1) + ' px');
+      }
+    }
+    for (const c of d.querySelectorAll('canvas[data-font-px]')) {
+      const px = parseFloat(c.dataset.fontPx);
+      if (px > 0 && px < 11.95 && c.getClientRects().length) out.push(where + ': ' + (c.id || c.parentElement.id || 'a canvas') + ' prints at ' + px + ' px');
+      if (Number(c.dataset.labelRoom) < 0) out.push(where + ': ' + c.id + ' has ' + c.dataset.labelRoom + ' px of room for its labels');
+    }
+    for (const c of d.querySelectorAll('canvas[data-chip-left]')) {
+      if (Number(c.dataset.contentRight) > Number(c.dataset.chipLeft)) out.push(where + ': a memory figure runs to ' + c.dataset.contentRight + ' px, the chip starts at ' + c.dataset.chipLeft);
+    }
+  }
+  return out;
+})()`
+
+// TestBrowserWidgetLegibility: in every lesson's embedded widgets, at the
+// lesson page's width on a laptop (1366×900) and an old projector
+// (1024×768), no number is smaller than 12 px, the timeline's SM labels
+// have their room, and naive's S and P squares keep clear of the chip's
+// box; the side by side of a ragged run at 1024 px too.
+func TestBrowserWidgetLegibility(t *testing.T) {
+	base, _ := startServer(t)
+	course, err := lessons.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := browserSized(t, 1366, 900)
+	problems := watchConsole(ctx)
+	framesDone := `[...document.querySelectorAll('iframe')].every((f) => {
+	  const d = f.contentDocument; const s = d && (d.getElementById('run-status') || d.getElementById('c-status'));
+	  return s && /Trace complete|Both traces are in/.test(s.textContent);
+	})`
+	for _, sc := range []struct{ w, h int }{{1366, 900}, {1024, 768}} {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(sc.w), int64(sc.h))); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range course.Lessons {
+			framed := false
+			for _, w := range l.Widgets {
+				framed = framed || w.Framed()
+			}
+			if !framed {
+				continue
+			}
+			navigate(ctx, t, base+"/lessons/"+l.Slug)
+			evalJS[int](ctx, t, `(document.querySelectorAll('iframe').forEach((f) => { f.loading = 'eager'; }), 0)`)
+			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](framesDone, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				t.Fatalf("%s at %d×%d: the frames did not finish their runs: %v", l.Slug, sc.w, sc.h, err)
+			}
+			if p := evalJS[[]string](ctx, t, legibleJS); len(p) > 0 {
+				t.Errorf("%s at %d×%d:\n%s", l.Slug, sc.w, sc.h, strings.Join(p, "\n"))
+			}
+		}
+	}
+	navigate(ctx, t, base+"/compare?"+strings.Replace(lessons.Runs["ragged-causal"].Query, "variant=flash2&", "", 1)+"&step=30")
+	waitText(ctx, t, "#c-status", "Both traces are in")
+	if p := evalJS[[]string](ctx, t, legibleJS); len(p) > 0 {
+		t.Errorf("naive against flash at 1024×768:\n%s", strings.Join(p, "\n"))
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the pages logged problems:\n%s", strings.Join(p, "\n"))
 	}
 }

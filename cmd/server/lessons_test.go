@@ -62,7 +62,7 @@ func TestBrowserLesson(t *testing.T) {
 		t.Fatal(err)
 	}
 	answer(strconv.FormatFloat(right+0.5, 'f', 3, 64))
-	waitText(ctx, t, cp+" .verdict", "Not quite: the kernel's value is lower than")
+	waitText(ctx, t, cp+" .verdict", "Not quite. m_new is the larger of m_old and this tile's largest score")
 	if hidden, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('`+cp+` .explanation').hidden`)); !hidden {
 		t.Error("a wrong answer shows the explanation")
 	}
@@ -453,6 +453,15 @@ func TestBrowserLoopWidget(t *testing.T) {
 	want := loop.Part(correct, loop.Run(&w.Run, 0, q, w.Slips), w.Row%w.Run.Br, w.Run.D)
 	if want.KV < 0 {
 		t.Fatalf("the lesson's slip does not part: %+v", want)
+	}
+	// The slipped loop waits until its checkpoint is answered or the
+	// student runs it: the table must not answer the question first.
+	waitText(ctx, t, "#loop-toy [data-testid=loop-status]", "predict where the slipped loop parts")
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#loop-toy td.parted, #loop-toy tr.first-part').length`)); n != 0 {
+		t.Error("the held loop marks where it parts")
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#loop-toy [data-testid="loop-run-slipped"]`))); err != nil {
+		t.Fatal(err)
 	}
 	waitText(ctx, t, "#loop-toy [data-testid=loop-status]", fmt.Sprintf("part after kv-tile %d, first in %s", want.KV, want.What))
 	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#loop-toy td.parted').length`)); n == 0 {

@@ -9,9 +9,13 @@ import { TraceModel } from './model.js';
 import { TileGrid, fmtBytes } from './views.js';
 import { describe, materialises } from './steps.js';
 import { reportSize } from './embed.js';
+import { Knowledge, taughtUpTo } from './taught.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('compare-data').textContent);
+// A lesson's frame says how far its course has gone (taught=N): the panes
+// tell their steps in the words read so far.
+const know = new Knowledge(taughtUpTo(location.search));
 
 const panes = {};
 let positions = []; // the progress values either kernel reaches, sorted
@@ -23,7 +27,7 @@ function makePane(variant, query) {
   const q = (role) => el.querySelector(`[data-role=${role}]`);
   const p = {
     variant, query, el, model: null, done: false, traffic: null, keys: [],
-    grid: new TileGrid(q('grid'), q('legend'), () => {}),
+    grid: new TileGrid(q('grid'), q('legend'), () => {}, know),
     memory: q('memory'),
     status: q('status'), title: q('title'), l2: q('l2'), dram: q('dram'), buffer: q('buffer'), measured: q('measured'),
   };
@@ -124,6 +128,7 @@ function go(i) {
   q.delete('variant');
   if (new URLSearchParams(page.flash_query).get('variant') === 'flash2_fast') q.set('pair', 'bf16');
   if (page.embed) q.set('embed', '1');
+  if (know.upTo < Infinity) q.set('taught', String(know.upTo));
   q.set('step', String(at + 1));
   history.replaceState(null, '', `${location.pathname}?${q}`); // a room's /r/… path stays
   if (page.embed && window.parent !== window) {
@@ -163,13 +168,17 @@ function drawRace(ks) {
 
 // drawMemory draws where a kernel keeps S and P at step k, to scale: device
 // memory holds Q, K, V and O (N×d each) and, for naive, the N×N S and P,
-// tile by tile as they are written; the chip holds one Br×Bc tile.
+// tile by tile as they are written; the chip holds one Br×Bc tile. The
+// figure is always MEMORY_H tall, so the page keeps its place while the
+// runs arrive; the squares shrink until they and their labels fit inside
+// device memory's box, clear of the chip's.
+const MEMORY_H = 156;
+
 function drawMemory(p, states) {
   const h = p.model.h;
   const c = p.memory;
   const W = Math.max(260, c.parentElement.clientWidth || 320);
-  const side = Math.max(40, Math.min(110, (W - 230) / 2.4)); // the N×N squares
-  const H = side + 46;
+  const H = MEMORY_H;
   const dpr = window.devicePixelRatio || 1;
   c.width = W * dpr; c.height = H * dpr;
   c.style.width = `${W}px`; c.style.height = `${H}px`;
@@ -179,13 +188,33 @@ function drawMemory(p, states) {
   g.font = '12px system-ui, sans-serif';
   g.textBaseline = 'top';
   const hbmW = W - 110;
+  const naive = materialises(h.variant);
+  const squares = naive ? ['S', 'P'].map((name) => ({ name, label: `${name} ${fmtBytes(h.N * h.N * (name === 'P' && h.dtype === 'bf16' ? 2 : 4))}` })) : [];
+  const words = ['no S, no P here: only', 'Q, K, V in and O out'];
+  const textW = (t) => g.measureText(t).width;
+  // Where the strips and squares of a given side end, labels included.
+  const layout = (side) => {
+    const strip = Math.max(2, side * h.D / h.N);
+    let x = 8 + 4 * (Math.max(strip, 10) + 4) + 6;
+    const at = [];
+    for (const sq of squares) {
+      at.push(x);
+      x += Math.max(side, textW(sq.label)) + 12;
+    }
+    const end = naive ? x - 12 : x + Math.max(...words.map(textW));
+    return { strip, at, end };
+  };
+  let side = Math.max(40, Math.min(110, (W - 230) / 2.4)); // the N×N squares
+  while (side > 16 && layout(side).end > hbmW - 6) side--;
+  const { strip, at, end } = layout(side);
+  c.dataset.contentRight = String(Math.ceil(end));
+  c.dataset.chipLeft = String(hbmW + 8);
   // Device memory.
   g.strokeStyle = '#8a939e'; g.lineWidth = 1;
   g.strokeRect(0.5, 0.5, hbmW, H - 1);
   g.fillStyle = '#333';
   g.fillText('device memory (HBM)', 6, 4);
   const y0 = 24;
-  const strip = Math.max(2, side * h.D / h.N);
   let x = 8;
   for (const name of ['Q', 'K', 'V', 'O']) {
     g.fillStyle = name === 'O' ? '#9bb7e0' : '#c8ced6';
@@ -195,10 +224,11 @@ function drawMemory(p, states) {
     x += Math.max(strip, 10) + 4;
   }
   x += 6;
-  if (materialises(h.variant)) {
+  if (naive) {
     const fills = { S: ['stored', 'normalised', 'consumed', 'current'], P: ['normalised', 'consumed'] };
     const colour = { S: '#e8a15c', P: '#9d6fcf' };
-    for (const name of ['S', 'P']) {
+    squares.forEach(({ name, label }, n) => {
+      x = at[n];
       g.fillStyle = '#fff';
       g.fillRect(x, y0, side, side);
       const tw = side * h.Bc / h.N, th = side * h.Br / h.N;
@@ -211,13 +241,12 @@ function drawMemory(p, states) {
       g.strokeStyle = '#555';
       g.strokeRect(x + 0.5, y0 + 0.5, side, side);
       g.fillStyle = '#333';
-      g.fillText(`${name} ${fmtBytes(h.N * h.N * (name === 'P' && h.dtype === 'bf16' ? 2 : 4))}`, x, y0 + side + 3);
-      x += side + 12;
-    }
+      g.fillText(label, x, y0 + side + 3);
+    });
   } else {
     g.fillStyle = '#555';
-    g.fillText('no S, no P here: only', x, y0 + side / 2 - 14);
-    g.fillText('Q, K, V in and O out', x, y0 + side / 2 + 2);
+    g.fillText(words[0], x, y0 + side / 2 - 14);
+    g.fillText(words[1], x, y0 + side / 2 + 2);
   }
   // On chip: one tile, at the same scale as the N×N squares.
   const cx = hbmW + 8;
@@ -226,7 +255,7 @@ function drawMemory(p, states) {
   g.fillStyle = '#0b5fff';
   g.fillText('on chip', cx + 6, 4);
   const tw = Math.max(2, side * h.Bc / h.N), th = Math.max(2, side * h.Br / h.N);
-  g.fillStyle = materialises(h.variant) ? '#e8a15c' : '#9bb7e0';
+  g.fillStyle = naive ? '#e8a15c' : '#9bb7e0';
   g.fillRect(cx + 8, y0, Math.min(tw, W - cx - 16), th);
   g.fillStyle = '#333';
   g.fillText(`${h.Br}×${h.Bc} tile`, cx + 6, Math.min(H - 30, y0 + th + 4));
@@ -243,7 +272,7 @@ function drawPane(p, k) {
     p.l2.textContent = p.dram.textContent = '0 B read, 0 B written';
   } else {
     const r = p.model.steps[k];
-    p.title.textContent = `Step ${k + 1} of ${p.model.length}: ${describe(h, r)[0]}`;
+    p.title.textContent = `Step ${k + 1} of ${p.model.length}: ${describe(h, r, know)[0]}`;
     p.l2.textContent = `${fmtBytes(p.model.cumRead[k])} read, ${fmtBytes(p.model.cumWritten[k])} written`;
     const c = p.cumDRAM[k];
     p.dram.textContent = `${fmtBytes(c[2])} read, ${fmtBytes(c[3])} written`;

@@ -106,7 +106,9 @@ function showVerdict(cp, v) {
   }[v.status] || v.hint || 'Something went wrong.';
   verdict.textContent = text;
   verdict.className = `verdict ${v.status}`;
-  cp.classList.toggle('settled', v.status === 'correct' || v.status === 'revealed');
+  const settled = v.status === 'correct' || v.status === 'revealed';
+  cp.classList.toggle('settled', settled);
+  if (settled) settle(cp.dataset.checkpoint);
   const exp = $('.explanation', cp);
   if (v.explanation) {
     exp.replaceChildren();
@@ -137,6 +139,17 @@ function showVerdict(cp, v) {
   }
 }
 
+// settle shows what waited on a checkpoint's answer: the text that
+// discusses it (::: reveal after=ID) and, through an event, the widgets
+// that hold back a conclusion until it is answered (the loop's parting).
+function settle(id) {
+  for (const el of $$(`.reveal[data-after="${id}"]`)) el.hidden = false;
+  const done = new Set((document.body.dataset.settled || '').split(',').filter(Boolean));
+  done.add(id);
+  document.body.dataset.settled = [...done].join(',');
+  document.dispatchEvent(new CustomEvent('flashstep-settled', { detail: { checkpoint: id } }));
+}
+
 async function submitCheckpoint(cp, reveal) {
   const form = $('form', cp);
   const id = cp.dataset.checkpoint;
@@ -162,14 +175,46 @@ async function submitCheckpoint(cp, reveal) {
     verdict.className = 'verdict invalid';
     return;
   }
+  if (body.status === 'wrong' && !reveal) cp.dataset.missed = '1';
   showVerdict(cp, body);
   if (body.status === 'correct' || body.status === 'revealed') {
     progress.set(data.slug, id, {
       status: body.status, answer: body.answer, explanation: body.explanation,
-      step: body.step, widget: body.widget, source: body.source,
+      step: body.step, widget: body.widget, source: body.source, missed: cp.dataset.missed === '1',
     });
     updateLessonProgress();
   }
+  updateRevisit();
+}
+
+// updateRevisit fills the closing check's box: every question missed
+// (answered wrong before right, or given up) names its lesson.
+function updateRevisit() {
+  const box = $('#revisit');
+  if (!box) return;
+  const asked = $$('section.checkpoint[data-revisit]').filter((cp) => cp.dataset.revisit);
+  const why = new Map();
+  let settled = 0;
+  asked.forEach((cp, k) => {
+    const saved = progress.get(data.slug, cp.dataset.checkpoint);
+    if (!saved) return;
+    settled++;
+    if (saved.status === 'revealed' || saved.missed) {
+      why.set(cp.dataset.revisit, [...(why.get(cp.dataset.revisit) || []), k + 1]);
+    }
+  });
+  for (const li of $$('li[data-lesson]', box)) {
+    const missed = why.get(li.dataset.lesson);
+    li.hidden = !missed;
+    $('.revisit-why', li).textContent = missed
+      ? ` (question${missed.length > 1 ? 's' : ''} ${missed.join(', ')})`
+      : '';
+  }
+  $('.revisit-status', box).textContent = settled === 0
+    ? 'Answer the questions above: this box then names the lessons to read again.'
+    : why.size === 0
+      ? `${settled} of ${asked.length} answered, all right the first time${settled === asked.length ? ': nothing to revisit.' : '.'}`
+      : `${settled} of ${asked.length} answered. Read again:`;
 }
 
 function initCheckpoints() {
@@ -299,5 +344,6 @@ initPlaygrounds();
 initLoopWidgets();
 initProjector();
 updateLessonProgress();
+updateRevisit();
 followHash();
 window.addEventListener('hashchange', followHash);

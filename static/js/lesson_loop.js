@@ -1,8 +1,13 @@
-// Lesson 10's loop widget: the tiled-attention loop of one q-tile run on
+// Lesson 12's loop widget: the tiled-attention loop of one q-tile run on
 // the server (GET /api/loop) correctly and with the slips switched on, the
 // two side by side per kv-tile for one row, every number that differs
 // marked, and the kv-tile where they first part named. Switching a slip off
 // is fixing that line: the two runs then agree.
+//
+// Where a checkpoint asks where the loops part, the widget first shows the
+// correct loop alone: the slipped loop's numbers wait until the student
+// runs it (a button) or has answered the checkpoint, so that the table
+// does not answer the question before it is asked.
 import { fmt } from './playground.js';
 
 const SLIPS = [
@@ -13,6 +18,15 @@ const SLIPS = [
   { id: 'no-divide', label: '(c) O is never divided by l',
     wrong: 'O_i = O                  ← no division', right: 'O_i = O / l' },
 ];
+
+// unsettled are the checkpoints about a widget (its figure's
+// data-asked-by) not yet answered or given up on this page: answered
+// before (the progress kept in this browser), they wait for nothing.
+export function unsettled(root) {
+  const settled = (document.body.dataset.settled || '').split(',');
+  const asked = root.closest('figure')?.dataset.askedBy || '';
+  return new Set(asked.split(',').filter((id) => id && !settled.includes(id)));
+}
 
 function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
@@ -48,6 +62,13 @@ class LoopWidget {
     this.query = root.dataset.query;
     this.slips = root.dataset.slips ? root.dataset.slips.split(',') : [];
     this.row = Number(root.dataset.row);
+    // Checkpoints answered before (the progress kept in this browser) wait
+    // for nothing.
+    this.waitingFor = unsettled(root);
+    this.held = this.waitingFor.size > 0;
+    document.addEventListener('flashstep-settled', (ev) => {
+      if (this.waitingFor.delete(ev.detail.checkpoint) && this.waitingFor.size === 0) this.unhold();
+    });
     const switches = el('fieldset', { class: 'loop-slips' }, el('legend', { text: 'Slips in the loop (untick one to fix that line)' }));
     for (const s of SLIPS) {
       const box = el('input', { type: 'checkbox', value: s.id, 'data-testid': `slip-${s.id}` });
@@ -63,9 +84,18 @@ class LoopWidget {
     this.code = el('div');
     this.status = el('p', { class: 'loop-status', 'aria-live': 'polite', 'data-testid': 'loop-status' });
     this.table = el('table', { class: 'loop-table' });
+    this.runButton = el('button', { type: 'button', class: 'button', 'data-testid': 'loop-run-slipped', text: 'Run the slipped loop' });
+    this.runButton.hidden = !this.held;
+    this.runButton.addEventListener('click', () => this.unhold());
     root.replaceChildren(el('div', { class: 'loop-top' }, switches, this.code),
-      el('label', { class: 'loop-row' }, 'row ', this.rowSelect), this.status, el('div', { class: 'loop-scroll' }, this.table));
+      el('div', { class: 'loop-row' }, el('label', {}, 'row ', this.rowSelect), this.runButton), this.status, el('div', { class: 'loop-scroll', tabindex: '0', role: 'region', 'aria-label': `The two loops' numbers, kv-tile by kv-tile (${root.closest('figure')?.id || 'loop'})` }, this.table));
     this.load();
+  }
+
+  unhold() {
+    this.held = false;
+    this.runButton.hidden = true;
+    this.draw();
   }
 
   async load() {
@@ -103,12 +133,13 @@ class LoopWidget {
     const tbody = el('tbody');
     const pair = (tr, a, b) => {
       const diff = !same(a, b);
-      tr.append(el('td', { text: fmt(a) }), el('td', { text: fmt(b), class: diff ? 'parted' : '' }));
+      if (this.held) tr.append(el('td', { text: fmt(a) }), el('td', { text: '?', class: 'held' }));
+      else tr.append(el('td', { text: fmt(a) }), el('td', { text: fmt(b), class: diff ? 'parted' : '' }));
     };
     d.correct.steps.forEach((st, k) => {
       const sl = d.slipped.steps[k];
       const tr = el('tr', { 'data-kv': String(st.kv) });
-      if (part.kv === st.kv) tr.className = 'first-part';
+      if (part.kv === st.kv && !this.held) tr.className = 'first-part';
       tr.append(el('th', { text: String(st.kv) }));
       pair(tr, num(st.m)[r], num(sl.m)[r]);
       pair(tr, num(st.alpha)[r], num(sl.alpha)[r]);
@@ -118,7 +149,7 @@ class LoopWidget {
       for (let x = 0; x < show; x++) pair(tr, o[r * d.d + x], so[r * d.d + x]);
       tbody.append(tr);
     });
-    const out = el('tr', { class: part.kv < 0 && part.output ? 'first-part output' : 'output' });
+    const out = el('tr', { class: part.kv < 0 && part.output && !this.held ? 'first-part output' : 'output' });
     out.append(el('th', { text: 'output' }), el('td', { colspan: '6', text: 'O / l (✗: as the slipped loop writes it)' }));
     const co = num(d.correct.out);
     const so = num(d.slipped.out);
@@ -128,6 +159,8 @@ class LoopWidget {
 
     if (!d.slipped.slips || d.slipped.slips.length === 0) {
       this.status.textContent = 'No slip is on: the two loops are the same loop, and every number agrees.';
+    } else if (this.held) {
+      this.status.textContent = 'The correct loop, kv-tile by kv-tile. Read the listing and predict where the slipped loop parts from it (the checkpoint below), then run it.';
     } else if (part.kv >= 0) {
       this.status.textContent = `The numbers part after kv-tile ${part.kv}, first in ${part.what}. Every kv-tile before it agrees.`;
     } else if (part.output) {
@@ -135,7 +168,7 @@ class LoopWidget {
     } else {
       this.status.textContent = 'On this row the slips change nothing.';
     }
-    this.root.dataset.part = part.kv >= 0 ? String(part.kv) : part.output ? 'output' : 'never';
+    this.root.dataset.part = this.held ? 'held' : part.kv >= 0 ? String(part.kv) : part.output ? 'output' : 'never';
   }
 }
 

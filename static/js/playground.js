@@ -33,9 +33,12 @@ export function fmt(x) {
   return s.replace('-', '−');
 }
 
+// cell is a table cell of a number: inf and NaN stand out as the errors
+// they are; −inf (the running max before its first tile) is ordinary and
+// keeps a calm colour of its own.
 function cell(x, testid) {
   const td = el('td', { text: fmt(x) });
-  if (!Number.isFinite(x)) td.className = Number.isNaN(x) ? 'nan' : 'inf';
+  if (!Number.isFinite(x)) td.className = Number.isNaN(x) ? 'nan' : x < 0 ? 'neginf' : 'inf';
   if (testid) td.dataset.testid = testid;
   return td;
 }
@@ -44,6 +47,15 @@ class Playground {
   constructor(root) {
     this.root = root;
     this.standalone = root.dataset.standalone === '1';
+    // In a lesson whose checkpoints ask where l overflows, the status line
+    // does not say it until they are answered: the student predicts, then
+    // reads the table.
+    const asked = root.closest('figure')?.dataset.askedBy || '';
+    const settled = (document.body.dataset.settled || '').split(',');
+    this.waitingFor = new Set(asked.split(',').filter((id) => id && !settled.includes(id)));
+    document.addEventListener('flashstep-settled', (ev) => {
+      if (this.waitingFor.delete(ev.detail.checkpoint) && this.waitingFor.size === 0) this.update();
+    });
     const s = JSON.parse(root.dataset.settings);
     this.s = { logits: s.logits.slice(), tile: s.tile, max: s.max, dtype: s.dtype };
     this.build();
@@ -90,9 +102,18 @@ class Playground {
     this.tilesTable = el('table', { class: 'pg-tiles' });
     this.weightsTable = el('table', { class: 'pg-weights' });
     this.link = el('a', { class: 'pg-link' });
+    const key = el('p', { class: 'pg-key' },
+      el('span', {}, el('i', { class: 'neginf' }), '−inf: no logit seen yet (m before the first tile); normal'),
+      el('span', {}, el('i', { class: 'inf' }), 'inf, NaN: overflow; an error'));
     this.root.replaceChildren(controls, this.row, this.status,
-      el('div', { class: 'pg-tables' }, this.tilesTable, this.weightsTable), this.link);
+      el('div', { class: 'pg-tables' }, this.scrolls(this.tilesTable, 'Per tile'), this.scrolls(this.weightsTable, 'Per logit')), key, this.link);
     this.rebuildRow();
+  }
+
+  // scrolls puts a table in a box that scrolls it sideways where it is
+  // wider than the page, and that a keyboard can reach to scroll it.
+  scrolls(table, label) {
+    return el('div', { class: 'pg-scroll', tabindex: '0', role: 'region', 'aria-label': label }, table);
   }
 
   // rebuildRow makes one column per logit: a bar to drag and a field to type in.
@@ -190,8 +211,10 @@ class Playground {
       const why = r.firstExpInf === r.firstInf
         ? `exp(${fmt(r.stored[r.firstInf])}) is past ${name}'s largest value`
         : `the sum passes ${name}'s largest value, though no single exp does`;
-      this.status.textContent = `l becomes inf at logit ${r.firstInf}: ${why}. ` +
-        `Every weight is then exp(·)/inf: ${nan} NaN (inf/inf), the rest 0.`;
+      this.status.textContent = this.waitingFor.size > 0
+        ? `l becomes inf in ${name}: every weight is then exp(·)/inf, NaN or 0. At which logit? Predict it in the checkpoint below, then read the l row of the table.`
+        : `l becomes inf at logit ${r.firstInf}: ${why}. ` +
+          `Every weight is then exp(·)/inf: ${nan} NaN (inf/inf), the rest 0.`;
       this.status.className = 'pg-status bad';
     } else if (nan > 0) {
       this.status.textContent = `${nan} weight${nan > 1 ? 's are' : ' is'} NaN: a logit is inf in ${name}, and inf − inf is NaN.`;

@@ -3,15 +3,20 @@
 import { startRun, readFile } from './stream.js';
 import { TraceModel } from './model.js';
 import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
-import { describe, materialises, sub } from './steps.js';
+import { batchHead, batchHeadShort, describe, materialises, sub } from './steps.js';
 import { reportSize } from './embed.js';
+import { Knowledge, taughtUpTo } from './taught.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('page-data').textContent);
 const form = $('run-form');
 
+// What the reader knows: a lesson's frame says how far its course has gone
+// (taught=N); the stepper's own page knows everything.
+const know = new Knowledge(taughtUpTo(location.search));
+
 const views = {
-  grid: new TileGrid($('grid'), $('grid-legend'), (i, j) => jumpToTile(i, j)),
+  grid: new TileGrid($('grid'), $('grid-legend'), (i, j) => jumpToTile(i, j), know),
   s: new Heatmap($('s-tile'), { fit: true }),
   p: new Heatmap($('p-tile'), { fit: true }),
   o: new Heatmap($('o-tile'), { fit: true }),
@@ -160,6 +165,7 @@ $('upload').addEventListener('change', async (ev) => {
   stopRun();
   $('stepper').classList.remove('stale', 'empty');
   state.model = null;
+  state.loaded = false;
   state.k = -1;
   state.want = 0;
   state.transport = `file ${file.name}`;
@@ -216,6 +222,7 @@ function begin(query, wantStep) {
   state.finished = '';
   state.query = query;
   state.model = null;
+  state.loaded = false;
   state.k = -1;
   state.want = wantStep;
   state.t0 = performance.now();
@@ -254,6 +261,7 @@ function begin(query, wantStep) {
 function finishedLoading() {
   const m = state.model;
   if (!m) return;
+  state.loaded = true;
   $('scrub').max = String(Math.max(1, m.length));
   if (state.urlNote) {
     state.finished += state.urlNote;
@@ -298,7 +306,8 @@ let urlTimer = null;
 function syncURL() {
   if (!state.query) return;
   clearTimeout(urlTimer);
-  const extra = (page.embed ? '&embed=1' : '') + (page.panels?.length ? `&panels=${page.panels.join(',')}` : '');
+  const extra = (page.embed ? '&embed=1' : '') + (page.panels?.length ? `&panels=${page.panels.join(',')}` : '') +
+    (know.upTo < Infinity ? `&taught=${know.upTo}` : '');
   urlTimer = setTimeout(() => history.replaceState(null, '', `${pagePath()}?${state.query}${extra}&step=${state.k + 1}`), 150);
 }
 
@@ -354,15 +363,23 @@ document.addEventListener('keydown', (ev) => {
 });
 
 function setupSelectors(h) {
+  // The batch-heads in the box's few characters, "b1 h7"; each says in
+  // words what it is, "batch 1, head 7".
   const bh = $('sel-bh');
   bh.replaceChildren();
   for (let b = h.tracedBH[0]; b < h.tracedBH[1]; b++) {
-    bh.add(new Option(`b${Math.floor(b / h.heads)} h${b % h.heads}`, String(b)));
+    const o = new Option(batchHeadShort(h, b), String(b));
+    o.title = batchHead(h, b);
+    bh.add(o);
   }
+  // Before tiles are taught, a q-tile is its rows.
+  const tiles = know.knows('tiles');
+  $('sel-q-label').textContent = tiles ? 'Q-tile' : 'Rows';
   const q = $('sel-q');
   q.replaceChildren();
   for (let i = h.tracedQ[0]; i < h.tracedQ[1]; i++) {
-    q.add(new Option(`${i} (rows ${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1})`, String(i)));
+    const rows = `${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1}`;
+    q.add(new Option(tiles ? `${i} (rows ${rows})` : rows, String(i)));
   }
 }
 
@@ -393,6 +410,10 @@ let kernelTable = null;
 async function showKernelFigures(h) {
   const el = $('kernel-figures');
   el.textContent = '';
+  if (!know.knows('registers')) {
+    el.textContent = `The kernel's registers and spills, as its compiler reports them: ${know.lesson('registers')}.`;
+    return;
+  }
   if (!kernelTable) kernelTable = await fetch('/api/kernels').then((r) => r.json()).catch(() => null);
   if (!kernelTable) return;
   const names = {
@@ -499,11 +520,13 @@ function drawKernelSource(h, r) {
 
 // ---- drawing the current step ----
 
+// stepsTotal is how many steps a trace has: every record but the inputs.
+const stepsTotal = (h) => (h.timing ? h.records : h.records - (h.tracedBH[1] - h.tracedBH[0]));
+
 function updateLabel() {
   const m = state.model;
   if (!m) return;
-  const total = m.h.timing ? m.h.records : m.h.records - (m.h.tracedBH[1] - m.h.tracedBH[0]);
-  $('step-label').textContent = `${state.k + 1} / ${total}`;
+  $('step-label').textContent = `${state.k + 1} / ${stepsTotal(m.h)}`;
   $('scrub').value = String(state.k + 1);
 }
 
@@ -522,7 +545,7 @@ function render() {
   updateLabel();
   $('sel-bh').value = String(r.bh);
   $('sel-q').value = String(r.i);
-  const [title, explain] = describe(h, r);
+  const [title, explain] = describe(h, r, know);
   $('step-title').textContent = title;
   $('step-explain').textContent = explain;
   placeViews();
@@ -531,7 +554,7 @@ function render() {
   drawTiles(h, m, r);
   drawRows(h, m, r);
   drawFinal(h, m, r);
-  views.timeline.draw(m, state.k);
+  if (know.knows('gpu')) views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h));
   drawKernelSource(h, r);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
   $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
@@ -592,13 +615,15 @@ function drawTiles(h, m, r) {
   if (r.s) {
     $('s-caption').textContent = `S tile (${r.i}, ${r.j}) = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d`;
     views.s.draw({ values: r.s, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
-      scale: 'diverging', max: m.maxAbs(r.bh, 's'), name: 'S', rowIndex, colIndex });
+      scale: 'diverging', max: m.maxAbs(r.bh, 's'), name: 'S', rowIndex, colIndex,
+      masked: know.knows('causal') ? '−∞: masked' : `−∞: masked (the causal mask: ${know.lesson('causal')})` });
   } else {
     $('s-caption').textContent = 'S tile';
     views.s.clear(r.kind === 'pv' ? 'S is gone: phase 3 reads P.' : 'No S tile in this step.');
   }
   if (r.p) {
-    $('p-caption').textContent = r.kind === 'pv' ? `P tile (${r.i}, ${r.j}), read from device memory` : 'P = exp(S − m_new), unnormalised';
+    $('p-caption').textContent = r.kind === 'pv' ? `P tile (${r.i}, ${r.j}), read from device memory`
+      : know.knows('online') ? 'P = exp(S − m_new), unnormalised' : `P, not yet divided by the row's sum (${know.lesson('online')} says why)`;
     views.p.draw({ values: r.p, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
       scale: 'sequential', max: r.kind === 'pv' ? m.maxAbs(r.bh, 'p', 'pv') : 1, name: 'P', rowIndex, colIndex });
   } else {
@@ -606,9 +631,11 @@ function drawTiles(h, m, r) {
     views.p.clear(r.kind === 'scores' ? (materialises(h.variant) ? 'P does not exist yet: phase 2 computes it.' : 'P does not exist yet: pass 2 computes it, once the row max is known.') : 'No P tile in this step.');
   }
   if (r.o) {
-    $('o-caption').textContent = r.kind === 'epilogue' ? `O${sub(r.i)} = O / l, normalised`
+    const online = know.knows('online');
+    $('o-caption').textContent = r.kind === 'epilogue' ? (online ? `O${sub(r.i)} = O / l, normalised` : `O${sub(r.i)}: each row divided by its row's sum, final`)
       : h.variant === 'flash1' ? `O${sub(r.i)}, normalised by l at every step, in device memory`
-        : (!materialises(h.variant) ? 'O accumulator, unnormalised (÷ l at the end)' : 'O accumulator');
+        : materialises(h.variant) ? 'O accumulator'
+          : online ? 'O accumulator, unnormalised (÷ l at the end)' : `O so far, not yet divided by each row's sum (${know.lesson('online')} says why)`;
     views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
       scale: 'diverging', max: m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex });
   } else {
@@ -630,21 +657,46 @@ function softmaxStep(m, r) {
   return m.steps.find((s) => s.kind === 'softmax' && s.bh === r.bh && s.i === r.i && m.steps.indexOf(s) <= state.k);
 }
 
+// Each column of the rows table: its heading as a formula, typeset, and in
+// words for a screen reader, which reads no drawn formula.
+const ROW_HEADS = {
+  row: ['\\text{row}', 'row'],
+  keys: ['\\text{keys met}', 'keys met'],
+  mOld: ['m_{\\text{old}}', 'm old'],
+  mNew: ['m_{\\text{new}}', 'm new'],
+  alpha: ['\\alpha = e^{\\,m_{\\text{old}} - m_{\\text{new}}}', 'alpha, e to the m old minus m new'],
+  l: ['l', 'l'],
+  m: ['m', 'm'],
+  lse: ['\\text{LSE} = m + \\log l', 'LSE, m plus log l'],
+  mMax: ['m = \\max_c S', 'm, the largest score of the row'],
+  lSum: ['l = \\textstyle\\sum_c e^{S - m}', 'l, the sum over the row of e to the S minus m'],
+  mSoFar: ['m = \\max S \\text{ so far}', 'm, the largest score so far'],
+};
+
 function drawRows(h, m, r) {
-  $('rows-caption').textContent = h.variant === 'naive_row'
-    ? 'Softmax, per row of the q-tile: the max from pass 1, so α = 1 throughout'
-    : 'Online softmax, per row of the q-tile';
+  const online = know.knows('online');
+  $('rows-caption').textContent = !online ? 'Per row of this step: the keys it has met'
+    : h.variant === 'naive_row' ? 'Softmax, per row of the q-tile: the max from pass 1, so α = 1 throughout'
+      : 'Online softmax, per row of the q-tile';
   const table = $('rows');
   table.replaceChildren();
+  const note = $('rows-note');
+  note.textContent = '';
   if (r.kind === 'timing') return;
   const head = table.createTHead().insertRow();
   const cols = [];
-  const addCol = (formula, testid, get, cls) => cols.push({ formula, testid, get, cls });
-  addCol('\\text{row}', 'row', (x) => r.i * h.Br + x);
-  if (r.kind === 'flash_step') {
-    addCol('m_{\\text{old}}', 'm-old', (x) => r.m_old[x]);
-    addCol('m_{\\text{new}}', 'm-new', (x) => r.m_new[x], (x) => (r.m_new[x] > r.m_old[x] ? 'grew' : ''));
-    addCol('\\alpha = e^{\\,m_{\\text{old}} - m_{\\text{new}}}', 'alpha', (x) => r.alpha[x]);
+  const addCol = (name, testid, get, cls) => cols.push({ name, testid, get, cls });
+  addCol('row', 'row', (x) => r.i * h.Br + x);
+  if (!online) {
+    // Lessons 1–4 know the rows and the keys each has been scored against;
+    // the running max and sum that go with them are lesson 5's.
+    const seen = r.kind === 'flash_step' || r.kind === 'scores' ? Math.min(h.N, (r.j + 1) * h.Bc) : h.N;
+    addCol('keys', 'keys', () => (seen === h.N ? `all ${h.N}` : `0–${seen - 1}`));
+    note.textContent = `The running max m, the running sum l and the rescale α of each row: ${know.lesson('online')}.`;
+  } else if (r.kind === 'flash_step') {
+    addCol('mOld', 'm-old', (x) => r.m_old[x]);
+    addCol('mNew', 'm-new', (x) => r.m_new[x], (x) => (r.m_new[x] > r.m_old[x] ? 'grew' : ''));
+    addCol('alpha', 'alpha', (x) => r.alpha[x]);
     addCol('l', 'l', (x) => r.l[x]);
   } else if (r.kind === 'epilogue') {
     const last = !materialises(h.variant) ? lastFlashStep(m, r) : softmaxStep(m, r);
@@ -652,30 +704,38 @@ function drawRows(h, m, r) {
       addCol('m', 'm-new', (x) => (last.m_new ?? last.m)[x]);
       addCol('l', 'l', (x) => last.l[x]);
     }
-    addCol('\\text{LSE} = m + \\log l', 'lse', (x) => r.lse[x]);
+    addCol('lse', 'lse', (x) => r.lse[x]);
   } else if (r.kind === 'softmax' || r.kind === 'pv') {
     const sm = r.kind === 'softmax' ? r : softmaxStep(m, r);
     if (sm) {
-      addCol('m = \\max_c S', 'm-new', (x) => sm.m[x]);
-      addCol('l = \\textstyle\\sum_c e^{S - m}', 'l', (x) => sm.l[x]);
+      addCol('mMax', 'm-new', (x) => sm.m[x]);
+      addCol('lSum', 'l', (x) => sm.l[x]);
     }
-  } else if (r.kind === 'timing') {
-    const cap = table.createCaption();
-    cap.textContent = 'A timing trace records no m or l: run mode=full to see them.';
   } else if (h.variant === 'naive_row') {
     // Pass 1: each thread's running max so far, the largest score of its row
     // in this q-tile's scores records up to this one (no l yet).
     const seen = m.steps.filter((x) => x.kind === 'scores' && x.bh === r.bh && x.i === r.i && x.j <= r.j);
-    addCol('m = \\max S \\text{ so far}', 'm-new', (x) => seen.reduce((a, t) => Math.max(a, ...t.s.subarray(x * h.Bc, (x + 1) * h.Bc)), -Infinity));
+    addCol('mSoFar', 'm-new', (x) => seen.reduce((a, t) => Math.max(a, ...t.s.subarray(x * h.Bc, (x + 1) * h.Bc)), -Infinity));
     const cap = table.createCaption();
     cap.textContent = 'Pass 1 takes only the row max; l and O wait for pass 2.';
   } else {
     const cap = table.createCaption();
     cap.textContent = 'Naive keeps no running m or l: phase 2 computes them from all of S.';
   }
-  for (const c of cols) tex(head.appendChild(document.createElement('th')), c.formula);
+  for (const c of cols) {
+    const [formula, words] = ROW_HEADS[c.name];
+    const th = head.appendChild(document.createElement('th'));
+    th.scope = 'col';
+    const said = th.appendChild(document.createElement('span'));
+    said.className = 'sr-only';
+    said.textContent = words;
+    const drawn = th.appendChild(document.createElement('span'));
+    drawn.setAttribute('aria-hidden', 'true');
+    tex(drawn, formula, { output: 'html' });
+  }
   const body = table.createTBody();
   const shown = Math.min(h.Br, 64);
+  let negInf = false;
   for (let x = 0; x < shown; x++) {
     const tr = body.insertRow();
     if (x >= r.rowsValid) {
@@ -689,11 +749,16 @@ function drawRows(h, m, r) {
       const td = tr.insertCell();
       const v = c.get(x);
       td.dataset.testid = `${c.testid}-${x}`;
-      if (c.testid !== 'row') td.dataset.value = String(v);
-      td.textContent = c.testid === 'row' ? String(v) : fmt(v, 6);
+      if (typeof v !== 'number' || c.testid === 'row') {
+        td.textContent = String(v);
+        continue;
+      }
+      td.dataset.value = String(v);
+      td.textContent = fmt(v, 6);
       td.title = String(v);
-      const cls = c.cls?.(x);
+      const cls = [c.cls?.(x), v === -Infinity ? 'neginf' : ''].filter(Boolean).join(' ');
       if (cls) td.className = cls;
+      negInf ||= v === -Infinity;
     }
   }
   if (h.Br > shown) {
@@ -702,6 +767,8 @@ function drawRows(h, m, r) {
     td.colSpan = cols.length;
     td.textContent = `… ${h.Br - shown} more rows`;
   }
+  // −∞ is where a max starts before any score, or a row masked whole: no error.
+  if (negInf) note.textContent = '−∞: no score seen yet, where every max starts (or every score masked). Not an error.';
 }
 
 function drawFinal(h, m, r) {
@@ -741,8 +808,20 @@ window.addEventListener('resize', () => {
   resizeTimer = setTimeout(() => { if (state.model && state.k >= 0) render(); }, 100);
 });
 
-if (page.panels?.length) {
-  for (const fig of document.querySelectorAll('[data-panel]')) fig.hidden = !page.panels.includes(fig.dataset.panel);
+// A view of an idea a later lesson teaches says which lesson, in place of
+// its numbers.
+const UNTAUGHT_VIEWS = {
+  bytes: ['memory', 'The bytes each step moves to and from device memory'],
+  timeline: ['gpu', 'Which of the GPU\'s SMs ran each step, and when'],
+};
+for (const [name, [idea, what]] of Object.entries(UNTAUGHT_VIEWS)) {
+  if (know.knows(idea)) continue;
+  const fig = document.querySelector(`[data-panel="${name}"]`);
+  const p = document.createElement('p');
+  p.className = 'note untaught-note';
+  p.textContent = `${what}: ${know.lesson(idea)}.`;
+  fig.classList.add('untaught');
+  fig.append(p);
 }
 
 // ---- start ----

@@ -1,11 +1,26 @@
 // What each kind of step does, in words: the stepper's and the comparison's
-// titles and explanations.
+// titles and explanations. A lesson's reader may not know every idea yet
+// (taught.js): then a step is told in the words the lessons read so far
+// use, and says where the rest is explained.
+import { everything } from './taught.js';
 
 const rowsOf = (h, i) => `rows ${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1}`;
 const colsOf = (h, j) => `cols ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1}`;
+const keysOf = (h, j) => `keys ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1}`;
+const cap = (s) => s[0].toUpperCase() + s.slice(1);
 
-export function describe(h, r) {
-  const head = `b${Math.floor(r.bh / h.heads)} h${r.bh % h.heads}`;
+// batchHead names a batch-head in words: "batch 1, head 7".
+export const batchHead = (h, bh) => `batch ${Math.floor(bh / h.heads)}, head ${bh % h.heads}`;
+
+// batchHeadShort is the same in the few characters a select box has:
+// "b1 h7" (the box's title says what b and h are).
+export const batchHeadShort = (h, bh) => `b${Math.floor(bh / h.heads)} h${bh % h.heads}`;
+
+export function describe(h, r, know = everything) {
+  const head = batchHead(h, r.bh);
+  if (!know.knows('online') && (r.kind === 'flash_step' || r.kind === 'epilogue') && !materialises(h.variant) && h.variant !== 'flash1') {
+    return untaughtFlash(h, r, head, know);
+  }
   if (h.variant === 'naive_row') {
     if (r.kind === 'scores') {
       return [`Pass 1: rows ${rowsOf(h, r.i).slice(5)} × keys ${colsOf(h, r.j).slice(5)}, ${head}`,
@@ -38,21 +53,46 @@ export function describe(h, r) {
           ? 'After the last kv-tile the block divides O by l once, and writes the output rows and LSE = m + log l to device memory.'
           : 'O = P·V is complete; the output rows are written to device memory.'];
     case 'scores':
-      return [`Naive phase 1: S tile (${r.i}, ${r.j}), ${head}`,
-        `S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d is written to an N×N buffer in device memory${h.causal ? ' (−∞ above the diagonal: naive computes every tile)' : ''}.`];
+      return [know.knows('tiles') ? `Naive phase 1: S tile (${r.i}, ${r.j}), ${head}` : `Naive phase 1: scores of ${rowsOf(h, r.i)} × ${keysOf(h, r.j)}, ${head}`,
+        (know.knows('tiles') ? `S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d` : 'These scores S = QKᵀ/√d are') + ' written to an N×N buffer in device memory' +
+        (!h.causal ? '.' : know.knows('causal') ? ' (−∞ above the diagonal: naive computes every tile).' : ', every one of them (the causal mask, −∞ above the diagonal, is lesson 7).')];
     case 'softmax':
       return [`Naive phase 2: softmax of ${rowsOf(h, r.i)}, ${head}`,
-        'Each row of S is read back from device memory three times: for its max m, for l = Σ exp(S − m), and to write P = exp(S − m)/l, a second N×N buffer.'];
+        know.knows('online')
+          ? 'Each row of S is read back from device memory three times: for its max m, for l = Σ exp(S − m), and to write P = exp(S − m)/l, a second N×N buffer.'
+          : `Each row of S is read back from device memory three times: for its largest score, for the sum of its exponentials, and to write the weights P, a second N×N buffer. Why the largest score comes first: ${know.lesson('online')}.`];
     case 'pv':
-      return [`Naive phase 3: O += P tile (${r.i}, ${r.j}) · V${sub(r.j)}, ${head}`,
-        `The P tile is read back from device memory with V${sub(r.j)} and added into O.`];
+      return [know.knows('tiles') ? `Naive phase 3: O += P tile (${r.i}, ${r.j}) · V${sub(r.j)}, ${head}` : `Naive phase 3: O += P of ${rowsOf(h, r.i)} × ${keysOf(h, r.j)}, times their V, ${head}`,
+        know.knows('tiles') ? `The P tile is read back from device memory with V${sub(r.j)} and added into O.` : 'These weights P are read back from device memory with the values V of their keys and added into O.'];
     case 'timing': {
       const us = Number(r.tEnd - r.tStart) / 1000;
+      if (!know.knows('gpu')) {
+        return [`Q-tile ${r.i}, ${head}: ${r.j >= 0 ? `kv-tile ${r.j}` : 'the end'}`,
+          `This step took ${us.toFixed(2)} µs. Which part of the GPU ran it, and when: ${know.lesson('gpu')}.`];
+      }
       return [`Block of q-tile ${r.i}, ${head}: ${r.j >= 0 ? `kv-tile ${r.j}` : 'epilogue'}, on SM ${r.sm}`,
         `This step took ${us.toFixed(2)} µs on SM ${r.sm}. A timing trace stamps the SM and the start and end of every step of every block and records no arrays, so the kernel runs at full speed.`];
     }
   }
   return [r.kind, ''];
+}
+
+// untaughtFlash tells a flash loop's step to a reader who has not met the
+// online softmax yet (lesson 5), nor perhaps tiles (lesson 4) or device
+// memory (lesson 2): what is computed, in lesson 1's terms.
+function untaughtFlash(h, r, head, know) {
+  const rows = rowsOf(h, r.i);
+  const where = know.knows('memory') ? ' and written to device memory' : '';
+  if (r.kind === 'epilogue') {
+    return [know.knows('tiles') ? `Q-tile ${r.i} finished (${rows}), ${head}` : `${cap(rows)} finished, ${head}`,
+      `These rows have met every key: each output row is divided by the sum of its row's weights once${where}. Why the division waits for the end: ${know.lesson('online')}.`];
+  }
+  const title = know.knows('tiles')
+    ? `Q-tile ${r.i} (${rows}) × kv-tile ${r.j} (${colsOf(h, r.j)}), ${head}`
+    : `${cap(rows)} × ${keysOf(h, r.j)}, ${head}`;
+  const what = know.knows('tiles') ? `S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d` : 'The scores S = QKᵀ/√d of these rows against these keys';
+  return [title, `${what}, then their weights P and their part of the output O${know.knows('memory') ? ', all on chip' : ''}. ` +
+    `How each row's weights still come out right when its keys arrive a few at a time: ${know.lesson('online')}.`];
 }
 
 // materialises: a naive kernel, whose S and P go through device memory; the

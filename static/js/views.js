@@ -4,7 +4,8 @@
 // probabilities. Padding is hatched and masked scores are grey: neither is
 // ever drawn as data.
 
-import { materialises } from './steps.js';
+import { batchHead, materialises } from './steps.js';
+import { everything } from './taught.js';
 
 const d3 = globalThis.d3;
 
@@ -115,9 +116,9 @@ export class Heatmap {
     }
     const cell = Math.max(1, Math.min(maxCell, Math.floor(maxW / cols), Math.floor(maxH / rows)));
     // Large matrices get fractional cells: draw one pixel per cell, then scale.
-    // A fitting heatmap may widen its cells (up to 2.2 times their height)
-    // into spare width: numbers are wider than tall.
-    const cellW = this.fit && cell >= 8 ? Math.max(cell, Math.min(Math.floor(maxW / cols), Math.floor(cell * 2.2))) : cell;
+    // Cells may widen (up to 2.2 times their height) into spare width:
+    // numbers are wider than tall.
+    const cellW = cell >= 8 ? Math.max(cell, Math.min(Math.floor(maxW / cols), Math.floor(cell * 2.2))) : cell;
     // Below one pixel a cell, a fitting heatmap still fills its room.
     const shrink = Math.min(maxW / cols, maxH / rows);
     const w = cell > 1 ? cols * cellW : this.fit ? Math.max(cols, Math.floor(cols * shrink)) : Math.min(cols, maxW);
@@ -149,9 +150,17 @@ export class Heatmap {
     if (this.cellW >= 8) this.hatchPadding(g, opts);
     this.canvas.dataset.fontPx = '0';
     if (this.cellW >= 34 && this.cellH >= 18) this.printValues(g, opts);
-    this.scaleBar.textContent = opts.scale === 'sequential'
+    const scale = opts.scale === 'sequential'
       ? `colour: 0 … ${fmt(opts.max)}`
       : `colour: −${fmt(opts.max)} … 0 … ${fmt(opts.max)}`;
+    this.scaleBar.replaceChildren(scale);
+    // −∞ is no error: a masked score. It has its own calm grey, and a key.
+    if (hasMaskedValue(opts)) {
+      const key = document.createElement('span');
+      key.className = 'neginf-key';
+      key.append(document.createElement('i'), ` ${opts.masked || '−∞: masked'}`);
+      this.scaleBar.append(key);
+    }
   }
 
   hatchPadding(g, { rows, cols, rowsValid, colsValid }) {
@@ -173,7 +182,26 @@ export class Heatmap {
     g.restore();
   }
 
+  // printValues writes each cell's value in it, with three significant
+  // digits, or two where three do not fit; never smaller than MIN_FONT_PX:
+  // where even two digits would be smaller, no value is printed and the
+  // pointer reads them.
   printValues(g, { rows, cols, values, rowsValid, colsValid, scale, max }) {
+    const cap = this.fit ? 40 : 13;
+    // Monospace glyphs are about 0.6 em wide: fit the text in the cell.
+    const sizeOf = (text) => Math.min(cap, this.cellH * 0.42, (this.cellW - 6) / (0.62 * text.length));
+    let digits = 0;
+    for (const d of [3, 2]) {
+      let fits = true;
+      for (let r = 0; r < rowsValid && fits; r++) {
+        for (let k = 0; k < colsValid; k++) {
+          const v = values[r * cols + k];
+          if (!Number.isNaN(v) && sizeOf(fmt(v, d)) < MIN_FONT_PX) { fits = false; break; }
+        }
+      }
+      if (fits) { digits = d; break; }
+    }
+    if (!digits) return;
     g.save();
     g.textAlign = 'center';
     g.textBaseline = 'middle';
@@ -183,9 +211,8 @@ export class Heatmap {
         const v = values[r * cols + k];
         if (Number.isNaN(v)) continue; // not written yet: left blank
         const [R, G, B] = colourFor(v, scale, max);
-        const text = fmt(v, 3);
-        // Monospace glyphs are about 0.6 em wide: fit the text in the cell.
-        const px = Math.min(this.fit ? 40 : 13, this.cellH * 0.42, (this.cellW - 6) / (0.62 * text.length));
+        const text = fmt(v, digits);
+        const px = sizeOf(text);
         smallest = Math.min(smallest, px);
         g.font = `${px}px ui-monospace, "DejaVu Sans Mono", monospace`;
         g.fillStyle = 0.299 * R + 0.587 * G + 0.114 * B > 140 ? '#111' : '#fff';
@@ -214,6 +241,18 @@ export class Heatmap {
   }
 }
 
+// MIN_FONT_PX is the smallest a number is printed in a view: 12 CSS
+// pixels, legible in a lesson's frame on a laptop.
+export const MIN_FONT_PX = 12;
+
+// hasMaskedValue says whether a heatmap shows a −∞ (a masked score).
+function hasMaskedValue({ values, cols, rowsValid, colsValid }) {
+  for (let r = 0; r < rowsValid; r++) {
+    for (let k = 0; k < colsValid; k++) if (values[r * cols + k] === -Infinity) return true;
+  }
+  return false;
+}
+
 // Naive's finished tiles keep a colour of their own: its S and P stay in
 // device memory to the end, where flash's tiles left the chip as O only.
 const TILE_COLOURS = {
@@ -222,27 +261,29 @@ const TILE_COLOURS = {
 };
 
 // tileStateNames are the tile states in words, per kernel: the legend and
-// the tooltip say the same thing.
-export function tileStateNames(variant) {
+// the tooltip say the same thing, in the words a lesson's reader knows.
+export function tileStateNames(variant, know = everything) {
+  const skipped = know.knows('causal') ? 'skipped: fully masked' : `skipped (the causal mask: ${know.lesson('causal')})`;
   if (variant === 'naive_row') {
-    return { pending: 'to do', scanned: 'pass 1: row max taken, nothing stored', done: 'pass 2: exp, l and O done', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
+    return { pending: 'to do', scanned: 'pass 1: row max taken, nothing stored', done: 'pass 2: exp, l and O done', current: 'this step', 'current-row': 'this q-tile', skipped, untraced: 'not traced' };
   }
   if (variant === 'flash1') {
-    return { pending: 'to do', done: 'done (O, m, l written back to device memory)', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
+    return { pending: 'to do', done: 'done (O, m, l written back to device memory)', current: 'this step', 'current-row': 'this q-tile', skipped, untraced: 'not traced' };
   }
   return materialises(variant)
     ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', consumed: 'P·V done (S, P stay in device memory)', current: 'this step', 'current-row': 'this q-tile', untraced: 'not traced' }
-    : { pending: 'to do', done: 'done (left the chip as O only)', current: 'this step', 'current-row': 'this q-tile', skipped: 'skipped: fully masked', untraced: 'not traced' };
+    : { pending: 'to do', done: know.knows('memory') ? 'done (left the chip as O only)' : 'done', current: 'this step', 'current-row': know.knows('tiles') ? 'this q-tile' : 'these rows', skipped, untraced: 'not traced' };
 }
 
 // TileGrid draws the N×N score matrix split into Br×Bc tiles, each coloured
 // by what the kernel has done with it up to the current step. Ragged last
 // tiles are drawn at their true, smaller size.
 export class TileGrid {
-  constructor(canvas, legend, onPick) {
+  constructor(canvas, legend, onPick, know = everything) {
     this.canvas = canvas;
     this.legend = legend;
     this.onPick = onPick;
+    this.know = know;
     canvas.addEventListener('click', (ev) => {
       const t = this.tileAt(ev);
       if (t) onPick(t.i, t.j);
@@ -259,7 +300,7 @@ export class TileGrid {
     if (!t) return hideTip();
     const h = this.h;
     const st = this.states[t.i * h.Tc + t.j];
-    const words = tileStateNames(h.variant)[st] || st;
+    const words = tileStateNames(h.variant, this.know)[st] || st;
     showTip(ev, `tile (${t.i}, ${t.j}): rows ${t.i * h.Br}–${Math.min(h.N, (t.i + 1) * h.Br) - 1}, cols ${t.j * h.Bc}–${Math.min(h.N, (t.j + 1) * h.Bc) - 1}\n${words}`);
   }
 
@@ -291,6 +332,7 @@ export class TileGrid {
     g.clearRect(0, 0, size, size);
     const px = size / h.N;
     const grid = h.Tr * h.Tc <= 4096;
+    c.dataset.fontPx = '0'; // the tiles' (i, j), where printed: tests hold it legible
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
         const st = states[i * h.Tc + j];
@@ -313,9 +355,11 @@ export class TileGrid {
           g.lineWidth = 1;
           g.strokeRect(x + 0.5, y + 0.5, w - 1, hh - 1);
         }
-        if (w >= 34 && hh >= 22) {
+        // A tile's (i, j), where it fits at a legible size.
+        if (w / 3.2 >= MIN_FONT_PX && hh >= 22) {
           g.fillStyle = '#58606a';
-          g.font = `${Math.min(22, Math.floor(w / 3.2))}px system-ui, sans-serif`;
+          c.dataset.fontPx = String(Math.min(22, Math.floor(w / 3.2)));
+          g.font = `${c.dataset.fontPx}px system-ui, sans-serif`;
           g.textAlign = 'center';
           g.textBaseline = 'middle';
           g.fillText(`${i},${j}`, x + w / 2, y + hh / 2);
@@ -339,7 +383,7 @@ export class TileGrid {
         g.strokeRect(j * h.Bc * px + 1.5, i * h.Br * px + 1.5, Math.min(h.Bc, h.N - j * h.Bc) * px - 3, Math.min(h.Br, h.N - i * h.Br) * px - 3);
       }
     }
-    const names = tileStateNames(h.variant);
+    const names = tileStateNames(h.variant, this.know);
     delete names['current-row'];
     this.legend.replaceChildren(...Object.entries(names).map(([k, v]) => {
       const s = document.createElement('span');
@@ -355,8 +399,8 @@ export class TileGrid {
 
 // tex typesets a formula with KaTeX into an element, or writes it plainly
 // when KaTeX is missing.
-export function tex(el, formula) {
-  if (globalThis.katex) globalThis.katex.render(formula, el, { throwOnError: false });
+export function tex(el, formula, options = {}) {
+  if (globalThis.katex) globalThis.katex.render(formula, el, { throwOnError: false, ...options });
   else el.textContent = formula;
   return el;
 }
@@ -379,7 +423,7 @@ export class Timeline {
       const k = this.stepAt(ev);
       if (k < 0) return hideTip();
       const m = this.marks[k], r = this.model.steps[k];
-      showTip(ev, `SM ${r.sm}: b${Math.floor(r.bh / this.model.h.heads)} h${r.bh % this.model.h.heads}, q-tile ${r.i}` +
+      showTip(ev, `SM ${r.sm}: ${batchHead(this.model.h, r.bh)}, q-tile ${r.i}` +
         `${r.j >= 0 ? `, kv-tile ${r.j}` : ', epilogue'}\n${m.t0.toFixed(2)}–${m.t1.toFixed(2)} µs`);
     });
     canvas.addEventListener('mouseleave', hideTip);
@@ -435,7 +479,11 @@ export class Timeline {
     return dist <= this.span / width * 6 ? best : -1;
   }
 
-  draw(model, k) {
+  // draw draws the marks of a complete trace, step k's highlighted. While
+  // the steps still arrive the canvas only takes the height it will have,
+  // told by the header: a row per traced block where they are few (each
+  // gets an SM of its own), else the whole grid's SMs.
+  draw(model, k, complete = true) {
     const h = model.h;
     if (h.source === 'cpu' || !h.numSMs) {
       this.canvas.width = this.canvas.height = 0;
@@ -443,13 +491,38 @@ export class Timeline {
       this.note.textContent = 'Only a GPU run has SMs and clocks: the CPU mirror records neither. Run on a GPU, or replay a recorded timeline (mode=timing).';
       return;
     }
+    if (!complete) {
+      const blocks = (h.tracedBH[1] - h.tracedBH[0]) * (h.tracedQ[1] - h.tracedQ[0]);
+      const compact = blocks <= 24;
+      const rows = compact ? Math.min(blocks, h.numSMs) : h.numSMs;
+      this.canvas.style.height = `${Math.ceil(rowHeight(rows, compact) * rows) + 20}px`;
+      this.note.textContent = 'The timeline is drawn once every step has arrived.';
+      return;
+    }
     if (!this.marks || this.count !== model.steps.length || this.model !== model) this.prepare(model);
     const w = Math.max(300, this.canvas.clientWidth || 800);
     const rows = this.layoutRows(h);
-    const rowH = this.compact ? Math.max(14, Math.min(24, 240 / rows)) : Math.max(1.5, Math.min(6, 420 / rows));
+    const rowH = rowHeight(rows, this.compact);
     const axisH = 20;
     const hgt = Math.ceil(rowH * rows) + axisH;
-    const left = this.compact ? 52 : 46, width = w - left - 10;
+    // The SM labels right-aligned in a margin as wide as the widest of them.
+    // Each SM used gets a label, or, for a whole grid, every 16th SM and
+    // the last, less a 16th too close above the last to stay clear of it:
+    // [text, row].
+    const labels = [];
+    if (this.compact) this.smOfRow.forEach((sm, r) => labels.push([`SM ${sm}`, r]));
+    else {
+      for (let sm = 0; sm < h.numSMs - 1; sm += 16) labels.push([`SM ${sm}`, sm]);
+      if (labels.length > 1 && (h.numSMs - 1 - labels.at(-1)[1]) * rowH < MIN_FONT_PX + 2) labels.pop();
+      labels.push([`SM ${h.numSMs - 1}`, h.numSMs - 1]);
+    }
+    const measure = this.canvas.getContext('2d');
+    measure.font = TIMELINE_FONT;
+    const widest = Math.max(...labels.map(([t]) => measure.measureText(t).width));
+    const left = Math.ceil(widest) + 12, width = w - left - 10;
+    // What tests hold: labels at a legible size, with room to their left.
+    this.canvas.dataset.fontPx = String(MIN_FONT_PX);
+    this.canvas.dataset.labelRoom = String(Math.floor(left - 6 - widest));
     this.layout = { w, h: hgt, left, width, rowH, rows };
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
@@ -468,16 +541,12 @@ export class Timeline {
         g.fillRect(left + m.t0 / this.span * width, this.row(m.sm) * rowH, Math.max(1, (m.t1 - m.t0) / this.span * width), Math.max(1, rowH - gap));
       });
       g.fillStyle = '#333';
-      g.font = '12px system-ui, sans-serif';
+      g.font = TIMELINE_FONT;
       g.textBaseline = 'middle';
       g.textAlign = 'right';
-      if (this.compact) {
-        this.smOfRow.forEach((sm, r) => g.fillText(`SM ${sm}`, left - 6, (r + 0.5) * rowH));
-      } else {
-        // A label every 16 SMs, and the last.
-        for (let sm = 0; sm < h.numSMs; sm += 16) g.fillText(`SM ${sm}`, left - 6, (sm + 0.5) * rowH);
-        g.fillText(`${h.numSMs - 1}`, left - 6, (h.numSMs - 0.5) * rowH);
-      }
+      // Half a line from the top and the bottom at least: no label is cut.
+      const half = MIN_FONT_PX / 2 + 1;
+      for (const [text, r] of labels) g.fillText(text, left - 6, Math.min(Math.max((r + 0.5) * rowH, half), rowH * rows - half));
       // Time ticks at round steps of µs.
       g.textBaseline = 'top';
       g.textAlign = 'center';
@@ -515,6 +584,12 @@ export class Timeline {
       (h.timing ? '' : ' A full trace slows its traced blocks with their own writes; mode=timing stamps every block at full speed.');
   }
 }
+
+const TIMELINE_FONT = `${MIN_FONT_PX}px system-ui, sans-serif`;
+
+// rowHeight is the height of an SM's row: large, labelled rows for the few
+// SMs a small grid uses, thin ones for a whole GPU.
+const rowHeight = (rows, compact) => (compact ? Math.max(14, Math.min(24, 240 / rows)) : Math.max(1.5, Math.min(6, 420 / rows)));
 
 // niceStep rounds a tick spacing to 1, 2 or 5 times a power of ten.
 function niceStep(x) {

@@ -1,0 +1,139 @@
+package lessons_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lessons"
+)
+
+// filled says whether the stepper's panel shows something at step k of a
+// run (counted from 0 over the steps, the inputs record left out), by the
+// record kinds each panel draws (static/js/stepper.js): a widget must not
+// open on a panel that says "No S tile in this step". A panel that says
+// why a phase of naive attention has no such tile ("P does not exist yet:
+// phase 2 computes it", "S is gone: phase 3 reads P", "Reads rows of S")
+// is teaching that phase, and counts as filled.
+func filled(panel string, steps []kernels.StepRef, k int, variant instrument.Variant) (bool, string) {
+	r := steps[k]
+	switch panel {
+	case "qkv":
+		return r.Kind != instrument.KindEpilogue && r.Kind != instrument.KindTiming, "no input tiles"
+	case "s":
+		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindScores || r.Kind == instrument.KindPV, "no S tile"
+	case "p":
+		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindScores || r.Kind == instrument.KindPV, "no P tile"
+	case "o":
+		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindEpilogue || r.Kind == instrument.KindPV, "O not touched"
+	case "rows":
+		return r.Kind != instrument.KindTiming, "no rows"
+	case "final":
+		for _, s := range steps[:k+1] {
+			if s.Kind == instrument.KindEpilogue && s.BH == r.BH {
+				return true, ""
+			}
+		}
+		return false, "no q-tile has finished yet"
+	}
+	return true, "" // grid, bytes, source, timeline: every step
+}
+
+// TestWidgetsOpenWhereTheTextIs: every embedded stepper opens on a step
+// whose panels are all filled, and a checkpoint about a row of a widget's
+// run opens that widget on the row's q-tile and batch-head, before the step
+// that shows the answer.
+func TestWidgetsOpenWhereTheTextIs(t *testing.T) {
+	t.Parallel()
+	c := course(t)
+	r := engines(t)
+	for _, l := range c.Lessons {
+		for _, w := range l.Widgets {
+			if w.Kind != lessons.WidgetStepper {
+				continue
+			}
+			steps := kernels.Schedule(&w.Run)
+			if w.Step < 1 || w.Step > len(steps) {
+				t.Errorf("%s/%s: step %d of %d", l.Slug, w.ID, w.Step, len(steps))
+				continue
+			}
+			k := w.Step - 1
+			panels := w.Panels
+			if len(panels) == 0 {
+				panels = lessons.Panels
+			}
+			for _, p := range panels {
+				if ok, why := filled(p, steps, k, w.Run.Variant); !ok {
+					at := steps[k]
+					t.Errorf("%s/%s opens at step %d (%s, q-tile %d, kv-tile %d), where its %s panel shows %s", l.Slug, w.ID, w.Step, kindName(at.Kind), at.I, at.J, p, why)
+				}
+			}
+			for _, cp := range l.Checkpoints {
+				if cp.Widget != w.ID || !cp.NeedsTrace() || !rowAsk(cp.Ask) {
+					continue
+				}
+				at := steps[k]
+				if q := cp.Row / w.Run.Br; at.I != q || at.BH != cp.BH {
+					t.Errorf("%s/%s opens on q-tile %d of batch-head %d; checkpoint %s asks about row %d, in q-tile %d of batch-head %d",
+						l.Slug, w.ID, at.I, at.BH, cp.ID, cp.Row, q, cp.BH)
+				}
+				if cp.Run.Key() != w.Run.Key() {
+					continue
+				}
+				sol, err := cp.Solve(traceOf(t, r, cp.Run))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sol.Step > 0 && w.Step >= sol.Step {
+					t.Errorf("%s/%s opens at step %d; checkpoint %s's answer shows at step %d: open it before", l.Slug, w.ID, w.Step, cp.ID, sol.Step)
+				}
+			}
+		}
+	}
+}
+
+// rowAsk says whether an ask is about one row of a run.
+func rowAsk(ask string) bool {
+	return slices.Contains([]string{lessons.AskM, lessons.AskL, lessons.AskAlpha, lessons.AskWeight, lessons.AskP, lessons.AskArgmax, lessons.AskLastRise}, ask)
+}
+
+func kindName(k instrument.Kind) string {
+	for _, x := range instrument.Kinds {
+		if x.Kind == k {
+			return x.Name
+		}
+	}
+	return fmt.Sprint(k)
+}
+
+// Every lesson closes with a recap, and links the glossary's words; every
+// glossary entry names a lesson of the course and is used in it.
+func TestRecapsAndGlossary(t *testing.T) {
+	t.Parallel()
+	c := course(t)
+	var all strings.Builder
+	for _, l := range c.Lessons {
+		if len(l.Recap) < 2 {
+			t.Errorf("%s: a recap of %d lines; say what the lesson established in two to four", l.Slug, len(l.Recap))
+		}
+		var body strings.Builder
+		for _, p := range l.Parts {
+			body.WriteString(p.HTML)
+		}
+		all.WriteString(body.String())
+		if !strings.Contains(body.String(), `class="term" href="/glossary#`) {
+			t.Errorf("%s links no glossary term", l.Slug)
+		}
+	}
+	for _, term := range lessons.Glossary {
+		if _, ok := c.Lesson(term.Lesson); !ok {
+			t.Errorf("glossary %s: no lesson %q", term.ID, term.Lesson)
+		}
+		if !strings.Contains(all.String(), `href="/glossary#`+term.ID+`"`) {
+			t.Errorf("glossary %s: no lesson mentions %q", term.ID, term.Forms[0])
+		}
+	}
+}
