@@ -5,7 +5,7 @@ GO      ?= go
 ADDR    ?= localhost:8080
 VENDOR  := static/vendor
 
-.PHONY: run build test check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu
+.PHONY: run build test test-long test-prep check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu
 
 run: build
 	./bin/server -addr $(ADDR)
@@ -30,12 +30,22 @@ $(VENDOR)/.stamp: package.json package-lock.json
 	cp node_modules/chart.js/dist/chart.umd.min.js $(VENDOR)/chart/
 	touch $@
 
-test: assets check-generated check-ptx
+# `make test` is the suite to run on every change: each test at its short
+# size (-short: fewer random draws, one lesson of each kind in the browser,
+# the sweep's shapes trimmed), every package, under 90 s on two cores.
+# `make test-long` runs the same tests at full size (every lesson page in
+# Chromium, every shape, every draw); CI runs both.
+test: test-prep
+	$(GO) test -short ./...
+
+test-long: test-prep
+	$(GO) test -timeout 20m ./...
+
+test-prep: assets check-generated check-ptx
 	scripts/need chromium
 	$(GO) vet ./...
 	$(GO) vet -tags gpu ./cmd/gpuworker
 	$(GO) build -tags gpu -o bin/gpuworker ./cmd/gpuworker
-	$(GO) test ./...
 
 # Regenerate the templ components and the trace ABI files (kernels/trace_abi.h,
 # static/js/trace_abi.js) from their sources.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"flashstep/internal/testrand"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated ABI files")
@@ -101,7 +103,8 @@ func randomTrace(rng *rand.Rand) (*Header, []*Record, []byte) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 500 {
 		h, recs, buf := randomTrace(rng)
 		if len(buf)%8 != 0 {
@@ -152,6 +155,7 @@ func sameBits(a, b *Record) bool {
 }
 
 func TestWireSizes(t *testing.T) {
+	t.Parallel()
 	if got := binary.Size(headerWire{}); got != headerWireBytes {
 		t.Errorf("headerWire is %d bytes, the format says %d", got, headerWireBytes)
 	}
@@ -176,7 +180,8 @@ func TestWireSizes(t *testing.T) {
 }
 
 func TestDecoderRejects(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 2))
+	t.Parallel()
+	rng := testrand.New(t)
 	var h *Header
 	var buf []byte
 	for h == nil || h.Records == 0 {
@@ -207,7 +212,8 @@ func TestDecoderRejects(t *testing.T) {
 }
 
 func TestEncoderRejectsWrongArrayLength(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	t.Parallel()
+	rng := testrand.New(t)
 	h := randomHeader(rng)
 	r := randomRecord(rng, h, KindFlashStep)
 	r.O = r.O[:len(r.O)-1]
@@ -251,7 +257,8 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestDecoderReportsReaderErrors(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 4))
+	t.Parallel()
+	rng := testrand.New(t)
 	_, _, buf := randomTrace(rng)
 	boom := errors.New("connection reset")
 	r := io.MultiReader(bytes.NewReader(buf[:len(buf)/2]), errReader{boom})
@@ -268,6 +275,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // are what the Go definition generates, and that the C header compiles with
 // its layout assertions where a C compiler is present.
 func TestGeneratedABI(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{
 		filepath.Join("..", "kernels", "trace_abi.h"):       CHeader(),
 		filepath.Join("..", "static", "js", "trace_abi.js"): JSModule(),
@@ -306,7 +314,8 @@ func TestGeneratedABI(t *testing.T) {
 }
 
 func TestChunksSplitAtRecords(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 8))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 100 {
 		h, recs, buf := randomTrace(rng)
 		var chunks [][]byte

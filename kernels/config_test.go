@@ -3,15 +3,16 @@ package kernels
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 )
 
 func TestParseConfigErrorsNameFieldAndLimit(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		query, field, mentions string
 	}{
@@ -52,6 +53,7 @@ func TestParseConfigErrorsNameFieldAndLimit(t *testing.T) {
 }
 
 func TestParseConfigReportsEveryBadField(t *testing.T) {
+	t.Parallel()
 	v, _ := url.ParseQuery("n=x&d=0&pattern=z&causal=2")
 	_, err := ParseConfig(v)
 	var fe FieldErrors
@@ -66,6 +68,7 @@ func TestParseConfigReportsEveryBadField(t *testing.T) {
 }
 
 func TestOversizeAdviceFits(t *testing.T) {
+	t.Parallel()
 	v, _ := url.ParseQuery("n=2048&d=128&br=32&bc=32&heads=4")
 	_, err := ParseConfig(v)
 	var fe FieldErrors
@@ -100,7 +103,8 @@ func TestOversizeAdviceFits(t *testing.T) {
 }
 
 func TestConfigValuesRoundTrip(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 200 {
 		c := randomConfig(rng)
 		c.Engine = []string{EngineAuto, EngineGPU, EngineCPU}[rng.IntN(3)]

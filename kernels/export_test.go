@@ -46,14 +46,21 @@ func inputsRecords(c *Config) ([]*instrument.Record, map[int]*Inputs) {
 }
 
 // Ex2 and MMAChunk are the mirror's own choices, for tests to perturb.
-// RandomConfig, EpilogueOutputs and FirstOrderBounds are mirror_test.go's
-// randomConfig, epilogueOutputs and firstOrderBounds.
+// RandomConfig, EpilogueOutputs, FirstOrderBounds, RunsOf, EdgeConfigs,
+// ShapeConfigs, CompiledConfig and CompiledTiles are mirror_test.go's
+// randomConfig, epilogueOutputs, firstOrderBounds, runsOf, edgeConfigs,
+// shapeConfigs, compiledConfig and compiledTiles.
 var (
 	Ex2              = ex2
 	MMAChunk         = mmaChunk
 	RandomConfig     = randomConfig
 	EpilogueOutputs  = epilogueOutputs
 	FirstOrderBounds = firstOrderBounds
+	RunsOf           = runsOf
+	EdgeConfigs      = edgeConfigs
+	ShapeConfigs     = shapeConfigs
+	CompiledConfig   = compiledConfig
+	CompiledTiles    = compiledTiles
 )
 
 // MirrorNaiveMMAWith runs naive_mma's mirror over c with another sum inside

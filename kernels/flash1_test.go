@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	. "flashstep/kernels"
 )
 
@@ -35,6 +36,12 @@ func visits(c *Config, i, j int) bool {
 	return false
 }
 
+// flash1Runs is a flash1 test's runs (RunsOf): the edge configurations,
+// then testrand.Runs(full, least) of flash1Config's draws.
+func flash1Runs(rng *rand.Rand, full, least int) []Config {
+	return RunsOf(rng, []instrument.Variant{instrument.VariantFlash1}, full, least, flash1Config)
+}
+
 // lastKVTile is the last kv-tile q-tile i sees.
 func lastKVTile(c *Config, i int) int {
 	j := c.Tc() - 1
@@ -49,13 +56,13 @@ func lastKVTile(c *Config, i int) int {
 // q-tile by q-tile) comes before any step j+1, and a q-tile's epilogue
 // follows its step at its last kv-tile, at once.
 func TestFlash1RecordsLeaveInKVTileOrder(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	type ref struct {
 		kind     instrument.Kind
 		bh, i, j int
 	}
-	for range 150 {
-		c := flash1Config(rng)
+	for _, c := range flash1Runs(rng, 150, 15) {
 		recs := mirrorTrace(t, c)
 		var want []ref
 		bhs, qs := c.TracedBH(), c.TracedQ()
@@ -101,9 +108,9 @@ func TestFlash1RecordsLeaveInKVTileOrder(t *testing.T) {
 // the previous step's O); a row that has seen only masked scores stores 0.
 // The epilogue's O is the last step's, bit for bit.
 func TestFlash1StepsNormalised(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for range 150 {
-		c := flash1Config(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range flash1Runs(rng, 150, 15) {
 		recs := mirrorTrace(t, c)
 		br, bc, d := c.Br, c.Bc, c.D
 		inputs := map[int][]float32{}
@@ -185,10 +192,10 @@ func TestFlash1StepsNormalised(t *testing.T) {
 // their state on chip, flash1 has nowhere to keep it and starts them afresh
 // at every step.)
 func TestFlash1SoftmaxIsFlash2s(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	type key struct{ kind, bh, i, j int }
-	for range 100 {
-		c := flash1Config(rng)
+	for _, c := range flash1Runs(rng, 100, 10) {
 		f2 := c
 		f2.Variant = instrument.VariantFlash2
 		theirs := map[key]*instrument.Record{}
@@ -227,10 +234,10 @@ func flash1OutputBound(in *Inputs, n, d, tc int, causal bool) (bound, lse []floa
 // O, and its LSE, to the float64 reference over random ragged and causal
 // runs. The output starts as NaN, so an element no epilogue writes fails.
 func TestFlash1MatchesReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	worst, worstLSE := 0.0, 0.0
-	for range 200 {
-		c := flash1Config(rng)
+	for _, c := range flash1Runs(rng, 200, 20) {
 		recs := mirrorTrace(t, c)
 		bhs, qs := c.TracedBH(), c.TracedQ()
 		for bh := bhs.Lo; bh < bhs.Hi; bh++ {
@@ -265,9 +272,9 @@ func TestFlash1MatchesReference(t *testing.T) {
 // batch-head, and the LSE is written once. Without a mask that is Tc writes
 // of O where flash2 makes one.
 func TestFlash1Traffic(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := range 80 {
-		c := flash1Config(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for n, c := range flash1Runs(rng, 80, 16) {
 		c.TraceBH, c.TraceQ, c.Batch, c.Heads = instrument.Range{}, instrument.Range{}, 1, 1
 		c.Causal = n%2 == 0
 		recs := mirrorTrace(t, c)
@@ -447,10 +454,10 @@ func (s flash1Sim) run(c Config) []*instrument.Record {
 // kernel one kv-tile at a time; written again in the kernel's order, with
 // the mirror's exp, the trace must come out the same, bit for bit.
 func TestFlash1SimIsTheMirror(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	sim := flash1Sim{exp: exactExp, weight: rightWeight}
-	for range 100 {
-		c := flash1Config(rng)
+	for _, c := range flash1Runs(rng, 100, 10) {
 		mirror := mirrorTrace(t, c)
 		got := sim.run(c)
 		if len(got) != len(mirror) {
@@ -484,7 +491,13 @@ func boundConfig(rng *rand.Rand, n int) Config {
 // the simulated trace to kernelstest's bound, as the GPU suite will hold the
 // GPU's; the worst ratio says how much room the bound leaves.
 func TestFlash1BoundHoldsForOtherArithmetic(t *testing.T) {
-	boundHolds(t, 80, boundConfig, func(c Config, g *simulatedGPU) []*instrument.Record {
+	t.Parallel()
+	rng := testrand.New(t)
+	runs := boundEdges(rng, instrument.VariantFlash1)
+	for n := range testrand.Runs(80, 8) {
+		runs = append(runs, boundConfig(rng, n))
+	}
+	boundHolds(t, rng, runs, func(c Config, g *simulatedGPU) []*instrument.Record {
 		return flash1Sim{exp: g.expf, weight: rightWeight}.run(c)
 	})
 }
@@ -494,10 +507,11 @@ func TestFlash1BoundHoldsForOtherArithmetic(t *testing.T) {
 // α·l_old) writes an O that the bound rejects, in every run where a later
 // kv-tile raises some row's max.
 func TestFlash1BoundCatchesAWrongRescale(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	wrong := flash1Sim{exp: exactExp, weight: func(_, lOld float32) float32 { return lOld }}
 	tried := 0
-	for n := 0; tried < 40; n++ {
+	for n := 0; tried < testrand.Runs(40, 8); n++ {
 		c := boundConfig(rng, n)
 		mirror := mirrorTrace(t, c)
 		// Does a later kv-tile raise the max of a row that has a sum (l_old

@@ -3,14 +3,18 @@ package kernels_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	. "flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/launch"
 )
 
 // The GPU comparison's bound, tried on the CPU: a kernel's mirror and a
@@ -26,18 +30,23 @@ import (
 // off e^x. It stands in for the GPU to try the bound that the GPU's trace
 // will be held to.
 type simulatedGPU struct {
-	mu  sync.Mutex
-	rng *rand.Rand
+	mu    sync.Mutex
+	rng   *rand.Rand
+	terms []float32 // mma's scratch, under mu
 }
 
 func (g *simulatedGPU) mma(acc float32, a, b []float32, stride int) float32 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	terms := []float32{acc}
+	terms := append(g.terms[:0], acc)
 	for i, x := range a {
 		terms = append(terms, x*b[i*stride]) // exact: bf16·bf16
 	}
-	g.rng.Shuffle(len(terms), func(i, j int) { terms[i], terms[j] = terms[j], terms[i] })
+	g.terms = terms
+	for i := len(terms) - 1; i > 0; i-- { // a uniform shuffle (Fisher–Yates)
+		j := g.rng.IntN(i + 1)
+		terms[i], terms[j] = terms[j], terms[i]
+	}
 	truncate := g.rng.IntN(2) == 0
 	sum := terms[0]
 	for _, x := range terms[1:] {
@@ -109,13 +118,34 @@ func mirrorTrace(t testing.TB, c Config) []*instrument.Record {
 }
 
 // gpuConfig draws a run of v that the GPU runs (kernelstest.RandomGPUConfig,
-// until it draws v).
+// until it draws v), N up to gpuMaxN().
 func gpuConfig(rng *rand.Rand, v instrument.Variant) Config {
 	for {
-		if c := kernelstest.RandomGPUConfig(rng, 300); c.Variant == v {
+		if c := kernelstest.RandomGPUConfig(rng, gpuMaxN()); c.Variant == v {
 			return c
 		}
 	}
+}
+
+// gpuMaxN is the largest N of a random GPU run: 300, or under -short,
+// where a run's cost grows with its tiles squared, 160, a little past two
+// of the float32 kernels' largest tiles and one of the bf16 kernels'.
+func gpuMaxN() int {
+	if testing.Short() {
+		return 160
+	}
+	return 300
+}
+
+// compiledN is a ragged N for a random run at compiled tiles whose larger
+// side is big: up to 200 past one tile, or under -short up to half a tile
+// past it, so that every run has a ragged second tile each way and costs at
+// most four steps a q-tile.
+func compiledN(rng *rand.Rand, big int) int {
+	if testing.Short() {
+		return big + 1 + rng.IntN(big/2)
+	}
+	return big + rng.IntN(200)
 }
 
 // compareToBound holds the simulated trace to kernelstest's bound around the
@@ -147,45 +177,65 @@ func compareToBound(t *testing.T, c Config, sim, mirror []*instrument.Record, wo
 	return differ, first
 }
 
-// boundHolds runs the mirror and a simulated GPU (sim, from g) on runs fresh
-// random runs (draw) and holds every element of the simulated trace to
+// boundHolds runs the mirror and a simulated GPU (sim, from g, drawn from
+// rng) on each of runs and holds every element of the simulated trace to
 // kernelstest's bound. A run the simulation leaves unchanged tries nothing;
-// the test fails when that is more than a quarter of them. The worst ratio says how much
-// room the bound leaves.
-func boundHolds(t *testing.T, runs int, draw func(rng *rand.Rand, n int) Config, sim func(c Config, g *simulatedGPU) []*instrument.Record) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	worst := map[string]float64{}
+// the test fails when that is more than a quarter of them. The worst ratio
+// per array, and the run it came from, say how much room the bound leaves.
+func boundHolds(t *testing.T, rng *rand.Rand, runs []Config, sim func(c Config, g *simulatedGPU) []*instrument.Record) {
+	t.Helper()
+	worst, at := map[string]float64{}, map[string]Config{}
 	unchanged := 0
-	for n := range runs {
-		c := draw(rng, n)
+	for _, c := range runs {
 		mirror := mirrorTrace(t, c)
 		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		differ, err := compareToBound(t, c, sim(c, g), mirror, worst)
+		ratios := map[string]float64{}
+		differ, err := compareToBound(t, c, sim(c, g), mirror, ratios)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
 		if differ == 0 {
 			unchanged++ // a small or one-hot run may leave every value as it was
 		}
+		for name, w := range ratios {
+			if w > worst[name] {
+				worst[name], at[name] = w, c
+			}
+		}
 	}
-	if unchanged > runs/4 {
-		t.Fatalf("the simulated GPU changed nothing in %d of %d runs: the test tries too little of the bound", unchanged, runs)
+	if unchanged > len(runs)/4 {
+		t.Fatalf("the simulated GPU changed nothing in %d of %d runs: the test tries too little of the bound", unchanged, len(runs))
 	}
-	for name, w := range worst {
-		t.Logf("%-6s worst difference/bound %.3g", name, w)
+	for _, name := range slices.Sorted(maps.Keys(worst)) {
+		c := at[name]
+		t.Logf("%-6s worst difference/bound %.3g (N=%d d=%d %d×%d causal=%v %s, of %d runs)", name, worst[name], c.N, c.D, c.Br, c.Bc, c.Causal, c.Pattern, len(runs))
 	}
+}
+
+// boundEdges is what every bound test tries first, under -short as in a
+// full run: each edge shape as a run of v (ShapeConfigs), and v's compiled
+// tiles with a ragged N in the two patterns whose O comes closest to the
+// bounds (normal and peaked: many weights of P far from 0 and 1, so many
+// bf16(P) on a rounding boundary), causal and not.
+func boundEdges(rng *rand.Rand, v instrument.Variant) []Config {
+	runs := ShapeConfigs(rng, v)
+	for k := range CompiledTiles[v] {
+		runs = append(runs, CompiledConfig(rng, v, k, k%2 == 0, instrument.PatternNormal), CompiledConfig(rng, v, k, k%2 == 1, instrument.PatternPeaked))
+	}
+	return runs
 }
 
 // bf16BoundConfig draws a run of the bf16 flash kernel v for the bound's
 // tests: on even n one of the mirror's odd shapes (ragged d and Bc, toy
-// sizes), on odd n one the GPU runs (v's compiled tiles), N ragged.
+// sizes), on odd n one the GPU runs (v's compiled tiles), N ragged
+// (compiledN).
 func bf16BoundConfig(rng *rand.Rand, n int, v instrument.Variant) Config {
 	c := gpuConfig(rng, v)
 	if n%2 == 0 {
 		c.N = 1 + rng.IntN(90)
 		c.D, c.Br, c.Bc = 1+rng.IntN(40), 1+rng.IntN(min(c.N, 20)), 1+rng.IntN(min(c.N, 20))
 	} else {
-		c.N = max(c.Br, c.Bc) + rng.IntN(200)
+		c.N = compiledN(rng, max(c.Br, c.Bc))
 		c.Batch, c.Heads = 1, 1
 	}
 	c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
@@ -195,16 +245,52 @@ func bf16BoundConfig(rng *rand.Rand, n int, v instrument.Variant) Config {
 
 // TestBF16FlashBoundHoldsForOtherArithmetic runs each bf16 flash kernel's
 // mirror and the simulated GPU (each mma summed in another order, rounding
-// or truncating; each ex2 or expf up to 2 ulp off) on the same fresh random
-// runs and holds every element of the simulated trace to the kernel's
-// bound, as the GPU suite holds the GPU's.
+// or truncating; each ex2 or expf up to 2 ulp off) on the same runs, the
+// edges (boundEdges) and fresh random ones (60, or 12 under -short), and
+// holds every element of the simulated trace to the kernel's bound, as the
+// GPU suite holds the GPU's.
 func TestBF16FlashBoundHoldsForOtherArithmetic(t *testing.T) {
+	t.Parallel()
 	for _, v := range BF16FlashVariants {
 		t.Run(v.String(), func(t *testing.T) {
-			boundHolds(t, 60, func(rng *rand.Rand, n int) Config { return bf16BoundConfig(rng, n, v) },
-				func(c Config, g *simulatedGPU) []*instrument.Record {
-					return MirrorBF16FlashWith(v, c, g.mma, g.exp(v))
-				})
+			t.Parallel()
+			rng := testrand.New(t)
+			runs := boundEdges(rng, v)
+			for n := range testrand.Runs(60, 6) {
+				runs = append(runs, bf16BoundConfig(rng, n, v))
+			}
+			boundHolds(t, rng, runs, func(c Config, g *simulatedGPU) []*instrument.Record {
+				return MirrorBF16FlashWith(v, c, g.mma, g.exp(v))
+			})
 		})
+	}
+}
+
+// TestCompiledTilesAreLaunchs: the tiles the mirrors' tests take for the
+// GPU's (CompiledTiles) are the ones package launch compiles, so that no
+// edge run misses a tile the GPU runs at.
+func TestCompiledTilesAreLaunchs(t *testing.T) {
+	t.Parallel()
+	var flash2, fast, mma, naiveMMA [][3]int
+	for _, f := range launch.Flash2Instances {
+		flash2 = append(flash2, [3]int{f.Br, f.Bc, f.D})
+	}
+	for _, f := range launch.Flash2FastInstances {
+		fast = append(fast, [3]int{f.Br, f.Bc, f.D})
+	}
+	for _, f := range launch.Flash2MMAInstances {
+		mma = append(mma, [3]int{f.Br, f.Bc, f.D})
+	}
+	for _, f := range launch.NaiveMMAInstances {
+		naiveMMA = append(naiveMMA, [3]int{launch.NaiveMMABr, f.Bc, f.D})
+	}
+	want := map[instrument.Variant][][3]int{
+		instrument.VariantFlash2: flash2, instrument.VariantFlash1: flash2, instrument.VariantNaiveRow: flash2, instrument.VariantNaive: flash2,
+		instrument.VariantFlash2Fast: fast, instrument.VariantFlash2MMA: mma, instrument.VariantNaiveMMA: naiveMMA,
+	}
+	for _, v := range instrument.Variants {
+		if !slices.Equal(CompiledTiles[v], want[v]) {
+			t.Errorf("%s: the tests take %v for the compiled tiles, package launch compiles %v", v, CompiledTiles[v], want[v])
+		}
 	}
 }

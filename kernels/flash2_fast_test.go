@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 )
 
 // ---- bf16 rounding, fma32, ex2 ----
 
 func TestRoundBF16KnownValues(t *testing.T) {
+	t.Parallel()
 	f := math.Float32frombits
 	for _, tc := range []struct {
 		name    string
@@ -54,7 +56,8 @@ func TestRoundBF16KnownValues(t *testing.T) {
 // TestRoundBF16AgainstBigFloat checks random normal values against an
 // independent rounding to 8 significant bits, ties to even.
 func TestRoundBF16AgainstBigFloat(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 100000 {
 		bits := rng.Uint32()
 		exp := (bits >> 23) & 0xFF
@@ -73,6 +76,7 @@ func TestRoundBF16AgainstBigFloat(t *testing.T) {
 }
 
 func TestBF16Bits(t *testing.T) {
+	t.Parallel()
 	x := []float32{1, -2.5, float32(math.Pi), float32(math.Inf(-1))}
 	want := []uint16{0x3F80, 0xC020, 0x4049, 0xFF80}
 	got := BF16Bits(x)
@@ -93,6 +97,7 @@ func exactFMA32(a, b, c float32) float32 {
 }
 
 func TestFMA32DoubleRounding(t *testing.T) {
+	t.Parallel()
 	// a·b = 2⁻²⁴ − 2⁻⁵⁴, c = 1 + 2⁻²³: the exact sum lies just below the
 	// float32 midpoint 1 + 2⁻²³ + 2⁻²⁴, so the answer is 1 + 2⁻²³. Rounded
 	// to float64 first, the sum lands on the midpoint, and ties to even
@@ -110,7 +115,8 @@ func TestFMA32DoubleRounding(t *testing.T) {
 }
 
 func TestFMA32AgainstBigFloat(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	randFloat := func(minExp, maxExp int) float32 {
 		m := 1 + rng.Float64()
 		v := float32(math.Ldexp(m, minExp+rng.IntN(maxExp-minExp+1)))
@@ -168,6 +174,7 @@ func TestFMA32AgainstBigFloat(t *testing.T) {
 }
 
 func TestEx2(t *testing.T) {
+	t.Parallel()
 	sub := math.Float32frombits(0x00000123)
 	for _, tc := range []struct{ x, want float32 }{
 		{float32(math.Inf(-1)), 0}, {0, 1}, {sub, 1}, {-sub, 1}, {1, 2}, {-1, 0.5},
@@ -177,7 +184,7 @@ func TestEx2(t *testing.T) {
 			t.Errorf("ex2(%v) = %v, want %v", tc.x, got, tc.want)
 		}
 	}
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	rng := testrand.New(t)
 	for range 10000 {
 		x := float32(rng.Float64()*200 - 100)
 		want := math.Exp2(float64(x))
@@ -200,16 +207,10 @@ func ulp32(x float32) float32 {
 // natural units, S = S_raw·scale, α = expf(m_old − m_new). Every test below
 // runs for both, each held to its own arithmetic where they part.
 
-// bf16Compiled is, per bf16 flash kernel, the tiles (Br, Bc, d) it is
-// compiled for (launch.Flash2FastInstances, launch.Flash2MMAInstances) and
-// one in how many of randomBF16Config's draws takes them.
-var bf16Compiled = map[instrument.Variant]struct {
-	odds  int
-	tiles [][3]int
-}{
-	instrument.VariantFlash2Fast: {5, [][3]int{{128, 128, 64}, {128, 48, 128}}},
-	instrument.VariantFlash2MMA:  {2, [][3]int{{64, 64, 64}, {64, 64, 128}}},
-}
+// bf16CompiledOdds is, per bf16 flash kernel, one in how many of
+// randomBF16Config's draws takes the tiles it is compiled for
+// (compiledTiles).
+var bf16CompiledOdds = map[instrument.Variant]int{instrument.VariantFlash2Fast: 5, instrument.VariantFlash2MMA: 2}
 
 // randomBF16Config draws a run of v: toy, small and ragged (d mostly not a
 // multiple of 16, Bc not of 8), real tile sizes, and v's compiled tiles with
@@ -218,8 +219,8 @@ func randomBF16Config(rng *rand.Rand, n int, v instrument.Variant) Config {
 	c := randomConfig(rng)
 	c.Variant = v
 	c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
-	if cc := bf16Compiled[v]; rng.IntN(cc.odds) == 0 {
-		tile := cc.tiles[rng.IntN(len(cc.tiles))]
+	if tiles := compiledTiles[v]; rng.IntN(bf16CompiledOdds[v]) == 0 {
+		tile := tiles[rng.IntN(len(tiles))]
 		c.Br, c.Bc, c.D = tile[0], tile[1], tile[2]
 		c.N = max(c.Br, c.Bc) + rng.IntN(200)
 		c.Batch, c.Heads = 1, 1
@@ -232,9 +233,9 @@ func randomBF16Config(rng *rand.Rand, n int, v instrument.Variant) Config {
 	return c
 }
 
-// compiledTiles says whether c runs on tiles its kernel is compiled for.
-func compiledTiles(c *Config) bool {
-	return slices.Contains(bf16Compiled[c.Variant].tiles, [3]int{c.Br, c.Bc, c.D})
+// atCompiledTiles says whether c runs on tiles its kernel is compiled for.
+func atCompiledTiles(c *Config) bool {
+	return slices.Contains(compiledTiles[c.Variant], [3]int{c.Br, c.Bc, c.D})
 }
 
 // bf16Trace is runTrace (the trace as a consumer decodes it, its size
@@ -254,14 +255,25 @@ func bf16Trace(t *testing.T, c Config) []*instrument.Record {
 	return recs
 }
 
-// eachBF16Run runs check, as a subtest per bf16 flash kernel, on runs fresh
-// random runs of it (randomBF16Config) and their traces (bf16Trace).
-func eachBF16Run(t *testing.T, runs int, check func(t *testing.T, rng *rand.Rand, c Config, recs []*instrument.Record)) {
+// bf16Runs is a bf16 flash kernel's runs for a test (runsOf): its edge
+// configurations, then testrand.Runs(full, least) of randomBF16Config's
+// draws, the patterns in turn.
+func bf16Runs(rng *rand.Rand, v instrument.Variant, full, least int) []Config {
+	n := 0
+	return runsOf(rng, []instrument.Variant{v}, full, least, func(rng *rand.Rand) Config {
+		n++
+		return randomBF16Config(rng, n-1, v)
+	})
+}
+
+// eachBF16Run runs check, as a parallel subtest per bf16 flash kernel, on
+// its runs (bf16Runs) and their traces (bf16Trace).
+func eachBF16Run(t *testing.T, full, least int, check func(t *testing.T, rng *rand.Rand, c Config, recs []*instrument.Record)) {
 	for _, v := range BF16FlashVariants {
 		t.Run(v.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-			for n := range runs {
-				c := randomBF16Config(rng, n, v)
+			t.Parallel()
+			rng := testrand.New(t)
+			for _, c := range bf16Runs(rng, v, full, least) {
 				check(t, rng, c, bf16Trace(t, c))
 			}
 		})
@@ -274,20 +286,21 @@ func eachBF16Run(t *testing.T, runs int, check func(t *testing.T, rng *rand.Rand
 // 1e-4 (it never sees bf16(P)), over fresh random runs. Outputs start as
 // NaN, so an element the trace never writes fails, and a NaN never passes.
 func TestBF16FlashMatchesReference(t *testing.T) {
+	t.Parallel()
 	for _, v := range BF16FlashVariants {
 		t.Run(v.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			t.Parallel()
+			rng := testrand.New(t)
 			worst := map[instrument.Pattern]float64{}
 			var withTail, causal, compiled, multi int
-			for n := range 240 {
-				c := randomBF16Config(rng, n, v)
+			for _, c := range bf16Runs(rng, v, 240, 24) {
 				if c.D%16 != 0 {
 					withTail++
 				}
 				if c.Causal {
 					causal++
 				}
-				if compiledTiles(&c) {
+				if atCompiledTiles(&c) {
 					compiled++
 				}
 				if c.TracedBH().Len() > 1 {
@@ -345,7 +358,8 @@ func TestBF16FlashMatchesReference(t *testing.T) {
 }
 
 func TestInputsForRoundsOnlyBF16Variants(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 20 {
 		c := randomConfig(rng)
 		bh := rng.IntN(c.Batch * c.Heads)
@@ -476,7 +490,8 @@ var bf16Softmaxes = map[instrument.Variant]bf16Softmax{
 // m_new) over the columns seen, within its roundings, and after the last
 // step the epilogue is O/l and m + log l.
 func TestBF16FlashOnlineSoftmaxInvariants(t *testing.T) {
-	eachBF16Run(t, 200, func(t *testing.T, _ *rand.Rand, c Config, recs []*instrument.Record) {
+	t.Parallel()
+	eachBF16Run(t, 200, 20, func(t *testing.T, _ *rand.Rand, c Config, recs []*instrument.Record) {
 		sm := bf16Softmaxes[c.Variant]
 		atoms := float64(ceilDiv(c.Bc, 8))
 		var mPrev, lPrev, mAbs []float64
@@ -579,7 +594,8 @@ func TestBF16FlashOnlineSoftmaxInvariants(t *testing.T) {
 // sizes and bytes as the kernels' header comments say (bf16: 2 bytes).
 // bf16Trace has held the header, and the trace's size, to c.
 func TestBF16FlashTraceStructure(t *testing.T) {
-	eachBF16Run(t, 200, func(t *testing.T, _ *rand.Rand, c Config, recs []*instrument.Record) {
+	t.Parallel()
+	eachBF16Run(t, 200, 20, func(t *testing.T, _ *rand.Rand, c Config, recs []*instrument.Record) {
 		bhs, qs := c.TracedBH(), c.TracedQ()
 		k := 0
 		next := func() *instrument.Record {
@@ -636,7 +652,8 @@ func TestBF16FlashTraceStructure(t *testing.T) {
 // walk), and checks that every element of S, P, m, α, l and O (padding
 // rows and columns included) is the mirror's, bit for bit.
 func TestBF16FlashStepsRecomputed(t *testing.T) {
-	eachBF16Run(t, 40, func(t *testing.T, rng *rand.Rand, c Config, recs []*instrument.Record) {
+	t.Parallel()
+	eachBF16Run(t, 40, 8, func(t *testing.T, rng *rand.Rand, c Config, recs []*instrument.Record) {
 		var steps []*instrument.Record
 		for _, r := range recs {
 			if r.Kind == instrument.KindFlashStep {

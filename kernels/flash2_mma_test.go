@@ -2,10 +2,10 @@ package kernels_test
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	. "flashstep/kernels"
 )
 
@@ -23,7 +23,8 @@ import (
 // softmax from this one: flash2_fast's arithmetic on the same tiles fails
 // it only where ex2.approx.ftz flushes a subnormal P that expf keeps.
 func TestFlash2MMABoundCatchesWrongArithmetic(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	wrong := []struct {
 		name string
 		mma  func(acc float32, a, b []float32, stride int) float32
@@ -35,7 +36,7 @@ func TestFlash2MMABoundCatchesWrongArithmetic(t *testing.T) {
 	}
 	for _, w := range wrong {
 		caught := 0
-		const runs = 12
+		runs := testrand.Runs(12, 3)
 		for n := range runs {
 			c := bf16BoundConfig(rng, 2*n+1, instrument.VariantFlash2MMA) // the compiled tiles: enough elements that a wrong one shows
 			c.Pattern = instrument.PatternNormal

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 )
 
 const eps32 = 1.0 / (1 << 24) // unit roundoff of float32
@@ -47,6 +48,98 @@ func randomConfig(rng *rand.Rand) Config {
 		c.TraceQ = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(c.Tr()-lo)}
 	}
 	return c
+}
+
+// edgeShapes are the shapes that catch a wrong kernel where a random draw
+// finds one only now and then, each for the reason beside it. Every random
+// test of the mirrors runs all of them (edgeConfigs), under -short as in a
+// full run, before its random draws; their seeds, and so their inputs, are
+// fresh on every run.
+var edgeShapes = []struct {
+	why string
+	c   Config
+}{
+	{"N = 1: one row, one key, one tile", Config{N: 1, D: 1, Br: 1, Bc: 1, Pattern: instrument.PatternNormal}},
+	{"N = 1, causal, large logits, d odd", Config{N: 1, D: 7, Br: 1, Bc: 1, Causal: true, Pattern: instrument.PatternLarge}},
+	{"N divisible by neither tile: both last tiles ragged; d odd; causal", Config{N: 13, D: 5, Br: 4, Bc: 5, Causal: true, Pattern: instrument.PatternLarge}},
+	{"Br = N: one q-tile; the last kv-tile ragged", Config{N: 12, D: 3, Br: 12, Bc: 5, Causal: true, Pattern: instrument.PatternPeaked}},
+	{"Br = Bc = N: one tile", Config{N: 20, D: 4, Br: 20, Bc: 20, Causal: true, Pattern: instrument.PatternNormal}},
+	{"d at its limit", Config{N: 9, D: MaxD, Br: 4, Bc: 2, Pattern: instrument.PatternNormal}},
+	{"Bc > Br, causal; d one past a 16-wide mma chunk", Config{N: 23, D: 17, Br: 3, Bc: 8, Causal: true, Pattern: instrument.PatternNormal}},
+	{"Bc < Br, causal, large logits; d two chunks and one", Config{N: 23, D: 33, Br: 8, Bc: 3, Causal: true, Pattern: instrument.PatternLarge}},
+	{"causal, the last q-tile ragged (5 of 8 rows) on the diagonal", Config{N: 37, D: 8, Br: 8, Bc: 8, Causal: true, Pattern: instrument.PatternPeaked}},
+	{"Bc one and a quarter mma chunks, not whole 8-column atoms", Config{N: 41, D: 20, Br: 6, Bc: 20, Pattern: instrument.PatternPeaked}},
+	{"several batch-heads, a partial trace ending on the ragged last q-tile", Config{N: 19, D: 9, Br: 4, Bc: 9, Batch: 2, Heads: 2, Causal: true,
+		Pattern: instrument.PatternLarge, TraceBH: instrument.Range{Lo: 1, Hi: 3}, TraceQ: instrument.Range{Lo: 2, Hi: 5}}},
+}
+
+// compiledTiles are the tiles (Br, Bc, d) the GPU runs each variant at,
+// package launch's instances (TestCompiledTilesAreLaunchs holds the two
+// lists together); naive, which runs any tiles, takes flash2's.
+var compiledTiles = func() map[instrument.Variant][][3]int {
+	flash2 := [][3]int{{2, 2, 4}, {4, 4, 8}, {16, 16, 32}, {32, 32, 64}, {64, 64, 64}, {64, 64, 128}, {32, 64, 128}}
+	fast := [][3]int{{128, 128, 64}, {128, 48, 128}}
+	return map[instrument.Variant][][3]int{
+		instrument.VariantNaiveRow: flash2, instrument.VariantNaive: flash2, instrument.VariantFlash1: flash2, instrument.VariantFlash2: flash2,
+		instrument.VariantFlash2MMA: {{64, 64, 64}, {64, 64, 128}}, instrument.VariantFlash2Fast: fast, instrument.VariantNaiveMMA: fast,
+	}
+}()
+
+// compiledConfig is a run of v at compiled tile k (compiledTiles) with N
+// ragged: a few whole tiles of the larger side and part of one more.
+func compiledConfig(rng *rand.Rand, v instrument.Variant, k int, causal bool, p instrument.Pattern) Config {
+	tile := compiledTiles[v][k]
+	c := Config{Variant: v, Br: tile[0], Bc: tile[1], D: tile[2], Batch: 1, Heads: 1, Causal: causal, Pattern: p, Seed: rng.Uint64()}
+	big := max(c.Br, c.Bc)
+	c.N = max(1, 16/big)*big + 1 + rng.IntN(big)
+	return c
+}
+
+// edgeConfigs is every edge shape as a run of v (shapeConfigs), and each
+// of v's compiled tiles with a ragged N twice, causal and not, in two input
+// patterns.
+func edgeConfigs(rng *rand.Rand, v instrument.Variant) []Config {
+	cs := shapeConfigs(rng, v)
+	for k := range compiledTiles[v] {
+		ps := instrument.Patterns
+		cs = append(cs, compiledConfig(rng, v, k, true, ps[k%len(ps)]), compiledConfig(rng, v, k, false, ps[(k+1)%len(ps)]))
+	}
+	return cs
+}
+
+// shapeConfigs is every edge shape as a run of v.
+func shapeConfigs(rng *rand.Rand, v instrument.Variant) []Config {
+	var cs []Config
+	for _, e := range edgeShapes {
+		c := e.c
+		c.Variant, c.Seed = v, rng.Uint64()
+		c.Batch, c.Heads = max(1, c.Batch), max(1, c.Heads)
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// runsOf is a random test's runs: the edge configurations of every
+// variant in vs, then testrand.Runs(full, least) random draws (a fifth
+// under -short).
+func runsOf(rng *rand.Rand, vs []instrument.Variant, full, least int, draw func(*rand.Rand) Config) []Config {
+	var cs []Config
+	for _, v := range vs {
+		cs = append(cs, edgeConfigs(rng, v)...)
+	}
+	for range testrand.Runs(full, least) {
+		cs = append(cs, draw(rng))
+	}
+	return cs
+}
+
+// withVariant draws randomConfig's runs of v alone.
+func withVariant(v instrument.Variant) func(*rand.Rand) Config {
+	return func(rng *rand.Rand) Config {
+		c := randomConfig(rng)
+		c.Variant = v
+		return c
+	}
 }
 
 // runTrace runs the mirror, encodes what it emits and decodes it again, so
@@ -113,10 +206,10 @@ func maxAbsScore(in *Inputs, n, d int, causal bool) float64 {
 }
 
 func TestMirrorsMatchReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	worst := map[instrument.Pattern]float64{}
-	for n := 0; n < 300; n++ {
-		c := randomConfig(rng)
+	for _, c := range runsOf(rng, instrument.Variants, 300, 30, randomConfig) {
 		h, recs := runTrace(t, c)
 		noNaN(t, c, recs)
 		bhs, qs := c.TracedBH(), c.TracedQ()
@@ -255,10 +348,9 @@ type seenScores [][]float64
 // m_new), l = Σ exp(S − m_new) over every valid column seen so far, P =
 // exp(S − m_new), and O/l after the last step is the reference row.
 func TestFlash2OnlineSoftmaxInvariants(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := 0; n < 200; n++ {
-		c := randomConfig(rng)
-		c.Variant = instrument.VariantFlash2
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantFlash2}, 200, 20, withVariant(instrument.VariantFlash2)) {
 		_, recs := runTrace(t, c)
 		inputs := map[int]*Inputs{}
 		refs := map[int][]float64{}
@@ -349,9 +441,9 @@ func TestFlash2OnlineSoftmaxInvariants(t *testing.T) {
 // kv-tile iff some valid (row, column) of it is unmasked, in order; naive
 // visits every tile in every phase; valid extents follow the tiling.
 func TestTraceStructure(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := 0; n < 300; n++ {
-		c := randomConfig(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, instrument.Variants, 300, 30, randomConfig) {
 		h, recs := runTrace(t, c)
 		type tile struct{ bh, i, j int }
 		got := map[instrument.Kind][]tile{}
@@ -427,10 +519,9 @@ func tileFullyMasked(c *Config, i, j int) bool {
 // record's m is the row max of the S tiles written, l the row sum of
 // exp(S − m), and the P tiles read back are exp(S − m)/l.
 func TestNaivePhases(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := 0; n < 100; n++ {
-		c := randomConfig(rng)
-		c.Variant = instrument.VariantNaive
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantNaive}, 100, 20, withVariant(instrument.VariantNaive)) {
 		_, recs := runTrace(t, c)
 		type key struct{ bh, row int }
 		rowS := map[key][]float64{}
@@ -478,9 +569,9 @@ func TestNaivePhases(t *testing.T) {
 // flash2 loads Q once and K, V once per visited tile; naive writes S and P
 // once and reads S three times and P once.
 func TestTraffic(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for n := 0; n < 50; n++ {
-		c := randomConfig(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, instrument.Variants, 50, 10, randomConfig) {
 		c.Causal, c.TraceBH, c.TraceQ, c.Batch, c.Heads = false, instrument.Range{}, instrument.Range{}, 1, 1
 		_, recs := runTrace(t, c)
 		var read, written uint64
@@ -520,8 +611,9 @@ func TestTraffic(t *testing.T) {
 }
 
 func TestMirrorToySizeEveryNumberLegible(t *testing.T) {
+	t.Parallel()
 	c := DefaultConfig()
-	c.Seed = rand.Uint64()
+	c.Seed = testrand.New(t).Uint64()
 	h, recs := runTrace(t, c)
 	if h.N != 8 || h.D != 4 || h.Br != 2 || h.Bc != 2 {
 		t.Fatalf("default config is not the toy size: %+v", h)
@@ -533,8 +625,9 @@ func TestMirrorToySizeEveryNumberLegible(t *testing.T) {
 }
 
 func TestMirrorDeterministic(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for range 20 {
+	t.Parallel()
+	rng := testrand.New(t)
+	for range testrand.Runs(20, 5) {
 		c := randomConfig(rng)
 		_, a := runTrace(t, c)
 		_, b := runTrace(t, c)
@@ -547,6 +640,7 @@ func TestMirrorDeterministic(t *testing.T) {
 }
 
 func TestRunMirrorStopsOnSinkErrorAndCancel(t *testing.T) {
+	t.Parallel()
 	c := Config{Variant: instrument.VariantFlash2, N: 512, D: 64, Br: 16, Bc: 16, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal}
 	boom := errors.New("client went away")
 	calls := 0
@@ -576,9 +670,11 @@ func TestRunMirrorStopsOnSinkErrorAndCancel(t *testing.T) {
 func TestLargePatternOverflowsWithoutMax(t *testing.T) {
 	// The large pattern must be large enough that exp(S) overflows float32
 	// (S > 88.7), or it would not show why the max is subtracted.
+	t.Parallel()
+	rng := testrand.New(t)
 	c := Config{N: 16, D: 4, Br: 2, Bc: 2, Batch: 1, Heads: 1, Pattern: instrument.PatternLarge}
 	for range 20 {
-		c.Seed = rand.Uint64()
+		c.Seed = rng.Uint64()
 		in := GenerateInputs(&c, 0)
 		if m := maxAbsScore(in, c.N, c.D, false); m < 89 || m > 1000 {
 			t.Fatalf("seed %d: max |S| = %.1f, want well past 88.7", c.Seed, m)

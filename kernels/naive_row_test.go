@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 )
 
 // naive_row.cu's phases and the code each must hold (TestSourcePhases).
@@ -87,9 +88,9 @@ func naiveRowBlocks(t *testing.T, c Config, recs []*instrument.Record) (map[[2]i
 // exactly the float32 running sum of P in key order, so that the last step's
 // l is Σ p. Padding rows hold no key: S = −Inf, P = 0, m = −Inf, l = 0.
 func TestNaiveRowPass2(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for range 200 {
-		c := naiveRowConfig(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantNaiveRow}, 200, 20, naiveRowConfig) {
 		_, recs := runTrace(t, c)
 		noNaN(t, c, recs)
 		blocks, inputs := naiveRowBlocks(t, c, recs)
@@ -173,10 +174,10 @@ func TestNaiveRowPass2(t *testing.T) {
 // within the first-order float32 bound of outputBounds, on fresh random
 // inputs of ragged and causal shapes. A NaN fails.
 func TestNaiveRowMatchesReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	t.Parallel()
+	rng := testrand.New(t)
 	worst := 0.0
-	for range 200 {
-		c := naiveRowConfig(rng)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantNaiveRow}, 200, 20, naiveRowConfig) {
 		_, recs := runTrace(t, c)
 		blocks, inputs := naiveRowBlocks(t, c, recs)
 		if want := c.TracedBH().Len() * c.TracedQ().Len(); len(blocks) != want {
@@ -235,9 +236,9 @@ func maxAbsRowScore(in *Inputs, c Config, g int) float64 {
 // way pass 1 did, so each flash step's S is its kv-tile's scores record, bit
 // for bit, padding included.
 func TestNaiveRowScoresAreThePass2Scores(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for range 200 {
-		c := naiveRowConfig(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantNaiveRow}, 200, 20, naiveRowConfig) {
 		_, recs := runTrace(t, c)
 		blocks, _ := naiveRowBlocks(t, c, recs)
 		for key, b := range blocks {
@@ -260,9 +261,9 @@ func TestNaiveRowScoresAreThePass2Scores(t *testing.T) {
 // its Q rows once, and K twice and V once over the kv-tiles it visits; O and
 // the LSE are written once.
 func TestNaiveRowTraffic(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for range 100 {
-		c := naiveRowConfig(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantNaiveRow}, 100, 20, naiveRowConfig) {
 		c.TraceBH, c.TraceQ, c.Batch, c.Heads = instrument.Range{}, instrument.Range{}, 1, 1
 		_, recs := runTrace(t, c)
 		var read, written uint64
@@ -289,6 +290,7 @@ func TestNaiveRowTraffic(t *testing.T) {
 // (BR, BC, D), in the same order, so a run the GPU takes for one it takes
 // for the other.
 func TestNaiveRowInstancesAreFlash2s(t *testing.T) {
+	t.Parallel()
 	tiles := func(file, macro string) []string {
 		b, err := cuFiles.ReadFile(file)
 		if err != nil {

@@ -77,6 +77,12 @@ var (
 	reSharedSm = regexp.MustCompile(`(\d+) bytes smem`)
 )
 
+// PtxasText is ptxas.txt as the compiler wrote it, for people to read.
+func PtxasText() string {
+	b, _ := ptxFiles.ReadFile("ptx/ptxas.txt")
+	return string(b)
+}
+
 // Ptxas parses ptxas.txt: registers, stack, spills and static shared memory
 // of every kernel as compiled for sm_90.
 func Ptxas() []PtxasFigures {

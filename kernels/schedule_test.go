@@ -2,17 +2,17 @@ package kernels
 
 import (
 	"context"
-	"math/rand/v2"
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 )
 
 // The schedule is the mirror's record sequence, without the numbers.
 func TestScheduleIsTheMirrorsOrder(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 9))
-	for range 200 {
-		c := randomConfig(rng)
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, instrument.Variants, 200, 20, randomConfig) {
 		sched := Schedule(&c)
 		k := 0
 		err := RunMirror(context.Background(), c, func(r *instrument.Record) error {

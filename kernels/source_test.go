@@ -38,6 +38,7 @@ var phaseCode = map[string]map[string][]string{
 // phase a step of its variant lights is marked, and each phase's lines hold
 // the code it names.
 func TestSourcePhases(t *testing.T) {
+	t.Parallel()
 	files, _ := fs.Glob(cuFiles, "*.cu")
 	for _, f := range files {
 		found := false

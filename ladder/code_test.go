@@ -14,6 +14,7 @@ import (
 // each built rung's diff is from the previous built rung, the partner's from
 // naive, and the counts agree with the files' lengths.
 func TestCodesOfTheLadder(t *testing.T) {
+	t.Parallel()
 	all := Codes()
 	var prev *kernels.Rung
 	check := func(r kernels.Rung, below *kernels.Rung) {
@@ -83,6 +84,7 @@ func TestCodesOfTheLadder(t *testing.T) {
 // shows no source and no diff, and the rung above it says it has nothing to
 // compare with; the first rung shows its whole source and no diff.
 func TestCodesMissingSources(t *testing.T) {
+	t.Parallel()
 	rungs := []kernels.Rung{
 		{Number: 1, Name: "one", Built: true},
 		{Number: 2, Name: "two", Variant: instrument.VariantNaive, Built: true},

@@ -15,6 +15,7 @@ import (
 // ratio is its TFLOP/s over SDPA's from the same recording, and a rung
 // slower than the one below says so exactly where it is.
 func TestBuildFromRecordings(t *testing.T) {
+	t.Parallel()
 	tab, err := Build(recordings.Files)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,7 @@ func TestBuildFromRecordings(t *testing.T) {
 // TestSlowerRungIsNamed builds a table from a bench recording in which the
 // fast rung loses to the float32 one on one shape: the note names it.
 func TestSlowerRungIsNamed(t *testing.T) {
+	t.Parallel()
 	raw, err := recordings.Files.ReadFile("ladder-h100.json")
 	if err != nil {
 		t.Fatal(err)

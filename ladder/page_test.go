@@ -101,6 +101,7 @@ func text(n *html.Node) string {
 // one with a rung below a diff from it whose summary counts the coloured
 // lines.
 func TestLadderPageShowsCodeAndDiffs(t *testing.T) {
+	t.Parallel()
 	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
 	t.Cleanup(sweeps.Close)
 	app := web.NewServer(web.Deps{Engines: engines{runner.Mirror{}}, Sweeps: sweeps, Static: fstest.MapFS{},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"regexp"
@@ -14,12 +13,14 @@ import (
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
 	. "flashstep/launch"
 )
 
 func TestFlash2InstancesMatchSource(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../kernels/flash2.cu")
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,7 @@ func TestFlash2InstancesMatchSource(t *testing.T) {
 // 16-row atoms per warp, 8-column atoms in pairs, rows of at least eight
 // 16-byte chunks for the swizzle, and shared memory within the GPU's.
 func TestFlash2FastInstancesMatchSource(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../kernels/flash2_fast.cu")
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +77,7 @@ func TestFlash2FastInstancesMatchSource(t *testing.T) {
 // registry's, each at one of flash2_fast's (the side by side steps both over
 // the same tiles), within the kernels' assumptions.
 func TestNaiveMMAInstancesMatchSource(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../kernels/naive_mma.cu")
 	if err != nil {
 		t.Fatal(err)
@@ -100,11 +103,22 @@ func TestNaiveMMAInstancesMatchSource(t *testing.T) {
 // TestGPUTraceLayout places the mirror's records where the plan says each
 // launch writes them: they must tile the buffer exactly, in the mirror's
 // order. Which launch and slot writes a record is worked out here from each
-// kernel's own indexing, not from the plan's.
+// kernel's own indexing, not from the plan's. The runs: every variant at
+// every tile it is compiled for, whole and partly traced
+// (kernelstest.EdgeGPUConfigs), then 400 random ones up to N = 300, or
+// under -short 80 up to N = 160.
 func TestGPUTraceLayout(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for range 400 {
-		c := kernelstest.RandomGPUConfig(rng, 300)
+	t.Parallel()
+	rng := testrand.New(t)
+	runs := kernelstest.EdgeGPUConfigs(rng)
+	maxN := 300
+	if testing.Short() {
+		maxN = 160
+	}
+	for range testrand.Runs(400, 40) {
+		runs = append(runs, kernelstest.RandomGPUConfig(rng, maxN))
+	}
+	for _, c := range runs {
 		p, err := ForTrace(&c)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
@@ -159,6 +173,7 @@ func TestGPUTraceLayout(t *testing.T) {
 }
 
 func TestPtxasReportCoversEveryKernel(t *testing.T) {
+	t.Parallel()
 	seen := map[string]kernels.PtxasFigures{}
 	for _, f := range kernels.Ptxas() {
 		seen[f.Module+"/"+f.Kernel] = f
@@ -188,10 +203,15 @@ func TestPtxasReportCoversEveryKernel(t *testing.T) {
 }
 
 func TestTimingModeSize(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 5))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 100 {
 		c := kernelstest.RandomGPUConfig(rng, 600)
 		c.TraceBH, c.TraceQ, c.Timing = instrument.Range{}, instrument.Range{}, true
+		for c.TraceBytes() > kernels.MaxTraceBytes { // a whole grid of small tiles: no run
+			c = kernelstest.RandomGPUConfig(rng, 600)
+			c.TraceBH, c.TraceQ, c.Timing = instrument.Range{}, instrument.Range{}, true
+		}
 		p, err := ForTrace(&c)
 		if err != nil {
 			t.Fatal(err)
@@ -210,6 +230,7 @@ func TestTimingModeSize(t *testing.T) {
 // not the stepper's (batch up to 16, N up to 4096): every variant plans the
 // sweep's benchmark shapes, B·N = 16384 and H·d = 2048, up to N = 32768.
 func TestForBenchmarkShapes(t *testing.T) {
+	t.Parallel()
 	for _, v := range instrument.Variants {
 		for _, d := range []int{64, 128} {
 			for _, n := range []int{512, 4096, 32768} {
@@ -247,6 +268,7 @@ func TestForBenchmarkShapes(t *testing.T) {
 // kernel's shared memory; every kernel but naive's two tiled ones has a
 // figure, and it is what the plan launches it with.
 func TestDynamicSharedCoversEveryKernel(t *testing.T) {
+	t.Parallel()
 	shared := DynamicShared()
 	for m, names := range Kernels() {
 		for _, k := range names {
@@ -255,7 +277,7 @@ func TestDynamicSharedCoversEveryKernel(t *testing.T) {
 			}
 		}
 	}
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	rng := testrand.New(t)
 	for range 200 {
 		c := kernelstest.RandomGPUConfig(rng, 300)
 		p, err := For(&c)
@@ -274,6 +296,7 @@ func TestDynamicSharedCoversEveryKernel(t *testing.T) {
 // whose trace-offset tables would be gigabytes, are refused before they
 // reach the GPU, with the field and the limit named.
 func TestValidateGridAndOffsetLimits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		query, field, mentions string
 	}{
@@ -295,7 +318,7 @@ func TestValidateGridAndOffsetLimits(t *testing.T) {
 		}
 	}
 	// The tables Validate bounds are the ones the plan builds.
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 4))
+	rng := testrand.New(t)
 	for range 200 {
 		c := kernelstest.RandomGPUConfig(rng, 300)
 		p, err := ForTrace(&c)
@@ -316,6 +339,7 @@ func TestValidateGridAndOffsetLimits(t *testing.T) {
 // launch, in the same order, and each module's PTX holds exactly the
 // kernels the worker loads from it.
 func TestInstancesMatchSource(t *testing.T) {
+	t.Parallel()
 	nums := func(file, macro string) [][]int {
 		src, err := os.ReadFile("../kernels/" + file)
 		if err != nil {

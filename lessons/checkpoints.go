@@ -613,8 +613,8 @@ func (c *Checkpoint) Solve(t *Trace) (Solution, error) {
 		w := math.Exp(float64(scores[c.Key] - epi.LSE[row]))
 		show := shown(w, c.Allowed(w))
 		return Solution{Number: w, Display: show, Step: ek + 1, Lo: 0, Hi: 1, Why: "a softmax weight is between 0 and 1, and a row's weights add up to 1",
-			Explain: fmt.Sprintf("Row %d's score on key %d is %s; the row's log-sum-exp is LSE = m + log l = %s (written at step %d, the q-tile's epilogue); the weight is exp(%s − %s) = %s.",
-				c.Row, c.Key, f3(scores[c.Key]), f3(epi.LSE[row]), ek+1, f3(scores[c.Key]), f3(epi.LSE[row]), show)}, nil
+			Explain: fmt.Sprintf("Row %d's score on key %d is %s. Softmax divides exp of it by the sum of exp over the row's %d scores; the log of that sum is %s, which the kernel writes when the row is finished (step %d; lesson 5 calls it the log-sum-exp). The weight is exp(%s − %s) = %s.",
+				c.Row, c.Key, f3(scores[c.Key]), h.N, f3(epi.LSE[row]), ek+1, f3(scores[c.Key]), f3(epi.LSE[row]), show)}, nil
 
 	case AskLastRise:
 		last, lastK := -1, -1
@@ -863,7 +863,7 @@ func (c *Checkpoint) numberHint(x float64) string {
 		return fmt.Sprintf("Not quite. p = exp(s − m_new), with m_new the row's max after this tile, not the row's final max: for %s take the score on key %d (column %d of kv-tile %d's S tile, hover over it) and m_new from the rows table at the same step, subtract, and raise e to that power.",
 			c.rowWhere(), c.Key, c.Key%bc, c.Key/bc)
 	case AskWeight:
-		return fmt.Sprintf("Not quite. A weight is the softmax of the row's scores: exp(score on key %d) over the sum of exp(score) across every key of row %d, the same as exp(s − LSE) with LSE = m + log l from the row's final max and sum. Read row %d's scores in the S panel, every kv-tile of it.",
+		return fmt.Sprintf("Not quite. A weight is the softmax of the row's scores: exp(score on key %d) over the sum of exp(score) across every key of row %d. Read row %d's scores in the S panel, every step of its rows.",
 			c.Key, c.Row, c.Row)
 	case AskLoopL:
 		return fmt.Sprintf("Not quite. The slipped loop still computes l = α·l_old + Σp after each kv-tile, but with the α its slip gives: find the max it rescales from (the loop widget shows row %d's α and l after every kv-tile, the correct loop's beside the slipped one's), then add the row's probabilities exp(s − m) over kv-tile %d's keys.", c.Row, c.KV)
@@ -883,17 +883,22 @@ func (c *Checkpoint) numberHint(x float64) string {
 
 // countRule says what to count for a count checkpoint, never the total.
 func (c *Checkpoint) countRule() string {
-	per := map[string]string{
-		"flash_step": "one for each tile, a q-tile against a kv-tile, that the kernel computes",
-		"scores":     "one each time the scores pass visits a tile, a q-tile against a kv-tile",
-		"pv":         "one for each tile of P·V, a q-tile against a kv-tile",
-		"softmax":    "one for each q-tile",
-		"epilogue":   "one for each q-tile, when it finishes",
-	}[c.Kind]
-	if per == "" {
-		per = "one for each step of that kind"
+	kinds := map[string]struct{ what, per string }{
+		"flash_step": {"tile steps", "one for each tile, a group of rows against a group of keys, that the kernel computes"},
+		"scores":     {"scores steps", "one each time the scores pass visits a tile, a group of rows against a group of keys"},
+		"pv":         {"P·V steps", "one for each tile of P·V"},
+		"softmax":    {"softmax steps", "one for each group of rows"},
+		"epilogue":   {"closing steps", "one for each group of rows, when it is finished"},
 	}
-	h := fmt.Sprintf("Count the %s records of batch-head %d: there is %s. The run has ⌈N / B_r⌉ q-tiles and ⌈N / B_c⌉ kv-tiles, as the stepper's tile grid shows.", c.Kind, c.BH, per)
+	k, ok := kinds[c.Kind]
+	if !ok {
+		k.what, k.per = c.Kind+" steps", "one for each step of that kind"
+	}
+	whose := "the run's one head"
+	if c.Run.Batch*c.Run.Heads > 1 {
+		whose = fmt.Sprintf("batch-head %d", c.BH)
+	}
+	h := fmt.Sprintf("Count the %s of %s: there is %s. N rows in groups of Br make ⌈N / Br⌉ groups, N keys in groups of Bc make ⌈N / Bc⌉, and a tile is one of each, as the stepper's tile grid shows.", k.what, whose, k.per)
 	if c.Run.Causal {
 		h += " Under the causal mask a tile whose every key comes after every query of its q-tile is skipped."
 	}

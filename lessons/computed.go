@@ -147,7 +147,8 @@ func (c *Checkpoint) solveLoop() (Solution, error) {
 		case "m":
 			diff = fmt.Sprintf("m is %s, against the correct %s", f(b.M[r]), f(a.M[r]))
 		case "l":
-			diff = fmt.Sprintf("l is %s, against the correct %s (α %s against %s)", f(b.L[r]), f(a.L[r]), f(b.Alpha[r]), f(a.Alpha[r]))
+			// Not the slipped l itself: a checkpoint may ask for it next.
+			diff = fmt.Sprintf("l no longer matches the correct loop's: it rescaled with α = %s where the correct loop's α is %s", f(b.Alpha[r]), f(a.Alpha[r]))
 		default:
 			x := 0
 			for x < d && a.O[r*d+x] == b.O[r*d+x] {

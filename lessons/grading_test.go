@@ -3,7 +3,6 @@ package lessons_test
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io/fs"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/lessons"
 	"flashstep/recordings"
@@ -24,19 +24,8 @@ import (
 
 // The grading of every checkpoint of the course at the edges of its
 // tolerance, its hints against leaks, and its answers against junk. The
-// random answers come from one seed per test, logged: replay a failure
-// with -seed.
-var seedFlag = flag.Uint64("seed", 0, "the grading tests' random answers come from this seed (0: a fresh one, logged)")
-
-func newRand(t *testing.T) *rand.Rand {
-	t.Helper()
-	seed := *seedFlag
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	t.Logf("random answers from seed %d: replay with go test ./lessons -run '%s' -seed=%d", seed, t.Name(), seed)
-	return rand.New(rand.NewPCG(seed, 0x5eed))
-}
+// random answers come from testrand's seed, which a failure prints: replay
+// it with -seed.
 
 // tolSpec is a tolerance rule, written here apart from the grader's own, so
 // that a grader whose tolerance moves fails these tests.
@@ -285,7 +274,7 @@ func TestToleranceRules(t *testing.T) {
 // passes, and shows the answer to the precision its tolerance needs.
 func TestGradingAtTheToleranceEdges(t *testing.T) {
 	t.Parallel()
-	rng := newRand(t)
+	rng := testrand.New(t)
 	for _, sc := range courseSolved(t) {
 		c, s := sc.c, sc.s
 		if c.Format != lessons.FormatNumber {
@@ -403,7 +392,7 @@ func TestJunkNeverPasses(t *testing.T) {
 // more or less fails, every wrong set with the same hint.
 func TestChoicesAndTiles(t *testing.T) {
 	t.Parallel()
-	rng := newRand(t)
+	rng := testrand.New(t)
 	for _, sc := range courseSolved(t) {
 		c, s := sc.c, sc.s
 		switch c.Format {
@@ -565,7 +554,7 @@ func isNumber(s string) bool { _, err := strconv.ParseFloat(s, 64); return err =
 // so that trying answers tells nothing but wrong.
 func TestHintsTeachWithoutTelling(t *testing.T) {
 	t.Parallel()
-	rng := newRand(t)
+	rng := testrand.New(t)
 	for _, sc := range courseSolved(t) {
 		c, s := sc.c, sc.s
 		var answers []string
@@ -658,7 +647,7 @@ func TestHintsTeachWithoutTelling(t *testing.T) {
 // from large logits and α = 1 where the max stays.
 func TestGradingOnFreshRuns(t *testing.T) {
 	t.Parallel()
-	rng := newRand(t)
+	rng := testrand.New(t)
 	patterns := []instrument.Pattern{instrument.PatternNormal, instrument.PatternLarge, instrument.PatternPeaked}
 	for _, sc := range courseSolved(t) {
 		c := sc.c

@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/launch"
 	"flashstep/lessons"
@@ -53,6 +54,7 @@ func traceOf(t *testing.T, r runner.Runner, c kernels.Config) *lessons.Trace {
 }
 
 func TestCourseLoads(t *testing.T) {
+	t.Parallel()
 	c := course(t)
 	if len(c.Lessons) == 0 {
 		t.Fatal("no lessons")
@@ -118,6 +120,7 @@ func TestCourseLoads(t *testing.T) {
 // fits the trace limit (ParseConfig checks it), and, when the GPU's compiled
 // kernels run it, is recorded so a class without a GPU sees a GPU's numbers.
 func TestPresetsAreValidAndRecorded(t *testing.T) {
+	t.Parallel()
 	r := engines(t)
 	for _, name := range lessons.RunNames() {
 		p := lessons.Runs[name]
@@ -145,7 +148,9 @@ func TestPresetsAreValidAndRecorded(t *testing.T) {
 }
 
 // A directive that names an unknown widget, preset, panel or ask, or a run
-// the trace limit refuses, fails to load: it never reaches a student.
+// the trace limit refuses, fails to load: it never reaches a student. Not
+// parallel: it adds a preset to lessons.Runs for a moment, and the parallel
+// tests, which read it, wait until it is done.
 func TestBadDirectivesFail(t *testing.T) {
 	front := "---\ntitle: T\nslug: t\norder: 1\nsummary: s\nlearn:\n  - x\ntry:\n  - toy | go\n---\n\n## S\n\n"
 	good := "::: stepper id=w preset=toy step=2 panels=grid,s\ncaption\n:::\n\n::: checkpoint id=c preset=toy ask=m row=1 kv=0\nq?\n:::\n" +
@@ -226,7 +231,7 @@ func mustConfig(t *testing.T, q string) kernels.Config {
 func ptr[T any](v T) *T { return &v }
 
 // wrongAnswer makes a plausible answer that is not the solution.
-func wrongAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
+func wrongAnswer(rng *rand.Rand, c *lessons.Checkpoint, s lessons.Solution) string {
 	switch c.Format {
 	case lessons.FormatChoice:
 		for _, o := range c.Choices {
@@ -236,7 +241,7 @@ func wrongAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
 		}
 	case lessons.FormatTiles:
 		// Toggle one tile.
-		flip := c.Choices[rand.IntN(len(c.Choices))].Value
+		flip := c.Choices[rng.IntN(len(c.Choices))].Value
 		var out []string
 		found := false
 		for _, t := range s.Tiles {
@@ -288,6 +293,8 @@ func rightAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
 // For every checkpoint: its answer comes from its run's trace, the right
 // answer is graded right, a wrong one wrong, nonsense gets a hint.
 func TestCheckpointsGradeAgainstTrace(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
 	r := engines(t)
 	for _, l := range course(t).Lessons {
 		for _, c := range l.Checkpoints {
@@ -308,7 +315,7 @@ func TestCheckpointsGradeAgainstTrace(t *testing.T) {
 			if v := c.Grade(rightAnswer(c, s), false, s); !v.Correct || v.Status != "correct" || v.Explanation == "" {
 				t.Errorf("%s: the right answer %q graded %+v", name, rightAnswer(c, s), v)
 			}
-			wrong := wrongAnswer(c, s)
+			wrong := wrongAnswer(rng, c, s)
 			if v := c.Grade(wrong, false, s); v.Correct || v.Status != "wrong" || v.Hint == "" || v.Explanation != "" || v.Answer != "" {
 				t.Errorf("%s: the wrong answer %q graded %+v", name, wrong, v)
 			}
@@ -333,12 +340,14 @@ func TestCheckpointsGradeAgainstTrace(t *testing.T) {
 // Value asks change with the seed; the tiles a run skips change with the
 // mask; the SM of a block changes when the recorded SMs do.
 func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
 	r := engines(t)
 	for _, l := range course(t).Lessons {
 		for _, c := range l.Checkpoints {
 			name := l.Slug + "/" + c.ID
 			if !c.NeedsTrace() {
-				computedAnswerMoves(t, name, c)
+				computedAnswerMoves(t, rng, name, c)
 				continue
 			}
 			base := traceOf(t, r, c.Run)
@@ -367,7 +376,7 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 				other = &lessons.Trace{H: base.H}
 				for _, st := range base.Steps {
 					cp := *st
-					cp.SM = (st.SM + 1 + rand.IntN(base.H.NumSMs-1)) % base.H.NumSMs
+					cp.SM = (st.SM + 1 + rng.IntN(base.H.NumSMs-1)) % base.H.NumSMs
 					other.Steps = append(other.Steps, &cp)
 				}
 			case lessons.AskWritten:
@@ -387,7 +396,7 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 				cfg.Engine = kernels.EngineCPU
 				moved := false
 				for try := 0; try < 8 && !moved; try++ {
-					cfg.Seed = rand.Uint64N(1 << 40)
+					cfg.Seed = rng.Uint64N(1 << 40)
 					got, err := c.Solve(traceOf(t, runner.Mirror{}, cfg))
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
@@ -410,7 +419,7 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 // computedAnswerMoves changes the input of a checkpoint answered without a
 // trace and sees its answer change: the playground's row shuffled, the
 // loop's run on other seeds, patterns and kv-tile widths.
-func computedAnswerMoves(t *testing.T, name string, c *lessons.Checkpoint) {
+func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint) {
 	t.Helper()
 	want, err := c.Solve(nil)
 	if err != nil {
@@ -418,7 +427,7 @@ func computedAnswerMoves(t *testing.T, name string, c *lessons.Checkpoint) {
 		return
 	}
 	if c.Ask == lessons.AskLadderSpeedup || c.Ask == lessons.AskLadderFloor {
-		ladderAnswerMoves(t, name, c, want)
+		ladderAnswerMoves(t, rng, name, c, want)
 		return
 	}
 	patterns := []instrument.Pattern{instrument.PatternNormal, instrument.PatternLarge, instrument.PatternPeaked}
@@ -427,14 +436,14 @@ func computedAnswerMoves(t *testing.T, name string, c *lessons.Checkpoint) {
 		switch c.Ask {
 		case lessons.AskOverflow:
 			cc.Playground.Logits = append([]float64(nil), c.Playground.Logits...)
-			rand.Shuffle(len(cc.Playground.Logits), func(i, j int) {
+			rng.Shuffle(len(cc.Playground.Logits), func(i, j int) {
 				cc.Playground.Logits[i], cc.Playground.Logits[j] = cc.Playground.Logits[j], cc.Playground.Logits[i]
 			})
 		default:
-			cc.Run.Seed = rand.Uint64N(1 << 40)
-			cc.Run.Pattern = patterns[rand.IntN(len(patterns))]
+			cc.Run.Seed = rng.Uint64N(1 << 40)
+			cc.Run.Pattern = patterns[rng.IntN(len(patterns))]
 			if try%2 == 1 {
-				cc.Run.Bc = 1 + rand.IntN(cc.Run.N)
+				cc.Run.Bc = 1 + rng.IntN(cc.Run.N)
 			}
 			if c.Ask == lessons.AskLoopL && cc.KV >= cc.Run.Tc() {
 				continue

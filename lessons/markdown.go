@@ -155,6 +155,9 @@ func render(l *Lesson, body string) error {
 		for _, w := range l.Widgets {
 			if w.ID == c.Widget {
 				w.AskedBy = append(w.AskedBy, c.ID)
+				if h, ok := holdFor(w, c); ok {
+					w.Holds = append(w.Holds, h)
+				}
 			}
 		}
 	}
@@ -171,6 +174,16 @@ func render(l *Lesson, body string) error {
 		}
 	}
 	return nil
+}
+
+// RenderDocument renders a plain Markdown document (a worklog of docs/,
+// with tables, no math, no directives) to HTML.
+func RenderDocument(src []byte) (string, error) {
+	var out bytes.Buffer
+	if err := md.Convert(src, &out); err != nil {
+		return "", err
+	}
+	return out.String(), nil
 }
 
 // fenceOf is the fence a line opens or closes (``` or ~~~), or "".

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"flashstep/internal/testrand"
 	"flashstep/ladder"
 	"flashstep/lessons"
 	"flashstep/recordings"
@@ -54,13 +55,13 @@ func scaleTimes(v any, factor map[string]float64) {
 // doctoredLadder builds the ladder's table, as the ladder page does, from
 // copies of the recordings in which each row's timings are slower by its
 // own random factor (1.05 to 1.5: slower only, so no floor is beaten).
-func doctoredLadder(t *testing.T) (*ladder.Table, map[string]float64) {
+func doctoredLadder(t *testing.T, rng *rand.Rand) (*ladder.Table, map[string]float64) {
 	t.Helper()
 	factor := map[string]float64{}
 	// Each row's factor in a band of its own, so no two are near enough to
 	// leave a speed-up's shown value unchanged.
 	for k, row := range []string{"naive", "flash2", "flash2_mma", "flash2_fast", "naive_mma"} {
-		factor[row] = 1.05 + 0.5*float64(k) + 0.3*rand.Float64()
+		factor[row] = 1.05 + 0.5*float64(k) + 0.3*rng.Float64()
 	}
 	files := fstest.MapFS{}
 	for _, name := range []string{"ladder-h100.json", "sweep-h100.json", "sdpa-h100.json"} {
@@ -89,9 +90,9 @@ func doctoredLadder(t *testing.T) (*ladder.Table, map[string]float64) {
 // With every row's times scaled by its own factor, a speed-up moves by the
 // ratio of the two rows' factors and a percentage of a floor by one over
 // the row's factor, exactly.
-func ladderAnswerMoves(t *testing.T, name string, c *lessons.Checkpoint, want lessons.Solution) {
+func ladderAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint, want lessons.Solution) {
 	t.Helper()
-	tab, factor := doctoredLadder(t)
+	tab, factor := doctoredLadder(t, rng)
 	got, err := c.SolveLadder(tab)
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
@@ -109,6 +110,7 @@ func ladderAnswerMoves(t *testing.T, name string, c *lessons.Checkpoint, want le
 // The floors' arithmetic agrees with docs/LADDER.md's table and with the
 // recordings: every recorded TFLOP/s is the shape's FLOPs over its time.
 func TestFloors(t *testing.T) {
+	t.Parallel()
 	for _, sh := range ladder.Shapes {
 		f := lessons.FloorsOf(sh)
 		gflop, computeMs := 549.8, 0.556
@@ -158,6 +160,7 @@ func TestFloors(t *testing.T) {
 // without the sign) is right, a wrong one wrong, and an answer past the
 // bound gets a hint that names it.
 func TestLadderCheckpoints(t *testing.T) {
+	t.Parallel()
 	front := "---\ntitle: T\nslug: t\norder: 1\nsummary: s\nlearn:\n  - x\ntry:\n  - toy | go\n---\n\n## S\n\n"
 	tab, err := lessons.LadderTable()
 	if err != nil {
@@ -257,7 +260,7 @@ func TestLadderCheckpoints(t *testing.T) {
 		t.Errorf("flash2_fast against the sweep's naive: %v", err)
 	}
 	// A row missing from the recording is an error, not a zero.
-	tab2, _ := doctoredLadder(t)
+	tab2, _ := doctoredLadder(t, testrand.New(t))
 	tab2.Partner.Cells[0].Missing = true
 	if _, err := load("ask=ladder-floor rung=naive_mma floor=memory d=64").SolveLadder(tab2); err == nil || !strings.Contains(err.Error(), "no recorded figure") {
 		t.Errorf("a missing figure: %v", err)
@@ -267,6 +270,7 @@ func TestLadderCheckpoints(t *testing.T) {
 // The trace's p: what the tensor-core kernel computed, and the bf16 value
 // its P·V multiplies by.
 func TestPCheckpointReadsTheTrace(t *testing.T) {
+	t.Parallel()
 	r := engines(t)
 	c, err := lessons.Default()
 	if err != nil {

@@ -49,6 +49,9 @@ type Widget struct {
 	// show their answer outright (the loop's first parting) holds it back
 	// until they are answered or given up.
 	AskedBy []string
+	// Holds are the numbers its checkpoints ask for, which the embedded
+	// stepper shows as "?" until they are answered (hold=bh.row.step).
+	Holds []Hold
 
 	// memory: the calculator's starting problem
 	B, H, N, D int
@@ -62,6 +65,31 @@ type Widget struct {
 	// loop: the slips it starts with, and the row it shows (of Run)
 	Slips []loop.Slip
 	Row   int
+}
+
+// Hold is one row's online softmax that an embedded stepper holds back
+// from Step (counted from 1) on: a checkpoint asks for it there.
+type Hold struct{ BH, Row, Step int }
+
+// holdFor is what checkpoint c asks the student to predict on w's run, if
+// it asks for a row's m, l or α at a kv-tile, or its final weights (whose
+// log-sum-exp the q-tile's end shows).
+func holdFor(w *Widget, c *Checkpoint) (Hold, bool) {
+	if w.Kind != WidgetStepper || c.Run.Key() != w.Run.Key() {
+		return Hold{}, false
+	}
+	i := c.Row / max(w.Run.Br, 1)
+	for k, st := range kernels.Schedule(&w.Run) {
+		if st.BH != c.BH || st.I != i {
+			continue
+		}
+		switch {
+		case (c.Ask == AskM || c.Ask == AskL || c.Ask == AskAlpha) && st.Kind == instrument.KindFlashStep && st.J == c.KV,
+			c.Ask == AskWeight && st.Kind == instrument.KindEpilogue:
+			return Hold{BH: c.BH, Row: c.Row, Step: k + 1}, true
+		}
+	}
+	return Hold{}, false
 }
 
 // LoopQuery is the loop widget's /api/loop query, without the slips (the
@@ -94,6 +122,13 @@ func (w *Widget) SrcAt(k int) string {
 	}
 	if w.Taught > 0 {
 		q.Set("taught", strconv.Itoa(w.Taught))
+	}
+	if len(w.Holds) > 0 {
+		var hs []string
+		for _, h := range w.Holds {
+			hs = append(hs, fmt.Sprintf("%d.%d.%d", h.BH, h.Row, h.Step))
+		}
+		q.Set("hold", strings.Join(hs, ","))
 	}
 	page := "/step?"
 	if w.Kind == WidgetCompare {

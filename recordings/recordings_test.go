@@ -16,6 +16,7 @@ import (
 // run its line of list.txt names, labelled with the GPU, driver and date, and
 // its numbers lie within the GPU-versus-mirror bound of the mirror's.
 func TestRecordingsMatchListAndMirror(t *testing.T) {
+	t.Parallel()
 	list, err := Files.Open("list.txt")
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func newRoom(t *testing.T, l Limits) (*Memory, Created) {
 }
 
 func TestCodesAreShortUnambiguousAndRead(t *testing.T) {
+	t.Parallel()
 	seen := map[byte]bool{}
 	for i := range len(codeAlphabet) {
 		seen[codeAlphabet[i]] = true
@@ -82,6 +83,7 @@ func TestCodesAreShortUnambiguousAndRead(t *testing.T) {
 }
 
 func TestForgedTokensAreRejected(t *testing.T) {
+	t.Parallel()
 	svc, c := newRoom(t, Limits{})
 	if len(c.Token) < 43 {
 		t.Fatalf("token %q is shorter than 256 bits in base64", c.Token)
@@ -115,6 +117,7 @@ func TestForgedTokensAreRejected(t *testing.T) {
 }
 
 func TestRoomFollowsPollsAndTallies(t *testing.T) {
+	t.Parallel()
 	svc, c := newRoom(t, Limits{})
 	ctx := context.Background()
 	p, _ := svc.Join(ctx, c.Code, c.Token, "")
@@ -209,8 +212,10 @@ func TestRoomFollowsPollsAndTallies(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("room count", func(t *testing.T) {
+		t.Parallel()
 		svc := NewMemory(Limits{MaxRooms: 3})
 		defer svc.Close("")
 		for range 3 {
@@ -223,6 +228,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("bad run", func(t *testing.T) {
+		t.Parallel()
 		svc := NewMemory(Limits{})
 		defer svc.Close("")
 		for _, run := range []Run{{Page: "lesson", Query: "n=8"}, {Page: PageStepper, Query: ""}, {Page: PageStepper, Query: strings.Repeat("n", 600)}} {
@@ -234,6 +240,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("members", func(t *testing.T) {
+		t.Parallel()
 		svc, c := newRoom(t, Limits{MaxMembers: 2})
 		svc.Join(ctx, c.Code, "", "")
 		svc.Join(ctx, c.Code, "", "")
@@ -242,6 +249,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("expiry", func(t *testing.T) {
+		t.Parallel()
 		clk := roomstest.NewClock()
 		svc := NewMemoryWithClock(Limits{IdleExpiry: 50 * time.Millisecond}, clk.Now)
 		defer svc.Close("")
@@ -260,6 +268,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("message size and shape", func(t *testing.T) {
+		t.Parallel()
 		big := []byte(`{"type":"answer","answer":"` + strings.Repeat("9", 2000) + `"}`)
 		for _, bad := range [][]byte{big, []byte(`nope`), []byte(`{"type":"step","evil":1}`), []byte(`{}`)} {
 			_, err := ParseUp(bad, Limits{})
@@ -273,6 +282,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("answer flood", func(t *testing.T) {
+		t.Parallel()
 		svc, c := newRoom(t, Limits{StudentRate: 5})
 		s, _ := svc.Join(ctx, c.Code, "", "")
 		refused := 0
@@ -286,6 +296,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("failed joins per address", func(t *testing.T) {
+		t.Parallel()
 		lim := NewAddrLimiter(10)
 		now := time.Now()
 		ok := 0
@@ -301,6 +312,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestMailboxKeepsTheLatest(t *testing.T) {
+	t.Parallel()
 	b := NewMailbox(nil)
 	b.Put(&Event{Type: EventHello, Step: 1})
 	for k := 2; k <= 100; k++ {
@@ -330,6 +342,7 @@ func TestMailboxKeepsTheLatest(t *testing.T) {
 // format is graded by lessons' Grade, tallied per option or tile set, and
 // its right answer is hidden until the reveal.
 func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
+	t.Parallel()
 	choices := []Choice{{"0", "key 0"}, {"1", "key 1"}, {"2", "key 2"}}
 	for _, tc := range []struct {
 		name    string
@@ -358,6 +371,7 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 			answers: []string{"50.03", "50.04", "50.0"}, correct: 1, tol: 0.01},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			svc, c := newRoom(t, Limits{StudentRate: 100})
 			ctx := context.Background()
 			p, _ := svc.Join(ctx, c.Code, c.Token, "")

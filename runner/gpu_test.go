@@ -13,7 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,7 +25,8 @@ import (
 
 // The test binary doubles as a fake GPU worker: started with
 // FLASHSTEP_FAKE_WORKER set, it speaks the worker protocol on fds 3 and 4 and
-// misbehaves as asked. Its traces come from the CPU mirror.
+// misbehaves as asked. Its traces come from the CPU mirror. Where a test
+// must know where the worker is, the worker waits at a gate (newGate).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("FLASHSTEP_FAKE_WORKER"); mode != "" {
 		os.Exit(fakeWorker(mode))
@@ -68,15 +69,18 @@ func fakeWorker(mode string) int {
 		}
 		switch act {
 		case "hang":
-			time.Sleep(time.Hour)
+			atGate(false) // the test knows the run is in flight
+			io.Copy(io.Discard, req)
+			return 0 // hung, saying nothing, until the server hung up
 		case "garbage":
 			rep.Write([]byte("this is not a frame at all, just text on the wire"))
-			time.Sleep(time.Hour)
+			io.Copy(io.Discard, req)
+			return 0
 		case "fail":
 			worker.WriteJSON(rep, worker.TypeFail, worker.Fail{ID: run.ID, Error: "out of device memory: the run needs 9 GiB"})
 			continue
-		case "slow":
-			time.Sleep(300 * time.Millisecond)
+		case "gated":
+			atGate(true) // the run is in flight until the test lets it go
 		}
 		v, _ := url.ParseQuery(run.Query)
 		c, _ := kernels.ParseConfig(v)
@@ -94,8 +98,81 @@ func fakeWorker(mode string) int {
 		})
 		worker.WriteJSON(rep, worker.TypeDone, worker.Done{ID: run.ID, Records: n})
 		if mode == "exit-after-run" {
-			time.Sleep(50 * time.Millisecond)
-			os.Exit(3) // dies between runs, as a killed or crashed worker would
+			atGate(true) // until the test has the run's end: the server is idle
+			os.Exit(3)   // dies between runs, as a killed or crashed worker would
+		}
+	}
+}
+
+// atGate is the fake worker at the test's gate, a FIFO (FLASHSTEP_FAKE_GATE;
+// none: it goes on at once). Opening it waits until the test opens its end,
+// so the test knows where the worker is; with wait, it then reads until the
+// test closes that end, so the test says when the worker goes on.
+func atGate(wait bool) {
+	path := os.Getenv("FLASHSTEP_FAKE_GATE")
+	if path == "" {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	if wait {
+		io.Copy(io.Discard, f)
+	}
+	f.Close()
+}
+
+// newGate makes a gate for the fake worker and adds it to opts.Env.
+func newGate(t *testing.T, opts *GPUOptions) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts.Env = append(opts.Env, "FLASHSTEP_FAKE_GATE="+path)
+	return path
+}
+
+// arrive waits until the fake worker is at the gate and returns the test's
+// end of it: closing it lets a waiting worker go on.
+func arrive(t *testing.T, gate string) *os.File {
+	t.Helper()
+	type opening struct {
+		f   *os.File
+		err error
+	}
+	opened := make(chan opening, 1)
+	go func() {
+		f, err := os.OpenFile(gate, os.O_WRONLY, 0) // returns once the worker opens its end
+		opened <- opening{f, err}
+	}()
+	select {
+	case o := <-opened:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		t.Cleanup(func() { o.f.Close() })
+		return o.f
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fake worker did not reach its gate in 10 s")
+		return nil
+	}
+}
+
+// eventually waits for cond, an event the GPU runner gives no signal of
+// (a run taken into its queue, a worker replaced), failing the test after
+// 10 s. It only waits: what a test asserts is asserted after it.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("waited 10 s for %s", what)
 		}
 	}
 }
@@ -124,6 +201,7 @@ func collect(ctx context.Context, r Runner, c kernels.Config) ([]byte, error) {
 }
 
 func TestNoGPUMeansCPUMode(t *testing.T) {
+	t.Parallel()
 	if _, err := startFake(t, "nogpu", GPUOptions{}); !errors.Is(err, ErrNoGPU) {
 		t.Fatalf("a worker that exits at start-up: %v", err)
 	}
@@ -133,6 +211,7 @@ func TestNoGPUMeansCPUMode(t *testing.T) {
 }
 
 func TestGPURunStreamsTrace(t *testing.T) {
+	t.Parallel()
 	g, err := startFake(t, "ok", GPUOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +230,7 @@ func TestGPURunStreamsTrace(t *testing.T) {
 }
 
 func TestWorkerCrashMidRunFailsOnlyThatRun(t *testing.T) {
+	t.Parallel()
 	g, err := startFake(t, "crash-once", GPUOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +254,10 @@ func TestWorkerCrashMidRunFailsOnlyThatRun(t *testing.T) {
 // A worker that dies between runs is replaced before the next run needs it:
 // that run must not fail.
 func TestWorkerDeathBetweenRunsIsRepaired(t *testing.T) {
-	g, err := startFake(t, "exit-after-run", GPUOptions{})
+	t.Parallel()
+	var opts GPUOptions
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "exit-after-run", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +267,16 @@ func TestWorkerDeathBetweenRunsIsRepaired(t *testing.T) {
 		if _, err := collect(context.Background(), g, c); err != nil {
 			t.Fatalf("run %d after a worker died idle: %v", k, err)
 		}
-		time.Sleep(300 * time.Millisecond) // the worker exits; the GPU runner replaces it
+		arrive(t, gate).Close() // the worker, idle, exits; the GPU runner replaces it
+		eventually(t, fmt.Sprintf("worker %d to be replaced", k+1), func() bool { n, _ := g.Status(); return n == k+1 })
 	}
-	if n, why := g.Status(); n < 2 || !strings.Contains(why, "between runs") {
+	if n, why := g.Status(); n != 3 || !strings.Contains(why, "between runs") {
 		t.Fatalf("status: %d restarts, %q", n, why)
 	}
 }
 
 func TestWorkerHangIsCutOff(t *testing.T) {
+	t.Parallel()
 	g, err := startFake(t, "hang", GPUOptions{IdleTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +289,7 @@ func TestWorkerHangIsCutOff(t *testing.T) {
 }
 
 func TestWorkerGarbageIsCutOff(t *testing.T) {
+	t.Parallel()
 	g, err := startFake(t, "garbage", GPUOptions{IdleTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +302,7 @@ func TestWorkerGarbageIsCutOff(t *testing.T) {
 }
 
 func TestWorkerFailureIsNotACrash(t *testing.T) {
+	t.Parallel()
 	g, err := startFake(t, "fail", GPUOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -231,26 +318,42 @@ func TestWorkerFailureIsNotACrash(t *testing.T) {
 }
 
 func TestQueueFullSaysHowManyAhead(t *testing.T) {
-	g, err := startFake(t, "slow", GPUOptions{QueueLength: 1})
+	t.Parallel()
+	opts := GPUOptions{QueueLength: 1}
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "gated", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for k := range 3 {
+	start := func(k int) <-chan error {
 		c := toy
 		c.Seed = uint64(100 + k) // no cache hits
-		wg.Go(func() { _, errs[k] = collect(context.Background(), g, c) })
-		time.Sleep(50 * time.Millisecond) // in flight, then queued, then refused
+		done := make(chan error, 1)
+		go func() { _, err := collect(context.Background(), g, c); done <- err }()
+		return done
 	}
-	wg.Wait()
+	first := start(0)
+	inFlight := arrive(t, gate) // the first run is on the worker
+	second := start(1)
+	eventually(t, "the second run to be queued", func() bool { return len(g.queue) == 1 })
+	// One in flight, one queued: the third is refused at once.
+	_, err = collect(context.Background(), g, toy)
 	var busy *BusyError
-	if errs[0] != nil || errs[1] != nil || !errors.As(errs[2], &busy) || busy.Ahead != 2 || errs[2].Error() != "GPU busy, 2 runs ahead of you" {
-		t.Fatalf("runs: %v", errs)
+	if !errors.As(err, &busy) || busy.Ahead != 2 || err.Error() != "GPU busy, 2 runs ahead of you" {
+		t.Fatalf("the third run: %v", err)
+	}
+	inFlight.Close()
+	if err := <-first; err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	arrive(t, gate).Close()
+	if err := <-second; err != nil {
+		t.Fatalf("the queued run: %v", err)
 	}
 }
 
 func TestRouter(t *testing.T) {
+	t.Parallel()
 	recs, err := LoadRecordings(recordings.Files)
 	if err != nil {
 		t.Fatal(err)
@@ -295,15 +398,16 @@ func TestRouter(t *testing.T) {
 // A shutdown does not wait for a kernel: Close ends a worker whose run is
 // in flight after a second, and the run fails saying why.
 func TestCloseDoesNotWaitForARunInFlight(t *testing.T) {
-	g, err := startFake(t, "hang", GPUOptions{IdleTimeout: time.Minute})
+	t.Parallel()
+	opts := GPUOptions{IdleTimeout: time.Minute}
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "hang", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { _, err := collect(context.Background(), g, toy); done <- err }()
-	for g.inFlight.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	arrive(t, gate) // the run is on the worker, which will never answer
 	start := time.Now()
 	g.Close()
 	if took := time.Since(start); took > 3*time.Second {

@@ -14,6 +14,7 @@ import (
 // The same run asked for twice, by two URLs, reaches the GPU worker once:
 // this worker answers one run, and a second that reached it would fail.
 func TestIdenticalGPURunsAreComputedOnce(t *testing.T) {
+	t.Parallel()
 	g, err := runner.StartFake(t, "ok-once", runner.GPUOptions{IdleTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -106,6 +106,7 @@ func readAll(t *testing.T, r *Reader) ([]byte, error) {
 }
 
 func TestOneComputationForEveryReaderOfARun(t *testing.T) {
+	t.Parallel()
 	f := &fakeEngine{chunkCount: 50, gate: make(chan struct{})}
 	h := New(f, Options{})
 	c := run(7)
@@ -175,6 +176,7 @@ func next(t *testing.T, r *Reader) Update {
 }
 
 func TestAdmission(t *testing.T) {
+	t.Parallel()
 	f := &fakeEngine{chunkCount: 1, gate: make(chan struct{})}
 	h := New(f, Options{Slots: map[string]int{runner.OnCPU: 1}, Queue: map[string]int{runner.OnCPU: 2}, PerAddress: 10})
 	open := func(seed uint64, addr string) (*Reader, error) { return h.Open(run(seed), addr) }
@@ -231,6 +233,7 @@ func TestAdmission(t *testing.T) {
 }
 
 func TestPerAddressBounds(t *testing.T) {
+	t.Parallel()
 	f := &fakeEngine{chunkCount: 1, gate: make(chan struct{})}
 	h := New(f, Options{PerAddress: 2, StreamsPerAddress: 3})
 	var open []*Reader
@@ -269,6 +272,7 @@ func TestPerAddressBounds(t *testing.T) {
 }
 
 func TestLastReaderLeavingStopsTheComputation(t *testing.T) {
+	t.Parallel()
 	f := &fakeEngine{chunkCount: 10, gate: make(chan struct{})}
 	h := New(f, Options{})
 	a, _ := h.Open(run(1), "a")
@@ -300,6 +304,7 @@ func TestLastReaderLeavingStopsTheComputation(t *testing.T) {
 }
 
 func TestAFailedRunIsNotCached(t *testing.T) {
+	t.Parallel()
 	f := &fakeEngine{chunkCount: 2, fail: errors.New("the worker died")}
 	h := New(f, Options{})
 	for range 2 {
@@ -318,6 +323,7 @@ func TestAFailedRunIsNotCached(t *testing.T) {
 }
 
 func TestMemoryBound(t *testing.T) {
+	t.Parallel()
 	c := kernels.DefaultConfig()
 	per := c.TraceBytes() + labelSlack
 	f := &fakeEngine{chunkCount: 3, pad: int(per / 3)}
@@ -372,6 +378,7 @@ func TestMemoryBound(t *testing.T) {
 }
 
 func TestCloseWakesEveryReader(t *testing.T) {
+	t.Parallel()
 	f := &fakeEngine{chunkCount: 5, gate: make(chan struct{})}
 	h := New(f, Options{Slots: map[string]int{runner.OnCPU: 1}})
 	a, _ := h.Open(run(1), "a")
@@ -389,6 +396,7 @@ func TestCloseWakesEveryReader(t *testing.T) {
 }
 
 func TestInvalidRunsNameTheirField(t *testing.T) {
+	t.Parallel()
 	h := New(&fakeEngine{}, Options{})
 	c := run(1)
 	c.N = 1 << 30
@@ -403,11 +411,13 @@ func TestInvalidRunsNameTheirField(t *testing.T) {
 // refused leaves nothing behind; a failed trace's bytes count while it is
 // read; the bytes held come back to what the cache holds.
 func TestAccounting(t *testing.T) {
+	t.Parallel()
 	c := kernels.DefaultConfig()
 	per := c.TraceBytes() + labelSlack
 	pad := int(per) - 100 // a trace of about its estimate
 
 	t.Run("recordings", func(t *testing.T) {
+		t.Parallel()
 		f := &fakeEngine{chunkCount: 1, pad: pad, gate: make(chan struct{})}
 		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[string]int{runner.OnCPU: 4}})
 		rec, _ := h.Open(run(recordedSeeds+1), "a") // a recording as large as a trace
@@ -430,6 +440,7 @@ func TestAccounting(t *testing.T) {
 		close(f.gate)
 	})
 	t.Run("queue bound while the head waits for memory", func(t *testing.T) {
+		t.Parallel()
 		f := &fakeEngine{chunkCount: 1, pad: pad, gate: make(chan struct{})}
 		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[string]int{runner.OnCPU: 2}, Queue: map[string]int{runner.OnCPU: 1}})
 		a, _ := h.Open(run(1), "a")
@@ -460,6 +471,7 @@ func TestAccounting(t *testing.T) {
 		}
 	})
 	t.Run("a failed trace read on", func(t *testing.T) {
+		t.Parallel()
 		f := &fakeEngine{chunkCount: 2, pad: pad / 2, fail: errors.New("the worker died")}
 		h := New(f, Options{})
 		r, _ := h.Open(run(1), "a")
@@ -479,6 +491,7 @@ func TestAccounting(t *testing.T) {
 		}
 	})
 	t.Run("held is what the cache holds", func(t *testing.T) {
+		t.Parallel()
 		f := &fakeEngine{chunkCount: 3, pad: 10}
 		h := New(f, Options{PerAddress: 100})
 		var sizes int64
@@ -493,6 +506,7 @@ func TestAccounting(t *testing.T) {
 		}
 	})
 	t.Run("the start of a run that waited", func(t *testing.T) {
+		t.Parallel()
 		f := &fakeEngine{chunkCount: 1, gate: make(chan struct{})}
 		h := New(f, Options{Slots: map[string]int{runner.OnCPU: 1}, PerAddress: 100})
 		a, _ := h.Open(run(1), "a")

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"flashstep/internal/testrand"
 )
 
 // apply plays the hunks' edits on a, checking every context and deleted
@@ -114,7 +116,8 @@ func mutate(r *rand.Rand, a []string, alphabet int) []string {
 // a gives b exactly, the edit script is a longest common subsequence, and
 // hunks are apart by more than twice the context.
 func TestHunksApply(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
+	t.Parallel()
+	r := testrand.New(t)
 	for trial := range 3000 {
 		alphabet := 2 + r.IntN(6)
 		a := randomLines(r, r.IntN(40), alphabet)
@@ -177,6 +180,7 @@ func TestHunksApply(t *testing.T) {
 }
 
 func TestIdenticalHaveNoHunks(t *testing.T) {
+	t.Parallel()
 	for _, a := range [][]string{nil, {""}, {"x"}, strings.Split("a\nb\nc\nb\na", "\n")} {
 		if h := Hunks(a, slices.Clone(a), 3); len(h) != 0 {
 			t.Errorf("%q against itself: %v", a, h)
@@ -189,6 +193,7 @@ func TestIdenticalHaveNoHunks(t *testing.T) {
 
 // TestKnownCase is what GNU diff -u writes for the same two files.
 func TestKnownCase(t *testing.T) {
+	t.Parallel()
 	a := strings.Fields("1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20")
 	b := strings.Fields("0 1 2 3 4 5 6 7 8 9 ten 11 12 13 14 15 16 17 18 20 21")
 	want := `--- a

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"flashstep/instrument"
@@ -20,6 +21,7 @@ import (
 )
 
 func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ query, field, mentions string }{
 		{"engine=tpu", FieldEngine, "gpu or cpu"},
 		{"n=512,abc", FieldNs, "comma-separated"},
@@ -59,9 +61,8 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 	}
 }
 
-// fakeExec times points by sleeping; it can hold a point until released.
+// fakeExec times points at once; it can hold each point until released.
 type fakeExec struct {
-	delay   time.Duration
 	hold    chan struct{}
 	mu      sync.Mutex
 	started []Point
@@ -80,76 +81,95 @@ func (f *fakeExec) Time(ctx context.Context, p Point, repeats int, seed uint64) 
 			return Result{}, ctx.Err()
 		}
 	}
-	time.Sleep(f.delay)
 	if p.N > 2048 && p.Variant == instrument.VariantNaive {
 		return GPUResult(p, worker.Timed{OutOfMem: true, Error: "out of device memory", FreeBefore: f.free, FreeAfter: f.free}), nil
 	}
 	return GPUResult(p, worker.Timed{Ms: []float64{3, 1, 2}, FreeBefore: f.free, FreeInUse: f.free - 1000, FreeAfter: f.free}), nil
 }
 
-func waitState(t *testing.T, m *Manager, id string, states ...string) Job {
+// state is job id as it stands once the manager can go no further: run
+// inside a synctest bubble, every goroutine of which is then blocked (a
+// point held, the queue empty).
+func state(t *testing.T, m *Manager, id string) Job {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		j, _ := m.Get(id)
-		for _, s := range states {
-			if j.State == s {
-				return j
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
+	synctest.Wait()
+	j, ok := m.Get(id)
+	if !ok {
+		t.Fatalf("no job %s", id)
 	}
-	j, _ := m.Get(id)
-	t.Fatalf("job %s stayed %s", id, j.State)
 	return j
 }
 
 func TestSweepsRunInTurnAndCancel(t *testing.T) {
-	fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
-	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
-	defer m.Close()
-	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants, Repeats: 3} // the float32 pair: the sweep times those
-	first, err := m.Submit(spec, "test")
-	if err != nil {
-		t.Fatal(err)
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
+		m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
+		defer m.Close()
+		spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants, Repeats: 3} // the float32 pair: the sweep times those
+		first, err := m.Submit(spec, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, _ := m.Submit(spec, "test")
+		if j := state(t, m, first.ID); j.State != StateRunning || j.Done != 0 {
+			t.Fatalf("the first sweep, its first point held: %s with %d done", j.State, j.Done)
+		}
+		if j := state(t, m, second.ID); j.State != StateQueued || j.Ahead != 1 {
+			t.Fatalf("the second sweep: %s with %d ahead", j.State, j.Ahead)
+		}
+		// Two points through, then cancel the first sweep mid-run.
+		fx.hold <- struct{}{}
+		fx.hold <- struct{}{}
+		if j := state(t, m, first.ID); j.State != StateRunning || j.Done != 2 {
+			t.Fatalf("two points let through: %s with %d done", j.State, j.Done)
+		}
+		if _, err := m.Cancel(first.ID); err != nil {
+			t.Fatal(err)
+		}
+		j := state(t, m, first.ID)
+		if j.State != StateCancelled || j.Done != 2 || len(j.Results) != 2 || j.Memory == nil || j.Memory.FreeAfter != j.Memory.FreeBefore {
+			t.Fatalf("cancelled sweep: %+v", j)
+		}
+		// The second starts only now, and finishes.
+		if j := state(t, m, second.ID); j.State != StateRunning || j.Done != 0 {
+			t.Fatalf("the second sweep after the first was cancelled: %s with %d done", j.State, j.Done)
+		}
+		close(fx.hold)
+		j = state(t, m, second.ID)
+		if j.State != StateDone || j.Done != 4 || j.Results[0].Ms != 2 || j.Results[0].TFLOPs <= 0 {
+			t.Fatalf("second sweep: %s, %+v", j.State, j.Results)
+		}
+		if !j.Results[3].OutOfMem || !strings.Contains(j.Results[3].Error, "out of memory at N=4096") {
+			t.Fatalf("naive at N=4096 should say out of memory: %+v", j.Results[3])
+		}
+		if _, err := m.Cancel("nope"); !errors.Is(err, ErrNoJob) {
+			t.Fatal(err)
+		}
+		if _, err := m.Submit(Spec{Engine: kernels.EngineCPU}, "test"); err == nil {
+			t.Fatal("a sweep on an engine the server lacks was queued")
+		}
+	})
+}
+
+// marker is an engine whose points say when they start. The manager runs
+// sweeps one at a time, in order: a marker's sweep submitted behind
+// another starting says that one is over.
+type marker chan struct{}
+
+func (marker) Source() string { return "marker" }
+func (m marker) Time(ctx context.Context, p Point, repeats int, seed uint64) (Result, error) {
+	select {
+	case m <- struct{}{}:
+	default:
 	}
-	second, _ := m.Submit(spec, "test")
-	waitState(t, m, first.ID, StateRunning)
-	if j, _ := m.Get(second.ID); j.State != StateQueued || j.Ahead != 1 {
-		t.Fatalf("the second sweep: %s with %d ahead", j.State, j.Ahead)
-	}
-	// Two points through, then cancel the first sweep mid-run.
-	fx.hold <- struct{}{}
-	fx.hold <- struct{}{}
-	for j, _ := m.Get(first.ID); j.Done < 2; j, _ = m.Get(first.ID) {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := m.Cancel(first.ID); err != nil {
-		t.Fatal(err)
-	}
-	j := waitState(t, m, first.ID, StateCancelled)
-	if j.Done != 2 || len(j.Results) != 2 || j.Memory == nil || j.Memory.FreeAfter != j.Memory.FreeBefore {
-		t.Fatalf("cancelled sweep: %+v", j)
-	}
-	// The second starts only now, and finishes.
-	close(fx.hold)
-	j = waitState(t, m, second.ID, StateDone)
-	if j.Done != 4 || j.Results[0].Ms != 2 || j.Results[0].TFLOPs <= 0 {
-		t.Fatalf("second sweep: %+v", j.Results)
-	}
-	if !j.Results[3].OutOfMem || !strings.Contains(j.Results[3].Error, "out of memory at N=4096") {
-		t.Fatalf("naive at N=4096 should say out of memory: %+v", j.Results[3])
-	}
-	if _, err := m.Cancel("nope"); !errors.Is(err, ErrNoJob) {
-		t.Fatal(err)
-	}
-	if _, err := m.Submit(Spec{Engine: kernels.EngineCPU}, "test"); err == nil {
-		t.Fatal("a sweep on an engine the server lacks was queued")
-	}
+	return GPUResult(p, worker.Timed{Ms: []float64{1}}), nil
 }
 
 func TestCPUSweepAndExports(t *testing.T) {
-	m := NewManager(map[string]Executor{kernels.EngineCPU: CPU{}})
+	t.Parallel()
+	over := make(marker, 1)
+	m := NewManager(map[string]Executor{kernels.EngineCPU: CPU{}, kernels.EngineGPU: over})
 	defer m.Close()
 	v, _ := url.ParseQuery("engine=cpu&n=64,128&d=16&causal=0,1&repeats=2")
 	spec, err := ParseSpec(v)
@@ -157,7 +177,15 @@ func TestCPUSweepAndExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, _ := m.Submit(spec, "test")
-	j = waitState(t, m, j.ID, StateDone, StateFailed)
+	if _, err := m.Submit(Spec{Engine: kernels.EngineGPU, Ns: []int{64}, Ds: []int{16}, Causal: []bool{false}, Variants: sweptVariants[:1], Repeats: 1}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-over: // the CPU sweep is over
+	case <-time.After(time.Minute):
+		t.Fatal("the CPU sweep did not end in a minute")
+	}
+	j, _ = m.Get(j.ID)
 	if j.State != StateDone || len(j.Results) != 8 {
 		t.Fatalf("CPU sweep: %s %s, %d results", j.State, j.Error, len(j.Results))
 	}
@@ -194,6 +222,11 @@ func TestCPUSweepAndExports(t *testing.T) {
 }
 
 func TestSubmitIsBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, testSubmitIsBounded)
+}
+
+func testSubmitIsBounded(t *testing.T) {
 	fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
 	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
 	defer m.Close()
@@ -217,7 +250,9 @@ func TestSubmitIsBounded(t *testing.T) {
 			}
 		}
 	}
-	waitState(t, m, first, StateRunning)
+	if j := state(t, m, first); j.State != StateRunning {
+		t.Fatalf("the first sweep: %s", j.State)
+	}
 	// Many addresses: the queue holds MaxQueued waiting, then busy.
 	queued := 0
 	for k := range 50 {
@@ -241,6 +276,7 @@ func TestSubmitIsBounded(t *testing.T) {
 }
 
 func TestParseSpecRejectsUnknownFields(t *testing.T) {
+	t.Parallel()
 	v, _ := url.ParseQuery("engine=cpu&ns=64,128&d=16")
 	_, err := ParseSpec(v)
 	var fe kernels.FieldErrors

@@ -22,6 +22,7 @@ import (
 //     near L2's size (N=1024): the counter lies between one and three passes;
 //   - toy runs fit in L2: no DRAM writes at all.
 func TestTrafficModelAgainstCounters(t *testing.T) {
+	t.Parallel()
 	m, err := LoadTraffic(recordings.Files)
 	if err != nil || m == nil || len(m.Runs) < 8 {
 		t.Fatalf("recorded counters: %v", err)

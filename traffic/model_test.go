@@ -12,6 +12,7 @@ import (
 // TestRunTrafficByHand checks the two-figure model against totals worked
 // out from the kernels' structure.
 func TestRunTrafficByHand(t *testing.T) {
+	t.Parallel()
 	const f = 4
 	for _, tc := range []struct {
 		n, d, bh int
@@ -70,6 +71,7 @@ func TestRunTrafficByHand(t *testing.T) {
 }
 
 func TestPlanMemory(t *testing.T) {
+	t.Parallel()
 	const h100 = 85017493504
 	// The benchmark shape at N=4096, d=64: B=4, H=32.
 	p, err := PlanMemory(4, 32, 4096, 64, instrument.DTypeF32, h100)
@@ -107,6 +109,7 @@ func TestPlanMemory(t *testing.T) {
 // bytes each (the LSE stays float32), in one launch named for it; under a
 // causal mask K and V still come from DRAM once per head.
 func TestRunTrafficFlash2Fast(t *testing.T) {
+	t.Parallel()
 	for _, causal := range []bool{false, true} {
 		c := kernels.Config{Variant: instrument.VariantFlash2Fast, N: 4096, D: 128, Br: 128, Bc: 48, Batch: 1, Heads: 16, Causal: causal, Pattern: instrument.PatternNormal}
 		N, d, bh := uint64(c.N), uint64(c.D), uint64(16)
@@ -134,6 +137,7 @@ func TestRunTrafficFlash2Fast(t *testing.T) {
 // TestPlanMemoryBF16: in bf16 the inputs and naive_mma's P take half, S and
 // the LSE stay float32, and naive still runs out long before flash.
 func TestPlanMemoryBF16(t *testing.T) {
+	t.Parallel()
 	const h100 = 80 << 30
 	f, _ := PlanMemory(2, 16, 8192, 128, instrument.DTypeF32, h100)
 	b, _ := PlanMemory(2, 16, 8192, 128, instrument.DTypeBF16, h100)
@@ -155,6 +159,7 @@ func TestPlanMemoryBF16(t *testing.T) {
 // flight the running state does not fit in L2, so every one of those bytes
 // reaches DRAM; at a toy size it does, and O reaches DRAM once.
 func TestRunTrafficFlash1(t *testing.T) {
+	t.Parallel()
 	const f = 4
 	for _, tc := range []struct {
 		n, d, heads int
@@ -196,6 +201,7 @@ func TestRunTrafficFlash1(t *testing.T) {
 // TestRunTrafficNaiveRow: pass 1 reads Q once and K, pass 2 K and V again,
 // per block; nothing but O and the LSE is written.
 func TestRunTrafficNaiveRow(t *testing.T) {
+	t.Parallel()
 	const f = 4
 	c := kernels.Config{Variant: instrument.VariantNaiveRow, N: 1024, D: 64, Br: 64, Bc: 64, Batch: 1, Heads: 4, Pattern: instrument.PatternNormal}
 	N, d, bh, tr := uint64(c.N), uint64(c.D), uint64(4), uint64(c.Tr())

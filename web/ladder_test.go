@@ -14,6 +14,7 @@ import (
 // naive_mma, a run to step through, and each is a recording made on the GPU
 // (so it steps without one), of that rung's kernel.
 func TestLadderRunsAreRecorded(t *testing.T) {
+	t.Parallel()
 	recs, err := runner.LoadRecordings(recordings.Files)
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strings"
 
+	"flashstep/docs"
+	"flashstep/kernels"
 	"flashstep/lessons"
 	"flashstep/templates"
 
@@ -60,6 +63,27 @@ func (s *Server) glossary(w http.ResponseWriter, r *http.Request) error {
 		v.Terms = append(v.Terms, templates.GlossaryEntry{Term: t, Lesson: l})
 	}
 	return render(w, r, http.StatusOK, templates.GlossaryPage(s.page("Glossary", "lessons"), v))
+}
+
+// document shows one worklog of docs/ (GET /docs/{name}), or the
+// compiler's report kernels/ptx/ptxas.txt (as /docs/ptxas.txt): the
+// sources a lesson's figures name.
+func (s *Server) document(w http.ResponseWriter, r *http.Request) error {
+	name := chi.URLParam(r, "name")
+	if name == "ptxas.txt" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, err := io.WriteString(w, kernels.PtxasText())
+		return err
+	}
+	src, err := fs.ReadFile(docs.Files, name)
+	if err != nil || !strings.HasSuffix(name, ".md") || strings.Contains(name, "/") {
+		return errNotFound
+	}
+	html, err := lessons.RenderDocument(src)
+	if err != nil {
+		return err
+	}
+	return render(w, r, http.StatusOK, templates.DocPage(s.page("docs/"+name, "lessons"), templates.DocView{Name: name, HTML: html}))
 }
 
 // checkpointRequest is the body of POST /api/checkpoints/{lesson}/{id}.

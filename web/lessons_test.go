@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	"flashstep/lessons"
 	"flashstep/lessons/loop"
 	"flashstep/recordings"
@@ -31,6 +31,7 @@ func postJSON(t *testing.T, u, body string) (*http.Response, []byte) {
 }
 
 func TestLessonPages(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	course, err := lessons.Default()
 	if err != nil {
@@ -81,6 +82,7 @@ func TestLessonPages(t *testing.T) {
 // The API grades against the trace the server's engines produce, answers
 // bad input with a hint, and refuses unknown checkpoints and bad bodies.
 func TestCheckpointAPI(t *testing.T) {
+	t.Parallel()
 	recs, err := runner.LoadRecordings(recordings.Files)
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +155,9 @@ func TestCheckpointAPI(t *testing.T) {
 // both runs' state after every kv-tile, −inf carried through JSON, and for
 // each row where the two part; every bad field is a 400 naming the field.
 func TestLoopAPI(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
-	seed := rand.Uint64N(1 << 40)
+	seed := testrand.New(t).Uint64N(1 << 40)
 	u := fmt.Sprintf("%s/api/loop?n=16&d=8&br=4&bc=4&pattern=normal&seed=%d&q=2&slip=stale-max", ts.URL, seed)
 	res, body := get(t, u)
 	if res.StatusCode != 200 {
@@ -219,6 +222,7 @@ func TestLoopAPI(t *testing.T) {
 // /playground opens on the row its URL names, and on a bad URL opens the
 // default row and says which field was wrong.
 func TestPlaygroundPage(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	res, body := get(t, ts.URL+"/playground?logits=1.5,-2,30&tile=2&max=off&dtype=f16")
 	if res.StatusCode != 200 {

@@ -167,6 +167,7 @@ func (p *participant) closeCode(t *testing.T) *websocket.CloseError {
 func num(v any) int { f, _ := v.(float64); return int(f) }
 
 func TestRoomStepsReachEveryStudentInOrder(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{PresenterRate: 1e5})
 	c := createRoom(t, ts.URL, roomRun)
 	canon, _ := canonicalRun(roomRun, 512)
@@ -212,6 +213,7 @@ func TestRoomStepsReachEveryStudentInOrder(t *testing.T) {
 }
 
 func TestRoomRefusesForgedTokensAndUnknownCodes(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	forged := []byte(c.Token)
@@ -235,6 +237,7 @@ func TestRoomRefusesForgedTokensAndUnknownCodes(t *testing.T) {
 }
 
 func TestRoomPagesKeepTheTokenSecret(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
 	// The Present button: a form post that answers with a cookie and a redirect.
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -468,19 +471,15 @@ func TestPollStuffingCountsOnlyStudentsPresent(t *testing.T) {
 	}
 	a.send(t, map[string]string{"type": "answer", "answer": fmt.Sprintf("%.4f", want)})
 	b.send(t, map[string]string{"type": "answer", "answer": fmt.Sprintf("%.4f", want+3)})
-	// Every stuffing connection has left this server; a's next report comes
-	// after their last (a status change), and the room then holds a and b.
-	for deadline := time.Now().Add(5 * time.Second); app.rooms.Stats().Members != 3; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d members, want the presenter and 2 students", app.rooms.Stats().Members)
-		}
-	}
 	a.send(t, map[string]string{"type": "status", "status": "branched"})
-	tl := tallies(t, pres, "a branched, and a's and b's answers", atMostPresent, func(tl map[string]any) bool {
-		return num(tl["branched"]) == 1 && num(tl["answered"]) == 2
+	// The stuffing connections leave the server in their own time; every
+	// tally on the way counts no more answers than students, and the room
+	// comes to hold a and b with their answers only.
+	tallies(t, pres, "a branched, and a's and b's answers only", atMostPresent, func(tl map[string]any) bool {
+		return num(tl["branched"]) == 1 && num(tl["answered"]) == 2 && num(tl["students"]) == 2
 	})
-	if num(tl["students"]) != 2 {
-		t.Fatalf("after 30 stuffing cycles: %v, want 2 students, 2 answers", tl)
+	if n := app.rooms.Stats().Members; n != 3 {
+		t.Fatalf("after 30 stuffing cycles the room has %d members, want the presenter and 2 students", n)
 	}
 	pres.send(t, map[string]string{"type": "reveal"})
 	var rev map[string]any
@@ -641,6 +640,7 @@ func TestRoomsPerAddressOverHTTP(t *testing.T) {
 }
 
 func TestOversizedMessageEndsOnlyItsConnection(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
@@ -666,6 +666,7 @@ func TestOversizedMessageEndsOnlyItsConnection(t *testing.T) {
 // slow anyone else; its mailbox keeps only the latest step, and when it
 // reads again it lands on the current step.
 func TestSlowStudentIsCoalesced(t *testing.T) {
+	t.Parallel()
 	app, ts := newRoomServer(t, rooms.Limits{PresenterRate: 1e6})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
@@ -733,14 +734,15 @@ func TestSlowStudentIsCoalesced(t *testing.T) {
 }
 
 func TestPresenterReconnectsAndResumes(t *testing.T) {
-	_, ts := newRoomServer(t, rooms.Limits{})
+	t.Parallel()
+	app, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
 	stud := joinRoom(t, ts.URL, c.Code, "")
 	pres.send(t, rooms.Up{Type: "step", Step: 5, Total: 40})
 	stud.next(t, "step")
 	pres.conn.Close() // the presenter's network drops
-	time.Sleep(50 * time.Millisecond)
+	waitUntil(t, "the server to see the presenter gone", func() bool { return app.rooms.Stats().Members == 1 })
 	pres = joinRoom(t, ts.URL, c.Code, c.Token)
 	h := pres.next(t, "hello")
 	if h["role"] != "presenter" || num(h["step"]) != 5 {
@@ -758,6 +760,7 @@ func TestPresenterReconnectsAndResumes(t *testing.T) {
 }
 
 func TestServerRestartTellsEveryStudent(t *testing.T) {
+	t.Parallel()
 	app, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	var studs []*participant
@@ -783,6 +786,7 @@ func TestServerRestartTellsEveryStudent(t *testing.T) {
 }
 
 func TestPollFromTheTrace(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
@@ -855,6 +859,7 @@ func mirrorM(t *testing.T, query string, step, row int) float64 {
 }
 
 func TestTraceDownloadIsGzipped(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
 	req, _ := http.NewRequest("GET", ts.URL+"/api/trace?"+roomRun, nil)
 	req.Header.Set("Accept-Encoding", "gzip")
@@ -884,6 +889,7 @@ func TestTraceDownloadIsGzipped(t *testing.T) {
 }
 
 func TestRoomOverServerSentEvents(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
@@ -947,6 +953,7 @@ func TestRoomOverServerSentEvents(t *testing.T) {
 // widget shows the widget's run at its step, and its checkpoint poll is the
 // lesson's checkpoint nearest the widget, graded as the course grades it.
 func TestLessonRoomPosesItsCheckpoint(t *testing.T) {
+	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
 	body := `{"lesson":"tiling","widget":"ragged-run","step":3,"query":"variant=naive&n=4"}`
 	res, err := http.Post(ts.URL+"/api/rooms", "application/json", strings.NewReader(body))
@@ -1010,8 +1017,10 @@ func TestLessonRoomPosesItsCheckpoint(t *testing.T) {
 }
 
 // natsRoomServer is a whole web server whose rooms go through the broker
-// at url on a connection of its own, which a test may cut as a crash.
-func natsRoomServer(t *testing.T, url string) (*Server, *httptest.Server, *nats.Conn) {
+// at url on a connection of its own, which a test may cut as a crash. Its
+// rooms' time is clk's, and their heartbeat never beats by itself: the
+// test calls Beat on the rooms service returned.
+func natsRoomServer(t *testing.T, url string, clk *roomstest.Clock) (*Server, *httptest.Server, *nats.Conn, *natsrooms.Service) {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.NoReconnect())
 	if err != nil {
@@ -1020,14 +1029,18 @@ func natsRoomServer(t *testing.T, url string) (*Server, *httptest.Server, *nats.
 	t.Cleanup(nc.Close)
 	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
 	t.Cleanup(sweeps.Close)
+	svc := natsrooms.NewWithOptions(nc, rooms.Limits{}, natsrooms.Options{Beat: time.Hour, LostAfter: lostAfter, Now: clk.Now})
 	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,
-		Log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Rooms: natsrooms.NewWithOptions(nc, rooms.Limits{}, natsrooms.Options{Beat: 200 * time.Millisecond, LostAfter: time.Second})})
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Rooms: svc})
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { app.rooms.Close("test over") })
-	return app, ts, nc
+	return app, ts, nc, svc
 }
+
+// lostAfter is the silence after which natsRoomServer's rooms count a room
+// or a server as gone.
+const lostAfter = 4 * time.Second
 
 func embeddedNATS(t *testing.T) string {
 	t.Helper()
@@ -1046,11 +1059,14 @@ func embeddedNATS(t *testing.T) string {
 // TestRoomOwnerCrashReachesOtherServersStudents: two servers and a
 // broker; the room's owner crashes (its broker connection and its sockets
 // cut, no word said); the students on the other server are told the room
-// is lost within a few seconds, with its own close code.
+// is lost, with its own close code, at that server's first beat past the
+// loss limit.
 func TestRoomOwnerCrashReachesOtherServersStudents(t *testing.T) {
+	t.Parallel()
 	url := embeddedNATS(t)
-	_, tsA, ncA := natsRoomServer(t, url)
-	_, tsB, _ := natsRoomServer(t, url)
+	clk := roomstest.NewClock()
+	_, tsA, ncA, _ := natsRoomServer(t, url, clk)
+	appB, tsB, _, svcB := natsRoomServer(t, url, clk)
 	c := createRoom(t, tsA.URL, roomRun)
 	pres := joinRoom(t, tsA.URL, c.Code, c.Token)
 	pres.next(t, "hello")
@@ -1066,7 +1082,13 @@ func TestRoomOwnerCrashReachesOtherServersStudents(t *testing.T) {
 	}
 	ncA.Close()
 	tsA.CloseClientConnections()
-	start := time.Now()
+	// B heard the owner last at the step (clk has not moved): at the loss
+	// limit it still holds the room's students, a beat later they are told.
+	svcB.Beat(clk.Advance(lostAfter))
+	if n := appB.rooms.Stats().Members; n != 2 {
+		t.Fatalf("at the loss limit B holds %d students of the room, want 2", n)
+	}
+	svcB.Beat(clk.Advance(time.Second))
 	for _, s := range studs {
 		if e := s.next(t, "closed"); e["why"] != rooms.WhyLost {
 			t.Fatalf("closed: %v", e)
@@ -1075,9 +1097,6 @@ func TestRoomOwnerCrashReachesOtherServersStudents(t *testing.T) {
 			t.Fatalf("close frame: %v", ce)
 		}
 	}
-	if d := time.Since(start); d > 4*time.Second {
-		t.Fatalf("the students were told after %v", d)
-	}
 }
 
 // TestLeavingServerSendsItsStudentsToAnother: a server that shuts down
@@ -1085,9 +1104,11 @@ func TestRoomOwnerCrashReachesOtherServersStudents(t *testing.T) {
 // (going away, not the room's end); they reconnect through the other server
 // and land on the current step.
 func TestLeavingServerSendsItsStudentsToAnother(t *testing.T) {
+	t.Parallel()
 	url := embeddedNATS(t)
-	_, tsA, _ := natsRoomServer(t, url)
-	appB, tsB, _ := natsRoomServer(t, url)
+	clk := roomstest.NewClock()
+	_, tsA, _, _ := natsRoomServer(t, url, clk)
+	appB, tsB, _, _ := natsRoomServer(t, url, clk)
 	c := createRoom(t, tsA.URL, roomRun)
 	pres := joinRoom(t, tsA.URL, c.Code, c.Token)
 	s := joinRoom(t, tsB.URL, c.Code, "")
@@ -1111,40 +1132,59 @@ func TestLeavingServerSendsItsStudentsToAnother(t *testing.T) {
 	}
 }
 
-// slowRooms answers every lookup of a code after a pause, as a broker a
-// network away does, and counts the lookups.
-type slowRooms struct {
+// heldRooms holds every lookup of a code until the test lets them go, as
+// a broker a network away would hold them for a while, and counts them.
+type heldRooms struct {
 	rooms.Service
 	lookups atomic.Int64
+	looking chan struct{} // a lookup has begun
+	release chan struct{} // closed: the lookups go on
 }
 
-func (s *slowRooms) Peek(ctx context.Context, code, token string) (rooms.State, error) {
+func (s *heldRooms) Peek(ctx context.Context, code, token string) (rooms.State, error) {
 	s.lookups.Add(1)
-	time.Sleep(5 * time.Millisecond)
+	s.looking <- struct{}{}
+	<-s.release
 	return s.Service.Peek(ctx, code, token)
 }
 
-// Guesses sent at once count at once: 300 concurrent wrong codes from one
-// address get no more lookups than the address's wrong codes a minute.
+// Guesses sent at once count at once: 300 wrong codes from one address,
+// every one in flight while the lookups are held, get no more lookups than
+// the address's wrong codes a minute.
 func TestConcurrentGuessesCountAtOnce(t *testing.T) {
 	t.Parallel()
-	slow := &slowRooms{Service: rooms.NewMemory(rooms.Limits{})}
-	t.Cleanup(func() { slow.Close("test over") })
+	const guesses = 300
+	held := &heldRooms{Service: rooms.NewMemory(rooms.Limits{}), looking: make(chan struct{}, guesses), release: make(chan struct{})}
+	t.Cleanup(func() { held.Close("test over") })
 	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Static: testStatic,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Rooms: slow})
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Rooms: held})
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
+	answered := make(chan struct{}, guesses)
 	var wg sync.WaitGroup
-	for i := range 300 {
+	for i := range guesses {
 		wg.Go(func() {
 			res, err := http.Get(ts.URL + fmt.Sprintf("/join?code=ZZZZ%04d", i))
 			if err == nil {
 				res.Body.Close()
 			}
+			answered <- struct{}{}
 		})
 	}
+	// Each guess is refused, or its lookup begins and waits: once every
+	// one is either, all 300 have been in flight at once.
+	deadline := time.After(clientPatience)
+	for settled := 0; settled < guesses; settled++ {
+		select {
+		case <-held.looking:
+		case <-answered:
+		case <-deadline:
+			t.Fatalf("%d of %d guesses refused or looked up", settled, guesses)
+		}
+	}
+	close(held.release)
 	wg.Wait()
-	if n, limit := slow.lookups.Load(), int64(rooms.DefaultLimits.FailedJoinsPerMinute); n > limit {
+	if n, limit := held.lookups.Load(), int64(rooms.DefaultLimits.FailedJoinsPerMinute); n > limit {
 		t.Fatalf("%d codes looked up for one address at once, against an allowance of %d", n, limit)
 	}
 }

@@ -21,6 +21,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/lessons", s.handlePage(s.lessonIndex))
 	r.Get("/lessons/{slug}", s.handlePage(s.lessonPage))
 	r.Get("/glossary", s.handlePage(s.glossary))
+	r.Get("/docs/{name}", s.handlePage(s.document))
 	r.Get("/playground", s.handlePage(s.playgroundPage))
 	r.Get("/kernels", s.handlePage(s.kernelsPage))
 	r.With(gzipped).Get("/ladder", s.handlePage(s.ladderPage)) // every rung's source and diff: 400 KB of HTML, 70 KB gzipped

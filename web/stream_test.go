@@ -6,16 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/runner"
 
@@ -72,8 +71,9 @@ func readAll(t testing.TB, conn *websocket.Conn) received {
 // checks it record by record against the mirror: the header comes alone in
 // the first frame, records follow, then "done" and a normal close.
 func TestStreamWholeTrace(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	rng := testrand.New(t)
 	for range 5 {
 		c := kernels.Config{Variant: instrument.Variants[rng.IntN(2)], N: 5 + rng.IntN(40), D: 1 + rng.IntN(16),
 			Br: 1 + rng.IntN(5), Bc: 1 + rng.IntN(5), Batch: 1, Heads: 1 + rng.IntN(2), Causal: rng.IntN(2) == 0,
@@ -134,6 +134,7 @@ func floatsAsBits(r *instrument.Record) map[string]any {
 }
 
 func TestStreamInvalidConfig(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	conn := dial(t, wsURL(ts.URL, "n=9999&bc=0"))
 	defer conn.Close()
@@ -148,35 +149,59 @@ func TestStreamInvalidConfig(t *testing.T) {
 	}
 }
 
-// slowRunner emits a header then a record every few milliseconds until
-// cancelled, so a test can act on a connection in the middle of a run.
-func slowRunner(started chan<- struct{}) fakeRunner {
+// gatedRunner emits a header, then a record each time the test lets one
+// out (feed), until cancelled: a run a test can act in the middle of.
+func gatedRunner(gate <-chan struct{}) fakeRunner {
 	return fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
-		h := c.Header(instrument.SourceGPU, "slow")
+		h := c.Header(instrument.SourceGPU, "gated")
 		h.Records, h.Timing = 1<<20, true
 		head, _ := instrument.AppendHeader(nil, &h)
 		if err := emit(head); err != nil {
 			return err
 		}
-		once := sync.Once{}
 		for {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(2 * time.Millisecond):
+			case <-gate:
 			}
 			rec := &instrument.Record{Kind: instrument.KindTiming, BH: 0, I: 0, J: 0, RowsValid: h.RowsValid(0), ColsValid: h.ColsValid(0)}
 			b, _ := instrument.AppendRecord(nil, &h, rec)
 			if err := emit(b); err != nil {
 				return err
 			}
-			once.Do(func() {
-				if started != nil {
-					close(started)
-				}
-			})
 		}
 	}}
+}
+
+// feed lets n more records of a gated run out, failing the test if the
+// run stops taking them.
+func feed(t *testing.T, gate chan<- struct{}, n int) {
+	t.Helper()
+	for k := range n {
+		select {
+		case gate <- struct{}{}:
+		case <-time.After(clientPatience):
+			t.Fatalf("the run took %d of %d records, then no more", k, n)
+		}
+	}
+}
+
+// flood lets records of gated runs out for as long as the test runs: for
+// a test with several runs on one gate, where feeding a count would let one
+// run take another's share.
+func flood(t *testing.T, gate chan<- struct{}) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		for {
+			select {
+			case gate <- struct{}{}:
+			case <-done:
+				return
+			}
+		}
+	}()
 }
 
 // waitFrames reads until n binary frames have arrived.
@@ -194,11 +219,14 @@ func waitFrames(t *testing.T, conn *websocket.Conn, n int) {
 }
 
 func TestStreamOversizedMessageCloses1009OthersUnaffected(t *testing.T) {
-	_, ts := newTestServer(t, slowRunner(nil))
+	t.Parallel()
+	gate := make(chan struct{})
+	_, ts := newTestServer(t, gatedRunner(gate))
 	victim := dial(t, wsURL(ts.URL, "n=8"))
 	defer victim.Close()
 	bystander := dial(t, wsURL(ts.URL, "n=8"))
 	defer bystander.Close()
+	flood(t, gate)
 	waitFrames(t, victim, 2)
 	waitFrames(t, bystander, 2)
 	victim.WriteMessage(websocket.TextMessage, []byte(`{"type":"cancel","pad":"`+strings.Repeat("x", 4096)+`"}`))
@@ -210,7 +238,8 @@ func TestStreamOversizedMessageCloses1009OthersUnaffected(t *testing.T) {
 }
 
 func TestStreamMalformedMessageCloses1008(t *testing.T) {
-	_, ts := newTestServer(t, slowRunner(nil))
+	t.Parallel()
+	_, ts := newTestServer(t, gatedRunner(nil)) // the header, then nothing
 	for _, msg := range [][]byte{[]byte("not json"), []byte(`{"type":"explode"}`), []byte(`{"type":"cancel","x":1}`)} {
 		conn := dial(t, wsURL(ts.URL, "n=8"))
 		waitFrames(t, conn, 1)
@@ -231,11 +260,13 @@ func TestStreamMalformedMessageCloses1008(t *testing.T) {
 }
 
 func TestStreamCancel(t *testing.T) {
-	started := make(chan struct{})
-	_, ts := newTestServer(t, slowRunner(started))
+	t.Parallel()
+	gate := make(chan struct{})
+	_, ts := newTestServer(t, gatedRunner(gate))
 	conn := dial(t, wsURL(ts.URL, "n=8"))
 	defer conn.Close()
-	<-started
+	feed(t, gate, 1)
+	waitFrames(t, conn, 2) // the header and a record: mid-run
 	conn.WriteJSON(map[string]string{"type": "cancel"})
 	got := readAll(t, conn)
 	if got.close.Code != websocket.CloseNormalClosure || len(got.texts) == 0 || got.texts[len(got.texts)-1]["type"] != "cancelled" {
@@ -244,11 +275,13 @@ func TestStreamCancel(t *testing.T) {
 }
 
 func TestStreamShutdownCloses1001(t *testing.T) {
-	started := make(chan struct{})
-	app, ts := newTestServer(t, slowRunner(started))
+	t.Parallel()
+	gate := make(chan struct{})
+	app, ts := newTestServer(t, gatedRunner(gate))
 	conn := dial(t, wsURL(ts.URL, "n=8"))
 	defer conn.Close()
-	<-started
+	feed(t, gate, 1)
+	waitFrames(t, conn, 2) // the header and a record: mid-run
 	app.CloseStreams()
 	got := readAll(t, conn)
 	if got.close == nil || got.close.Code != websocket.CloseGoingAway {
@@ -263,6 +296,7 @@ func TestStreamShutdownCloses1001(t *testing.T) {
 }
 
 func TestStreamRunFailureIsReportedAndServerGoesOn(t *testing.T) {
+	t.Parallel()
 	fail := true
 	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
 		if fail {
@@ -285,6 +319,7 @@ func TestStreamRunFailureIsReportedAndServerGoesOn(t *testing.T) {
 }
 
 func TestStreamRejectsOtherOrigins(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	hdr := http.Header{"Origin": {"http://evil.example"}}
 	_, res, err := websocket.DefaultDialer.Dial(wsURL(ts.URL, "n=8"), hdr)
@@ -305,7 +340,7 @@ func TestStreamRejectsOtherOrigins(t *testing.T) {
 func BenchmarkStreamFirstStep(b *testing.B) {
 	_, ts := newTestServer(&testing.T{}, runner.Mirror{})
 	defer ts.Close()
-	u := wsURL(ts.URL, "n=1024&d=64&br=64&bc=64&seed="+strconv.Itoa(rand.IntN(1000)))
+	u := wsURL(ts.URL, "n=1024&d=64&br=64&bc=64&seed="+strconv.Itoa(testrand.New(b).IntN(1000)))
 	var first, whole time.Duration
 	for b.Loop() {
 		start := time.Now()
@@ -350,6 +385,7 @@ func BenchmarkStreamFirstStep(b *testing.B) {
 // of you" over HTTP and close 1013 over the websocket; a lost worker fails
 // just that run with its message.
 func TestGPUBusyAndLost(t *testing.T) {
+	t.Parallel()
 	var errToGive error
 	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
 		return errToGive

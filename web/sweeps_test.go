@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"flashstep/runner"
 	"flashstep/sweep"
@@ -26,6 +25,7 @@ func post(t *testing.T, u string, form url.Values) (*http.Response, map[string]a
 }
 
 func TestSweepAPI(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	// Bad input names the field; the GPU is not there.
 	res, body := post(t, ts.URL+"/api/sweeps", url.Values{"engine": {"cpu"}, "n": {"64,99999"}})
@@ -42,16 +42,15 @@ func TestSweepAPI(t *testing.T) {
 		t.Fatalf("start: %d %v", res.StatusCode, body)
 	}
 	id := body["id"].(string)
+	// The page follows a sweep by asking after it: so does the test.
 	var job sweep.Job
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitUntil(t, "the sweep to end", func() bool {
 		r, b := get(t, ts.URL+"/api/sweeps/"+id)
 		if r.StatusCode != 200 || json.Unmarshal(b, &job) != nil {
 			t.Fatalf("poll: %d %s", r.StatusCode, b)
 		}
-		if job.State == sweep.StateDone {
-			break
-		}
-	}
+		return job.State != sweep.StateQueued && job.State != sweep.StateRunning
+	})
 	if job.State != sweep.StateDone || len(job.Results) != 4 {
 		t.Fatalf("sweep ended %s with %d results", job.State, len(job.Results))
 	}
@@ -75,6 +74,7 @@ func TestSweepAPI(t *testing.T) {
 }
 
 func TestMemoryAPI(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	res, body := get(t, ts.URL+"/api/memory?b=4&h=32&n=4096&d=64")
 	var out struct {
@@ -102,6 +102,7 @@ func TestMemoryAPI(t *testing.T) {
 }
 
 func TestTrafficAPI(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	res, body := get(t, ts.URL+"/api/traffic?variant=naive&n=16&d=8&br=4&bc=4")
 	var out struct {
@@ -120,6 +121,7 @@ func TestTrafficAPI(t *testing.T) {
 }
 
 func TestSweepsRefuseOtherSitesAndUnknownFields(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	form := url.Values{"engine": {"cpu"}, "n": {"64"}, "d": {"16"}, "causal": {"0"}, "repeats": {"1"}}
 	// A form on another site posts here: the browser says so.

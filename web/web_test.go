@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,8 +14,10 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/launch"
 	"flashstep/lessons"
@@ -69,6 +70,31 @@ func newTestServer(t *testing.T, r runner.Runner) (*Server, *httptest.Server) {
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
 	return app, ts
+}
+
+// answerWithin is how soon a request that computes no trace must be
+// answered, however bad or heavy; clientPatience how long a test's client
+// waits for any answer before it gives up.
+const (
+	answerWithin   = 2 * time.Second * raceSlowdown
+	clientPatience = 5 * time.Second * raceSlowdown
+)
+
+// waitUntil waits for cond, where the server gives no signal of the event
+// (a connection's reader attached, a member gone), failing the test after
+// 10 s. It only waits: what a test asserts is asserted after it, on what
+// the event makes true.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	const patience = 10 * time.Second * raceSlowdown
+	deadline := time.After(patience)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 20*time.Millisecond) {
+		select {
+		case <-time.After(pause):
+		case <-deadline:
+			t.Fatalf("waited %v for %s", patience, what)
+		}
+	}
 }
 
 func get(t *testing.T, u string) (*http.Response, []byte) {
@@ -128,6 +154,7 @@ func parse(t *testing.T, body []byte) *html.Node {
 }
 
 func TestPages(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	for _, path := range []string{"/", "/step", "/lessons"} {
 		res, body := get(t, ts.URL+path)
@@ -148,6 +175,7 @@ func TestPages(t *testing.T) {
 // Every run a page links to must be a valid configuration, and one that the
 // GPU's compiled kernels run must be recorded for machines without a GPU.
 func TestPresetsAreValidAndRecorded(t *testing.T) {
+	t.Parallel()
 	recs, err := runner.LoadRecordings(recordings.Files)
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +217,7 @@ func TestPresetsAreValidAndRecorded(t *testing.T) {
 }
 
 func TestStepperShowsErrorBesideField(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	_, body := get(t, ts.URL+"/step?n=5000&d=4&br=banana")
 	doc := parse(t, body)
@@ -211,6 +240,7 @@ func TestStepperShowsErrorBesideField(t *testing.T) {
 }
 
 func TestStepperCarriesRunAndStep(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	_, body := get(t, ts.URL+"/step?n=16&d=4&br=4&bc=4&causal=1&seed=99&step=7")
 	var data struct {
@@ -233,6 +263,7 @@ func TestStepperCarriesRunAndStep(t *testing.T) {
 }
 
 func TestConfigAPI(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	res, body := get(t, ts.URL+"/api/config?n=0&heads=65&pattern=zig")
 	if res.StatusCode != http.StatusBadRequest || res.Header.Get("Content-Type") != "application/json" {
@@ -262,8 +293,9 @@ func TestConfigAPI(t *testing.T) {
 // TestTraceDownload fetches a trace over plain HTTP and checks it against a
 // run of the mirror, byte for byte.
 func TestTraceDownload(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
-	q := "variant=naive&n=13&d=5&br=4&bc=3&causal=1&heads=2&seed=" + strconv.FormatUint(rand.Uint64(), 10)
+	q := "variant=naive&n=13&d=5&br=4&bc=3&causal=1&heads=2&seed=" + strconv.FormatUint(testrand.New(t).Uint64(), 10)
 	res, body := get(t, ts.URL+"/api/trace?"+q)
 	if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Disposition"), ".fstrace") {
 		t.Fatalf("%d %v", res.StatusCode, res.Header)
@@ -291,6 +323,7 @@ func TestTraceDownload(t *testing.T) {
 // A run that fails after the response started must break the transfer, not
 // end it cleanly as if the trace were whole.
 func TestTraceDownloadFailureMidStream(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
 		emit(make([]byte, 96))
 		return errors.New("the GPU worker died")
@@ -306,6 +339,7 @@ func TestTraceDownloadFailureMidStream(t *testing.T) {
 }
 
 func TestStaticFiles(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	res, body := get(t, ts.URL+"/static/js/stepper.js")
 	if res.StatusCode != 200 || string(body) != "// stepper" || !strings.Contains(res.Header.Get("Content-Type"), "javascript") {
@@ -337,8 +371,9 @@ func FuzzStepperQuery(f *testing.F) {
 // limit, a field this form lacks. The page must say so above the form and
 // offer the part of the run that fits both kernels, and that part must run.
 func TestCompareOversizedOffersAPart(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
-	n := 2048 + 64*rand.IntN(8)
+	n := 2048 + 64*testrand.New(t).IntN(8)
 	_, body := get(t, ts.URL+"/compare?d=64&br=64&bc=64&seed=3&n="+strconv.Itoa(n))
 	doc := parse(t, body)
 	msg := text(findNode(doc, "data-testid", "c-form-error"))
@@ -384,6 +419,7 @@ func TestCompareOversizedOffersAPart(t *testing.T) {
 // TestBlankSizeIsAnError: a size field sent blank (a form field emptied, or
 // letters a number input dropped) is an error, never the default.
 func TestBlankSizeIsAnError(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	for _, field := range []string{"n", "d", "br", "bc", "batch", "heads"} {
 		q := url.Values{"n": {"8"}, "d": {"4"}, "br": {"2"}, "bc": {"2"}}
@@ -399,6 +435,7 @@ func TestBlankSizeIsAnError(t *testing.T) {
 // TestStepperStepParam: steps count from 1 in the URL as on the page; a step
 // that is not a number is reported, not silently dropped.
 func TestStepperStepParam(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	for q, want := range map[string]struct {
 		step    int
@@ -421,6 +458,7 @@ func TestStepperStepParam(t *testing.T) {
 // TestComparePair: the side by side runs the float32 pair or the bf16 one,
 // and names the field when asked for another.
 func TestComparePair(t *testing.T) {
+	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
 	for pair, want := range map[string][2]string{"": {"flash2", "naive"}, "f32": {"flash2", "naive"}, "bf16": {"flash2_fast", "naive_mma"}} {
 		_, body := get(t, ts.URL+"/compare?n=40&d=16&br=16&bc=16&seed=4&pair="+pair)

@@ -5,15 +5,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"testing"
+
+	"flashstep/internal/testrand"
 )
 
 func TestFramesRoundTrip(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
 	var buf bytes.Buffer
 	want := [][]byte{{}, []byte("x"), make([]byte, 1<<20)}
 	for i := range want[2] {
-		want[2][i] = byte(rand.IntN(256))
+		want[2][i] = byte(rng.IntN(256))
 	}
 	for _, p := range want {
 		if err := WriteFrame(&buf, TypeChunk, p); err != nil {
@@ -36,6 +39,7 @@ func TestFramesRoundTrip(t *testing.T) {
 }
 
 func TestBadFramesAreErrors(t *testing.T) {
+	t.Parallel()
 	frame := func(n uint32, typ byte, payload int) []byte {
 		b := binary.LittleEndian.AppendUint32(nil, n)
 		return append(append(b, typ), make([]byte, payload)...)

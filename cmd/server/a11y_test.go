@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,23 +132,7 @@ type layoutSeen struct {
 // than one page's test needs: two dozen pages, each loaded, settled and
 // checked.
 func a11yBrowser(t *testing.T, w, h int) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed: the browser tests need Debian's chromium (make test installs it)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-quic", true),
-		chromedp.WindowSize(w, h))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(w), int64(h))); err != nil {
-		t.Fatal(err)
-	}
-	return ctx
+	return browserFor(t, w, h, 5*time.Minute)
 }
 
 // waitSettled waits until settledJS holds, for at most 30 s.
@@ -176,6 +159,7 @@ func waitSettled(ctx context.Context, t *testing.T, what string) {
 // under 0.1), have no axe-core violation in it or its frames, and log
 // nothing to the console.
 func TestBrowserA11y(t *testing.T) {
+	t.Parallel()
 	axeSource, err := os.ReadFile(filepath.Join("..", "..", "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
 		t.Fatalf("axe-core is missing (make assets installs it with npm): %v", err)
@@ -211,7 +195,24 @@ func TestBrowserA11y(t *testing.T) {
 		{"/join", "", ""},
 		{"/glossary", "[data-testid=glossary]", "Glossary"},
 	}
-	for _, l := range course.Lessons {
+	if testing.Short() {
+		// Under -short one page of each kind: the stepper, the side by
+		// side, the playground, the glossary, the home page, and the
+		// course's sample of lessons; make test-long visits them all.
+		keep := map[string]bool{"/": true, "/step?" + toyRun: true, "/compare": true, "/playground": true, "/glossary": true}
+		short := visits[:0]
+		for _, v := range visits {
+			if keep[v.path] {
+				short = append(short, v)
+			}
+		}
+		visits = short
+	}
+	sample := lessonSample(t, course)
+	if testing.Short() {
+		sample = sample[len(sample)-2:] // a stepper, a playground and a loop: the course test walks the rest of the sample
+	}
+	for _, l := range sample {
 		visits = append(visits, visit{"/lessons/" + l.Slug, "[data-testid=try-next]", "Try this next"})
 	}
 

@@ -58,6 +58,7 @@ func click(ctx context.Context, t *testing.T, sel string) {
 // a browser context of their own, follow its steps; one branches off and
 // rejoins; a poll is answered by both and revealed to both.
 func TestBrowserClassroom(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	pres := browser(t)
 	presProblems := watchConsole(pres)
@@ -217,6 +218,7 @@ func (c *roomClient) next(t *testing.T, typ string) map[string]any {
 // embedded NATS broker; the presenter on one, the students on the other,
 // and every step arrives, in order. The owner's shutdown reaches them too.
 func TestTwoServersShareARoomThroughNATS(t *testing.T) {
+	t.Parallel()
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -303,6 +305,8 @@ func TestTwoServersShareARoomThroughNATS(t *testing.T) {
 // follows; the teacher poses the lesson's checkpoint nearest the widget;
 // the student answers; the reveal shows the course's own answer.
 func TestBrowserLessonClassroom(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	pres := browser(t)
 	presProblems := watchConsole(pres)

@@ -31,7 +31,7 @@ func TestBrowserCourseAsAStudentSeesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range course.Lessons {
+	for _, l := range lessonSample(t, course) {
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lessons/"+l.Slug),
 			chromedp.Evaluate[chromedp.Void](`localStorage.clear()`), chromedp.Reload()); err != nil {
 			t.Fatal(err)
@@ -60,6 +60,10 @@ func TestBrowserCourseAsAStudentSeesIt(t *testing.T) {
 		if !ready {
 			t.Errorf("%s: its %d embedded pages did not all finish loading", l.Slug, framed)
 			continue
+		}
+		// KaTeX has typeset every formula of the text.
+		if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('.lesson .math')].every((m) => m.querySelector('.katex'))`)); !ok {
+			t.Errorf("%s: a formula is not typeset", l.Slug)
 		}
 		for _, w := range l.Widgets {
 			if w.Kind != lessons.WidgetStepper {
@@ -130,5 +134,49 @@ func leaks(text, answer string) bool {
 			return true
 		}
 		from = i + 1
+	}
+}
+
+// lessonSample is the lessons a course-wide browser check visits: every
+// one in a full run (make test-long), and under -short (make test) four
+// that between them hold every kind of widget the course has (stepper,
+// side by side, memory calculator, playground, timeline, loop) and the
+// taught-gating of an early lesson. What is checked on each page is the
+// same either way.
+func lessonSample(t *testing.T, c *lessons.Course) []*lessons.Lesson {
+	t.Helper()
+	if !testing.Short() {
+		return c.Lessons
+	}
+	var out []*lessons.Lesson
+	kinds := map[string]bool{}
+	for _, slug := range []string{"naive", "stability", "gpu", "debugging"} {
+		l, ok := c.Lesson(slug)
+		if !ok {
+			t.Fatalf("the short sample names lesson %q, which the course no longer has", slug)
+		}
+		for _, w := range l.Widgets {
+			kinds[w.Kind] = true
+		}
+		out = append(out, l)
+	}
+	for _, l := range c.Lessons {
+		for _, w := range l.Widgets {
+			if !kinds[w.Kind] && w.Kind != lessons.WidgetKernels {
+				t.Fatalf("the short sample has no %s widget (lesson %s has one): add a lesson to it", w.Kind, l.Slug)
+			}
+		}
+	}
+	return out
+}
+
+// longOnly skips a browser test under -short: make test runs the browser
+// tests that find the most bugs per second (every page type once, the
+// course's sample, the classroom, the fallbacks), make test-long and CI
+// every one.
+func longOnly(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a long browser check: make test-long runs it")
 	}
 }

@@ -135,6 +135,8 @@ func saveShot(ctx context.Context, t *testing.T, name string) {
 // a toy run's heatmap cells are large enough to read across a room, and
 // nothing on the page overflows or cuts its text.
 func TestBrowserStepperProjector(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	key := []string{"[data-testid=panel-grid]", "[data-testid=panel-s]", "[data-testid=panel-p]", "[data-testid=panel-rows]", "[data-testid=panel-o]", "#step-label", "#next"}
 	for _, sc := range screens {
@@ -195,6 +197,8 @@ func TestBrowserStepperProjector(t *testing.T) {
 // it was replayed, not "computed in 0 ms"; the toy run's timeline draws the
 // SMs it used, not 132 rows of which 128 are empty.
 func TestBrowserStepNumbering(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1024, 768)
 	problems := watchConsole(ctx)
@@ -253,6 +257,8 @@ func mustQuery(s string) url.Values {
 // Run then starts nothing and takes the previous run off the screen, where
 // it used to rerun the previous configuration and say "Trace complete".
 func TestBrowserFormNoSilentRerun(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1024, 768)
 	navigate(ctx, t, base+"/step?"+toyRun)
@@ -295,6 +301,8 @@ func TestBrowserFormNoSilentRerun(t *testing.T) {
 // follows the steps taken with the keyboard: "to do", then "this step",
 // then "done".
 func TestBrowserTileTooltipFollows(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1024, 768)
 	navigate(ctx, t, base+"/step?"+toyRun+"&step=1")
@@ -322,9 +330,17 @@ func TestBrowserTileTooltipFollows(t *testing.T) {
 // grids end in different colours; an oversized run says why and offers the
 // part that fits.
 func TestBrowserCompareMakesItsPoint(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	seed := rand.Uint64()
-	q := fmt.Sprintf("n=1024&d=64&br=64&bc=64&pattern=normal&seed=%d", seed)
+	// N=1024 in a full run; under -short N=512, a quarter of the bytes to
+	// decode and draw, and the ratio still far from 1.
+	n := 1024
+	if testing.Short() {
+		n = 512
+	}
+	q := fmt.Sprintf("n=%d&d=64&br=64&bc=64&pattern=normal&seed=%d", n, seed)
 	written := map[string]uint64{}
 	for _, v := range []string{"naive", "flash2"} {
 		c, err := kernels.ParseConfig(mustQuery(q + "&variant=" + v))
@@ -425,6 +441,8 @@ func fmtBytes(n uint64) string {
 // TFLOP/s are not 0.00; a sweep cancelled before its first point draws no
 // empty chart.
 func TestBrowserSweepLegible(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	for _, sc := range screens {
 		t.Run(fmt.Sprintf("%dx%d", sc.w, sc.h), func(t *testing.T) {
@@ -529,6 +547,8 @@ func TestBrowserSweepLegible(t *testing.T) {
 
 // TestBrowserBannerOneLine: the no-GPU banner is one line at 1024 px.
 func TestBrowserBannerOneLine(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1024, 768)
 	navigate(ctx, t, base+"/")
@@ -549,6 +569,8 @@ func TestBrowserBannerOneLine(t *testing.T) {
 // of Q, a later one does not, the epilogue lights the division by l; a
 // naive softmax step lights naive_softmax.
 func TestBrowserKernelSource(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1500, 1000)
 	problems := watchConsole(ctx)
@@ -602,6 +624,7 @@ func TestBrowserKernelSource(t *testing.T) {
 // every shape, its step-through links work, and nothing overflows at a
 // projector's width.
 func TestBrowserLadder(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1024, 768)
 	problems := watchConsole(ctx)
@@ -660,6 +683,8 @@ func TestBrowserLadder(t *testing.T) {
 // tensor cores; the recorded H100 run shows both kernels' traces from the
 // GPU, naive_mma's S and P in device memory against flash2_fast's tiles.
 func TestBrowserCompareBF16Pair(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1024, 768)
 	problems := watchConsole(ctx)
@@ -693,6 +718,8 @@ func TestBrowserCompareBF16Pair(t *testing.T) {
 // Either way the batch-head reads "batch 0, head 0", the short "b0 h0" of
 // its box is explained, and −∞, the max before the first tile, is no error.
 func TestBrowserTaught(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1366, 900)
 	problems := watchConsole(ctx)
@@ -818,6 +845,8 @@ const legibleJS = `(() => {
 // have their room, and naive's S and P squares keep clear of the chip's
 // box; the side by side of a ragged run at 1024 px too.
 func TestBrowserWidgetLegibility(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	course, err := lessons.Default()
 	if err != nil {
@@ -833,7 +862,7 @@ func TestBrowserWidgetLegibility(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(sc.w), int64(sc.h))); err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range course.Lessons {
+		for _, l := range lessonSample(t, course) {
 			framed := false
 			for _, w := range l.Widgets {
 				framed = framed || w.Framed()

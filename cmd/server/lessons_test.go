@@ -42,6 +42,7 @@ func revealed(t *testing.T, base, lesson, id string) string {
 // progress kept, on the page and on the course map; follows a deep link to
 // a widget at a step and the keyboard to the next lesson; then resets.
 func TestBrowserLesson(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -139,6 +140,8 @@ func TestBrowserLesson(t *testing.T) {
 // TestBrowserLessonPages opens every lesson: the math is typeset, nothing is
 // logged to the console, and every link and frame of the course answers 200.
 func TestBrowserLessonPages(t *testing.T) {
+	t.Parallel()
+	longOnly(t) // under -short the course test checks the formulas of its sample, links_test every link
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -148,7 +151,7 @@ func TestBrowserLessonPages(t *testing.T) {
 	}
 	links := map[string]string{} // href -> the page it was found on
 	pages := []string{"/", "/lessons", "/playground"}
-	for _, l := range course.Lessons {
+	for _, l := range lessonSample(t, course) {
 		pages = append(pages, "/lessons/"+l.Slug)
 	}
 	for _, p := range pages {
@@ -180,7 +183,6 @@ func TestBrowserLessonPages(t *testing.T) {
 				links[h] = p
 			}
 		}
-		time.Sleep(300 * time.Millisecond) // let the frames start their runs
 	}
 	for h, from := range links {
 		res, err := http.Get(base + h)
@@ -202,6 +204,8 @@ func TestBrowserLessonPages(t *testing.T) {
 // and P·V at a kv-tile step), and the roofline lesson grades an answer
 // typed as the page shows answers, "30.2%", against the recorded ladder.
 func TestBrowserLessonTensorCores(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -290,6 +294,7 @@ func near(a, b float64) bool {
 // exp overflows, and bfloat16 past 88.72; and the browser's arithmetic is
 // the Go port's, for random rows in every type.
 func TestBrowserPlayground(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -434,6 +439,7 @@ func TestBrowserPlayground(t *testing.T) {
 // parts from the correct loop, as the server's loop says, and agrees
 // everywhere once the slip is unticked.
 func TestBrowserLoopWidget(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)

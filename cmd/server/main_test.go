@@ -62,6 +62,7 @@ func startServer(t *testing.T, args ...string) (base string, stop func()) {
 // TestShutdownClosesStreams1001 stops the program while a websocket is
 // streaming: the browser must get close 1001, and run must return cleanly.
 func TestShutdownClosesStreams1001(t *testing.T) {
+	t.Parallel()
 	base, stop := startServer(t)
 	u := "ws" + strings.TrimPrefix(base, "http") + "/ws/trace?n=2048&d=64&br=16&bc=64&trace_q=0-40"
 	conn, _, err := websocket.DefaultDialer.Dial(u, nil)
@@ -94,22 +95,63 @@ func browser(t *testing.T) context.Context {
 	return browserSized(t, 1500, 1100)
 }
 
-// browserSized is a headless Chromium whose viewport is w×h CSS pixels, as a
-// laptop's or a projector's screen.
-func browserSized(t *testing.T, w, h int) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed: the browser tests need Debian's chromium (make test installs it)")
+// One Chromium serves every browser test of the package: starting one
+// takes about a second, and a test needs only a tab of its own. Each test
+// gets its own browser context (cookies, storage: a fresh profile) in it,
+// so tests run side by side without seeing each other.
+var chromium struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel func()
+	err    error
+}
+
+func sharedChromium() (context.Context, error) {
+	chromium.once.Do(func() {
+		path, err := exec.LookPath("chromium")
+		if err != nil {
+			chromium.err = errors.New("chromium is not installed: the browser tests need Debian's chromium (make test installs it)")
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-quic", true),
+			chromedp.WindowSize(1920, 1200))
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx)
+		if err := chromedp.Do(ctx); err != nil { // starts it
+			chromium.err = err
+		}
+		chromium.ctx, chromium.cancel = ctx, func() { cancel(); cancelAlloc() }
+	})
+	return chromium.ctx, chromium.err
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if chromium.cancel != nil {
+		chromium.cancel()
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-quic", true),
-		chromedp.WindowSize(w, h))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	os.Exit(code)
+}
+
+// browserSized is a tab of the shared Chromium, in a browser context of
+// its own, whose viewport is w×h CSS pixels, as a laptop's or a
+// projector's screen; it has 90 s.
+func browserSized(t *testing.T, w, h int) context.Context {
+	return browserFor(t, w, h, 90*time.Second)
+}
+
+// browserFor is browserSized with another time limit.
+func browserFor(t *testing.T, w, h int, limit time.Duration) context.Context {
+	t.Helper()
+	parent, err := sharedChromium()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
+	t.Cleanup(func() { cancelTimeout(); cancel() })
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(w), int64(h))); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +258,7 @@ func cellValue(ctx context.Context, t *testing.T, testid string) float64 {
 // steps three times and checks that the m and l the page shows are the
 // mirror's values for that step, bit for bit.
 func TestBrowserStepper(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -300,6 +343,7 @@ func TestBrowserStepper(t *testing.T) {
 // networks do: the run must arrive over plain HTTP with the same numbers.
 // Then it replays a downloaded trace file through the upload field.
 func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -395,6 +439,8 @@ var timelineShot = flag.String("timeline-screenshot", "", "write a screenshot of
 // GPU here): the page draws which SM ran which step when, and a click on a
 // mark goes to that step.
 func TestBrowserTimeline(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -440,6 +486,7 @@ func TestBrowserTimeline(t *testing.T) {
 // together, naive's device-memory traffic outgrows flash's, and at the end
 // the outputs agree with each other and with float64.
 func TestBrowserCompare(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -498,6 +545,7 @@ func TestBrowserCompare(t *testing.T) {
 // progress ends, the charts hold both kernels, the table and the CSV
 // download have every point, and the memory calculator answers.
 func TestBrowserSweep(t *testing.T) {
+	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)
@@ -544,6 +592,8 @@ func TestBrowserSweep(t *testing.T) {
 // TestBrowserFormErrors types an out-of-range N and expects the error beside
 // the field, with the limit, and the run button disabled.
 func TestBrowserFormErrors(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step"),

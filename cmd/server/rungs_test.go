@@ -12,6 +12,8 @@ import (
 // kv-tile-major order with O, m and l through device memory), and the row
 // table shows what the kernel holds at that step.
 func TestBrowserNewRungs(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browser(t)
 	// naive_row, step 5: pass 1 over q-tile 1's second kv-tile.

@@ -61,6 +61,58 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 		lo = rng.IntN(c.Tr())
 		c.TraceQ = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(c.Tr()-lo)}
 	}
+	return fit(c)
+}
+
+// EdgeGPUConfigs is, for every variant, a run at each tile the GPU runs it
+// at (naive, which runs any tile, at flash2's and at a toy tile of its
+// own), twice: causal with every block traced, and not causal on four
+// batch-heads with a partial trace that skips the first of each and the
+// first q-tile and ends on the ragged last one. N is ragged past a few
+// tiles: the runs that put every kind of record at every kind of offset,
+// the last partial tile's included, for the tests of where records go.
+func EdgeGPUConfigs(rng *rand.Rand) []kernels.Config {
+	var out []kernels.Config
+	for _, v := range instrument.Variants {
+		var tiles [][3]int
+		switch v {
+		case instrument.VariantFlash2Fast:
+			for _, f := range launch.Flash2FastInstances {
+				tiles = append(tiles, [3]int{f.Br, f.Bc, f.D})
+			}
+		case instrument.VariantFlash2MMA:
+			for _, f := range launch.Flash2MMAInstances {
+				tiles = append(tiles, [3]int{f.Br, f.Bc, f.D})
+			}
+		case instrument.VariantNaiveMMA:
+			for _, f := range launch.NaiveMMAInstances {
+				tiles = append(tiles, [3]int{launch.NaiveMMABr, f.Bc, f.D})
+			}
+		default:
+			for _, f := range launch.Flash2Instances {
+				tiles = append(tiles, [3]int{f.Br, f.Bc, f.D})
+			}
+			if v == instrument.VariantNaive {
+				tiles = append(tiles, [3]int{3, 5, 7})
+			}
+		}
+		for k, tile := range tiles {
+			c := kernels.Config{Variant: v, Br: tile[0], Bc: tile[1], D: tile[2], Batch: 1, Heads: 2, Causal: true,
+				Pattern: instrument.Patterns[k%len(instrument.Patterns)], Seed: rng.Uint64()}
+			big := max(c.Br, c.Bc)
+			c.N = max(1, 16/big)*big + 1 + rng.IntN(big)
+			p := c
+			p.Batch, p.Causal, p.Seed = 2, false, rng.Uint64()
+			p.TraceBH = instrument.Range{Lo: 1, Hi: 3}
+			p.TraceQ = instrument.Range{Lo: min(1, p.Tr()-1), Hi: p.Tr()}
+			out = append(out, fit(c), fit(p))
+		}
+	}
+	return out
+}
+
+// fit narrows c's traced part until its trace is within the limit.
+func fit(c kernels.Config) kernels.Config {
 	for c.TraceBytes() > kernels.MaxTraceBytes {
 		c.TraceQ = instrument.Range{Lo: c.TracedQ().Lo, Hi: c.TracedQ().Lo + max(1, c.TracedQ().Len()/2)}
 		c.TraceBH = instrument.Range{Lo: c.TracedBH().Lo, Hi: c.TracedBH().Lo + 1}

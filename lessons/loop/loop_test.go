@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"flashstep/instrument"
+	"flashstep/internal/testrand"
 	"flashstep/kernels"
 )
 
@@ -57,7 +58,8 @@ func close32(a, b float32) bool {
 // l and O of every valid row after every kv-tile, and the output, for
 // random runs, causal or not, of every input pattern.
 func TestNoSlipsMatchesMirror(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	t.Parallel()
+	rng := testrand.New(t)
 	patterns := []instrument.Pattern{instrument.PatternNormal, instrument.PatternLarge, instrument.PatternPeaked}
 	for range 60 {
 		c := randomConfig(rng, patterns[rng.IntN(len(patterns))], rng.IntN(2) == 0)
@@ -99,7 +101,8 @@ func TestNoSlipsMatchesMirror(t *testing.T) {
 // (With one key in the first tile, (a) cannot show there: that key's p is
 // 1, and so is the row sum; the lesson's runs have tiles of several keys.)
 func TestSlipsPartWhereTheLessonSays(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 2))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 60 {
 		c := randomConfig(rng, instrument.PatternNormal, false)
 		c.N = max(c.N, 4)
@@ -142,6 +145,7 @@ func TestSlipsPartWhereTheLessonSays(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	c := kernels.DefaultConfig()
 	c.N, c.D, c.Br, c.Bc = 16, 8, 4, 4
 	if err := Validate(&c, 0, 3); err != nil {
@@ -181,6 +185,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestFloatsJSON(t *testing.T) {
+	t.Parallel()
 	b, err := json.Marshal(Floats{float32(math.Inf(-1)), 1.5, float32(math.NaN()), float32(math.Inf(1)), 0.1})
 	if err != nil || string(b) != `["-Infinity",1.5,"NaN","Infinity",0.1]` {
 		t.Errorf("%s %v", b, err)

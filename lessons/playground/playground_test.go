@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"flashstep/internal/testrand"
 )
 
 // halves is every non-negative finite float16, decoded from its bits by
@@ -45,6 +47,7 @@ func nearest(x float64, vals []float64, bits []uint16) float64 {
 }
 
 func TestFloat16KnownValues(t *testing.T) {
+	t.Parallel()
 	inf := math.Inf(1)
 	for x, want := range map[float64]float64{
 		65504:                    65504, // the largest half
@@ -72,8 +75,9 @@ func TestFloat16KnownValues(t *testing.T) {
 // Float16 agrees with the nearest of all 31,744 finite halves, for random x
 // across every binade, ties included.
 func TestFloat16IsNearest(t *testing.T) {
+	t.Parallel()
 	vals, bits := halves()
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	rng := testrand.New(t)
 	for range 200000 {
 		x := math.Ldexp(rng.Float64()+0.5, rng.IntN(44)-30)
 		if rng.IntN(8) == 0 { // exact midpoints between neighbours
@@ -98,7 +102,8 @@ func inf(float64) float64 { return math.Inf(1) }
 // BFloat16 is the nearest float32 whose low 16 bits are zero, ties to even,
 // for random float32s; known values pin the edges.
 func TestBFloat16(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 2))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 200000 {
 		f := math.Float32frombits(rng.Uint32() &^ (1 << 31))
 		if f != f || math.IsInf(float64(f), 0) {
@@ -140,6 +145,7 @@ func TestBFloat16(t *testing.T) {
 // 11.0903 in float16, ln(2¹²⁸ − 2¹⁰³) ≈ 88.7228 in float32, and a little
 // earlier, ln((2 − 2⁻⁸)·2¹²⁷) ≈ 88.7209, in bfloat16.
 func TestExpOverflow(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		d        Dtype
 		ok, over float64
@@ -167,7 +173,8 @@ func randomRow(rng *rand.Rand, n int, scale float64) []float64 {
 // With the max subtracted the online result is the softmax of the logits
 // as the type stores them, to the type's precision, for random rows and tile widths; nothing is NaN or inf.
 func TestOnlineMatchesExact(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	t.Parallel()
+	rng := testrand.New(t)
 	for _, c := range []struct {
 		d   Dtype
 		tol float64 // per weight, relative to the largest weight
@@ -209,6 +216,7 @@ func maxOf(xs []float64) float64 {
 
 // A hand-worked row, float32, against float64 arithmetic.
 func TestWorkedRow(t *testing.T) {
+	t.Parallel()
 	r := Run(Settings{Logits: []float64{3, 1, -2, 8}, Tile: 2, SubtractMax: true, Dtype: F32})
 	e := math.Exp
 	l0 := 1 + e(-2)
@@ -227,7 +235,8 @@ func TestWorkedRow(t *testing.T) {
 // Without the max subtraction, l overflows at the logit where the type
 // runs out, and the weights become NaN (inf/inf) or 0 (finite/inf).
 func TestOverflowWithoutMax(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 4))
+	t.Parallel()
+	rng := testrand.New(t)
 	for range 200 {
 		n := 4 + rng.IntN(12)
 		row := randomRow(rng, n, 2)
@@ -271,6 +280,7 @@ func TestOverflowWithoutMax(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	s, err := ParseMap(map[string]string{"logits": "3, 1,-2,8.5", "tile": "3", "max": "off", "dtype": "bf16"})
 	if err != nil || s.LogitsText() != "3,1,-2,8.5" || s.Tile != 3 || s.SubtractMax || s.Dtype != BF16 {
 		t.Fatalf("%+v %v", s, err)

@@ -139,11 +139,30 @@ function showVerdict(cp, v) {
   }
 }
 
+function settledIDs() {
+  return new Set((document.body.dataset.settled || '').split(',').filter(Boolean));
+}
+
 // settle shows what waited on a checkpoint's answer: the text that
 // discusses it (::: reveal after=ID) and, through an event, the widgets
 // that hold back a conclusion until it is answered (the loop's parting).
 function settle(id) {
   for (const el of $$(`.reveal[data-after="${id}"]`)) el.hidden = false;
+  // A widget whose checkpoints are all answered shows what it held back.
+  for (const fig of $$('figure.widget[data-asked-by]')) {
+    const asked = fig.dataset.askedBy.split(',').filter(Boolean);
+    if (!asked.includes(id) || !asked.every((a) => a === id || settledIDs().has(a))) continue;
+    const frame = $('iframe', fig);
+    if (!frame) continue;
+    if (fig.dataset.current !== undefined) frame.contentWindow.postMessage({ type: 'flashstep-release' }, location.origin);
+    for (const attr of ['src', 'data-base-src']) {
+      const url = new URL(frame.getAttribute(attr), location.origin);
+      if (!url.searchParams.has('hold')) continue;
+      url.searchParams.delete('hold');
+      // A frame not yet loaded loads without the hold; a running one was told.
+      if (attr === 'data-base-src' || fig.dataset.current === undefined) frame.setAttribute(attr, url.pathname + url.search);
+    }
+  }
   const done = new Set((document.body.dataset.settled || '').split(',').filter(Boolean));
   done.add(id);
   document.body.dataset.settled = [...done].join(',');

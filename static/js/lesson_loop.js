@@ -162,7 +162,7 @@ class LoopWidget {
     } else if (this.held) {
       this.status.textContent = 'The correct loop, kv-tile by kv-tile. Read the listing and predict where the slipped loop parts from it (the checkpoint below), then run it.';
     } else if (part.kv >= 0) {
-      this.status.textContent = `The numbers part after kv-tile ${part.kv}, first in ${part.what}. Every kv-tile before it agrees.`;
+      this.status.textContent = `The numbers part after kv-tile ${part.kv}, first in ${part.what}: m, l and O agree at every kv-tile before it${alphaFirst(d, r, part.kv) ? ' (α differs earlier, but α·l rounds away next to the new tile\'s sum)' : ''}.`;
     } else if (part.output) {
       this.status.textContent = 'm, l and O agree after every kv-tile; they part only in the output.';
     } else {
@@ -170,6 +170,12 @@ class LoopWidget {
     }
     this.root.dataset.part = this.held ? 'held' : part.kv >= 0 ? String(part.kv) : part.output ? 'output' : 'never';
   }
+}
+
+// alphaFirst says whether row r's α differs between the loops at a
+// kv-tile before the one where m, l or O first part.
+function alphaFirst(d, r, kv) {
+  return d.correct.steps.some((st, k) => st.kv < kv && !same(num(st.alpha)[r], num(d.slipped.steps[k].alpha)[r]));
 }
 
 export function initLoopWidgets() {

@@ -71,7 +71,8 @@ export class TraceModel {
 
   // tileStates says, at step k, what has happened to each score tile (i, j)
   // of that step's batch-head: 'current', 'done', 'pending', 'untraced', or
-  // 'skipped' when the kernel finished that q-tile without visiting the tile
+  // 'skipped' when the kernel has finished that q-tile, by step k, without
+  // visiting the tile
   // (fully masked). For naive, 'stored' means the S tile sits in device
   // memory, 'normalised' that its rows have been through the softmax, and
   // 'consumed' that P·V has read it (S and P still sit in device memory).
@@ -84,7 +85,9 @@ export class TraceModel {
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
         if (i < h.tracedQ[0] || i >= h.tracedQ[1]) states[i * h.Tc + j] = 'untraced';
-        else if (!materialises(h.variant) && this.epilogueAt.has(`${cur.bh},${i}`) && !this.visited.has(`${cur.bh},${i},${j}`)) states[i * h.Tc + j] = 'skipped';
+        // Skipped once its q-tile has finished without it, by this step: a
+        // stepper does not know the future.
+        else if (!materialises(h.variant) && this.epilogueAt.get(`${cur.bh},${i}`) <= k && !this.visited.has(`${cur.bh},${i},${j}`)) states[i * h.Tc + j] = 'skipped';
       }
     }
     for (let s = 0; s <= k; s++) {

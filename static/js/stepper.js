@@ -15,6 +15,30 @@ const form = $('run-form');
 // (taught=N); the stepper's own page knows everything.
 const know = new Knowledge(taughtUpTo(location.search));
 
+// held are the numbers a lesson's checkpoint asks the student to predict
+// (hold=bh.row.step,…: row's online softmax from that step on): shown as
+// "?" until the lesson says the checkpoint is answered (flashstep-release),
+// so that the step that holds the inputs of a prediction does not print
+// its answer beside them.
+const held = new Map();
+for (const part of (new URLSearchParams(location.search).get('hold') || '').split(',')) {
+  const [bh, row, step] = part.split('.').map(Number);
+  if ([bh, row, step].every(Number.isInteger)) {
+    const key = `${bh}.${row}`;
+    held.set(key, Math.min(held.get(key) ?? Infinity, step));
+  }
+}
+
+// holds says which of a row's numbers are held at the step shown: none
+// before the step asked about; the new max, α and l at it; everything
+// after it (m_old then is the answer).
+function holds(r, row) {
+  const from = held.get(`${r.bh}.${row}`);
+  const at = state.k + 1;
+  if (from === undefined || at < from) return null;
+  return at === from ? new Set(['m-new', 'alpha', 'l']) : new Set(['m-old', 'm-new', 'alpha', 'l', 'lse']);
+}
+
 const views = {
   grid: new TileGrid($('grid'), $('grid-legend'), (i, j) => jumpToTile(i, j), know),
   s: new Heatmap($('s-tile'), { fit: true }),
@@ -348,9 +372,16 @@ document.addEventListener('flashstep:run', (ev) => {
   begin(query, step - 1);
 });
 
-// A lesson around an embedded stepper may move it.
+// A lesson around an embedded stepper may move it, and release the numbers
+// it holds once their checkpoint is answered.
 window.addEventListener('message', (ev) => {
-  if (ev.origin !== location.origin || ev.data?.type !== 'flashstep-go') return;
+  if (ev.origin !== location.origin) return;
+  if (ev.data?.type === 'flashstep-release') {
+    held.clear();
+    if (state.model) go(state.k);
+    return;
+  }
+  if (ev.data?.type !== 'flashstep-go') return;
   pause();
   go(Number(ev.data.step) - 1);
 });
@@ -745,12 +776,19 @@ function drawRows(h, m, r) {
       td.textContent = `row ${r.i * h.Br + x}: padding (past N), not data`;
       continue;
     }
+    const hidden = holds(r, r.i * h.Br + x);
     for (const c of cols) {
       const td = tr.insertCell();
       const v = c.get(x);
       td.dataset.testid = `${c.testid}-${x}`;
       if (typeof v !== 'number' || c.testid === 'row') {
         td.textContent = String(v);
+        continue;
+      }
+      if (hidden?.has(c.testid)) {
+        td.textContent = '?';
+        td.className = 'held';
+        td.title = 'The lesson asks you to predict this: it shows once you have answered the checkpoint.';
         continue;
       }
       td.dataset.value = String(v);
