@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // FlashAttention-1's loop order, float32: the CPU mirror of flash1.cu, the
 // ladder's third rung.
@@ -20,6 +24,52 @@ import "flashstep/instrument"
 // After a q-tile's last kv-tile its O is final; the epilogue writes the
 // LSE = m + log l. Records leave in the kernel's order: phase j holds every
 // q-tile's step j (and the epilogue of a q-tile whose last kv-tile is j).
+
+// flash1Rung is the ladder's third rung.
+var flash1Rung = &VariantInfo{
+	Variant:   instrument.VariantFlash1,
+	Title:     "FlashAttention-1 loop order (float32)",
+	Summary:   "kv-tiles outer, q-tiles inner: one block per batch-head reads O, m and l from device memory and writes them back at every tile.",
+	DType:     instrument.DTypeF32,
+	Loop:      LoopKVOuter,
+	Rung:      3,
+	Idea:      "FlashAttention-1's loop order: one block per batch-head loads K_j and V_j once and walks every q-tile with them, so S and P stay on chip, but each q-tile's O, m and l go back to device memory after every kv-tile and are read again for the next, and O is divided by l at every step. Its parallelism is batch × heads, as FlashAttention-1's was: at long N few blocks fill the GPU.",
+	StepRun:   "/step?variant=flash1&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5",
+	Colour:    "#7fb2ff",
+	BytesNote: "Each step reads Q and the running O, m and l from device memory and writes O, m and l back; K and V are read once per batch-head.",
+	GPURate:   1e12, CPURate: 2e9,
+	// Only B·H blocks spread over the SMs (8 at N = 32768, d = 128): past
+	// N = 4096 a point takes tens of seconds and says nothing new.
+	MaxSweptN: 4096,
+	Tiles:     Float32Tiles, TeachingTiles: true,
+	Instance: func(t Tile) string { return fmt.Sprintf("FLASH1_INSTANCE(%d, %d, %d, %d)", t.Br, t.Bc, t.D, t.Threads) },
+	Launches: func(c *Config, t Tile) Launches {
+		// FLASH1_SMEM in flash1.cu: Q_i, K_j (rows padded by one), V_j, the
+		// S/P tile (padded) and two per-row arrays (α·l_old and l_new).
+		shared := 4 * (t.Br*t.D + t.Bc*(t.D+1) + t.Bc*t.D + t.Br*(t.Bc+1) + 2*t.Br)
+		return Launches{
+			Kernels: []Launch{{Name: fmt.Sprintf("flash1_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Batch * c.Heads, 1, 1}, Threads: t.Threads,
+				Shared: shared, Args: append(QKVO(), Buf(BufML), Val(c.N), ScaleArg(c), CausalArg(c))}},
+			Extra: map[Buffer]int64{BufML: int64(c.Batch*c.Heads) * 2 * int64(c.N) * 4},
+		}
+	},
+	// One block per batch-head writes a record per (q-tile, kv-tile) step
+	// and the epilogue: a slot for each.
+	TraceSlots: &TraceSlots{
+		Slot: func(c *Config, s StepRef) (int, int) {
+			j := s.J
+			if s.Kind == instrument.KindEpilogue {
+				j = c.Tc()
+			}
+			return 0, (s.BH*c.Tr()+s.I)*(c.Tc()+1) + j
+		},
+		Count: func(c *Config, _ int) int { return c.Batch * c.Heads * c.Tr() * (c.Tc() + 1) },
+	},
+	Traffic: flash1Traffic,
+	phases:  flash1Phases,
+	records: flash1Records,
+	block:   flash1Block,
+}
 
 func flash1Phases(c *Config) int { return c.Tc() }
 

@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // FlashAttention-2, float32: the CPU mirror of flash2.cu.
 //
@@ -17,6 +21,52 @@ import "flashstep/instrument"
 //
 // and after the last tile it divides once: O/l, and writes LSE = m + log l.
 // Under a causal mask the kv-tiles wholly above the diagonal are skipped.
+
+// flash2Rung is the ladder's fourth rung.
+var flash2Rung = &VariantInfo{
+	Variant: instrument.VariantFlash2,
+	Title:   "FlashAttention-2 (float32)",
+	Summary: "One block per q-tile keeps m, l and O on chip and walks the kv-tiles: S and P never leave the chip.",
+	DType:   instrument.DTypeF32,
+	Loop:    LoopFused,
+	Rung:    4,
+	Idea:    "FlashAttention-2's loop order: one block per q-tile keeps m, l and O on chip for all its kv-tiles and divides by l once at the end. S and P never leave the chip; in float32 without tensor cores it is compute-bound, barely faster than naive.",
+	StepRun: "/step?variant=flash2&n=256&d=64&br=64&bc=64&pattern=normal&seed=1",
+	Colour:  "#0b5fff",
+	GPURate: 6e12, CPURate: 2e9, SweptOnCPU: true,
+	Tiles: Float32Tiles, TeachingTiles: true,
+	Instance: func(t Tile) string { return fmt.Sprintf("FLASH2_INSTANCE(%d, %d, %d, %d)", t.Br, t.Bc, t.D, t.Threads) },
+	Launches: func(c *Config, t Tile) Launches {
+		return Launches{Kernels: []Launch{{Name: fmt.Sprintf("flash2_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
+			Threads: t.Threads, Shared: flash2SharedBytes(t), Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
+	},
+	Traffic: flash2Traffic,
+	phases:  onePhase,
+	records: flash2Records,
+	block:   flash2Block,
+}
+
+// Float32Tiles are the tiles flash2.cu is compiled at, in its order, with
+// each one's block size (TestInstancesMatchSource checks the two agree):
+// teaching tiles for the stepper and the 64×64 ones the sweep times.
+// naive_row and flash1 compile the same tiles, so that the float32 rungs
+// step over the same tiles.
+var Float32Tiles = []Tile{
+	{2, 2, 4, 8},
+	{4, 4, 8, 32},
+	{16, 16, 32, 64},
+	{32, 32, 64, 128},
+	{64, 64, 64, 256},
+	{64, 64, 128, 256},
+	{32, 64, 128, 256},
+}
+
+// flash2SharedBytes is flash2's dynamic shared memory (FLASH2_SMEM in
+// flash2.cu): Q_i, K_j (rows padded by one), V_j, the S/P tile (padded) and
+// three per-row arrays.
+func flash2SharedBytes(t Tile) int {
+	return 4 * (t.Br*t.D + t.Bc*(t.D+1) + t.Bc*t.D + t.Br*(t.Bc+1) + 3*t.Br)
+}
 
 // flash2KVTiles is how many kv-tiles q-tile i visits: all of them, or under a
 // causal mask those holding a column at or left of the tile's last row.

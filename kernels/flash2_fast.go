@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // FlashAttention-2 on tensor cores, bf16: the CPU mirror of flash2_fast.cu.
 //
@@ -40,6 +44,42 @@ import "flashstep/instrument"
 // softmaxForm: exp2Form here, naturalForm in flash2_mma.go.
 
 // log2e32 is log2 e as the kernel's float literal 1.4426950408889634f.
+// flash2FastRung is the ladder's sixth rung.
+var flash2FastRung = &VariantInfo{
+	Variant:       instrument.VariantFlash2Fast,
+	Title:         "FlashAttention-2, tensor cores (bf16)", // the stepper's projector select holds about 37 characters
+	Summary:       "FlashAttention-2's loop on tensor cores: bf16 Q, K, V and P through mma.sync with float32 accumulation, exp2 with the scale folded in.",
+	DType:         instrument.DTypeBF16,
+	Loop:          LoopFused,
+	HeaviestFirst: true,
+	Rung:          6,
+	Idea:          "What makes it fast: shared memory XOR-swizzled so ldmatrix hits no bank twice, K and V streamed by cp.async while the previous product runs, exp2 with the scale folded in, P packed to bf16 as it is made, 128-row tiles of 4 warps that reuse each K and V fragment twice, causal tiles above the diagonal skipped and only the diagonal ones masked.",
+	Bench:         true,
+	StepRun:       "/step?variant=flash2_fast&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",
+	Colour:        "#003a99",
+	GPURate:       250e12, CPURate: 0.4e9,
+	// The fastest tiles measured per head dim (docs/LADDER.md), 4 warps;
+	// each compiled as a plain and a causal kernel (TestInstancesMatchSource
+	// checks flash2_fast.cu agrees).
+	Tiles: []Tile{{128, 128, 64, 128}, {128, 48, 128, 128}},
+	Instance: func(t Tile) string {
+		return fmt.Sprintf("FLASH2_FAST_INSTANCE(%d, %d, %d, %d)", t.Br, t.Bc, t.D, t.Threads/32)
+	},
+	Launches: func(c *Config, t Tile) Launches {
+		name := fmt.Sprintf("flash2_fast_br%d_bc%d_d%d", t.Br, t.Bc, t.D)
+		if c.Causal {
+			name += "_causal"
+		}
+		// Q_i, K_j and V_j in bf16 (fast::smem_bytes).
+		return Launches{Kernels: []Launch{{Name: name, Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
+			Threads: t.Threads, Shared: 2 * (t.Br*t.D + 2*t.Bc*t.D), Args: append(QKVO(), Val(c.N), ScaleArg(c))}}}
+	},
+	Traffic: flash2FastTraffic,
+	phases:  onePhase,
+	records: flash2Records, // the same tiles as flash2: one step per visited kv-tile, then the epilogue
+	block:   flash2FastBlock,
+}
+
 const log2e32 = float32(1.4426950408889634)
 
 // flash2FastTraffic is the device-memory traffic of one record: as flash2's,

@@ -14,7 +14,6 @@ import (
 	"flashstep/internal/testrand"
 	. "flashstep/kernels"
 	"flashstep/kernels/kernelstest"
-	"flashstep/launch"
 )
 
 // The GPU comparison's bound, tried on the CPU: a kernel's mirror and a
@@ -263,34 +262,5 @@ func TestBF16FlashBoundHoldsForOtherArithmetic(t *testing.T) {
 				return MirrorBF16FlashWith(v, c, g.mma, g.exp(v))
 			})
 		})
-	}
-}
-
-// TestCompiledTilesAreLaunchs: the tiles the mirrors' tests take for the
-// GPU's (CompiledTiles) are the ones package launch compiles, so that no
-// edge run misses a tile the GPU runs at.
-func TestCompiledTilesAreLaunchs(t *testing.T) {
-	t.Parallel()
-	var flash2, fast, mma, naiveMMA [][3]int
-	for _, f := range launch.Flash2Instances {
-		flash2 = append(flash2, [3]int{f.Br, f.Bc, f.D})
-	}
-	for _, f := range launch.Flash2FastInstances {
-		fast = append(fast, [3]int{f.Br, f.Bc, f.D})
-	}
-	for _, f := range launch.Flash2MMAInstances {
-		mma = append(mma, [3]int{f.Br, f.Bc, f.D})
-	}
-	for _, f := range launch.NaiveMMAInstances {
-		naiveMMA = append(naiveMMA, [3]int{launch.NaiveMMABr, f.Bc, f.D})
-	}
-	want := map[instrument.Variant][][3]int{
-		instrument.VariantFlash2: flash2, instrument.VariantFlash1: flash2, instrument.VariantNaiveRow: flash2, instrument.VariantNaive: flash2,
-		instrument.VariantFlash2Fast: fast, instrument.VariantFlash2MMA: mma, instrument.VariantNaiveMMA: naiveMMA,
-	}
-	for _, v := range instrument.Variants {
-		if !slices.Equal(CompiledTiles[v], want[v]) {
-			t.Errorf("%s: the tests take %v for the compiled tiles, package launch compiles %v", v, CompiledTiles[v], want[v])
-		}
 	}
 }

@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // FlashAttention-2 on tensor cores with nothing tuned, bf16: the CPU mirror
 // of flash2_mma.cu, the ladder's rung 5.
@@ -29,6 +33,36 @@ import "flashstep/instrument"
 // before its rounding to bf16, the full l, O after the step; the epilogue's
 // O is O·inv in float32. expf and logf are exp32 and log32 here, within
 // 2 ulp and 1 ulp of CUDA's, which the GPU comparison's bound allows for.
+
+// flash2MMARung is the ladder's fifth rung.
+var flash2MMARung = &VariantInfo{
+	Variant: instrument.VariantFlash2MMA,
+	Title:   "FlashAttention-2, plain mma (bf16)",
+	Summary: "flash2's loop on tensor cores, nothing tuned: bf16 Q, K, V and P through mma.sync and ldmatrix, plain shared tiles, loads that wait, expf.",
+	DType:   instrument.DTypeBF16,
+	Loop:    LoopFused,
+	Rung:    5,
+	Idea:    "The same loop on tensor cores: bf16 Q, K, V, mma.sync m16n8k16 with float32 accumulation, fragments through ldmatrix, P converted to bf16 in registers as the A operand of P·V. Nothing else changes: plain row-major shared tiles (ldmatrix hits the same banks), loads that wait for every thread, expf on scaled scores, 64-row tiles.",
+	Bench:   true,
+	StepRun: "/step?variant=flash2_mma&n=256&d=64&br=64&bc=64&pattern=normal&seed=1",
+	Colour:  "#00a6ed",
+	GPURate: 100e12, CPURate: 0.4e9,
+	// One 16-row atom per warp, 4 warps (TestInstancesMatchSource checks
+	// flash2_mma.cu agrees).
+	Tiles: []Tile{{64, 64, 64, 128}, {64, 64, 128, 128}},
+	Instance: func(t Tile) string {
+		return fmt.Sprintf("FLASH2_MMA_INSTANCE(%d, %d, %d, %d)", t.Br, t.Bc, t.D, t.Threads/32)
+	},
+	Launches: func(c *Config, t Tile) Launches {
+		// Q_i, K_j and V_j in bf16, unpadded.
+		return Launches{Kernels: []Launch{{Name: fmt.Sprintf("flash2_mma_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
+			Threads: t.Threads, Shared: 2 * (t.Br*t.D + 2*t.Bc*t.D), Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
+	},
+	Traffic: flash2FastTraffic, // the same loads and stores as flash2_fast
+	phases:  onePhase,
+	records: flash2Records,
+	block:   flash2MMABlock,
+}
 
 // naturalForm is flash2_mma's softmax: each score scaled by one float32
 // multiply as soon as it exists, the row max kept in natural-log units, and

@@ -74,15 +74,20 @@ var edgeShapes = []struct {
 }
 
 // compiledTiles are the tiles (Br, Bc, d) the GPU runs each variant at,
-// package launch's instances (TestCompiledTilesAreLaunchs holds the two
-// lists together); naive, which runs any tiles, takes flash2's.
+// its registry entry's; naive, which runs any tiles, takes the float32
+// rungs'.
 var compiledTiles = func() map[instrument.Variant][][3]int {
-	flash2 := [][3]int{{2, 2, 4}, {4, 4, 8}, {16, 16, 32}, {32, 32, 64}, {64, 64, 64}, {64, 64, 128}, {32, 64, 128}}
-	fast := [][3]int{{128, 128, 64}, {128, 48, 128}}
-	return map[instrument.Variant][][3]int{
-		instrument.VariantNaiveRow: flash2, instrument.VariantNaive: flash2, instrument.VariantFlash1: flash2, instrument.VariantFlash2: flash2,
-		instrument.VariantFlash2MMA: {{64, 64, 64}, {64, 64, 128}}, instrument.VariantFlash2Fast: fast, instrument.VariantNaiveMMA: fast,
+	out := map[instrument.Variant][][3]int{}
+	for _, info := range rungs {
+		tiles := info.Tiles
+		if tiles == nil {
+			tiles = Float32Tiles
+		}
+		for _, t := range tiles {
+			out[info.Variant] = append(out[info.Variant], [3]int{t.Br, t.Bc, t.D})
+		}
 	}
+	return out
 }()
 
 // compiledConfig is a run of v at compiled tile k (compiledTiles) with N

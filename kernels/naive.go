@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // Naive attention, float32: the CPU mirror of naive.cu. Three kernels, each a
 // pass over the whole problem through device memory:
@@ -14,6 +18,89 @@ import "flashstep/instrument"
 //
 // Rows and columns past N are never computed (bounds-checked threads), so the
 // padding of ragged tiles holds zeros.
+
+// naiveRung is the ladder's second rung.
+var naiveRung = &VariantInfo{
+	Variant:      instrument.VariantNaive,
+	Title:        "Naive attention (float32)",
+	Summary:      "Three kernels: S = QKᵀ to device memory, a row softmax to P in device memory, then O = PV.",
+	DType:        instrument.DTypeF32,
+	Materialised: true,
+	Loop:         LoopMaterialised,
+	Rung:         2,
+	Idea:         "Three kernels, S and P through device memory: S = QKᵀ written out as N×N, a row softmax reading it back and writing P, then O = PV. Its traffic grows with N², and its memory runs out first.",
+	StepRun:      "/step?variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1",
+	Colour:       "#d1495b",
+	GPURate:      2e12, CPURate: 2e9, SweptOnCPU: true,
+	Launches:   naiveLaunches,
+	TraceSlots: &TraceSlots{Slot: materialisedSlot},
+	GPULimits:  naiveGPULimits,
+	Traffic:    naiveTraffic,
+	phases:     func(*Config) int { return naivePhases },
+	records:    naiveRecords,
+	block:      naiveBlock,
+}
+
+// naiveThreads is the block size of every naive kernel; each thread of
+// naive_pv holds at most naiveMaxOutPerThread output elements.
+const (
+	naiveThreads         = 256
+	naiveMaxOutPerThread = 32
+)
+
+// naiveSharedBytes is the dynamic shared memory of naive_scores and naive_pv.
+func naiveSharedBytes(c *Config) (scores, pv int) {
+	return 4 * (c.Br*c.D + c.Bc*(c.D+1)), 4 * (c.Br*c.Bc + c.Bc*c.D)
+}
+
+// naiveLaunches: any tile the limits allow, S and P N×N float32 buffers.
+func naiveLaunches(c *Config, _ Tile) Launches {
+	bh, n := int64(c.Batch*c.Heads), int64(c.N)
+	tr, tc, nbh := c.Tr(), c.Tc(), c.Batch*c.Heads
+	scores, pv := naiveSharedBytes(c)
+	shape := []Arg{Val(c.N), Val(c.D), Val(c.Br), Val(c.Bc)}
+	return Launches{
+		Kernels: []Launch{
+			{Name: "naive_scores", Grid: [3]int{tc, tr, nbh}, Threads: naiveThreads, Shared: scores,
+				Args: append([]Arg{Buf(BufQ), Buf(BufK), Buf(BufS)}, append(shape, ScaleArg(c), CausalArg(c))...)},
+			{Name: "naive_softmax", Grid: [3]int{tr, nbh, 1}, Threads: naiveThreads,
+				Args: append([]Arg{Buf(BufS), Buf(BufP), Buf(BufLSE)}, shape...)},
+			{Name: "naive_pv", Grid: [3]int{tr, nbh, 1}, Threads: naiveThreads, Shared: pv,
+				Args: append([]Arg{Buf(BufP), Buf(BufV), Buf(BufLSE), Buf(BufO)}, shape...)},
+		},
+		Extra: map[Buffer]int64{BufS: bh * n * n * 4, BufP: bh * n * n * 4},
+	}
+}
+
+// naiveGPULimits: the scores kernel gives each q-tile a row of its grid, a
+// naive_pv thread holds at most 32 outputs, and shared memory holds the
+// tiles.
+func naiveGPULimits(c *Config) error {
+	if c.Tr() > MaxGridY {
+		return FieldErrors{{Field: FieldBr, Message: fmt.Sprintf("naive's scores kernel gives each q-tile a row of its grid: N/Br must be at most %d (got %d)", MaxGridY, c.Tr())}}
+	}
+	if c.Br*c.D > naiveMaxOutPerThread*naiveThreads {
+		return FieldErrors{{Field: FieldBr, Message: fmt.Sprintf("the naive GPU kernel holds at most %d output values per q-tile: Br·d must be at most that (got %d)", naiveMaxOutPerThread*naiveThreads, c.Br*c.D)}}
+	}
+	if scores, pv := naiveSharedBytes(c); max(scores, pv) > MaxSharedBytes {
+		return FieldErrors{{Field: FieldBc, Message: fmt.Sprintf("tiles of Br=%d, Bc=%d with d=%d need %s of shared memory, above the GPU's %s", c.Br, c.Bc, c.D, FormatBytes(int64(max(scores, pv))), FormatBytes(MaxSharedBytes))}}
+	}
+	return nil
+}
+
+// materialisedSlot is where the three kernels of the materialised rungs
+// write: the scores kernel a slot per tile, the softmax one per q-tile, P·V
+// one per q-tile for its steps and the epilogue.
+func materialisedSlot(c *Config, s StepRef) (launch, index int) {
+	block := s.BH*c.Tr() + s.I
+	switch s.Kind {
+	case instrument.KindScores:
+		return 0, block*c.Tc() + s.J
+	case instrument.KindSoftmax:
+		return 1, block
+	}
+	return 2, block
+}
 
 func naiveRecords(c *Config, _ int) []kindCount {
 	return []kindCount{

@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // Naive attention on tensor cores, bf16: the CPU mirror of naive_mma.cu. The
 // three phases are naive's (naive.go), with the tensor cores' arithmetic:
@@ -15,6 +19,54 @@ import "flashstep/instrument"
 //
 // The kernel pads S's and P's rows to whole kv-tiles (zeros past N); the
 // mirror keeps rows of N, which holds the same values.
+
+// naiveMMARung is naive attention on the tensor cores of the last rungs:
+// not a rung, the like-for-like partner of the bf16 flash kernels.
+var naiveMMARung = &VariantInfo{
+	Variant:      instrument.VariantNaiveMMA,
+	Title:        "Naive attention, tensor cores (bf16)",
+	Summary:      "naive's three kernels on tensor cores: bf16 products, S (float32) and P (bf16) still N×N in device memory.",
+	DType:        instrument.DTypeBF16,
+	Materialised: true,
+	Loop:         LoopMaterialised,
+	Idea:         "The naive three kernels on tensor cores: S = QKᵀ (float32, N×N), a row softmax writing P (bf16, N×N), O = PV. The like-for-like partner of the bf16 flash rungs: memory-bound on its N² traffic.",
+	Bench:        true,
+	StepRun:      "/step?variant=naive_mma&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",
+	Colour:       "#8c1c2b",
+	GPURate:      25e12, CPURate: 0.4e9,
+	// flash2_fast's tiles (Br = 128, 4 warps of 32 rows) for each head dim,
+	// so that the two step over the same tiles (TestInstancesMatchSource
+	// checks naive_mma.cu agrees).
+	Tiles:      []Tile{{128, 128, 64, 128}, {128, 48, 128, 128}},
+	Instance:   func(t Tile) string { return fmt.Sprintf("NAIVE_MMA_INSTANCE(%d, %d)", t.Bc, t.D) },
+	Launches:   naiveMMALaunches,
+	TraceSlots: &TraceSlots{Slot: materialisedSlot},
+	Traffic:    naiveMMATraffic,
+	phases:     func(*Config) int { return naivePhases },
+	records:    naiveRecords,
+	block:      naiveMMABlock,
+}
+
+// naiveMMALaunches: S float32 and P bf16, their rows N rounded up to whole
+// kv-tiles so that every tile load is whole and aligned; the scores and pv
+// kernels' shared memory (naive_mma::scores_smem and pv_smem) holds bf16
+// tiles, P's rows padded by 8 elements.
+func naiveMMALaunches(c *Config, t Tile) Launches {
+	bh, n, ld := int64(c.Batch*c.Heads), int64(c.N), int64(c.Tc()*c.Bc)
+	tr, tc, nbh := c.Tr(), c.Tc(), c.Batch*c.Heads
+	name := func(phase string) string { return fmt.Sprintf("naive_mma_%s_bc%d_d%d", phase, t.Bc, t.D) }
+	return Launches{
+		Kernels: []Launch{
+			{Name: name("scores"), Grid: [3]int{tc, tr, nbh}, Threads: t.Threads, Shared: 2 * (t.Br*t.D + t.Bc*t.D),
+				Args: []Arg{Buf(BufQ), Buf(BufK), Buf(BufS), Val(c.N), ScaleArg(c), CausalArg(c)}},
+			{Name: name("softmax"), Grid: [3]int{tr, nbh, 1}, Threads: 256,
+				Args: []Arg{Buf(BufS), Buf(BufP), Buf(BufLSE), Val(c.N), Val(tc)}},
+			{Name: name("pv"), Grid: [3]int{tr, nbh, 1}, Threads: t.Threads, Shared: 2 * (t.Br*(t.Bc+8) + t.Bc*t.D),
+				Args: []Arg{Buf(BufP), Buf(BufV), Buf(BufLSE), Buf(BufO), Val(c.N)}},
+		},
+		Extra: map[Buffer]int64{BufS: bh * n * ld * 4, BufP: bh * n * ld * 2},
+	}
+}
 
 var naiveMMA = naiveArith{
 	score: func(q, k []float32, scale float32) float32 {

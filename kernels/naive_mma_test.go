@@ -7,7 +7,6 @@ import (
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	. "flashstep/kernels"
-	"flashstep/launch"
 )
 
 // naiveMMABoundConfig draws a run of naive_mma for its bound's test: on
@@ -19,8 +18,9 @@ func naiveMMABoundConfig(rng *rand.Rand, n int) Config {
 		c.N = 1 + rng.IntN(90)
 		c.D, c.Br, c.Bc = 1+rng.IntN(40), 1+rng.IntN(min(c.N, 20)), 1+rng.IntN(min(c.N, 20))
 	} else {
-		f := launch.NaiveMMAInstances[rng.IntN(len(launch.NaiveMMAInstances))]
-		c.Br, c.Bc, c.D = launch.NaiveMMABr, f.Bc, f.D
+		tiles := Info(instrument.VariantNaiveMMA).Tiles
+		f := tiles[rng.IntN(len(tiles))]
+		c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 		c.N = compiledN(rng, max(c.Br, c.Bc))
 	}
 	c.Batch, c.Heads, c.TraceBH, c.TraceQ = 1, 1, instrument.Range{}, instrument.Range{}

@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // One thread per query row, float32: the CPU mirror of naive_row.cu, the
 // ladder's first rung.
@@ -17,6 +21,34 @@ import "flashstep/instrument"
 // steps whose m never changes (α = 1: the max is known before the sum
 // starts), then the epilogue. Under a causal mask each row stops at its own
 // column; kv-tiles wholly above the q-tile's diagonal are not visited.
+
+// naiveRowRung is the ladder's first rung.
+var naiveRowRung = &VariantInfo{
+	Variant:   instrument.VariantNaiveRow,
+	Title:     "One thread per row (float32)",
+	Summary:   "The first kernel a student writes: one thread per query row walks every key twice, once for the row max, once for exp, the sum and P·V.",
+	DType:     instrument.DTypeF32,
+	Loop:      LoopRowThreads,
+	Rung:      1,
+	Idea:      "One thread per query row walks every key twice: once for the row's max, once for exp, the sum l and the weighted sum of V. The first kernel a student writes: correct and safe from overflow, no tiles, no shared memory; every row reads all of K twice and V once, and a thread's registers must hold its whole q row and O row.",
+	StepRun:   "/step?variant=naive_row&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5",
+	Colour:    "#b5651d",
+	BytesNote: "Each block reads Q once and K twice, V once (every row walks every key in both passes); no score is ever stored.",
+	GPURate:   1e12, CPURate: 2e9,
+	// Past N = 4096 a point takes tens of seconds (every row re-reads all
+	// of K) and says nothing new.
+	MaxSweptN: 4096,
+	Tiles:     Float32Tiles, TeachingTiles: true,
+	Instance: func(t Tile) string { return fmt.Sprintf("NAIVE_ROW_INSTANCE(%d, %d, %d)", t.Br, t.Bc, t.D) },
+	Launches: func(c *Config, t Tile) Launches {
+		return Launches{Kernels: []Launch{{Name: fmt.Sprintf("naive_row_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
+			Threads: t.Br, Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
+	},
+	Traffic: naiveRowTraffic,
+	phases:  onePhase,
+	records: naiveRowRecords,
+	block:   naiveRowBlock,
+}
 
 func naiveRowRecords(c *Config, i int) []kindCount {
 	n := flash2KVTiles(c, i)

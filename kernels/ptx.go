@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,29 +18,21 @@ import (
 //go:embed ptx/*.ptx ptx/ptxas.txt
 var ptxFiles embed.FS
 
-// PTX modules by name.
-const (
-	ModuleFlash2       = "flash2"
-	ModuleFlash2Traced = "flash2_traced"
-	ModuleNaive        = "naive"
-	ModuleNaiveTraced  = "naive_traced"
+// Modules lists every PTX module: each rung's untraced one (its name) and
+// traced one (name + "_traced"), in variant order, the order PTXHash reads
+// them in.
+var Modules = func() []string {
+	byID := slices.SortedFunc(slices.Values(rungs), func(a, b *VariantInfo) int { return int(a.Variant) - int(b.Variant) })
+	var out []string
+	for _, v := range byID {
+		out = append(out, v.Module(), v.Module()+"_traced")
+	}
+	return out
+}()
 
-	ModuleFlash2Fast       = "flash2_fast"
-	ModuleFlash2FastTraced = "flash2_fast_traced"
-	ModuleNaiveMMA         = "naive_mma"
-	ModuleNaiveMMATraced   = "naive_mma_traced"
-
-	ModuleNaiveRow        = "naive_row"
-	ModuleNaiveRowTraced  = "naive_row_traced"
-	ModuleFlash1          = "flash1"
-	ModuleFlash1Traced    = "flash1_traced"
-	ModuleFlash2MMA       = "flash2_mma"
-	ModuleFlash2MMATraced = "flash2_mma_traced"
-)
-
-// Modules lists every PTX module.
-var Modules = []string{ModuleFlash2, ModuleFlash2Traced, ModuleNaive, ModuleNaiveTraced, ModuleFlash2Fast, ModuleFlash2FastTraced, ModuleNaiveMMA, ModuleNaiveMMATraced,
-	ModuleNaiveRow, ModuleNaiveRowTraced, ModuleFlash1, ModuleFlash1Traced, ModuleFlash2MMA, ModuleFlash2MMATraced}
+// ProbeModule is a traced module for the worker's probe of the trace ABI:
+// every traced module holds fs_probe.
+var ProbeModule = Modules[1]
 
 // PTX returns a module's PTX text.
 func PTX(module string) (string, error) {

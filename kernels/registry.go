@@ -2,9 +2,14 @@ package kernels
 
 import "flashstep/instrument"
 
-// VariantInfo describes one kernel variant: what pages say about it, the
-// records its trace holds per q-tile, its device-memory traffic model and its
-// CPU mirror.
+// VariantInfo is one rung of the ladder (or naive_mma, the partner), with
+// everything the rest of the program knows of it: what pages say about it,
+// the records its trace holds per q-tile and its CPU mirror, its traffic,
+// its compiled tiles and launches, and how the sweep and the stepper show it.
+// Each rung's entry sits in its own file beside its mirror (flash2.go beside
+// flash2.cu); rungs, below, is the one list that orders them. The ladder
+// page, the launch planner, the traffic model, the worker, the sweep and the
+// stepper read these entries and name no rung.
 type VariantInfo struct {
 	Variant instrument.Variant
 	Title   string
@@ -16,6 +21,48 @@ type VariantInfo struct {
 	// Materialised: S and P go through device memory (naive's three phases),
 	// rather than living one tile at a time on chip.
 	Materialised bool
+	// Loop is the loop order, which the traffic model reads.
+	Loop LoopOrder
+	// HeaviestFirst: under a causal mask the kernel launches its q-tiles
+	// last to first, the ones with the most kv-tiles first.
+	HeaviestFirst bool
+
+	// The ladder. Rung is its number, from 1 (0 for naive_mma, the
+	// partner, not a rung); Idea the one idea it adds; Bench whether the
+	// ladder bench (bench/ladder) times it, rather than the recorded sweep;
+	// StepRun the small run the ladder page offers to step through.
+	Rung    int
+	Idea    string
+	Bench   bool
+	StepRun string
+
+	// Colour is its line in the sweep's charts; BytesNote what the
+	// stepper says of the bytes a step reads and writes.
+	Colour    string
+	BytesNote string
+
+	// The sweep: how fast it runs, for the estimate (FLOP/s on the GPU and
+	// on the CPU mirror), the longest N it is timed at (0: no limit) and
+	// whether a CPU sweep times it by default.
+	GPURate, CPURate float64
+	MaxSweptN        int
+	SweptOnCPU       bool
+
+	// The GPU. Tiles are the compiled instantiations (nil: any tile
+	// GPULimits allows); TeachingTiles says they include small ones for
+	// the stepper, so that tables of figures show the 64×64 ones. Launches
+	// is what a run at tile t (TileFor; the zero Tile for a rung without
+	// Tiles) launches, TraceSlots where its records go (nil: one
+	// slot per block of its one kernel), GPULimits what a run must meet
+	// beyond its tiles.
+	Tiles         []Tile
+	TeachingTiles bool
+	// Instance is the line of the rung's .cu that compiles tile t
+	// (TestInstancesMatchSource holds the two to each other).
+	Instance   func(t Tile) string
+	Launches   func(c *Config, t Tile) Launches
+	TraceSlots *TraceSlots
+	GPULimits  func(c *Config) error
 
 	// Traffic is the device-memory bytes a record's step loads and stores,
 	// from the kernel's access pattern.
@@ -27,6 +74,46 @@ type VariantInfo struct {
 	phases  func(c *Config) int
 	records func(c *Config, i int) []kindCount
 	block   func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
+}
+
+// LoopOrder is how a kernel walks the tiles, as the traffic model needs it.
+type LoopOrder int
+
+const (
+	LoopFused        LoopOrder = iota // one block per q-tile walks the kv-tiles, S and P on chip
+	LoopMaterialised                  // S and P through device memory, a kernel per phase
+	LoopRowThreads                    // a thread per query row walks every key
+	LoopKVOuter                       // kv-tiles outer, the state through device memory
+)
+
+// Name is the rung's name: its URL value, its .cu file and PTX module.
+func (v *VariantInfo) Name() string { return v.Variant.String() }
+
+// Module is the PTX module of the rung's untraced kernels; a traced run
+// loads Module() + "_traced".
+func (v *VariantInfo) Module() string { return v.Name() }
+
+// TileFor finds the compiled tile that runs c, if any.
+func (v *VariantInfo) TileFor(c *Config) (Tile, bool) {
+	for _, t := range v.Tiles {
+		if t.Fits(c) {
+			return t, true
+		}
+	}
+	return Tile{}, false
+}
+
+// SweepTile is the tile the sweep and the benchmarks run head dim d at: the
+// 64×64 one for a rung compiled at teaching tiles too, else its compiled
+// tile for d. A rung without compiled tiles, or none for d, has none (ok
+// false): the sweep then runs it at 64×64.
+func (v *VariantInfo) SweepTile(d int) (t Tile, ok bool) {
+	for _, t := range v.Tiles {
+		if t.D == d && (!v.TeachingTiles || t.Br == 64 && t.Bc == 64) {
+			return t, true
+		}
+	}
+	return Tile{}, false
 }
 
 // kindCount says that a q-tile's trace holds n records of a kind, emitted in
@@ -42,93 +129,22 @@ type kindCount struct {
 // onePhase is the phases of a variant whose blocks each run once, start to end.
 func onePhase(*Config) int { return 1 }
 
-// variantOrder is the kernels in ladder order (kernels/ladder.go), naive_mma,
-// the tensor-core naive partner, last.
-var variantOrder = []*VariantInfo{
-	naiveRowInfo,
-	{
-		Variant:      instrument.VariantNaive,
-		Title:        "Naive attention (float32)",
-		Summary:      "Three kernels: S = QKᵀ to device memory, a row softmax to P in device memory, then O = PV.",
-		DType:        instrument.DTypeF32,
-		Materialised: true,
-		Traffic:      naiveTraffic,
-		phases:       func(*Config) int { return naivePhases },
-		records:      naiveRecords,
-		block:        naiveBlock,
-	},
-	flash1Info,
-	{
-		Variant: instrument.VariantFlash2,
-		Title:   "FlashAttention-2 (float32)",
-		Summary: "One block per q-tile keeps m, l and O on chip and walks the kv-tiles: S and P never leave the chip.",
-		DType:   instrument.DTypeF32,
-		Traffic: flash2Traffic,
-		phases:  onePhase,
-		records: flash2Records,
-		block:   flash2Block,
-	},
-	flash2MMAInfo,
-	{
-		Variant: instrument.VariantFlash2Fast,
-		Title:   "FlashAttention-2, tensor cores (bf16)", // the stepper's projector select holds about 37 characters
-		Summary: "FlashAttention-2's loop on tensor cores: bf16 Q, K, V and P through mma.sync with float32 accumulation, exp2 with the scale folded in.",
-		DType:   instrument.DTypeBF16,
-		Traffic: flash2FastTraffic,
-		phases:  onePhase,
-		records: flash2Records, // the same tiles as flash2: one step per visited kv-tile, then the epilogue
-		block:   flash2FastBlock,
-	},
-	{
-		Variant:      instrument.VariantNaiveMMA,
-		Title:        "Naive attention, tensor cores (bf16)",
-		Summary:      "naive's three kernels on tensor cores: bf16 products, S (float32) and P (bf16) still N×N in device memory.",
-		DType:        instrument.DTypeBF16,
-		Materialised: true,
-		Traffic:      naiveMMATraffic,
-		phases:       func(*Config) int { return naivePhases },
-		records:      naiveRecords,
-		block:        naiveMMABlock,
-	},
+// rungs is the one list of the kernels, in ladder order, naive_mma, the
+// tensor-core naive partner, last. Adding a rung: its files (kernels/README.md)
+// and a line here.
+var rungs = []*VariantInfo{
+	naiveRowRung,
+	naiveRung,
+	flash1Rung,
+	flash2Rung,
+	flash2MMARung,
+	flash2FastRung,
+	naiveMMARung,
 }
-
-// The ladder's other rungs, in ladder order.
-var (
-	naiveRowInfo = &VariantInfo{
-		Variant: instrument.VariantNaiveRow,
-		Title:   "One thread per row (float32)",
-		Summary: "The first kernel a student writes: one thread per query row walks every key twice, once for the row max, once for exp, the sum and P·V.",
-		DType:   instrument.DTypeF32,
-		Traffic: naiveRowTraffic,
-		phases:  onePhase,
-		records: naiveRowRecords,
-		block:   naiveRowBlock,
-	}
-	flash1Info = &VariantInfo{
-		Variant: instrument.VariantFlash1,
-		Title:   "FlashAttention-1 loop order (float32)",
-		Summary: "kv-tiles outer, q-tiles inner: one block per batch-head reads O, m and l from device memory and writes them back at every tile.",
-		DType:   instrument.DTypeF32,
-		Traffic: flash1Traffic,
-		phases:  flash1Phases,
-		records: flash1Records,
-		block:   flash1Block,
-	}
-	flash2MMAInfo = &VariantInfo{
-		Variant: instrument.VariantFlash2MMA,
-		Title:   "FlashAttention-2, plain mma (bf16)",
-		Summary: "flash2's loop on tensor cores, nothing tuned: bf16 Q, K, V and P through mma.sync and ldmatrix, plain shared tiles, loads that wait, expf.",
-		DType:   instrument.DTypeBF16,
-		Traffic: flash2FastTraffic, // the same loads and stores as flash2_fast
-		phases:  onePhase,
-		records: flash2Records,
-		block:   flash2MMABlock,
-	}
-)
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {
 	m := map[instrument.Variant]*VariantInfo{}
-	for _, v := range variantOrder {
+	for _, v := range rungs {
 		m[v.Variant] = v
 	}
 	return m
@@ -144,14 +160,14 @@ func (v *VariantInfo) ElementBytes() int {
 }
 
 // Variants lists the kernel variants in the order pages show them.
-func Variants() []*VariantInfo { return variantOrder }
+func Variants() []*VariantInfo { return rungs }
 
 // Info describes variant v, or nil.
 func Info(v instrument.Variant) *VariantInfo { return variantInfo[v] }
 
 func variantNames() []string {
 	var n []string
-	for _, v := range variantOrder {
+	for _, v := range rungs {
 		n = append(n, v.Variant.String())
 	}
 	return n
@@ -232,4 +248,26 @@ func ConfigFromHeader(h *instrument.Header) Config {
 		c.TraceQ = h.TracedQ
 	}
 	return c
+}
+
+// PageRung is what the browser's scripts know of a rung (each page carries
+// the list, as JSON): how to name it, colour it and describe its traffic.
+type PageRung struct {
+	Name      string `json:"name"`
+	Title     string `json:"title"`
+	DType     string `json:"dtype"`
+	Colour    string `json:"colour"`
+	BytesNote string `json:"bytes_note,omitempty"`
+	// Materialised, as VariantInfo's: S and P through device memory.
+	Materialised bool `json:"materialised"`
+}
+
+// RungsForPages is every rung as the pages' scripts read it, in ladder
+// order.
+func RungsForPages() []PageRung {
+	var out []PageRung
+	for _, v := range rungs {
+		out = append(out, PageRung{Name: v.Name(), Title: v.Title, DType: v.DType.String(), Colour: v.Colour, BytesNote: v.BytesNote, Materialised: v.Materialised})
+	}
+	return out
 }

@@ -24,17 +24,6 @@ import (
 //go:embed *.cu
 var cuFiles embed.FS
 
-// sourceFiles names each variant's source file.
-var sourceFiles = map[instrument.Variant]string{
-	instrument.VariantFlash2:     "flash2.cu",
-	instrument.VariantNaive:      "naive.cu",
-	instrument.VariantFlash2Fast: "flash2_fast.cu",
-	instrument.VariantNaiveMMA:   "naive_mma.cu",
-	instrument.VariantNaiveRow:   "naive_row.cu",
-	instrument.VariantFlash1:     "flash1.cu",
-	instrument.VariantFlash2MMA:  "flash2_mma.cu",
-}
-
 // Region is a run of source lines, numbered from 1, both ends included.
 type Region struct {
 	First int `json:"first"`
@@ -63,7 +52,7 @@ var reMarker = regexp.MustCompile(`^\s*//> ([a-z-]+)(?::\s*(.*))?$`)
 
 // Source reads a variant's source and its phases.
 func Source(v instrument.Variant) (*KernelSource, error) {
-	file, ok := sourceFiles[v]
+	file, ok := sourceFile(v)
 	if !ok {
 		return nil, fmt.Errorf("no source for variant %v", v)
 	}
@@ -150,4 +139,13 @@ func StepPhases(v instrument.Variant, kind instrument.Kind, j int) []string {
 		return []string{"epilogue"}
 	}
 	return nil
+}
+
+// sourceFile is rung v's CUDA source file: its name, .cu.
+func sourceFile(v instrument.Variant) (string, bool) {
+	info := Info(v)
+	if info == nil {
+		return "", false
+	}
+	return info.Name() + ".cu", true
 }

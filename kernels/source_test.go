@@ -42,8 +42,8 @@ func TestSourcePhases(t *testing.T) {
 	files, _ := fs.Glob(cuFiles, "*.cu")
 	for _, f := range files {
 		found := false
-		for _, name := range sourceFiles {
-			found = found || name == f
+		for _, v := range rungs {
+			found = found || v.Name()+".cu" == f
 		}
 		if !found {
 			t.Errorf("%s belongs to no variant: the stepper could not show it", f)
@@ -58,7 +58,8 @@ func TestSourcePhases(t *testing.T) {
 		instrument.VariantFlash1:     {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash2MMA:  {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 	}
-	for v, file := range sourceFiles {
+	for _, info := range rungs {
+		v, file := info.Variant, info.Name()+".cu"
 		ks, err := Source(v)
 		if err != nil {
 			t.Fatal(err)

@@ -264,17 +264,15 @@ type KernelFigures struct {
 func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []KernelFigures {
 	var out []KernelFigures
 	shared := launch.DynamicShared()
-	module := map[instrument.Variant]string{instrument.VariantFlash2: kernels.ModuleFlash2, instrument.VariantNaive: kernels.ModuleNaive,
-		instrument.VariantFlash2Fast: kernels.ModuleFlash2Fast, instrument.VariantNaiveMMA: kernels.ModuleNaiveMMA,
-		instrument.VariantNaiveRow: kernels.ModuleNaiveRow, instrument.VariantFlash1: kernels.ModuleFlash1, instrument.VariantFlash2MMA: kernels.ModuleFlash2MMA}[r.Variant]
+	info := kernels.Info(r.Variant)
+	module := info.Module()
 	for _, f := range all {
 		if f.Module != module || f.Kernel == "fs_probe" {
 			continue
 		}
 		// The float32 rungs are compiled at teaching tiles too; the table is
 		// about 64×64.
-		f32Tiles := r.Variant == instrument.VariantFlash2 || r.Variant == instrument.VariantNaiveRow || r.Variant == instrument.VariantFlash1
-		if f32Tiles && !strings.Contains(f.Kernel, "br64_bc64") {
+		if info.TeachingTiles && !strings.Contains(f.Kernel, "br64_bc64") {
 			continue
 		}
 		smem, ok := shared[f.Kernel]

@@ -3,12 +3,10 @@ package launch_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,87 +16,6 @@ import (
 	"flashstep/kernels/kernelstest"
 	. "flashstep/launch"
 )
-
-func TestFlash2InstancesMatchSource(t *testing.T) {
-	t.Parallel()
-	src, err := os.ReadFile("../kernels/flash2.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`(?m)^FLASH2_INSTANCE\((\d+), (\d+), (\d+), (\d+)\)`)
-	var got []Flash2Instance
-	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-		n := func(s string) int { v, _ := strconv.Atoi(s); return v }
-		got = append(got, Flash2Instance{n(m[1]), n(m[2]), n(m[3]), n(m[4])})
-	}
-	if len(got) != len(Flash2Instances) {
-		t.Fatalf("flash2.cu compiles %v, the registry lists %v", got, Flash2Instances)
-	}
-	for k := range got {
-		if got[k] != Flash2Instances[k] {
-			t.Fatalf("flash2.cu compiles %v, the registry lists %v", got, Flash2Instances)
-		}
-		if f := got[k]; f.Br > f.Threads || (f.Br*f.D)%f.Threads != 0 || f.SharedBytes() > MaxSharedBytes {
-			t.Errorf("instance %v breaks the kernel's assumptions", f)
-		}
-	}
-}
-
-// TestFlash2FastInstancesMatchSource: the tensor-core kernel's compiled
-// tiles are the registry's, and each fits the kernel's assumptions: whole
-// 16-row atoms per warp, 8-column atoms in pairs, rows of at least eight
-// 16-byte chunks for the swizzle, and shared memory within the GPU's.
-func TestFlash2FastInstancesMatchSource(t *testing.T) {
-	t.Parallel()
-	src, err := os.ReadFile("../kernels/flash2_fast.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`(?m)^FLASH2_FAST_INSTANCE\((\d+), (\d+), (\d+), (\d+)\)`)
-	var got []Flash2FastInstance
-	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-		n := func(s string) int { v, _ := strconv.Atoi(s); return v }
-		got = append(got, Flash2FastInstance{n(m[1]), n(m[2]), n(m[3]), n(m[4])})
-	}
-	if len(got) == 0 || len(got) != len(Flash2FastInstances) {
-		t.Fatalf("flash2_fast.cu compiles %v, the registry lists %v", got, Flash2FastInstances)
-	}
-	for k, f := range got {
-		if f != Flash2FastInstances[k] {
-			t.Fatalf("flash2_fast.cu compiles %v, the registry lists %v", got, Flash2FastInstances)
-		}
-		if f.Br%(16*f.Warps) != 0 || f.Bc%16 != 0 || f.D%64 != 0 || f.SharedBytes() > MaxSharedBytes {
-			t.Errorf("instance %v breaks the kernel's assumptions", f)
-		}
-	}
-}
-
-// TestNaiveMMAInstancesMatchSource: naive_mma's compiled tiles are the
-// registry's, each at one of flash2_fast's (the side by side steps both over
-// the same tiles), within the kernels' assumptions.
-func TestNaiveMMAInstancesMatchSource(t *testing.T) {
-	t.Parallel()
-	src, err := os.ReadFile("../kernels/naive_mma.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`(?m)^NAIVE_MMA_INSTANCE\((\d+), (\d+)\)`)
-	var got []NaiveMMAInstance
-	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-		n := func(s string) int { v, _ := strconv.Atoi(s); return v }
-		got = append(got, NaiveMMAInstance{n(m[1]), n(m[2])})
-	}
-	if len(got) == 0 || fmt.Sprint(got) != fmt.Sprint(NaiveMMAInstances) {
-		t.Fatalf("naive_mma.cu compiles %v, the registry lists %v", got, NaiveMMAInstances)
-	}
-	for _, f := range got {
-		c := kernels.Config{Variant: instrument.VariantFlash2Fast, Br: NaiveMMABr, Bc: f.Bc, D: f.D}
-		scores, pv := f.SharedBytes()
-		if _, ok := Flash2FastInstanceFor(&c); !ok || f.Bc%16 != 0 || f.D%64 != 0 || max(scores, pv) > MaxSharedBytes {
-			t.Errorf("instance %v is not at a flash2_fast tile, or breaks the kernels' assumptions", f)
-		}
-	}
-}
 
 // TestGPUTraceLayout places the mirror's records where the plan says each
 // launch writes them: they must tile the buffer exactly, in the mirror's
@@ -235,19 +152,8 @@ func TestForBenchmarkShapes(t *testing.T) {
 		for _, d := range []int{64, 128} {
 			for _, n := range []int{512, 4096, 32768} {
 				c := kernels.Config{Variant: v, N: n, D: d, Br: 64, Bc: 64, Batch: max(1, 16384/n), Heads: 2048 / d, Pattern: instrument.PatternNormal}
-				switch v {
-				case instrument.VariantFlash2Fast:
-					for _, f := range Flash2FastInstances {
-						if f.D == d {
-							c.Br, c.Bc = f.Br, f.Bc
-						}
-					}
-				case instrument.VariantNaiveMMA:
-					for _, f := range NaiveMMAInstances {
-						if f.D == d {
-							c.Br, c.Bc = NaiveMMABr, f.Bc
-						}
-					}
+				if tile, ok := kernels.Info(v).SweepTile(d); ok {
+					c.Br, c.Bc = tile.Br, tile.Bc
 				}
 				p, err := For(&c)
 				if err != nil {
@@ -272,7 +178,7 @@ func TestDynamicSharedCoversEveryKernel(t *testing.T) {
 	shared := DynamicShared()
 	for m, names := range Kernels() {
 		for _, k := range names {
-			if _, ok := shared[k]; !ok && k != "fs_probe" && k != "naive_scores" && k != "naive_pv" {
+			if _, ok := shared[k]; !ok && k != "fs_probe" && k != "naive_scores" && k != "naive_pv" { // naive's tiles are the run's
 				t.Errorf("%s/%s has no shared-memory figure", m, k)
 			}
 		}
@@ -335,46 +241,30 @@ func TestValidateGridAndOffsetLimits(t *testing.T) {
 	}
 }
 
-// TestInstancesMatchSource: each .cu compiles the instantiations the plans
-// launch, in the same order, and each module's PTX holds exactly the
-// kernels the worker loads from it.
+// TestInstancesMatchSource: each rung's .cu compiles the tiles its registry
+// entry lists, in the same order (VariantInfo.Instance), and each module's
+// PTX holds exactly the kernels the worker loads from it; every launch fits
+// the GPU's shared memory.
 func TestInstancesMatchSource(t *testing.T) {
 	t.Parallel()
-	nums := func(file, macro string) [][]int {
-		src, err := os.ReadFile("../kernels/" + file)
+	instance := regexp.MustCompile(`(?m)^[A-Z0-9_]+_INSTANCE\([\d, ]+\)`)
+	for _, info := range kernels.Variants() {
+		src, err := os.ReadFile("../kernels/" + info.Name() + ".cu")
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out [][]int
-		re := regexp.MustCompile(`(?m)^` + macro + `\(([\d, ]+)\)`)
-		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-			var row []int
-			for _, f := range strings.Split(m[1], ",") {
-				n, _ := strconv.Atoi(strings.TrimSpace(f))
-				row = append(row, n)
-			}
-			out = append(out, row)
+		got := instance.FindAllString(string(src), -1)
+		var want []string
+		for _, tile := range info.Tiles {
+			want = append(want, info.Instance(tile))
 		}
-		return out
+		if !slices.Equal(got, want) {
+			t.Errorf("%s.cu compiles %q, its registry entry lists %q", info.Name(), got, want)
+		}
 	}
-	var f32, f32Rows, mma [][]int
-	for _, f := range Flash2Instances {
-		f32 = append(f32, []int{f.Br, f.Bc, f.D, f.Threads})
-		f32Rows = append(f32Rows, []int{f.Br, f.Bc, f.D})
-	}
-	for _, f := range Flash2MMAInstances {
-		mma = append(mma, []int{f.Br, f.Bc, f.D, f.Warps})
-	}
-	for _, tc := range []struct {
-		file, macro string
-		want        [][]int
-	}{
-		{"flash1.cu", "FLASH1_INSTANCE", f32},
-		{"naive_row.cu", "NAIVE_ROW_INSTANCE", f32Rows},
-		{"flash2_mma.cu", "FLASH2_MMA_INSTANCE", mma},
-	} {
-		if got := nums(tc.file, tc.macro); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%s compiles %v, the plans launch %v", tc.file, got, tc.want)
+	for name, shared := range DynamicShared() {
+		if shared > MaxSharedBytes {
+			t.Errorf("%s takes %d B of shared memory, above the GPU's %d", name, shared, MaxSharedBytes)
 		}
 	}
 	entry := regexp.MustCompile(`(?m)^\.(?:visible )?\.entry (\w+)\(`)

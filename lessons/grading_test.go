@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"flashstep/grading"
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
@@ -35,7 +36,8 @@ type tolSpec struct {
 }
 
 // askRules is the rule of each numeric ask with no tol= in its directive:
-// see the comment above lessons.RelTol for why each.
+// grading.Tolerance's comment says why each, and each ask's type names its
+// rule.
 var askRules = map[string]tolSpec{
 	lessons.AskCount:         {rule: "exact"},
 	lessons.AskSM:            {rule: "exact"},
@@ -130,7 +132,7 @@ func specOf(t *testing.T, c *lessons.Checkpoint) tolSpec {
 type solved struct {
 	name string // lesson/id
 	c    *lessons.Checkpoint
-	s    lessons.Solution
+	s    grading.Solution
 }
 
 func runTrace(r runner.Runner, c kernels.Config) (*lessons.Trace, error) {
@@ -236,7 +238,7 @@ func TestToleranceRules(t *testing.T) {
 	t.Parallel()
 	for _, sc := range courseSolved(t) {
 		c, s := sc.c, sc.s
-		if c.Format != lessons.FormatNumber {
+		if c.Format != grading.FormatNumber {
 			if c.Unit() != "" || c.Allowed(s.Number) != 0 {
 				t.Errorf("%s: a %s checkpoint has a unit %q or a tolerance", sc.name, c.Format, c.Unit())
 			}
@@ -277,7 +279,7 @@ func TestGradingAtTheToleranceEdges(t *testing.T) {
 	rng := testrand.New(t)
 	for _, sc := range courseSolved(t) {
 		c, s := sc.c, sc.s
-		if c.Format != lessons.FormatNumber {
+		if c.Format != grading.FormatNumber {
 			continue
 		}
 		sp := specOf(t, c)
@@ -285,7 +287,7 @@ func TestGradingAtTheToleranceEdges(t *testing.T) {
 	}
 }
 
-func checkEdges(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint, s lessons.Solution, sp tolSpec) {
+func checkEdges(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint, s grading.Solution, sp tolSpec) {
 	t.Helper()
 	tol := sp.allowed(s.Number)
 	for _, p := range edgeProbes(rng, sp, s.Number) {
@@ -352,13 +354,18 @@ func TestLargeAlphaIsTiny(t *testing.T) {
 }
 
 // A value that is 0 in float32 (α past a jump of about 104, the weight of a
-// masked key) takes 0 and whatever rounds to it, nothing else.
+// masked key) takes whatever rounds to 0 in float32 and nothing else, for
+// every ask whose value is float32 in [0, 1] or near it (grading's tests
+// hold the rule itself to its edge).
 func TestZeroInFloat32(t *testing.T) {
 	t.Parallel()
 	for _, ask := range []string{lessons.AskAlpha, lessons.AskP, lessons.AskWeight, lessons.AskLoopL} {
-		c := &lessons.Checkpoint{ID: "zero", Ask: ask, Format: lessons.FormatNumber, Tol: 0.01}
-		s := lessons.Solution{Number: 0, Display: "0", Lo: 0, Hi: 1, Why: "between 0 and 1"}
-		for a, pass := range map[string]bool{"0": true, "0.0": true, "-0": true, "1.7e-48": true, "7e-46": true, "2e-45": false, "1e-40": false, "1e-30": false, "0.001": false} {
+		c := &lessons.Checkpoint{ID: "zero", Ask: ask, Format: grading.FormatNumber, Tol: 0.01}
+		if got := c.Allowed(0); got != 0x1p-150 {
+			t.Errorf("%s of 0 allows %g, want 2^−150, what rounds to 0 in float32", ask, got)
+		}
+		s := grading.Solution{Number: 0, Display: "0", Lo: 0, Hi: 1, Why: "between 0 and 1"}
+		for a, pass := range map[string]bool{"0": true, "7e-46": true, "2e-45": false} {
 			if v := c.Grade(a, false, s); v.Correct != pass {
 				t.Errorf("%s of 0: %q graded %+v, want pass=%v", ask, a, v, pass)
 			}
@@ -396,7 +403,7 @@ func TestChoicesAndTiles(t *testing.T) {
 	for _, sc := range courseSolved(t) {
 		c, s := sc.c, sc.s
 		switch c.Format {
-		case lessons.FormatChoice:
+		case grading.FormatChoice:
 			if v := c.Grade(s.Choice, false, s); !v.Correct || v.Answer != s.Display {
 				t.Errorf("%s: the right option %q graded %+v", sc.name, s.Choice, v)
 			}
@@ -415,7 +422,7 @@ func TestChoicesAndTiles(t *testing.T) {
 					t.Errorf("%s: the wrong option %q gets no teaching hint: %q", sc.name, o.Value, v.Hint)
 				}
 			}
-		case lessons.FormatTiles:
+		case grading.FormatTiles:
 			right := slices.Clone(s.Tiles)
 			spell := func(ts []string) string {
 				if len(ts) == 0 {
@@ -495,23 +502,23 @@ func publicNumbers(c *lessons.Checkpoint) []float64 {
 // revealed answer as written (or its value as a choice or tile), or a
 // number that would be graded right and is not one the student knew or
 // typed.
-func leaks(c *lessons.Checkpoint, s lessons.Solution, tol float64, answer, hint string) string {
+func leaks(c *lessons.Checkpoint, s grading.Solution, tol float64, answer, hint string) string {
 	bounded := func(needle string) bool {
 		re := regexp.MustCompile(`(^|[^\w.,])` + regexp.QuoteMeta(needle) + `($|[^\w,]|\.(\s|$))`)
 		return re.MatchString(hint)
 	}
 	// A number is caught below by its value, whatever its spelling.
-	if c.Format != lessons.FormatNumber && bounded(s.Display) {
+	if c.Format != grading.FormatNumber && bounded(s.Display) {
 		return "the revealed answer " + s.Display
 	}
 	switch c.Format {
-	case lessons.FormatChoice:
+	case grading.FormatChoice:
 		for _, o := range c.Choices {
 			if o.Value == s.Choice && (bounded(o.Label) || (!isNumber(o.Value) && bounded(o.Value))) {
 				return "the right option " + o.Label
 			}
 		}
-	case lessons.FormatTiles:
+	case grading.FormatTiles:
 		for _, tile := range s.Tiles {
 			if bounded(tile) {
 				return "the skipped tile " + tile
@@ -523,7 +530,7 @@ func leaks(c *lessons.Checkpoint, s lessons.Solution, tol float64, answer, hint 
 				return fmt.Sprintf("the count %d of skipped or computed tiles", n)
 			}
 		}
-	case lessons.FormatNumber:
+	case grading.FormatNumber:
 		public := publicNumbers(c)
 		for _, tok := range numberToken.FindAllString(strings.ReplaceAll(answer, ",", ".")+" "+answer, -1) {
 			if x, err := strconv.ParseFloat(tok, 64); err == nil {
@@ -560,7 +567,7 @@ func TestHintsTeachWithoutTelling(t *testing.T) {
 		var answers []string
 		tol := 0.0
 		switch c.Format {
-		case lessons.FormatNumber:
+		case grading.FormatNumber:
 			sp := specOf(t, c)
 			tol = sp.allowed(s.Number)
 			for _, p := range edgeProbes(rng, sp, s.Number) {
@@ -573,11 +580,11 @@ func TestHintsTeachWithoutTelling(t *testing.T) {
 				answers = append(answers, num(s.Number+k*step), num(s.Number-k*step))
 			}
 			answers = append(answers, "0", "1", "-1", "0.5", num(s.Hi*10+1e6), num(s.Lo-1e6))
-		case lessons.FormatChoice:
+		case grading.FormatChoice:
 			for _, o := range c.Choices {
 				answers = append(answers, o.Value)
 			}
-		case lessons.FormatTiles:
+		case grading.FormatTiles:
 			answers = append(answers, "none")
 			for _, o := range c.Choices {
 				answers = append(answers, o.Value)
@@ -601,7 +608,7 @@ func TestHintsTeachWithoutTelling(t *testing.T) {
 					t.Errorf("%s: the hint to %q says which way (%q): %q", sc.name, a, w, v.Hint)
 				}
 			}
-			if c.Format != lessons.FormatNumber {
+			if c.Format != grading.FormatNumber {
 				continue
 			}
 			x, _ := strconv.ParseFloat(a, 64)
@@ -618,11 +625,11 @@ func TestHintsTeachWithoutTelling(t *testing.T) {
 		other := s
 		var a string
 		switch c.Format {
-		case lessons.FormatNumber:
+		case grading.FormatNumber:
 			a = num(s.Number + 5*max(tol, 1))
 			other.Number = s.Number + 50*max(tol, 1)
 			other.Hi = math.Inf(1)
-		case lessons.FormatChoice:
+		case grading.FormatChoice:
 			for _, o := range c.Choices {
 				if o.Value != s.Choice {
 					if a == "" {
@@ -632,7 +639,7 @@ func TestHintsTeachWithoutTelling(t *testing.T) {
 					}
 				}
 			}
-		case lessons.FormatTiles:
+		case grading.FormatTiles:
 			a = c.Choices[0].Value
 			other.Tiles = []string{c.Choices[len(c.Choices)-1].Value}
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"flashstep/grading"
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
@@ -231,15 +232,15 @@ func mustConfig(t *testing.T, q string) kernels.Config {
 func ptr[T any](v T) *T { return &v }
 
 // wrongAnswer makes a plausible answer that is not the solution.
-func wrongAnswer(rng *rand.Rand, c *lessons.Checkpoint, s lessons.Solution) string {
+func wrongAnswer(rng *rand.Rand, c *lessons.Checkpoint, s grading.Solution) string {
 	switch c.Format {
-	case lessons.FormatChoice:
+	case grading.FormatChoice:
 		for _, o := range c.Choices {
 			if o.Value != s.Choice {
 				return o.Value
 			}
 		}
-	case lessons.FormatTiles:
+	case grading.FormatTiles:
 		// Toggle one tile.
 		flip := c.Choices[rng.IntN(len(c.Choices))].Value
 		var out []string
@@ -271,11 +272,11 @@ func wrongAnswer(rng *rand.Rand, c *lessons.Checkpoint, s lessons.Solution) stri
 	return "none-plausible"
 }
 
-func rightAnswer(c *lessons.Checkpoint, s lessons.Solution) string {
+func rightAnswer(c *lessons.Checkpoint, s grading.Solution) string {
 	switch c.Format {
-	case lessons.FormatChoice:
+	case grading.FormatChoice:
 		return s.Choice
-	case lessons.FormatTiles:
+	case grading.FormatTiles:
 		if len(s.Tiles) == 0 {
 			return "none"
 		}
@@ -324,7 +325,7 @@ func TestCheckpointsGradeAgainstTrace(t *testing.T) {
 					t.Errorf("%s: %q graded %+v, want a hint", name, junk, v)
 				}
 			}
-			if c.Format == lessons.FormatNumber && !math.IsInf(s.Hi, 1) {
+			if c.Format == grading.FormatNumber && !math.IsInf(s.Hi, 1) {
 				if v := c.Grade(strconv.FormatFloat(s.Hi*10+1e6, 'f', -1, 64), false, s); v.Status != "invalid" || !strings.Contains(v.Hint, "cannot be right") {
 					t.Errorf("%s: an absurd answer graded %+v", name, v)
 				}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"flashstep/grading"
 	"flashstep/kernels"
 	"flashstep/ladder"
 	"flashstep/recordings"
@@ -116,58 +117,69 @@ func tensorRow(name string) bool {
 	return false
 }
 
-func (c *Checkpoint) ladderAsk() bool { return c.Ask == AskLadderSpeedup || c.Ask == AskLadderFloor }
+// onTheLadder is what the ladder's asks share: no preset (their input is
+// the ladder's recorded figures), the attributes naming a row and a shape
+// (rung, d, causal), and their source.
+type onTheLadder struct{}
 
-// parseLadder reads a ladder checkpoint's attributes; it returns the
-// attribute names it knows and what is wrong.
-func (c *Checkpoint) parseLadder(attrs map[string]string) (known, errs []string) {
-	rows := ladderRows()
-	row := func(key string) string {
-		known = append(known, key)
-		v := attrs[key]
-		if !slices.Contains(rows, v) {
-			errs = append(errs, fmt.Sprintf("%s= must name a row of the ladder (%s), got %q", key, strings.Join(rows, ", "), v))
-		}
-		return v
+func (onTheLadder) ownInput() {}
+
+func (onTheLadder) source(*Checkpoint) string { return ladderSource() }
+
+// parseRow reads the row and shape a ladder checkpoint asks about; it
+// returns the names of the ladder's rows.
+func (onTheLadder) parseRow(c *Checkpoint, d *directive) (rows []string) {
+	if c.Preset != "" {
+		d.failf("ask=%s reads the ladder's recorded figures, not a preset's run", c.Ask)
 	}
 	q := &c.Ladder
-	q.Rung = row("rung")
-	known = append(known, "d", "causal")
+	q.Rung = ladderRow(d, "rung")
+	d.allow("d", "causal")
 	var ds []string
 	for _, sh := range ladder.Shapes {
 		if !sh.Causal {
 			ds = append(ds, strconv.Itoa(sh.D))
 		}
 	}
-	d, err := strconv.Atoi(attrs["d"])
-	if err != nil || !slices.Contains(ds, attrs["d"]) {
-		errs = append(errs, fmt.Sprintf("d= must be a head dim of the ladder's shapes (%s), got %q", strings.Join(ds, ", "), attrs["d"]))
+	dim, err := strconv.Atoi(d.attrs["d"])
+	if err != nil || !slices.Contains(ds, d.attrs["d"]) {
+		d.failf("d= must be a head dim of the ladder's shapes (%s), got %q", strings.Join(ds, ", "), d.attrs["d"])
 	}
-	q.Shape.D = d
-	switch attrs["causal"] {
+	q.Shape.D = dim
+	switch d.attrs["causal"] {
 	case "", "0":
 	case "1":
 		q.Shape.Causal = true
 	default:
-		errs = append(errs, fmt.Sprintf("causal= must be 0 or 1, got %q", attrs["causal"]))
+		d.failf("causal= must be 0 or 1, got %q", d.attrs["causal"])
 	}
-	switch c.Ask {
-	case AskLadderSpeedup:
-		q.Against = row("against")
-		if q.Against == q.Rung && q.Rung != "" {
-			errs = append(errs, "rung= and against= name the same row")
-		}
-	case AskLadderFloor:
-		known = append(known, "floor")
-		q.Floor = attrs["floor"]
-		if q.Floor != FloorCompute && q.Floor != FloorMemory {
-			errs = append(errs, fmt.Sprintf("floor= must be compute or memory, got %q", q.Floor))
-		}
-		if q.Rung != "" && slices.Contains(rows, q.Rung) && !tensorRow(q.Rung) {
-			errs = append(errs, fmt.Sprintf("rung %s is float32 on the CUDA cores: the floors are the tensor cores' bf16 peak and bf16 traffic", q.Rung))
-		}
+	return ladderRows()
+}
+
+// ladderRow reads attribute key, which names a row of the ladder.
+func ladderRow(d *directive, key string) string {
+	rows := ladderRows()
+	v := d.text(key)
+	if !slices.Contains(rows, v) {
+		d.failf("%s= must name a row of the ladder (%s), got %q", key, strings.Join(rows, ", "), v)
 	}
-	return known, errs
+	return v
+}
+
+// ladderAsk is a ladder ask: it is answered from a table of the ladder's
+// figures.
+type ladderAsk interface {
+	computedAsk
+	solveFrom(c *Checkpoint, tab *ladder.Table) (grading.Solution, error)
+}
+
+// solveLadder answers a ladder checkpoint from the recorded figures.
+func solveLadder(c *Checkpoint) (grading.Solution, error) {
+	tab, err := LadderTable()
+	if err != nil {
+		return grading.Solution{}, fmt.Errorf("checkpoint %s: the ladder's figures: %w", c.ID, err)
+	}
+	return c.SolveLadder(tab)
 }
 
 // ladderCell finds a row's figure on a shape, and the recording it is from.
@@ -204,77 +216,161 @@ func ladderSource() string {
 
 // SolveLadder answers a ladder checkpoint from a table of figures: the
 // recorded one (LadderTable) when a student asks, a doctored one in tests.
-func (c *Checkpoint) SolveLadder(tab *ladder.Table) (Solution, error) {
+func (c *Checkpoint) SolveLadder(tab *ladder.Table) (grading.Solution, error) {
+	a, ok := c.kind().(ladderAsk)
+	if !ok {
+		return grading.Solution{}, fmt.Errorf("checkpoint %s: ask %q is not a ladder question", c.ID, c.Ask)
+	}
+	return a.solveFrom(c, tab)
+}
+
+// ladderFigures are what a ladder answer is worked out from: its row's
+// figure on its shape, the recording that holds it, and the shape's floors.
+type ladderFigures struct {
+	cell   ladder.Cell
+	source string
+	floors Floors
+	shape  string // the shape, as an explanation names it
+}
+
+func (c *Checkpoint) ladderFigures(tab *ladder.Table) (ladderFigures, error) {
 	q := c.Ladder
 	cell, source, err := ladderCell(tab, q.Rung, q.Shape)
 	if err != nil {
-		return Solution{}, fmt.Errorf("checkpoint %s: %w", c.ID, err)
+		return ladderFigures{}, fmt.Errorf("checkpoint %s: %w", c.ID, err)
 	}
 	f := FloorsOf(q.Shape)
-	shape := fmt.Sprintf("%s (N = %d, B = %d, H = %d)", shapeWords(q.Shape), ladder.N, f.B, f.H)
-	ms := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
-	switch c.Ask {
-	case AskLadderSpeedup:
-		other, otherSource, err := ladderCell(tab, q.Against, q.Shape)
-		if err != nil {
-			return Solution{}, fmt.Errorf("checkpoint %s: %w", c.ID, err)
-		}
-		if otherSource != source {
-			return Solution{}, fmt.Errorf("checkpoint %s: %s (%s) and %s (%s) come from two recordings; a ratio is taken within one", c.ID, q.Rung, source, q.Against, otherSource)
-		}
-		x := other.Ms / cell.Ms
-		hi := other.Ms / f.ComputeMs
-		return Solution{Number: x, Display: strconv.FormatFloat(x, 'f', 2, 64) + "×", Lo: 0, Hi: hi,
-			Why: fmt.Sprintf("a ratio of two times is positive, and %s cannot finish in less than the compute floor of %s, %s ms, so it is at most %s / %s = %.1f times faster than %s",
-				q.Rung, shapeWords(q.Shape), ms(f.ComputeMs), ms(other.Ms), ms(f.ComputeMs), hi, q.Against),
-			Explain: fmt.Sprintf("At %s, %s (%s) took %s ms and %s (%s) %s ms in the %s: %s / %s = %.2f. Both are counted as %.1f GFLOP, so %s ran at %.1f TFLOP/s and %s at %.1f.",
-				shape, q.Against, other.Kernel, ms(other.Ms), q.Rung, cell.Kernel, ms(cell.Ms), source, ms(other.Ms), ms(cell.Ms), x,
-				f.FLOPs/1e9, q.Rung, cell.TFLOPs, q.Against, other.TFLOPs)}, nil
-
-	case AskLadderFloor:
-		s := Solution{Lo: 0, Hi: 100, Why: fmt.Sprintf("no kernel finishes in less than its floor, so %s reaches at most 100%% of it", q.Rung)}
-		var floor float64
-		switch q.Floor {
-		case FloorCompute:
-			floor = f.ComputeMs
-			s.Explain = fmt.Sprintf("At %s attention does %s = %.1f GFLOP; at the tensor cores' %.1f TFLOP/s (dense bf16, NVIDIA's H100 SXM5 datasheet) that takes at least %s ms. In the %s, %s took %s ms, so it reaches %s / %s = %.1f%% of the compute floor: %.1f of %.1f TFLOP/s.",
-				shape, f.flopsFormula, f.FLOPs/1e9, TensorPeakFLOPs/1e12, ms(floor), source, q.Rung, ms(cell.Ms), ms(floor), ms(cell.Ms), 100*floor/cell.Ms, f.FLOPs/cell.Ms/1e9, TensorPeakFLOPs/1e12)
-		case FloorMemory:
-			bytes := f.Bytes
-			what := fmt.Sprintf("Q, K and V read once and O written once in bf16, %.1f MB", f.Bytes/1e6)
-			if q.Rung == kernels.NaiveMMA.Name {
-				bytes += f.SPBytes
-				what = fmt.Sprintf("S and P through device memory: B·H·N² = %.3g elements each, S in float32 written once and read three times, P in bf16 written once and read once, 20 bytes an element, %.1f GB; with Q, K, V and O (%.2f GB), %.2f GB",
-					f.ScoreCount, f.SPBytes/1e9, f.Bytes/1e9, bytes/1e9)
-			}
-			floor = bytes / HBMBytesPerSec * 1e3
-			s.Explain = fmt.Sprintf("At %s %s moves at least %s. At %.2f TB/s (HBM3, NVIDIA's H100 SXM5 datasheet) that takes %s ms. In the %s it took %s ms: %s / %s = %.1f%% of its memory floor.",
-				shape, q.Rung, what, HBMBytesPerSec/1e12, ms(floor), source, ms(cell.Ms), ms(floor), ms(cell.Ms), 100*floor/cell.Ms)
-		}
-		s.Number = 100 * floor / cell.Ms
-		s.Display = strconv.FormatFloat(s.Number, 'f', 1, 64) + "%"
-		return s, nil
-	}
-	return Solution{}, fmt.Errorf("checkpoint %s: ask %q is not a ladder question", c.ID, c.Ask)
+	return ladderFigures{cell: cell, source: source, floors: f,
+		shape: fmt.Sprintf("%s (N = %d, B = %d, H = %d)", shapeWords(q.Shape), ladder.N, f.B, f.H)}, nil
 }
 
-// ladderHint is a wrong ladder answer's hint: which figures of the ladder
-// page to take and what to do with them, never the result.
-func (c *Checkpoint) ladderHint() string {
-	q := c.Ladder
-	at := shapeWords(q.Shape)
-	if !q.Shape.Causal {
+// ms writes a time in milliseconds as the ladder's table does.
+func ms(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+
+// ladderAt is the shape a ladder hint names.
+func (c *Checkpoint) ladderAt() string {
+	at := shapeWords(c.Ladder.Shape)
+	if !c.Ladder.Shape.Causal {
 		at += ", no mask"
 	}
-	if c.Ask == AskLadderSpeedup {
-		return fmt.Sprintf("Not quite. A speed-up is a ratio of times: in the ladder page's table at %s, divide %s's time in ms by %s's (both from the same recording).", at, q.Against, q.Rung)
+	return at
+}
+
+// ladderSpeedup asks how many times faster one row of the ladder is than
+// another on a shape. Its tolerance is relative (tol, 2%): it is a ratio.
+type ladderSpeedup struct{ onTheLadder }
+
+func (l ladderSpeedup) parse(c *Checkpoint, d *directive) {
+	l.parseRow(c, d)
+	q := &c.Ladder
+	q.Against = ladderRow(d, "against")
+	if q.Against == q.Rung && q.Rung != "" {
+		d.failf("rung= and against= name the same row")
 	}
-	if q.Floor == FloorCompute {
-		return fmt.Sprintf("Not quite. The compute floor is the time the work takes at the tensor cores' peak: 4·B·H·N²·d FLOPs (half of them under a causal mask) at %.1f TFLOP/s. Divide that floor by %s's measured time at %s, or its TFLOP/s by the peak, and write it as a percentage.", TensorPeakFLOPs/1e12, q.Rung, at)
+	c.Format = grading.FormatNumber
+	c.Tol = d.tol(0.02)
+}
+
+func (ladderSpeedup) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) { return solveLadder(c) }
+
+func (ladderSpeedup) solveFrom(c *Checkpoint, tab *ladder.Table) (grading.Solution, error) {
+	q := c.Ladder
+	fig, err := c.ladderFigures(tab)
+	if err != nil {
+		return grading.Solution{}, err
 	}
-	what := "Q, K and V read once and O written once, in bf16"
-	if q.Rung == kernels.NaiveMMA.Name {
-		what += ", and S and P through device memory: S in float32 written once and read three times, P in bf16 written once and read once, B·H·N² elements each"
+	cell, f := fig.cell, fig.floors
+	other, otherSource, err := ladderCell(tab, q.Against, q.Shape)
+	if err != nil {
+		return grading.Solution{}, fmt.Errorf("checkpoint %s: %w", c.ID, err)
 	}
-	return fmt.Sprintf("Not quite. The memory floor is the least time %s's compulsory bytes take at the HBM's %.2f TB/s: %s. Divide that floor by its measured time at %s, and write it as a percentage.", q.Rung, HBMBytesPerSec/1e12, what, at)
+	if otherSource != fig.source {
+		return grading.Solution{}, fmt.Errorf("checkpoint %s: %s (%s) and %s (%s) come from two recordings; a ratio is taken within one", c.ID, q.Rung, fig.source, q.Against, otherSource)
+	}
+	x := other.Ms / cell.Ms
+	hi := other.Ms / f.ComputeMs
+	return grading.Solution{Number: x, Display: strconv.FormatFloat(x, 'f', 2, 64) + "×", Lo: 0, Hi: hi,
+		Why: fmt.Sprintf("a ratio of two times is positive, and %s cannot finish in less than the compute floor of %s, %s ms, so it is at most %s / %s = %.1f times faster than %s",
+			q.Rung, shapeWords(q.Shape), ms(f.ComputeMs), ms(other.Ms), ms(f.ComputeMs), hi, q.Against),
+		Explain: fmt.Sprintf("At %s, %s (%s) took %s ms and %s (%s) %s ms in the %s: %s / %s = %.2f. Both are counted as %.1f GFLOP, so %s ran at %.1f TFLOP/s and %s at %.1f.",
+			fig.shape, q.Against, other.Kernel, ms(other.Ms), q.Rung, cell.Kernel, ms(cell.Ms), fig.source, ms(other.Ms), ms(cell.Ms), x,
+			f.FLOPs/1e9, q.Rung, cell.TFLOPs, q.Against, other.TFLOPs)}, nil
+}
+
+// pose's hint says which figures of the ladder page to take and what to
+// do with them, never the result.
+func (ladderSpeedup) pose(c *Checkpoint, key grading.Solution) grading.Question {
+	return c.number(key, grading.Relative(c.Tol), grading.Times, func(float64) string {
+		q := c.Ladder
+		return fmt.Sprintf("Not quite. A speed-up is a ratio of times: in the ladder page's table at %s, divide %s's time in ms by %s's (both from the same recording).", c.ladderAt(), q.Against, q.Rung)
+	})
+}
+
+// ladderFloor asks what percentage of a floor (compute or memory) a row of
+// the ladder reaches on a shape. Its tolerance is relative (tol, 2%): a
+// fraction of the percentage, not percentage points.
+type ladderFloor struct{ onTheLadder }
+
+func (l ladderFloor) parse(c *Checkpoint, d *directive) {
+	rows := l.parseRow(c, d)
+	q := &c.Ladder
+	q.Floor = d.text("floor")
+	if q.Floor != FloorCompute && q.Floor != FloorMemory {
+		d.failf("floor= must be compute or memory, got %q", q.Floor)
+	}
+	if q.Rung != "" && slices.Contains(rows, q.Rung) && !tensorRow(q.Rung) {
+		d.failf("rung %s is float32 on the CUDA cores: the floors are the tensor cores' bf16 peak and bf16 traffic", q.Rung)
+	}
+	c.Format = grading.FormatNumber
+	c.Tol = d.tol(0.02)
+}
+
+func (ladderFloor) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) { return solveLadder(c) }
+
+func (ladderFloor) solveFrom(c *Checkpoint, tab *ladder.Table) (grading.Solution, error) {
+	q := c.Ladder
+	fig, err := c.ladderFigures(tab)
+	if err != nil {
+		return grading.Solution{}, err
+	}
+	cell, f, shape, source := fig.cell, fig.floors, fig.shape, fig.source
+	s := grading.Solution{Lo: 0, Hi: 100, Why: fmt.Sprintf("no kernel finishes in less than its floor, so %s reaches at most 100%% of it", q.Rung)}
+	var floor float64
+	switch q.Floor {
+	case FloorCompute:
+		floor = f.ComputeMs
+		s.Explain = fmt.Sprintf("At %s attention does %s = %.1f GFLOP; at the tensor cores' %.1f TFLOP/s (dense bf16, NVIDIA's H100 SXM5 datasheet) that takes at least %s ms. In the %s, %s took %s ms, so it reaches %s / %s = %.1f%% of the compute floor: %.1f of %.1f TFLOP/s.",
+			shape, f.flopsFormula, f.FLOPs/1e9, TensorPeakFLOPs/1e12, ms(floor), source, q.Rung, ms(cell.Ms), ms(floor), ms(cell.Ms), 100*floor/cell.Ms, f.FLOPs/cell.Ms/1e9, TensorPeakFLOPs/1e12)
+	case FloorMemory:
+		bytes := f.Bytes
+		what := fmt.Sprintf("Q, K and V read once and O written once in bf16, %.1f MB", f.Bytes/1e6)
+		if q.Rung == kernels.NaiveMMA.Name {
+			bytes += f.SPBytes
+			what = fmt.Sprintf("S and P through device memory: B·H·N² = %.3g elements each, S in float32 written once and read three times, P in bf16 written once and read once, 20 bytes an element, %.1f GB; with Q, K, V and O (%.2f GB), %.2f GB",
+				f.ScoreCount, f.SPBytes/1e9, f.Bytes/1e9, bytes/1e9)
+		}
+		floor = bytes / HBMBytesPerSec * 1e3
+		s.Explain = fmt.Sprintf("At %s %s moves at least %s. At %.2f TB/s (HBM3, NVIDIA's H100 SXM5 datasheet) that takes %s ms. In the %s it took %s ms: %s / %s = %.1f%% of its memory floor.",
+			shape, q.Rung, what, HBMBytesPerSec/1e12, ms(floor), source, ms(cell.Ms), ms(floor), ms(cell.Ms), 100*floor/cell.Ms)
+	}
+	s.Number = 100 * floor / cell.Ms
+	s.Display = strconv.FormatFloat(s.Number, 'f', 1, 64) + "%"
+	return s, nil
+}
+
+// pose's hint says which floor to work out and what to divide it by,
+// never the result.
+func (ladderFloor) pose(c *Checkpoint, key grading.Solution) grading.Question {
+	return c.number(key, grading.Relative(c.Tol), grading.Percent, func(float64) string {
+		q := c.Ladder
+		at := c.ladderAt()
+		if q.Floor == FloorCompute {
+			return fmt.Sprintf("Not quite. The compute floor is the time the work takes at the tensor cores' peak: 4·B·H·N²·d FLOPs (half of them under a causal mask) at %.1f TFLOP/s. Divide that floor by %s's measured time at %s, or its TFLOP/s by the peak, and write it as a percentage.", TensorPeakFLOPs/1e12, q.Rung, at)
+		}
+		what := "Q, K and V read once and O written once, in bf16"
+		if q.Rung == kernels.NaiveMMA.Name {
+			what += ", and S and P through device memory: S in float32 written once and read three times, P in bf16 written once and read once, B·H·N² elements each"
+		}
+		return fmt.Sprintf("Not quite. The memory floor is the least time %s's compulsory bytes take at the HBM's %.2f TB/s: %s. Divide that floor by its measured time at %s, and write it as a percentage.", q.Rung, HBMBytesPerSec/1e12, what, at)
+	})
 }

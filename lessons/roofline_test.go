@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"flashstep/grading"
 	"flashstep/internal/testrand"
 	"flashstep/ladder"
 	"flashstep/lessons"
@@ -90,7 +91,7 @@ func doctoredLadder(t *testing.T, rng *rand.Rand) (*ladder.Table, map[string]flo
 // With every row's times scaled by its own factor, a speed-up moves by the
 // ratio of the two rows' factors and a percentage of a floor by one over
 // the row's factor, exactly.
-func ladderAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint, want lessons.Solution) {
+func ladderAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint, want grading.Solution) {
 	t.Helper()
 	tab, factor := doctoredLadder(t, rng)
 	got, err := c.SolveLadder(tab)

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"flashstep/lessons"
+	"flashstep/grading"
 )
 
 // Events a participant receives, as JSON text.
@@ -145,65 +145,63 @@ func (p Presence) same(q Presence) bool {
 }
 
 // Poll is a question posed to the room, with its answer, which only the
-// room's state machine sees until the presenter reveals it.
+// room's state machine sees until the presenter reveals it. It is graded by
+// package grading, as the course grades its checkpoints, in any of its
+// forms; it is plain data, since it crosses the broker to the room's
+// owner (natsrooms).
 type Poll struct {
 	ID       uint64  `json:"id"`
 	Question string  `json:"question"`
 	Unit     string  `json:"unit"` // what precision counts, e.g. "within ±0.01"
 	Step     int     `json:"step"` // the step that shows the answer, from 1
 	Number   float64 `json:"number"`
-	Tol      float64 `json:"tol"`
-	Lo, Hi   float64 // plausible answers lie between
-	Why      string  `json:"why"` // why one outside Lo..Hi cannot be right
-	Display  string  `json:"display"`
-	Explain  string  `json:"explain"`
+	// Tolerance is how far from Number an answer may lie and be right;
+	// NumberUnit what Number is counted in, which an answer may be typed
+	// with (4.5×, 37%, SM 3).
+	Tolerance  grading.Tolerance `json:"tolerance"`
+	NumberUnit grading.Unit      `json:"number_unit,omitempty"`
+	Lo, Hi     float64           // plausible answers lie between
+	Why        string            `json:"why"` // why one outside Lo..Hi cannot be right
+	Display    string            `json:"display"`
+	Explain    string            `json:"explain"`
 
-	// A lesson checkpoint's poll: graded as the course grades it
-	// (lessons.Checkpoint.Grade), in any of its formats. A poll with no
-	// Format is a number, as "predict m" is.
-	Checkpoint string   `json:"checkpoint,omitempty"` // lesson/id
-	Format     string   `json:"format,omitempty"`     // lessons.FormatNumber, FormatChoice or FormatTiles
-	Ask        string   `json:"ask,omitempty"`        // the checkpoint's ask: whole numbers, relative tolerance
-	Choices    []Choice `json:"choices,omitempty"`    // choice: the options; tiles: every tile
-	Choice     string   `json:"choice,omitempty"`     // choice: the right option's value
-	Tiles      []string `json:"tiles,omitempty"`      // tiles: the right tiles, sorted "i,j"
-	Rows       int      `json:"rows,omitempty"`       // tiles: the grid's q-tiles
-	Cols       int      `json:"cols,omitempty"`       // tiles: the grid's kv-tiles
-}
-
-// Choice is one option of a poll, as lessons.Choice.
-type Choice struct {
-	Value string `json:"value"`
-	Label string `json:"label"`
+	// A lesson checkpoint's poll may take any form. A poll with no Format
+	// is a number, as "predict m" is.
+	Checkpoint string           `json:"checkpoint,omitempty"` // lesson/id
+	Format     string           `json:"format,omitempty"`     // grading.FormatNumber, FormatChoice or FormatTiles
+	Choices    []grading.Option `json:"choices,omitempty"`    // choice: the options; tiles: every tile
+	Choice     string           `json:"choice,omitempty"`     // choice: the right option's value
+	Tiles      []string         `json:"tiles,omitempty"`      // tiles: the right tiles, sorted "i,j"
+	Rows       int              `json:"rows,omitempty"`       // tiles: the grid's q-tiles
+	Cols       int              `json:"cols,omitempty"`       // tiles: the grid's kv-tiles
 }
 
 func (p *Poll) format() string {
 	if p.Format == "" {
-		return lessons.FormatNumber
+		return grading.FormatNumber
 	}
 	return p.Format
 }
 
-// checkpoint is the poll as the lessons package grades it.
-func (p *Poll) checkpoint() (lessons.Checkpoint, lessons.Solution) {
-	cp := lessons.Checkpoint{Ask: p.Ask, Format: p.format(), Tol: p.Tol}
-	if cp.Ask == "" {
-		cp.Ask = lessons.AskM
+// question is the poll as package grading grades it. It has no hints: a
+// poll's verdicts are tallied, never shown to the student.
+func (p *Poll) question() grading.Question {
+	key := grading.Solution{Number: p.Number, Choice: p.Choice, Tiles: p.Tiles, Lo: p.Lo, Hi: p.Hi, Why: p.Why}
+	switch p.format() {
+	case grading.FormatChoice:
+		return &grading.Choice{Key: key, Options: p.Choices}
+	case grading.FormatTiles:
+		return &grading.Tiles{Key: key, Rows: p.Rows, Cols: p.Cols}
 	}
-	for _, c := range p.Choices {
-		cp.Choices = append(cp.Choices, lessons.Choice{Value: c.Value, Label: c.Label})
-	}
-	// The grid's shape, as Tr() and Tc() read it from a run.
-	cp.Run.N, cp.Run.Br, cp.Run.Bc = max(p.Rows*p.Cols, 1), max(p.Cols, 1), max(p.Rows, 1)
-	return cp, lessons.Solution{Number: p.Number, Choice: p.Choice, Tiles: p.Tiles, Lo: p.Lo, Hi: p.Hi, Why: p.Why}
+	return &grading.Number{Key: key, Tolerance: p.Tolerance, Unit: p.NumberUnit}
 }
 
 // key is the right answer as answers are keyed: the option, or the tiles.
 func (p *Poll) key() string {
 	switch p.format() {
-	case lessons.FormatChoice:
+	case grading.FormatChoice:
 		return p.Choice
-	case lessons.FormatTiles:
+	case grading.FormatTiles:
 		return tilesKey(strings.Join(p.Tiles, ";"))
 	}
 	return ""
@@ -235,10 +233,10 @@ type PollView struct {
 	Bins     []Bin   `json:"bins,omitempty"`
 	// A lesson checkpoint's poll: its format and options; the right
 	// option or tiles (Key) only once revealed.
-	Checkpoint string   `json:"checkpoint,omitempty"`
-	Format     string   `json:"format,omitempty"`
-	Choices    []Choice `json:"choices,omitempty"`
-	Key        string   `json:"key,omitempty"`
+	Checkpoint string           `json:"checkpoint,omitempty"`
+	Format     string           `json:"format,omitempty"`
+	Choices    []grading.Option `json:"choices,omitempty"`
+	Key        string           `json:"key,omitempty"`
 }
 
 // Tally is the presenter's live view of the room. Students are counted
@@ -589,38 +587,24 @@ func (r *Room) counted() iter.Seq[answer] {
 	}
 }
 
-// grade judges an answer with the lessons' own grading, so a student sees
-// the same hints in class as in the course.
+// grade judges an answer as the course grades its checkpoints (package
+// grading), so that an answer right in the course is right in class.
 func (r *Room) grade(s string) answer {
-	cp, sol := r.poll.checkpoint()
-	v := cp.Grade(s, false, sol)
-	if v.Status == "invalid" {
+	q := r.poll.question()
+	v := q.Grade(s, false)
+	if v.Status == grading.StatusInvalid {
 		return answer{}
 	}
 	a := answer{valid: true, correct: v.Correct}
-	switch cp.Format {
-	case lessons.FormatChoice:
+	switch q := q.(type) {
+	case *grading.Choice:
 		a.key = strings.TrimSpace(s)
-	case lessons.FormatTiles:
+	case *grading.Tiles:
 		a.key = tilesKey(s)
-	default:
-		fmt.Sscan(normalizeNumber(s), &a.value)
+	case *grading.Number:
+		a.value, _ = q.Read(s) // as the grading read it: valid, so a number
 	}
 	return a
-}
-
-func normalizeNumber(s string) string {
-	out := []rune{}
-	for _, c := range s {
-		switch c {
-		case '−', '–':
-			out = append(out, '-')
-		case ' ':
-		default:
-			out = append(out, c)
-		}
-	}
-	return string(out)
 }
 
 func (r *Room) pollView() *PollView {
@@ -629,16 +613,15 @@ func (r *Room) pollView() *PollView {
 	}
 	v := &PollView{ID: r.poll.ID, Question: r.poll.Question, Unit: r.poll.Unit, Status: "open",
 		Checkpoint: r.poll.Checkpoint, Format: r.poll.Format}
-	if r.poll.format() == lessons.FormatChoice {
+	if r.poll.format() == grading.FormatChoice {
 		v.Choices = r.poll.Choices
 	}
 	if r.revealed {
 		v.Status = "revealed"
-		cp, _ := r.poll.checkpoint()
-		// The distance from the answer that Grade accepts, by the ask's
-		// rule (relative, absolute, or the smaller of the two), for the
-		// page that marks each student's answer right or wrong.
-		v.Answer, v.Number, v.Tol, v.Explain, v.Step = r.poll.Display, r.poll.Number, cp.Allowed(r.poll.Number), r.poll.Explain, r.poll.Step
+		// The distance from the answer that the grading accepts, by the
+		// poll's rule (relative, absolute, or the smaller of the two), for
+		// the page that marks each student's answer right or wrong.
+		v.Answer, v.Number, v.Tol, v.Explain, v.Step = r.poll.Display, r.poll.Number, r.poll.Tolerance.Allowed(r.poll.Number), r.poll.Explain, r.poll.Step
 		v.Key = r.poll.key()
 		for a := range r.counted() {
 			v.Answered++
@@ -688,7 +671,7 @@ const numBins = 8
 // smallest to the largest answer. Only a revealed poll marks the bar that
 // holds the answer, since the presenter's screen is usually projected.
 func (r *Room) bins() []Bin {
-	if r.poll.format() != lessons.FormatNumber {
+	if r.poll.format() != grading.FormatNumber {
 		return r.categoryBins()
 	}
 	var xs []float64
@@ -704,7 +687,9 @@ func (r *Room) bins() []Bin {
 	lo, hi := xs[0], xs[len(xs)-1]
 	n := numBins
 	if hi-lo < 1e-9 {
-		lo, hi, n = lo-r.poll.Tol, lo+r.poll.Tol, 1
+		// One bar, as wide as the answers the grading takes for this one.
+		spread := r.poll.Tolerance.Allowed(lo)
+		lo, hi, n = lo-spread, lo+spread, 1
 	}
 	width := (hi - lo) / float64(n)
 	out := make([]Bin, n)
@@ -736,7 +721,7 @@ func (r *Room) categoryBins() []Bin {
 		}
 	}
 	var out []Bin
-	if r.poll.format() == lessons.FormatChoice && len(r.poll.Choices) <= numBins {
+	if r.poll.format() == grading.FormatChoice && len(r.poll.Choices) <= numBins {
 		for _, c := range r.poll.Choices {
 			out = append(out, Bin{Label: c.Label, Count: counts[c.Value], Correct: r.revealed && c.Value == r.poll.Choice})
 		}
@@ -759,7 +744,7 @@ func (r *Room) categoryBins() []Bin {
 	right := r.poll.key()
 	for _, k := range keys[:min(len(keys), numBins)] {
 		label := k
-		if l, ok := labels[k]; ok && r.poll.format() == lessons.FormatChoice {
+		if l, ok := labels[k]; ok && r.poll.format() == grading.FormatChoice {
 			label = l
 		}
 		out = append(out, Bin{Label: label, Count: counts[k], Correct: r.revealed && k == right})

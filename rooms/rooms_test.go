@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"flashstep/grading"
 	"flashstep/rooms/roomstest"
 )
 
@@ -152,7 +153,7 @@ func TestRoomFollowsPollsAndTallies(t *testing.T) {
 		t.Fatal("a student received the presenter's tally")
 	}
 	// A poll: answers are graded, the answer stays hidden until revealed.
-	if err := p.OpenPoll(&Poll{Question: "m?", Number: 1.5, Tol: 0.01, Lo: -10, Hi: 10, Display: "1.500", Explain: "because", Step: 4}); err != nil {
+	if err := p.OpenPoll(&Poll{Question: "m?", Number: 1.5, Tolerance: grading.Absolute(0.01), Lo: -10, Hi: 10, Display: "1.500", Explain: "because", Step: 4}); err != nil {
 		t.Fatal(err)
 	}
 	open := find(take(t, a), EventPoll)
@@ -339,11 +340,11 @@ func TestMailboxKeepsTheLatest(t *testing.T) {
 }
 
 // TestCheckpointPollsGradeAsTheCourse: a lesson checkpoint's poll of each
-// format is graded by lessons' Grade, tallied per option or tile set, and
+// format is graded by package grading, as the course grades it, tallied per option or tile set, and
 // its right answer is hidden until the reveal.
 func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 	t.Parallel()
-	choices := []Choice{{"0", "key 0"}, {"1", "key 1"}, {"2", "key 2"}}
+	choices := []grading.Option{{Value: "0", Label: "key 0"}, {Value: "1", Label: "key 1"}, {Value: "2", Label: "key 2"}}
 	for _, tc := range []struct {
 		name    string
 		poll    Poll
@@ -354,20 +355,22 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 		key     string
 		tol     float64 // the revealed distance Grade accepts, for the page's marks
 	}{
-		{name: "choice", poll: Poll{Format: "choice", Ask: "argmax", Choices: choices, Choice: "2", Display: "key 2"},
+		{name: "choice", poll: Poll{Format: "choice", Choices: choices, Choice: "2", Display: "key 2"},
 			answers: []string{"2", "1", "2", "7"}, correct: 2, invalid: 1, bins: map[string]int{"key 0": 0, "key 1": 1, "key 2": 2}, key: "2"},
-		{name: "tiles", poll: Poll{Format: "tiles", Ask: "skipped", Rows: 2, Cols: 2, Tiles: []string{"0,1"},
-			Choices: []Choice{{"0,0", ""}, {"0,1", ""}, {"1,0", ""}, {"1,1", ""}}},
+		{name: "tiles", poll: Poll{Format: "tiles", Rows: 2, Cols: 2, Tiles: []string{"0,1"},
+			Choices: []grading.Option{{Value: "0,0"}, {Value: "0,1"}, {Value: "1,0"}, {Value: "1,1"}}},
 			answers: []string{"0,1", "0,1;0,1", "1,1; 0,1", "9,9"}, correct: 2, invalid: 1, bins: map[string]int{"0,1": 2, "0,1;1,1": 1}, key: "0,1"},
-		{name: "whole number", poll: Poll{Format: "number", Ask: "count", Number: 6, Lo: 0, Hi: 9, Why: "nine tiles"},
+		{name: "whole number", poll: Poll{Format: "number", Tolerance: grading.Whole(), Number: 6, Lo: 0, Hi: 9, Why: "nine tiles"},
 			answers: []string{"6", "6.5", "5", "12"}, correct: 1, invalid: 2},
-		{name: "bytes within 1%", poll: Poll{Format: "number", Ask: "written", Number: 1000, Tol: 0.01, Lo: 0, Hi: 1e300},
+		{name: "bytes within 1%", poll: Poll{Format: "number", Tolerance: grading.Relative(0.01), NumberUnit: grading.Bytes, Number: 1000, Lo: 0, Hi: 1e300},
 			answers: []string{"1005", "1020", "995"}, correct: 2, tol: 10},
-		{name: "a tiny α within 2%", poll: Poll{Format: "number", Ask: "alpha", Number: 1.6475e-37, Tol: 0.01, Lo: 0, Hi: 1},
+		{name: "a tiny α within 2%", poll: Poll{Format: "number", Tolerance: grading.SmallValue(0.01), Number: 1.6475e-37, Lo: 0, Hi: 1},
 			answers: []string{"1.6475e-37", "1.62e-37", "0", "1e-36", "0.009"}, correct: 2, tol: 0.02 * 1.6475e-37},
-		{name: "a speed-up within 2%", poll: Poll{Format: "number", Ask: "ladder-speedup", Number: 4.53, Tol: 0.02, Lo: 0, Hi: 14},
+		{name: "a speed-up within 2%", poll: Poll{Format: "number", Tolerance: grading.Relative(0.02), NumberUnit: grading.Times, Number: 4.53, Lo: 0, Hi: 14},
 			answers: []string{"4.6", "4.7", "4.45×"}, correct: 2, tol: 0.02 * 4.53},
-		{name: "m within ±0.01", poll: Poll{Number: 50.022, Tol: 0.01, Lo: -100, Hi: 100},
+		{name: "an SM, typed with its unit", poll: Poll{Format: "number", Tolerance: grading.Whole(), NumberUnit: grading.SM, Number: 3, Lo: 0, Hi: 131},
+			answers: []string{"SM 3", "3", "SM 4", "SM 3.5"}, correct: 2, invalid: 1},
+		{name: "m within ±0.01", poll: Poll{Number: 50.022, Tolerance: grading.Absolute(0.01), Lo: -100, Hi: 100},
 			answers: []string{"50.03", "50.04", "50.0"}, correct: 1, tol: 0.01},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -444,7 +447,7 @@ func TestPresenceReports(t *testing.T) {
 	if tl := r.tally(); tl.Students != 4 || tl.Connections != 5 || tl.Following != 4 {
 		t.Fatalf("x on two servers: %+v, want 4 students on 5 connections", tl)
 	}
-	r.Apply(Command{Type: CmdPoll, Presenter: true, Poll: &Poll{Question: "m?", Number: 1, Tol: 0.1, Lo: -9, Hi: 9}}, t0)
+	r.Apply(Command{Type: CmdPoll, Presenter: true, Poll: &Poll{Question: "m?", Number: 1, Tolerance: grading.Absolute(0.1), Lo: -9, Hi: 9}}, t0)
 	for _, id := range []string{x, y, z, w} {
 		if _, err := r.Apply(Command{Type: CmdAnswer, Student: id, Answer: "1"}, t0); err != nil {
 			t.Fatal(err)
@@ -508,7 +511,7 @@ func TestOneAnswerPerStudentPresent(t *testing.T) {
 	if p.Student != "" {
 		t.Fatalf("the presenter has a student identity %q", p.Student)
 	}
-	if err := p.OpenPoll(&Poll{Question: "m?", Number: 1.5, Tol: 0.01, Lo: -10, Hi: 10, Display: "1.500"}); err != nil {
+	if err := p.OpenPoll(&Poll{Question: "m?", Number: 1.5, Tolerance: grading.Absolute(0.01), Lo: -10, Hi: 10, Display: "1.500"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Send(Up{Type: CmdAnswer, Answer: "1.5"}); err == nil {
@@ -587,7 +590,7 @@ func TestAnswersAreBounded(t *testing.T) {
 	svc, c := newRoom(t, Limits{MaxMembers: 3})
 	ctx := context.Background()
 	p, _ := svc.Join(ctx, c.Code, c.Token, "")
-	p.OpenPoll(&Poll{Question: "m?", Number: 1, Tol: 0.1, Lo: -9, Hi: 9})
+	p.OpenPoll(&Poll{Question: "m?", Number: 1, Tolerance: grading.Absolute(0.1), Lo: -9, Hi: 9})
 	stay, _ := svc.Join(ctx, c.Code, "", "")
 	stay.Send(Up{Type: CmdAnswer, Answer: "1"})
 	for range 50 {

@@ -116,19 +116,19 @@ func (r *Router) Engine() Engine {
 	if r.GPU != nil {
 		return r.GPU.Engine()
 	}
-	detail := "No GPU on this server"
+	detail := noGPU
 	if r.NoGPU != "" {
 		detail += " (" + r.NoGPU + ")"
 	}
-	short := "no GPU here: every run comes from the CPU mirror of its kernel."
+	short := mirrorShort
 	recs := r.Recordings.All()
 	if len(recs) > 0 {
 		short = "no GPU here: runs recorded on an H100 replay as recorded, others come from the CPU mirror."
 		h := recs[0].Header
-		detail += fmt.Sprintf(": runs recorded on %s on %s are replayed as recorded; any other run is computed by each kernel's Go mirror, with the kernel's own tile order and float32 arithmetic.",
-			h.Label, recs[0].When().Format("2006-01-02"))
+		detail += fmt.Sprintf(": runs recorded on %s on %s are replayed as recorded; any other run: %s",
+			h.Label, recs[0].When().Format("2006-01-02"), mirrorHow)
 	} else {
-		detail += ": each kernel's Go mirror computes the trace with the kernel's own tile order and float32 arithmetic."
+		detail += ": " + mirrorHow
 	}
 	return Engine{Source: instrument.SourceCPUMirror, Name: "CPU mirror", Detail: detail, Short: short}
 }

@@ -35,10 +35,16 @@ type Engine struct {
 // Mirror runs the kernels' Go mirrors on this machine's CPU.
 type Mirror struct{}
 
+// The CPU mode's banner (Short) and its tooltip's account of the mirror,
+// said once for Mirror and the Router.
+const (
+	noGPU       = "No GPU on this server"
+	mirrorShort = "no GPU here: every run comes from the CPU mirror of its kernel."
+	mirrorHow   = "each kernel's Go mirror computes the trace with the kernel's own tile order and arithmetic."
+)
+
 func (Mirror) Engine() Engine {
-	return Engine{Source: instrument.SourceCPUMirror, Name: "CPU mirror",
-		Detail: "No GPU on this server: each kernel's Go mirror computes the trace with the kernel's own tile order and float32 arithmetic.",
-		Short:  "no GPU here: every run comes from the CPU mirror of its kernel."}
+	return Engine{Source: instrument.SourceCPUMirror, Name: "CPU mirror", Detail: noGPU + ": " + mirrorHow, Short: mirrorShort}
 }
 
 func (Mirror) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {

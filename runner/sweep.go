@@ -23,5 +23,6 @@ func (s GPUSweeps) Time(ctx context.Context, p sweep.Point, repeats int, seed ui
 	if err != nil {
 		return sweep.Result{}, err
 	}
-	return sweep.GPUResult(p, t), nil
+	return sweep.GPUResult(p, sweep.GPUTiming{Ms: t.Ms, FreeBefore: t.FreeBefore, FreeInUse: t.FreeInUse, FreeAfter: t.FreeAfter,
+		OutOfMem: t.OutOfMem, Error: t.Error}), nil
 }

@@ -18,7 +18,6 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/launch"
-	"flashstep/worker"
 )
 
 // Spec is what to sweep.
@@ -75,26 +74,9 @@ func (p Point) FLOPs() float64 {
 func (p Point) Config(seed uint64) kernels.Config {
 	c := kernels.Config{Variant: p.Variant, N: p.N, D: p.D, Br: sweepTile, Bc: sweepTile, Batch: p.B, Heads: p.H,
 		Causal: p.Causal, Pattern: instrument.PatternNormal, Seed: seed}
-	// The tensor-core kernels run at their compiled tiles for the head dim.
-	switch p.Variant {
-	case instrument.VariantFlash2MMA:
-		for _, f := range launch.Flash2MMAInstances {
-			if f.D == p.D {
-				c.Br, c.Bc = f.Br, f.Bc
-			}
-		}
-	case instrument.VariantFlash2Fast:
-		for _, f := range launch.Flash2FastInstances {
-			if f.D == p.D {
-				c.Br, c.Bc = f.Br, f.Bc
-			}
-		}
-	case instrument.VariantNaiveMMA:
-		for _, f := range launch.NaiveMMAInstances {
-			if f.D == p.D {
-				c.Br, c.Bc = launch.NaiveMMABr, f.Bc
-			}
-		}
+	// A kernel compiled at fixed tiles runs at its tile for the head dim.
+	if t, ok := kernels.Info(p.Variant).SweepTile(p.D); ok {
+		c.Br, c.Bc = t.Br, t.Bc
 	}
 	return c
 }
@@ -124,16 +106,15 @@ func (s *Spec) Points() []Point {
 	return out
 }
 
-// Rates the estimate assumes, from the figures in docs/GPU.md and
-// docs/LADDER.md: on an H100 flash2 f32 runs at about 7 TFLOP/s, naive at
-// about 2, flash2_fast at about 280 and naive_mma at about 25; each GPU
-// point costs a second or two of input drawing and copying. The CPU mirrors
-// run at about 2.5 GFLOP/s, the bf16 ones at about a fifth of that.
-var estimateRates = map[string]map[instrument.Variant]float64{
-	kernels.EngineGPU: {instrument.VariantFlash2: 6e12, instrument.VariantNaive: 2e12, instrument.VariantFlash2Fast: 250e12, instrument.VariantNaiveMMA: 25e12,
-		instrument.VariantNaiveRow: 1e12, instrument.VariantFlash1: 1e12, instrument.VariantFlash2MMA: 100e12},
-	kernels.EngineCPU: {instrument.VariantFlash2: 2e9, instrument.VariantNaive: 2e9, instrument.VariantFlash2Fast: 0.4e9, instrument.VariantNaiveMMA: 0.4e9,
-		instrument.VariantNaiveRow: 2e9, instrument.VariantFlash1: 2e9, instrument.VariantFlash2MMA: 0.4e9},
+// rate is how fast the estimate assumes v runs on engine, in FLOP/s: its
+// registry entry's figures, from docs/GPU.md and docs/LADDER.md (on an H100
+// flash2 f32 at about 7 TFLOP/s, naive about 2, flash2_fast about 280; the
+// CPU mirrors at about 2.5 GFLOP/s, the bf16 ones a fifth of that).
+func rate(engine string, v instrument.Variant) float64 {
+	if engine == kernels.EngineCPU {
+		return kernels.Info(v).CPURate
+	}
+	return kernels.Info(v).GPURate
 }
 
 // Estimate is how long the sweep should take.
@@ -144,7 +125,7 @@ func (s *Spec) Estimate() time.Duration {
 		if p.Causal && kernels.Info(p.Variant).Materialised {
 			flops *= 2 // naive computes every tile
 		}
-		secs += flops / estimateRates[s.Engine][p.Variant] * float64(s.Repeats+1)
+		secs += flops / rate(s.Engine, p.Variant) * float64(s.Repeats+1)
 		if s.Engine == kernels.EngineGPU {
 			secs += 1.5
 		}
@@ -153,24 +134,25 @@ func (s *Spec) Estimate() time.Duration {
 }
 
 // sweptVariants are the kernels a sweep times by default: on the GPU every
-// rung of the ladder and naive_mma; on the CPU mirror the float32 pair (the
-// bf16 mirrors' tiles need N of 128 and more, and run slower).
-var (
-	sweptVariants    = []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive}
-	sweptGPUVariants = []instrument.Variant{instrument.VariantNaiveRow, instrument.VariantNaive, instrument.VariantFlash1, instrument.VariantFlash2,
-		instrument.VariantFlash2MMA, instrument.VariantFlash2Fast, instrument.VariantNaiveMMA}
-)
+// rung of the ladder and naive_mma; on the CPU mirror those whose entry
+// says so (the float32 pair: the bf16 mirrors' tiles need N of 128 and
+// more, and run slower).
+func sweptVariants(engine string) []instrument.Variant {
+	var out []instrument.Variant
+	for _, info := range kernels.Variants() {
+		if engine == kernels.EngineGPU || info.SweptOnCPU {
+			out = append(out, info.Variant)
+		}
+	}
+	return out
+}
 
-// maxSweptN is the longest sequence a sweep times a variant at. The first
-// rungs are there to be slow, and at the sweep's fixed work (B·N = 16384)
-// their time still grows with N: naive_row re-reads all of K per row, and
-// flash1 has only B·H blocks to spread over the SMs (8 at N = 32768, d =
-// 128), each at a few GFLOP/s. Past N = 4096 a point would take tens of
-// seconds and say nothing new.
+// maxSweptN is the longest sequence a sweep times a variant at: its entry's
+// MaxSweptN, or no limit. The first rungs are there to be slow, and at the
+// sweep's fixed work (B·N = 16384) their time still grows with N.
 func maxSweptN(v instrument.Variant) int {
-	switch v {
-	case instrument.VariantNaiveRow, instrument.VariantFlash1:
-		return 4096
+	if n := kernels.Info(v).MaxSweptN; n > 0 {
+		return n
 	}
 	return math.MaxInt
 }
@@ -179,10 +161,10 @@ func maxSweptN(v instrument.Variant) int {
 func DefaultSpec(engine string) Spec {
 	if engine == kernels.EngineCPU {
 		return Spec{Engine: engine, Ns: []int{64, 128, 256}, Ds: []int{64}, Causal: []bool{false, true},
-			Variants: sweptVariants, Batch: 1, Heads: 1, Repeats: 3}
+			Variants: sweptVariants(engine), Batch: 1, Heads: 1, Repeats: 3}
 	}
 	return Spec{Engine: kernels.EngineGPU, Ns: []int{512, 1024, 2048, 4096, 8192, 16384, 32768}, Ds: []int{64, 128},
-		Causal: []bool{false, true}, Variants: sweptGPUVariants, Repeats: 5}
+		Causal: []bool{false, true}, Variants: sweptVariants(kernels.EngineGPU), Repeats: 5}
 }
 
 // Field names of a sweep's URL form.
@@ -316,7 +298,11 @@ func ParseSpec(v url.Values) (Spec, error) {
 	if n := len(s.Points()); n == 0 || n > MaxPoints {
 		msg := fmt.Sprintf("a sweep has 1 to %d points (sizes × head dims × masks × variants); this one has %d", MaxPoints, n)
 		if n == 0 {
-			msg += fmt.Sprintf(" (naive_row and flash1 are timed up to N=%d)", maxSweptN(instrument.VariantNaiveRow))
+			for _, info := range kernels.Variants() {
+				if info.MaxSweptN > 0 {
+					msg += fmt.Sprintf("; %s is timed up to N=%d", info.Name(), info.MaxSweptN)
+				}
+			}
 		}
 		return s, kernels.FieldErrors{{Field: FieldNs, Message: msg}}
 	}
@@ -423,8 +409,18 @@ func (r *Result) finish() {
 	}
 }
 
-// GPUResult turns the worker's timing into a point's result.
-func GPUResult(p Point, t worker.Timed) Result {
+// GPUTiming is what the GPU reports of a point: each repeat's time, and the
+// free device memory before the run, while its buffers were allocated and
+// after; or that it ran out of memory, or another error.
+type GPUTiming struct {
+	Ms                               []float64
+	FreeBefore, FreeInUse, FreeAfter int64
+	OutOfMem                         bool
+	Error                            string
+}
+
+// GPUResult turns the GPU's timing into a point's result.
+func GPUResult(p Point, t GPUTiming) Result {
 	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p), DType: kernels.Info(p.Variant).DType.String(),
 		Repeats: t.Ms, OutOfMem: t.OutOfMem, Error: t.Error, FreeBefore: t.FreeBefore, FreeAfter: t.FreeAfter,
 		PeakHow: "the drop in free device memory (cuMemGetInfo) once the run's buffers were allocated"}

@@ -17,7 +17,6 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
-	"flashstep/worker"
 )
 
 func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
@@ -82,9 +81,9 @@ func (f *fakeExec) Time(ctx context.Context, p Point, repeats int, seed uint64) 
 		}
 	}
 	if p.N > 2048 && p.Variant == instrument.VariantNaive {
-		return GPUResult(p, worker.Timed{OutOfMem: true, Error: "out of device memory", FreeBefore: f.free, FreeAfter: f.free}), nil
+		return GPUResult(p, GPUTiming{OutOfMem: true, Error: "out of device memory", FreeBefore: f.free, FreeAfter: f.free}), nil
 	}
-	return GPUResult(p, worker.Timed{Ms: []float64{3, 1, 2}, FreeBefore: f.free, FreeInUse: f.free - 1000, FreeAfter: f.free}), nil
+	return GPUResult(p, GPUTiming{Ms: []float64{3, 1, 2}, FreeBefore: f.free, FreeInUse: f.free - 1000, FreeAfter: f.free}), nil
 }
 
 // state is job id as it stands once the manager can go no further: run
@@ -106,7 +105,7 @@ func TestSweepsRunInTurnAndCancel(t *testing.T) {
 		fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
 		m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
 		defer m.Close()
-		spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants, Repeats: 3} // the float32 pair: the sweep times those
+		spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive}, Repeats: 3} // the float32 pair: the sweep times those
 		first, err := m.Submit(spec, "test")
 		if err != nil {
 			t.Fatal(err)
@@ -163,7 +162,7 @@ func (m marker) Time(ctx context.Context, p Point, repeats int, seed uint64) (Re
 	case m <- struct{}{}:
 	default:
 	}
-	return GPUResult(p, worker.Timed{Ms: []float64{1}}), nil
+	return GPUResult(p, GPUTiming{Ms: []float64{1}}), nil
 }
 
 func TestCPUSweepAndExports(t *testing.T) {
@@ -177,7 +176,7 @@ func TestCPUSweepAndExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, _ := m.Submit(spec, "test")
-	if _, err := m.Submit(Spec{Engine: kernels.EngineGPU, Ns: []int{64}, Ds: []int{16}, Causal: []bool{false}, Variants: sweptVariants[:1], Repeats: 1}, "test"); err != nil {
+	if _, err := m.Submit(Spec{Engine: kernels.EngineGPU, Ns: []int{64}, Ds: []int{16}, Causal: []bool{false}, Variants: sweptVariants(kernels.EngineCPU)[:1], Repeats: 1}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -230,7 +229,7 @@ func testSubmitIsBounded(t *testing.T) {
 	fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
 	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
 	defer m.Close()
-	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants, Repeats: 1}
+	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants(kernels.EngineCPU), Repeats: 1}
 	// One address: two sweeps, then busy, however many it sends.
 	var busy *BusyError
 	ids := map[string]bool{}

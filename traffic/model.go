@@ -9,7 +9,6 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
-	"flashstep/launch"
 )
 
 // Memory traffic in two figures. Every record carries the bytes its step
@@ -68,13 +67,7 @@ func elementBytes(c *kernels.Config) int {
 
 // isFlash says whether c's kernel is one of the flash loop's: one block per
 // q-tile walking the kv-tiles, causal tiles above the diagonal skipped.
-func isFlash(c *kernels.Config) bool {
-	switch c.Variant {
-	case instrument.VariantFlash2, instrument.VariantFlash2MMA, instrument.VariantFlash2Fast:
-		return true
-	}
-	return false
-}
+func isFlash(c *kernels.Config) bool { return kernels.Info(c.Variant).Loop == kernels.LoopFused }
 
 // flash1Fits says whether the heads flash1 has in flight (one block each,
 // every block resident) keep their Q, K, V, O, m and l in L2: then O, m and
@@ -92,10 +85,10 @@ func (m CacheModel) bufferFits(c *kernels.Config) bool {
 
 // firstQTile is the first q-tile that reads kv-tile j: q-tile 0, or under a
 // causal mask the one holding row j·Bc, the first that sees column j·Bc;
-// flash2_fast launches its causal q-tiles heaviest first, so there the last
-// q-tile, which visits every kv-tile, reads each first.
+// a kernel that launches its causal q-tiles heaviest first (HeaviestFirst)
+// has its last q-tile, which visits every kv-tile, read each first.
 func firstQTile(c *kernels.Config, j int) int {
-	if c.Causal && c.Variant == instrument.VariantFlash2Fast {
+	if c.Causal && kernels.Info(c.Variant).HeaviestFirst {
 		return c.Tr() - 1
 	}
 	if c.Causal && !kernels.Info(c.Variant).Materialised {
@@ -110,10 +103,10 @@ func (m CacheModel) DRAM(c *kernels.Config, s kernels.StepRef) (read, write uint
 	const f32 = 4
 	elem := uint64(elementBytes(c)) // Q, K, V and O: float32, or bf16
 	rows, cols, d, n := uint64(s.RowsValid), uint64(s.ColsValid), uint64(c.D), uint64(c.N)
-	switch c.Variant {
-	case instrument.VariantNaiveRow:
+	switch kernels.Info(c.Variant).Loop {
+	case kernels.LoopRowThreads:
 		return m.naiveRowDRAM(c, s)
-	case instrument.VariantFlash1:
+	case kernels.LoopKVOuter:
 		return m.flash1DRAM(c, s)
 	}
 	switch s.Kind {
@@ -263,10 +256,10 @@ func (m CacheModel) RunTraffic(c kernels.Config) []Traffic {
 	one := c
 	one.TraceBH = instrument.Range{Lo: 0, Hi: 1}
 	for _, s := range kernels.Schedule(&one) {
-		kernel := c.Variant.String() // one kernel does it all
-		if kernels.Info(c.Variant).Materialised {
-			kernel = map[instrument.Kind]string{instrument.KindScores: "naive_scores",
-				instrument.KindSoftmax: "naive_softmax", instrument.KindPV: "naive_pv", instrument.KindEpilogue: "naive_pv"}[s.Kind]
+		kernel := info.Name()  // one kernel does it all
+		if info.Materialised { // a kernel per phase: name_scores, name_softmax, name_pv
+			kernel += map[instrument.Kind]string{instrument.KindScores: "_scores",
+				instrument.KindSoftmax: "_softmax", instrument.KindPV: "_pv", instrument.KindEpilogue: "_pv"}[s.Kind]
 		}
 		add(kernel, s)
 	}
@@ -336,7 +329,11 @@ func PlanMemory(b, h, n, d int, dt instrument.DType, gpuBytes int64) (MemoryPlan
 	p.NaiveSPBytes = sp(int64(n))
 	p.NaiveBytes = p.InputsBytes + p.NaiveSPBytes
 	p.FlashBytes = p.InputsBytes
-	p.FlashTileByte = int64(launch.Flash2Instance{Br: 64, Bc: 64, D: d}.SharedBytes()) / 4 * int64(e)
+	// One flash block's tiles at Br = Bc = 64, in the kernels' layout: Q_i,
+	// K_j (rows padded by one), V_j, the S/P tile (padded) and three
+	// per-row arrays.
+	const br, bc = 64, 64
+	p.FlashTileByte = int64(br*d+bc*(d+1)+bc*d+br*(bc+1)+3*br) * int64(e)
 	p.NaiveFits = p.NaiveBytes <= gpuBytes
 	p.FlashFits = p.FlashBytes <= gpuBytes
 	// Largest N that fits: both footprints grow with N, so bisect.

@@ -96,8 +96,9 @@ func TestPlanMemory(t *testing.T) {
 	if p.NaiveMaxN > 16384 || p.FlashMaxN < 50*p.NaiveMaxN {
 		t.Errorf("naive stops at %d, flash at %d", p.NaiveMaxN, p.FlashMaxN)
 	}
-	if p.FlashTileByte != int64(launch.Flash2Instance{Br: 64, Bc: 64, D: 64}.SharedBytes()) {
-		t.Error("tile bytes")
+	f2 := kernels.Config{Variant: instrument.VariantFlash2, N: 64, D: 64, Br: 64, Bc: 64, Batch: 1, Heads: 1}
+	if plan, err := launch.For(&f2); err != nil || p.FlashTileByte != int64(plan.Kernels[0].Shared) {
+		t.Errorf("a flash block's tile bytes: %d, flash2 launches with %v (%v)", p.FlashTileByte, plan.Kernels, err)
 	}
 	var fe kernels.FieldErrors
 	if _, err := PlanMemory(0, 1, 1<<23, 1, instrument.DTypeF32, h100); !errors.As(err, &fe) || len(fe) != 2 {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"flashstep/kernels"
+	"flashstep/launch"
 	"flashstep/templates"
 )
 
@@ -33,7 +34,20 @@ func (s *Server) kernelsPage(w http.ResponseWriter, r *http.Request) error {
 	return render(w, r, http.StatusOK, templates.KernelsPage(s.page("Kernels", "kernels"), s.kernelsView()))
 }
 
+// kernelsAPI answers the kernel table; with a run's fields (variant, n, d,
+// br, bc, causal) also the kernels that run launches on a GPU (Launched),
+// so that the stepper names them without knowing any rung's symbols.
 func (s *Server) kernelsAPI(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, s.kernelsView())
+	v := s.kernelsView()
+	if r.URL.Query().Has("variant") {
+		if c, err := launch.ParseBenchConfig(r.URL.Query()); err == nil {
+			if p, err := launch.For(&c); err == nil {
+				for _, k := range p.Kernels {
+					v.Launched = append(v.Launched, k.Name)
+				}
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }

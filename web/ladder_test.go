@@ -24,7 +24,7 @@ func TestLadderRunsAreRecorded(t *testing.T) {
 		if !r.Built {
 			continue
 		}
-		link, ok := ladderRuns[r.Name]
+		link, ok := ladderRuns()[r.Name]
 		if !ok {
 			t.Errorf("rung %s has no run to step through", r.Name)
 			continue

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"flashstep/docs"
+	"flashstep/grading"
 	"flashstep/kernels"
 	"flashstep/lessons"
 	"flashstep/templates"
@@ -143,7 +144,7 @@ func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 }
 
 type checkpointAnswer struct {
-	lessons.Verdict
+	grading.Verdict
 	Source string `json:"source"` // where the trace's numbers came from
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"flashstep/grading"
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/lessons"
@@ -110,10 +111,10 @@ func TestCheckpointAPI(t *testing.T) {
 			}
 			right := sol.Choice
 			switch c.Format {
-			case lessons.FormatNumber:
+			case grading.FormatNumber:
 				right = strings.TrimSuffix(sol.Display, " bytes")
 				right = strings.TrimPrefix(right, "SM ")
-			case lessons.FormatTiles:
+			case grading.FormatTiles:
 				right = strings.Join(sol.Tiles, ";")
 				if right == "" {
 					right = "none"

@@ -12,7 +12,6 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
-	"flashstep/launch"
 	"flashstep/lessons"
 	"flashstep/sweep"
 	"flashstep/templates"
@@ -154,18 +153,33 @@ func estimate(c *kernels.Config) string {
 }
 
 func gpuTileOptions() []templates.Option {
+	// Rungs compiled at the same tiles (the float32 ones) share an option:
+	// its value lists them all, and the form keeps the chosen one of them.
 	var o []templates.Option
-	for _, f := range launch.Flash2Instances {
-		o = append(o, templates.Option{Value: fmt.Sprintf("f32,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("float32 %d×%d, d=%d", f.Br, f.Bc, f.D)})
+	var groups [][]*kernels.VariantInfo
+	for _, info := range kernels.Variants() {
+		if info.Tiles == nil {
+			continue
+		}
+		k := slices.IndexFunc(groups, func(g []*kernels.VariantInfo) bool { return slices.Equal(g[0].Tiles, info.Tiles) })
+		if k < 0 {
+			groups = append(groups, nil)
+			k = len(groups) - 1
+		}
+		groups[k] = append(groups[k], info)
 	}
-	for _, f := range launch.Flash2MMAInstances {
-		o = append(o, templates.Option{Value: fmt.Sprintf("flash2_mma,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2_mma %d×%d, d=%d", f.Br, f.Bc, f.D)})
-	}
-	for _, f := range launch.Flash2FastInstances {
-		o = append(o, templates.Option{Value: fmt.Sprintf("flash2_fast,%d,%d,%d", f.Br, f.Bc, f.D), Label: fmt.Sprintf("flash2_fast %d×%d, d=%d", f.Br, f.Bc, f.D)})
-	}
-	for _, f := range launch.NaiveMMAInstances {
-		o = append(o, templates.Option{Value: fmt.Sprintf("naive_mma,%d,%d,%d", launch.NaiveMMABr, f.Bc, f.D), Label: fmt.Sprintf("naive_mma %d×%d, d=%d", launch.NaiveMMABr, f.Bc, f.D)})
+	for _, g := range groups {
+		var names []string
+		for _, info := range g {
+			names = append(names, info.Name())
+		}
+		label := names[0]
+		if len(g) > 1 {
+			label = map[instrument.DType]string{instrument.DTypeF32: "float32", instrument.DTypeBF16: "bf16"}[g[0].DType]
+		}
+		for _, t := range g[0].Tiles {
+			o = append(o, templates.Option{Value: fmt.Sprintf("%s,%d,%d,%d", strings.Join(names, "|"), t.Br, t.Bc, t.D), Label: fmt.Sprintf("%s %s", label, t)})
+		}
 	}
 	return o
 }

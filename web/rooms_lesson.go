@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"flashstep/grading"
 	"flashstep/lessons"
 	"flashstep/rooms"
 
@@ -119,8 +120,8 @@ func (s *Server) roomCheckpoint(st rooms.State) (*lessons.Lesson, *lessons.Check
 
 // checkpointPoll poses the room's lesson checkpoint: its question, its
 // answer read from its run's trace (or worked out, for the asks that need
-// none), and everything the room needs to grade answers with the lessons'
-// own Grade.
+// none), and everything the room needs to grade answers as the course
+// grades them (package grading).
 func (s *Server) checkpointPoll(ctx context.Context, st rooms.State, who string) (*rooms.Poll, error) {
 	l, cp := s.roomCheckpoint(st)
 	if cp == nil {
@@ -144,9 +145,7 @@ func (s *Server) checkpointPoll(ctx context.Context, st rooms.State, who string)
 		Question:   plainText(cp.Question),
 		Unit:       cp.Unit(),
 		Format:     cp.Format,
-		Ask:        cp.Ask,
 		Number:     sol.Number,
-		Tol:        cp.Tol,
 		Lo:         finite(sol.Lo),
 		Hi:         finite(sol.Hi),
 		Why:        sol.Why,
@@ -158,11 +157,13 @@ func (s *Server) checkpointPoll(ctx context.Context, st rooms.State, who string)
 	if source != "" {
 		p.Explain += " Numbers from: " + source + "."
 	}
-	if cp.Format == lessons.FormatTiles {
-		p.Rows, p.Cols = cp.TileGrid()
-	}
-	for _, c := range cp.Choices {
-		p.Choices = append(p.Choices, rooms.Choice{Value: c.Value, Label: c.Label})
+	switch q := cp.Grader(sol).(type) {
+	case *grading.Number:
+		p.Tolerance, p.NumberUnit = q.Tolerance, q.Unit
+	case *grading.Choice:
+		p.Choices = q.Options
+	case *grading.Tiles:
+		p.Rows, p.Cols = q.Rows, q.Cols
 	}
 	// The reveal takes the room to the step that shows the answer, when it
 	// is a step of the run on screen.

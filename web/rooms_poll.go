@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"flashstep/grading"
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lessons"
@@ -20,7 +21,8 @@ import (
 // is asked about, since the screen already shows the current step's m.
 // The answer is read from the run's trace, obtained through the server's
 // engines as the students' pages obtain it, and graded as the course's
-// checkpoints are (lessons.Checkpoint).
+// checkpoints are: the poll is a lessons.Checkpoint of ask m, and carries
+// its tolerance.
 func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*rooms.Poll, error) {
 	if st.Page != rooms.PageStepper {
 		return nil, &rooms.FieldError{Field: "type", Message: "polls ask about the stepper's tile steps; this room shows the side by side"}
@@ -54,19 +56,20 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*room
 	}
 	r := trace.Steps[k]
 	row := interestingRow(r)
-	cp := lessons.Checkpoint{ID: "room", Ask: lessons.AskM, Format: lessons.FormatNumber, Run: c,
+	cp := lessons.Checkpoint{ID: "room", Ask: lessons.AskM, Format: grading.FormatNumber, Run: c,
 		BH: r.BH, Row: r.I*h.Br + row, KV: r.J, Tol: 0.01}
 	sol, err := cp.Solve(trace)
 	if err != nil {
 		return nil, err
 	}
+	runningMax := cp.Grader(sol).(*grading.Number) // m is a number
 	head := ""
 	if h.Batch*h.Heads > 1 {
 		head = fmt.Sprintf(" of batch-head %d", r.BH)
 	}
 	return &rooms.Poll{
 		Question: fmt.Sprintf("Predict m for row %d%s after kv-tile %d (step %d): the running max once this tile's scores are in.", cp.Row, head, r.J, k+1),
-		Unit:     cp.Unit(), Step: sol.Step, Number: sol.Number, Tol: cp.Tol, Lo: sol.Lo, Hi: sol.Hi, Why: sol.Why,
+		Unit:     cp.Unit(), Step: sol.Step, Number: sol.Number, Tolerance: runningMax.Tolerance, NumberUnit: runningMax.Unit, Lo: sol.Lo, Hi: sol.Hi, Why: sol.Why,
 		Display: sol.Display, Explain: strings.TrimSpace(sol.Explain),
 	}, nil
 }

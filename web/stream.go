@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -339,7 +340,15 @@ func (st *stream) read(done chan<- struct{}) {
 		kind, data, err := st.conn.ReadMessage()
 		if err != nil {
 			// A message over the read limit has already been answered with
-			// close 1009 by the websocket library.
+			// close 1009 by the websocket library. The rest of it is still
+			// unread: drain it for a moment, so that closing sends the
+			// client a FIN behind the close frame, not a reset that would
+			// discard the frame before the client reads it.
+			if errors.Is(err, websocket.ErrReadLimit) {
+				raw := st.conn.NetConn()
+				raw.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				io.Copy(io.Discard, raw)
+			}
 			st.endConn()
 			return
 		}

@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "naive_mma.cuh"
+#include "../../kernels/flash2_fast.cu"
+#include "../../kernels/naive_mma.cu"
 #include "../../kernels/flash2_mma.cu"
 
 // Every tile shape the bench tries, as a kernel of its own.
@@ -90,27 +91,48 @@ struct Variant {
 static float *gS;
 static bf16 *gP;
 
-// makeNaive is naive_mma's three kernels as one variant (N a multiple of 128).
-template <int D, bool C> Variant makeNaive() {
-  int ssmem = 2 * 2 * 128 * D, psmem = 2 * (128 * 64 + 64 * D);
-  CHECK(cudaFuncSetAttribute(naive_mma::scores<D, C>, cudaFuncAttributeMaxDynamicSharedMemorySize, ssmem));
-  CHECK(cudaFuncSetAttribute(naive_mma::pv<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, psmem));
-  char name[96];
-  snprintf(name, sizeof name, "naive_mma_d%d%s", D, C ? "_causal" : "");
-  return Variant{name, D, 128, 128, 4, C,
-                 [ssmem, psmem](dim3 grid, const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *l, int n, float sc) {
-                   const int bh = grid.y, t = (n + 127) / 128;
-                   naive_mma::scores<D, C><<<dim3(t, t, bh), 128, ssmem>>>(q, k, gS, n, sc);
-                   naive_mma::softmax<<<(bh * n + 7) / 8, 256>>>(gS, gP, l, n, bh * n);
-                   naive_mma::pv<D><<<dim3(t, bh), 128, psmem>>>(gP, v, o, n);
-                 }};
-}
-
 // scaleBits is the float's bit pattern, as the worker passes the scale.
 static unsigned long long scaleBits(float x) {
   unsigned u;
   memcpy(&u, &x, 4);
   return u;
+}
+
+// NaiveMMA names the product's naive_mma kernels (kernels/naive_mma.cu) at
+// its compiled tile for head dim D: Br = 128, Bc as the registry lists it.
+template <int D> struct NaiveMMA;
+template <> struct NaiveMMA<64> {
+  static constexpr int BC = 128;
+  static constexpr auto scores = &naive_mma_scores_bc128_d64;
+  static constexpr auto softmax = &naive_mma_softmax_bc128_d64;
+  static constexpr auto pv = &naive_mma_pv_bc128_d64;
+};
+template <> struct NaiveMMA<128> {
+  static constexpr int BC = 48;
+  static constexpr auto scores = &naive_mma_scores_bc48_d128;
+  static constexpr auto softmax = &naive_mma_softmax_bc48_d128;
+  static constexpr auto pv = &naive_mma_pv_bc48_d128;
+};
+
+// makeNaive is naive_mma's three kernels as one variant, launched as the
+// worker launches them (kernels/naive_mma.go): S and P rows of whole
+// kv-tiles, the scores kernel a block per tile, softmax and P·V a block per
+// q-tile.
+template <int D, bool C> Variant makeNaive() {
+  using K = NaiveMMA<D>;
+  constexpr int BC = K::BC;
+  int ssmem = 2 * (128 * D + BC * D), psmem = 2 * (128 * (BC + 8) + BC * D);
+  CHECK(cudaFuncSetAttribute(K::scores, cudaFuncAttributeMaxDynamicSharedMemorySize, ssmem));
+  CHECK(cudaFuncSetAttribute(K::pv, cudaFuncAttributeMaxDynamicSharedMemorySize, psmem));
+  char name[96];
+  snprintf(name, sizeof name, "naive_mma_d%d%s", D, C ? "_causal" : "");
+  return Variant{name, D, 128, BC, 4, C,
+                 [ssmem, psmem](dim3 grid, const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *l, int n, float sc) {
+                   const int bh = grid.y, tr = (n + 127) / 128, tc = (n + BC - 1) / BC;
+                   K::scores<<<dim3(tc, tr, bh), 128, ssmem>>>(q, k, gS, n, scaleBits(sc), C ? 1 : 0);
+                   K::softmax<<<dim3(tr, bh), 256>>>(gS, gP, l, n, tc);
+                   K::pv<<<dim3(tr, bh), 128, psmem>>>(gP, v, l, o, n);
+                 }};
 }
 
 // makeMMA is rung 5, flash2_mma, exactly as the worker launches it: the
@@ -164,7 +186,9 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc(&q, n * 2)); CHECK(cudaMalloc(&k, n * 2)); CHECK(cudaMalloc(&v, n * 2)); CHECK(cudaMalloc(&o, n * 2));
     CHECK(cudaMalloc(&lse, (size_t)BH * N * 4));
     CHECK(cudaMalloc(&refO, (size_t)N * D * 4)); CHECK(cudaMalloc(&refL, (size_t)N * 4));
-    CHECK(cudaMalloc(&gS, (size_t)BH * N * N * 4)); CHECK(cudaMalloc(&gP, (size_t)BH * N * N * 2));
+    // S and P rows are whole kv-tiles: up to N rounded up to 48.
+    const size_t ld = (N + 47) / 48 * 48;
+    CHECK(cudaMalloc(&gS, (size_t)BH * N * ld * 4)); CHECK(cudaMalloc(&gP, (size_t)BH * N * ld * 2));
     fill<<<1024, 256>>>(q, n, 1u); fill<<<1024, 256>>>(k, n, 2u); fill<<<1024, 256>>>(v, n, 3u);
     CHECK(cudaDeviceSynchronize());
     float scale = 1.f / sqrtf((float)D);

@@ -46,7 +46,7 @@ func BenchmarkFlash2(b *testing.B) {
 // timestamped. The bar: tracing one head costs at most 1.5× the
 // untraced time.
 func BenchmarkFlash2Fast(b *testing.B) {
-	for _, f := range launch.Flash2FastInstances {
+	for _, f := range kernels.Info(instrument.VariantFlash2Fast).Tiles {
 		for _, causal := range []bool{false, true} {
 			n := 4096
 			c := kernels.Config{Variant: instrument.VariantFlash2Fast, N: n, D: f.D, Br: f.Br, Bc: f.Bc,
@@ -63,10 +63,10 @@ func BenchmarkFlash2Fast(b *testing.B) {
 // shapes and tiles as BenchmarkFlash2Fast, untraced: run both in one call
 // for the bf16 pair's ratio (the bar: flash at least 4× at d=128).
 func BenchmarkNaiveMMA(b *testing.B) {
-	for _, f := range launch.NaiveMMAInstances {
+	for _, f := range kernels.Info(instrument.VariantNaiveMMA).Tiles {
 		for _, causal := range []bool{false, true} {
 			n := 4096
-			c := kernels.Config{Variant: instrument.VariantNaiveMMA, N: n, D: f.D, Br: launch.NaiveMMABr, Bc: f.Bc,
+			c := kernels.Config{Variant: instrument.VariantNaiveMMA, N: n, D: f.D, Br: f.Br, Bc: f.Bc,
 				Batch: max(1, 16384/n), Heads: 2048 / f.D, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
 			b.Run(fmt.Sprintf("N=%d/d=%d/Br=%d/Bc=%d/causal=%t/untraced", c.N, c.D, c.Br, c.Bc, c.Causal), func(b *testing.B) { benchFlash2(b, c, "untraced") })
 		}

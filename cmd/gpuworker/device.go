@@ -153,7 +153,7 @@ func (d *device) probe() error {
 	}
 	defer cu.MemFree(out)
 	args := []unsafe.Pointer{unsafe.Pointer(&out)}
-	if err := d.fns[kernels.ModuleFlash2Traced+"/fs_probe"].Launch(1, 1, 1, 1, 1, 1, 0, cu.NoStream, args); err != nil {
+	if err := d.fns[kernels.ProbeModule+"/fs_probe"].Launch(1, 1, 1, 1, 1, 1, 0, cu.NoStream, args); err != nil {
 		return fmt.Errorf("probe launch: %w", err)
 	}
 	if err := cu.Synchronize(); err != nil {

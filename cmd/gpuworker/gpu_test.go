@@ -273,24 +273,11 @@ func TestGPUSanitizerSample(t *testing.T) {
 	for k := 0; k < 2*len(instrument.Variants); k++ {
 		c := kernelstest.RandomGPUConfig(rng, 160)
 		c.Variant = instrument.Variants[k%len(instrument.Variants)]
-		switch c.Variant {
-		case instrument.VariantFlash2MMA:
-			f := launch.Flash2MMAInstances[k%len(launch.Flash2MMAInstances)]
+		if tiles := kernels.Info(c.Variant).Tiles; tiles != nil {
+			f := tiles[k%len(tiles)]
 			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 			c.N = max(c.N, f.Br, f.Bc)
-		case instrument.VariantFlash2, instrument.VariantNaiveRow, instrument.VariantFlash1:
-			f := launch.Flash2Instances[k%len(launch.Flash2Instances)]
-			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-			c.N = max(c.N, f.Br, f.Bc)
-		case instrument.VariantFlash2Fast:
-			f := launch.Flash2FastInstances[k%len(launch.Flash2FastInstances)]
-			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-			c.N = max(c.N, f.Br, f.Bc)
-		case instrument.VariantNaiveMMA:
-			f := launch.NaiveMMAInstances[k%len(launch.NaiveMMAInstances)]
-			c.Br, c.Bc, c.D = launch.NaiveMMABr, f.Bc, f.D
-			c.N = max(c.N, c.Br, c.Bc)
-		case instrument.VariantNaive: // any tiles, within the naive kernel's 8192 outputs per q-tile
+		} else { // any tiles, within naive's 8192 outputs per q-tile
 			c.Br = min(c.Br, max(1, 8192/c.D))
 		}
 		c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}

@@ -9,7 +9,6 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
-	"flashstep/launch"
 )
 
 // RandomGPUConfig draws a configuration the compiled kernels run, weighted
@@ -23,20 +22,10 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 		Pattern: instrument.Patterns[rng.IntN(len(instrument.Patterns))],
 		Seed:    rng.Uint64(),
 	}
-	f := launch.Flash2Instances[rng.IntN(len(launch.Flash2Instances))]
-	c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-	switch c.Variant {
-	case instrument.VariantFlash2Fast:
-		f := launch.Flash2FastInstances[rng.IntN(len(launch.Flash2FastInstances))]
-		c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-	case instrument.VariantFlash2MMA:
-		f := launch.Flash2MMAInstances[rng.IntN(len(launch.Flash2MMAInstances))]
-		c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
-	case instrument.VariantNaiveMMA:
-		f := launch.NaiveMMAInstances[rng.IntN(len(launch.NaiveMMAInstances))]
-		c.Br, c.Bc, c.D = launch.NaiveMMABr, f.Bc, f.D
-	}
-	if c.Variant == instrument.VariantNaive && rng.IntN(2) == 0 {
+	tiles := gpuTiles(c.Variant)
+	t := tiles[rng.IntN(len(tiles))]
+	c.Br, c.Bc, c.D = t.Br, t.Bc, t.D
+	if kernels.Info(c.Variant).Tiles == nil && rng.IntN(2) == 0 { // a rung that runs any tile
 		c.Br, c.Bc, c.D = 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(96)
 	}
 	// N: mostly small and not a multiple of the tiles, sometimes up to maxN.
@@ -74,30 +63,12 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 func EdgeGPUConfigs(rng *rand.Rand) []kernels.Config {
 	var out []kernels.Config
 	for _, v := range instrument.Variants {
-		var tiles [][3]int
-		switch v {
-		case instrument.VariantFlash2Fast:
-			for _, f := range launch.Flash2FastInstances {
-				tiles = append(tiles, [3]int{f.Br, f.Bc, f.D})
-			}
-		case instrument.VariantFlash2MMA:
-			for _, f := range launch.Flash2MMAInstances {
-				tiles = append(tiles, [3]int{f.Br, f.Bc, f.D})
-			}
-		case instrument.VariantNaiveMMA:
-			for _, f := range launch.NaiveMMAInstances {
-				tiles = append(tiles, [3]int{launch.NaiveMMABr, f.Bc, f.D})
-			}
-		default:
-			for _, f := range launch.Flash2Instances {
-				tiles = append(tiles, [3]int{f.Br, f.Bc, f.D})
-			}
-			if v == instrument.VariantNaive {
-				tiles = append(tiles, [3]int{3, 5, 7})
-			}
+		tiles := gpuTiles(v)
+		if kernels.Info(v).Tiles == nil {
+			tiles = append(tiles, kernels.Tile{Br: 3, Bc: 5, D: 7})
 		}
 		for k, tile := range tiles {
-			c := kernels.Config{Variant: v, Br: tile[0], Bc: tile[1], D: tile[2], Batch: 1, Heads: 2, Causal: true,
+			c := kernels.Config{Variant: v, Br: tile.Br, Bc: tile.Bc, D: tile.D, Batch: 1, Heads: 2, Causal: true,
 				Pattern: instrument.Patterns[k%len(instrument.Patterns)], Seed: rng.Uint64()}
 			big := max(c.Br, c.Bc)
 			c.N = max(1, 16/big)*big + 1 + rng.IntN(big)
@@ -118,4 +89,13 @@ func fit(c kernels.Config) kernels.Config {
 		c.TraceBH = instrument.Range{Lo: c.TracedBH().Lo, Hi: c.TracedBH().Lo + 1}
 	}
 	return c
+}
+
+// gpuTiles are the tiles v is compiled at; for a rung that runs any tile
+// its limits allow, the float32 rungs' (so that it steps beside them).
+func gpuTiles(v instrument.Variant) []kernels.Tile {
+	if t := kernels.Info(v).Tiles; t != nil {
+		return t
+	}
+	return kernels.Float32Tiles
 }

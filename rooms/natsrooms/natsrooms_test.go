@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"flashstep/grading"
 	"flashstep/rooms"
 	"flashstep/rooms/roomstest"
 
@@ -310,7 +311,7 @@ func TestPresenceCountsStudentsAcrossServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.OpenPoll(&rooms.Poll{Question: "m?", Number: 1, Tol: 0.1, Lo: -9, Hi: 9}); err != nil {
+	if err := p.OpenPoll(&rooms.Poll{Question: "m?", Number: 1, Tolerance: grading.Absolute(0.1), Lo: -9, Hi: 9}); err != nil {
 		t.Fatal(err)
 	}
 	x, y := rooms.NewStudent(), rooms.NewStudent()

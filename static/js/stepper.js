@@ -6,6 +6,7 @@ import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
 import { batchHead, batchHeadShort, describe, materialises, sub } from './steps.js';
 import { reportSize } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
+import { rung } from './rungs.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('page-data').textContent);
@@ -135,10 +136,10 @@ $('gpu-tiles').addEventListener('change', (ev) => {
   $('f-br').value = br;
   $('f-bc').value = bc;
   $('f-d').value = d;
-  // The float32 rungs (naive_row, flash1, flash2) compile the same tiles:
-  // keep the one chosen, or take flash2.
-  const f32 = ['naive_row', 'flash1', 'flash2'];
-  $('f-variant').value = variant === 'f32' ? (f32.includes($('f-variant').value) ? $('f-variant').value : 'flash2') : variant;
+  // Rungs compiled at the same tiles share an option whose value lists
+  // them all (the float32 ones): keep the one chosen, or take the last.
+  const shared = variant.split('|');
+  $('f-variant').value = shared.includes($('f-variant').value) ? $('f-variant').value : shared[shared.length - 1];
   ev.target.value = '';
   form.dispatchEvent(new Event('input'));
 });
@@ -437,7 +438,9 @@ function jumpToTile(i, j) {
 
 // showKernelFigures says what ptxas (and, on a GPU, the driver) reported of
 // the kernels that compute this run.
-let kernelTable = null;
+// kernelTables caches /api/kernels per run: the table, and the kernels the
+// run launches (Launched), named by the server's registry.
+const kernelTables = new Map();
 async function showKernelFigures(h) {
   const el = $('kernel-figures');
   el.textContent = '';
@@ -445,17 +448,11 @@ async function showKernelFigures(h) {
     el.textContent = `The kernel's registers and spills, as its compiler reports them: ${know.lesson('registers')}.`;
     return;
   }
-  if (!kernelTable) kernelTable = await fetch('/api/kernels').then((r) => r.json()).catch(() => null);
+  const run = new URLSearchParams({ variant: h.variant, n: h.N, d: h.D, br: h.Br, bc: h.Bc, causal: h.causal ? '1' : '0' }).toString();
+  if (!kernelTables.has(run)) kernelTables.set(run, await fetch('/api/kernels?' + run).then((r) => r.json()).catch(() => null));
+  const kernelTable = kernelTables.get(run);
   if (!kernelTable) return;
-  const names = {
-    flash2: [`flash2_br${h.Br}_bc${h.Bc}_d${h.D}`],
-    flash2_fast: [`flash2_fast_br${h.Br}_bc${h.Bc}_d${h.D}${h.causal ? '_causal' : ''}`],
-    naive: ['naive_scores', 'naive_softmax', 'naive_pv'],
-    naive_mma: ['scores', 'softmax', 'pv'].map((k) => `naive_mma_${k}_bc${h.Bc}_d${h.D}`),
-    naive_row: [`naive_row_br${h.Br}_bc${h.Bc}_d${h.D}`],
-    flash1: [`flash1_br${h.Br}_bc${h.Bc}_d${h.D}`],
-    flash2_mma: [`flash2_mma_br${h.Br}_bc${h.Bc}_d${h.D}`],
-  }[h.variant] || [];
+  const names = kernelTable.Launched || [];
   const module = h.variant + (h.source === 'cpu' ? '' : '_traced');
   const parts = [];
   for (const n of names) {
@@ -589,10 +586,7 @@ function render() {
   drawKernelSource(h, r);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
   $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
-  $('bytes-note').textContent = {
-    naive_row: 'Each block reads Q once and K twice, V once (every row walks every key in both passes); no score is ever stored.',
-    flash1: 'Each step reads Q and the running O, m and l from device memory and writes O, m and l back; K and V are read once per batch-head.',
-  }[h.variant] || (!materialises(h.variant)
+  $('bytes-note').textContent = rung(h.variant)?.bytes_note || (!materialises(h.variant)
     ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
     : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.');
 }

@@ -3,6 +3,7 @@
 // (taught.js): then a step is told in the words the lessons read so far
 // use, and says where the rest is explained.
 import { everything } from './taught.js';
+import { rung } from './rungs.js';
 
 const rowsOf = (h, i) => `rows ${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1}`;
 const colsOf = (h, j) => `cols ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1}`;
@@ -98,7 +99,7 @@ function untaughtFlash(h, r, head, know) {
 // materialises: a naive kernel, whose S and P go through device memory; the
 // others keep them on chip (the flash loops, and naive_row, whose scores
 // live one at a time in a thread's registers).
-export const materialises = (variant) => variant === 'naive' || variant === 'naive_mma';
+export const materialises = (variant) => Boolean(rung(variant)?.materialised);
 
 const SUB = '₀₁₂₃₄₅₆₇₈₉';
 export const sub = (n) => String(n).split('').map((c) => SUB[+c]).join('');

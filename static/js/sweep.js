@@ -2,6 +2,7 @@
 // tabulate its results beside PyTorch's recorded references, and the memory
 // calculator and the traffic table.
 import { fmtBytes } from './views.js';
+import { rungs } from './rungs.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('sweep-data').textContent);
@@ -129,7 +130,9 @@ $('f-causal').addEventListener('change', draw);
 
 // The naive family in reds and browns, the flash family in blues; PyTorch's
 // references dashed.
-const COLOURS = { naive_row: '#b5651d', naive: '#d1495b', flash1: '#7fb2ff', flash2: '#0b5fff', flash2_mma: '#00a6ed', flash2_fast: '#003a99', naive_mma: '#8c1c2b', 'SDPA flash (bf16)': '#2a9d8f', 'SDPA cuDNN (bf16)': '#6a4c93', 'PyTorch naive (bf16)': '#e9a03b' };
+// COLOURS are each series' line: flashstep's kernels' from the registry,
+// PyTorch's here.
+const COLOURS = { ...Object.fromEntries(rungs.map((r) => [r.name, r.colour])), 'SDPA flash (bf16)': '#2a9d8f', 'SDPA cuDNN (bf16)': '#6a4c93', 'PyTorch naive (bf16)': '#e9a03b' };
 
 function draw() {
   const rec = state.record;
@@ -204,7 +207,7 @@ const outOfMemoryMarks = {
 };
 
 // OURS are flashstep's kernels, by their data type; the rest are PyTorch's.
-const OURS = { naive_row: 'f32', naive: 'f32', flash1: 'f32', flash2: 'f32', flash2_mma: 'bf16', flash2_fast: 'bf16', naive_mma: 'bf16' };
+const OURS = Object.fromEntries(rungs.map((r) => [r.name, r.dtype]));
 
 function plot(key, canvasId, series, label, oom, ns, rec) {
   if (!Chart) return;

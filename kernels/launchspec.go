@@ -1,0 +1,101 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// What a rung launches on the GPU: its compiled tiles and, for a run, its
+// kernels with their grids, blocks, shared memory and arguments. Each rung
+// states its own (Rung.Launches, beside its mirror); package launch turns
+// them into a plan with buffers and trace offsets, naming no rung.
+
+// Tile is one compiled instantiation of a rung's kernels: the tiles and head
+// dim it is compiled for, and its block size.
+type Tile struct {
+	Br, Bc, D int
+	Threads   int
+}
+
+// String is the tile as a form or an error names it.
+func (t Tile) String() string { return fmt.Sprintf("%d×%d, d=%d", t.Br, t.Bc, t.D) }
+
+// Fits says whether c runs at t.
+func (t Tile) Fits(c *Config) bool { return t.Br == c.Br && t.Bc == c.Bc && t.D == c.D }
+
+// Buffer names a device buffer of a run.
+type Buffer int
+
+const (
+	BufQ   Buffer = iota // Q, K, V and O: N×d per batch-head, in the kernel's element type
+	BufK                 //
+	BufV                 //
+	BufO                 //
+	BufLSE               // N float32 per batch-head
+	BufS                 // the materialised rungs' S
+	BufP                 // the materialised rungs' P
+	BufML                // m then l, N float32 each per batch-head (flash1's state between steps)
+	NumBuffers
+)
+
+// Arg is one kernel argument: a buffer's device address, or a value. Every
+// argument takes an 8-byte slot.
+type Arg struct {
+	Buffer Buffer
+	IsBuf  bool
+	Value  uint64
+}
+
+// Buf is the address of buffer b as an argument; Val an integer; Bits a
+// value's raw bits.
+func Buf(b Buffer) Arg  { return Arg{Buffer: b, IsBuf: true} }
+func Val(v int) Arg     { return Arg{Value: uint64(v)} }
+func Bits(v uint64) Arg { return Arg{Value: v} }
+
+// ScaleArg is the softmax scale as a float32 argument.
+func ScaleArg(c *Config) Arg { return Bits(uint64(math.Float32bits(c.Scale()))) }
+
+// CausalArg is the causal flag as an integer argument.
+func CausalArg(c *Config) Arg {
+	if c.Causal {
+		return Val(1)
+	}
+	return Val(0)
+}
+
+// QKVO are the arguments every fused rung starts with: Q, K, V, O and the
+// log-sum-exp.
+func QKVO() []Arg { return []Arg{Buf(BufQ), Buf(BufK), Buf(BufV), Buf(BufO), Buf(BufLSE)} }
+
+// Launch is one kernel launch of a run.
+type Launch struct {
+	Name    string // the symbol in the PTX
+	Grid    [3]int
+	Threads int
+	Shared  int // dynamic shared memory, bytes
+	Args    []Arg
+}
+
+// Launches is what a rung launches for one run: its kernels in order and the
+// buffers beyond Q, K, V, O and the log-sum-exp, bytes each.
+type Launches struct {
+	Kernels []Launch
+	Extra   map[Buffer]int64
+}
+
+// TraceSlots says where a rung's kernels write their records: slot returns
+// the launch and the offset slot of step s's record of kind k, and count the
+// slots of launch l. A rung whose every record comes from its one kernel's
+// block (bh, i) leaves Rung.TraceSlots nil.
+type TraceSlots struct {
+	Slot  func(c *Config, s StepRef) (launch, index int)
+	Count func(c *Config, launch int) int
+}
+
+// Limits of the reference GPU (H100) that a rung's launch must meet: CUDA's
+// limit on a grid's second and third dimensions, and the shared memory a
+// block may opt into.
+const (
+	MaxGridY       = 65535
+	MaxSharedBytes = 227 << 10
+)
