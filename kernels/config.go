@@ -234,13 +234,18 @@ func (c *Config) FittingPart() (Config, bool) {
 	}
 	t := *c
 	t.TraceBH = instrument.Range{Lo: bh.Lo, Hi: bh.Lo + 1}
-	lo := q.Lo
-	hi := sort.Search(q.Hi-lo, func(n int) bool {
-		t.TraceQ = instrument.Range{Lo: lo, Hi: lo + n + 1}
-		return t.TraceBytes() > MaxTraceBytes
-	}) + lo
-	t.TraceQ = instrument.Range{Lo: lo, Hi: hi}
-	return t, hi > lo
+	// Walk the q-tiles from the first traced one while they fit: the walk
+	// costs the records that fit and one q-tile more, however large N.
+	sizes := c.recordSizes()
+	size := int64(sizes.h.HeaderBytes()) + sizes.of(instrument.KindInputs)
+	hi := q.Lo
+	for ; hi < q.Hi; hi++ {
+		if size += c.qTileBytes(sizes, hi); size > MaxTraceBytes {
+			break
+		}
+	}
+	t.TraceQ = instrument.Range{Lo: q.Lo, Hi: hi}
+	return t, hi > q.Lo
 }
 
 // Values is the configuration in URL form; ParseConfig reads it back.

@@ -102,6 +102,45 @@ func TestOversizeAdviceFits(t *testing.T) {
 	}
 }
 
+// TestFittingPartIsTheLongest holds the q-tiles FittingPart offers for an
+// oversized run to the longest run that fits: they fit, and one q-tile more
+// would not (or the run's traced q-tiles end there).
+func TestFittingPartIsTheLongest(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, v := range rungs {
+		for range 4 {
+			c := Config{Variant: v.Variant, N: 1024 + rng.IntN(3073), D: 64 << rng.IntN(3), Batch: 1, Heads: 1 + rng.IntN(8),
+				Causal: rng.IntN(2) == 1, Pattern: instrument.PatternNormal}
+			c.Br, c.Bc = 1<<rng.IntN(7), 1<<rng.IntN(7)
+			c.TraceQ = instrument.Range{Lo: rng.IntN(c.Tr() / 2), Hi: c.Tr()}
+			part, ok := c.FittingPart()
+			if !ok {
+				one := c
+				one.TraceBH, one.TraceQ.Hi = instrument.Range{Lo: 0, Hi: 1}, c.TraceQ.Lo+1
+				if size := one.TraceBytes(); size <= MaxTraceBytes {
+					t.Errorf("%s %+v: no part offered, but its first q-tile fits (%d bytes)", v.Name(), c, size)
+				}
+				continue
+			}
+			q := part.TraceQ
+			if q.Lo != c.TraceQ.Lo || part.TraceBH.Len() != 1 {
+				t.Errorf("%s: the part starts at q-tile %d of batch-head range %v, want q-tile %d of one batch-head", v.Name(), q.Lo, part.TraceBH, c.TraceQ.Lo)
+			}
+			if size := part.TraceBytes(); size > MaxTraceBytes {
+				t.Errorf("%s %+v: the part %v is %d bytes, above the limit", v.Name(), c, q, size)
+			}
+			if q.Hi < c.TraceQ.Hi {
+				more := part
+				more.TraceQ.Hi++
+				if size := more.TraceBytes(); size <= MaxTraceBytes {
+					t.Errorf("%s %+v: the part ends at q-tile %d, but %d bytes with one more fit", v.Name(), c, q.Hi, size)
+				}
+			}
+		}
+	}
+}
+
 func TestConfigValuesRoundTrip(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)

@@ -204,28 +204,62 @@ func (c *Config) recordCount() int {
 	}
 	q := c.TracedQ()
 	for i := q.Lo; i < q.Hi; i++ {
-		for _, kc := range variantInfo[c.Variant].records(c, i) {
-			perBH += kc.n
-		}
+		perBH += c.QTileRecords(i)
 	}
 	return perBH * c.TracedBH().Len()
+}
+
+// QTileRecords is how many records q-tile i leaves in one batch-head's
+// trace (its steps; the inputs record is the batch-head's, not the tile's).
+func (c *Config) QTileRecords(i int) int {
+	n := 0
+	for _, kc := range variantInfo[c.Variant].records(c, i) {
+		n += kc.n
+	}
+	return n
 }
 
 // TraceBytes is the exact size of the trace of c with an empty source label
 // (a label adds its length, rounded up to 8).
 func (c *Config) TraceBytes() int64 {
-	h := instrument.Header{N: c.N, D: c.D, Br: c.Br, Bc: c.Bc}
+	sizes := c.recordSizes()
 	if c.Timing {
-		return int64(h.HeaderBytes()) + int64(c.recordCount())*int64(h.RecordBytes(instrument.KindTiming))
+		return int64(sizes.h.HeaderBytes()) + int64(c.recordCount())*sizes.of(instrument.KindTiming)
 	}
-	perBH := int64(h.RecordBytes(instrument.KindInputs))
+	perBH := sizes.of(instrument.KindInputs)
 	q := c.TracedQ()
 	for i := q.Lo; i < q.Hi; i++ {
-		for _, kc := range variantInfo[c.Variant].records(c, i) {
-			perBH += int64(kc.n) * int64(h.RecordBytes(kc.kind))
-		}
+		perBH += c.qTileBytes(sizes, i)
 	}
-	return int64(h.HeaderBytes()) + perBH*int64(c.TracedBH().Len())
+	return int64(sizes.h.HeaderBytes()) + perBH*int64(c.TracedBH().Len())
+}
+
+// qTileBytes is the size of q-tile i's records in one batch-head's trace.
+func (c *Config) qTileBytes(sizes *recordSizes, i int) int64 {
+	var n int64
+	for _, kc := range variantInfo[c.Variant].records(c, i) {
+		n += int64(kc.n) * sizes.of(kc.kind)
+	}
+	return n
+}
+
+// recordSizes remembers each kind's record size in a trace of one run: the
+// size depends on the kind alone, and a run of 1×1 tiles has millions of
+// records to add up.
+type recordSizes struct {
+	h    instrument.Header
+	size [256]int64
+}
+
+func (c *Config) recordSizes() *recordSizes {
+	return &recordSizes{h: instrument.Header{N: c.N, D: c.D, Br: c.Br, Bc: c.Bc}}
+}
+
+func (r *recordSizes) of(k instrument.Kind) int64 {
+	if r.size[k] == 0 {
+		r.size[k] = int64(r.h.RecordBytes(k))
+	}
+	return r.size[k]
 }
 
 // GPUElementBytes is the size of one element of Q, K, V and O on the GPU:

@@ -226,11 +226,17 @@ type Traffic struct {
 // 16.7 million, minutes of a server's time for one request.
 const MaxRunSteps = 1 << 18
 
-// RunSteps is how many steps RunTraffic would walk for c.
+// RunSteps is how many steps RunTraffic would walk for c, counted no
+// further than MaxRunSteps+1: a run of 1×1 tiles has too many steps to
+// count them all in a request's time.
 func RunSteps(c kernels.Config) int {
-	c.TraceBH, c.TraceQ, c.Timing = instrument.Range{Lo: 0, Hi: 1}, instrument.Range{}, false
-	h := c.Header(instrument.SourceCPUMirror, "")
-	return h.Records
+	n := 0
+	for i := range c.Tr() {
+		if n += c.QTileRecords(i); n > MaxRunSteps {
+			return MaxRunSteps + 1
+		}
+	}
+	return n
 }
 
 // RunTraffic is the traffic of every launch of a whole run of c (every

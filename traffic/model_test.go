@@ -217,3 +217,25 @@ func TestRunTrafficNaiveRow(t *testing.T) {
 		t.Errorf("DRAM read %d, want %d: Q, K and V once each", r[0].DRAMRead, want)
 	}
 }
+
+// TestRunStepsCountsTheWalk holds RunSteps to the schedule RunTraffic walks
+// for every rung at a size that fits, and to its cap at one that does not
+// (1×1 tiles at N=4096: 16.7 million steps, counted no further than the cap).
+func TestRunStepsCountsTheWalk(t *testing.T) {
+	t.Parallel()
+	for _, v := range kernels.Variants() {
+		c := kernels.Config{Variant: v.Variant, N: 200, D: 64, Br: 16, Bc: 32, Batch: 2, Heads: 3, Pattern: instrument.PatternNormal}
+		for _, causal := range []bool{false, true} {
+			c.Causal = causal
+			one := c
+			one.TraceBH, one.TraceQ = instrument.Range{Lo: 0, Hi: 1}, instrument.Range{}
+			if got, want := RunSteps(c), len(kernels.Schedule(&one)); got != want {
+				t.Errorf("%s causal=%v: RunSteps %d, the schedule has %d", v.Name(), causal, got, want)
+			}
+		}
+	}
+	big := kernels.Config{Variant: instrument.VariantFlash1, N: 4096, D: 1, Br: 1, Bc: 1, Batch: 16, Heads: 64, Pattern: instrument.PatternNormal}
+	if got := RunSteps(big); got != MaxRunSteps+1 {
+		t.Errorf("1×1 tiles at N=4096: RunSteps %d, want the cap %d", got, MaxRunSteps+1)
+	}
+}

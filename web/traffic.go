@@ -39,10 +39,10 @@ func (s *Server) trafficAPI(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The whole run's traffic walks every step of a batch-head, traced or
 	// not: bounded, and said so where a run has too many.
-	if n := traffic.RunSteps(c); n <= traffic.MaxRunSteps {
+	if traffic.RunSteps(c) <= traffic.MaxRunSteps {
 		out["run"] = model.RunTraffic(c)
 	} else {
-		out["run_note"] = fmt.Sprintf("the whole-run traffic is modelled tile by tile, at most %d steps of one batch-head; this run has %d: raise Br and Bc to see it", traffic.MaxRunSteps, n)
+		out["run_note"] = fmt.Sprintf("the whole-run traffic is modelled tile by tile, at most %d steps of one batch-head; this run has more: raise Br and Bc to see it", traffic.MaxRunSteps)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
