@@ -37,7 +37,19 @@ var flash1Rung = &VariantInfo{
 	StepRun:   "/step?variant=flash1&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5",
 	Colour:    "#7fb2ff",
 	BytesNote: "Each step reads Q and the running O, m and l from device memory and writes O, m and l back; K and V are read once per batch-head.",
-	GPURate:   1e12, CPURate: 2e9,
+	Words: Words{
+		Steps: map[instrument.Kind]StepWords{
+			instrument.KindFlashStep: {Title: "kv-tile {j} (cols {keys}) × q-tile {i} (rows {rows}), {head}",
+				Body:  "FlashAttention-1's order: {K_j} and {V_j} stay in shared memory while the block walks the q-tiles. For this one it reads {Q_i}, computes S, the new max, α and P, and writes {O_i} = (α·l_old·O_old + P·{V_j}) / l_new, m and l to device memory again.",
+				First: " This is {Q_i}'s first kv-tile: its O, m and l start empty.",
+				Later: " {O_i}, m and l come back from device memory first: the previous kv-tile wrote them."},
+			instrument.KindEpilogue: {Title: "Q-tile {i} finished (rows {rows}), {head}",
+				Body: "That was q-tile {i}'s last kv-tile: its O in device memory, normalised at every step, is final. The block writes LSE = m + log l."},
+		},
+		TileStates: []TileState{{"done", "done (O, m, l written back to device memory)"}},
+		OCaption:   "{O_i}, normalised by l at every step, in device memory",
+	},
+	GPURate: 1e12, CPURate: 2e9,
 	// Only B·H blocks spread over the SMs (8 at N = 32768, d = 128): past
 	// N = 4096 a point takes tens of seconds and says nothing new.
 	MaxSweptN: 4096,

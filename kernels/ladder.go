@@ -17,6 +17,9 @@ type Rung struct {
 	// (bench/ladder/bench.cu), whose recorded figures the page shows; empty
 	// for the float32 rungs, which the recorded sweep times.
 	Bench string
+	// DiffsAgainst is, for the partner, the rung whose code its code is
+	// shown against.
+	DiffsAgainst instrument.Variant
 }
 
 // planned are the rungs to come, numbered after the built ones.
@@ -46,7 +49,7 @@ func ladder() (rungsInOrder []Rung, partner Rung) {
 }
 
 func (v *VariantInfo) ladderRung() Rung {
-	r := Rung{Number: v.Rung, Name: v.Name(), Variant: v.Variant, DType: v.DType.String(), Idea: v.Idea, Built: v.Rung > 0}
+	r := Rung{Number: v.Rung, Name: v.Name(), Variant: v.Variant, DType: v.DType.String(), Idea: v.Idea, Built: v.Rung > 0, DiffsAgainst: v.DiffsAgainst}
 	if v.Bench {
 		r.Bench = v.Name()
 	}

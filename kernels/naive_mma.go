@@ -29,6 +29,7 @@ var naiveMMARung = &VariantInfo{
 	DType:        instrument.DTypeBF16,
 	Materialised: true,
 	Loop:         LoopMaterialised,
+	DiffsAgainst: instrument.VariantNaive, // the same three kernels in float32
 	Idea:         "The naive three kernels on tensor cores: S = QKᵀ (float32, N×N), a row softmax writing P (bf16, N×N), O = PV. The like-for-like partner of the bf16 flash rungs: memory-bound on its N² traffic.",
 	Bench:        true,
 	StepRun:      "/step?variant=naive_mma&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",

@@ -34,7 +34,18 @@ var naiveRowRung = &VariantInfo{
 	StepRun:   "/step?variant=naive_row&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5",
 	Colour:    "#b5651d",
 	BytesNote: "Each block reads Q once and K twice, V once (every row walks every key in both passes); no score is ever stored.",
-	GPURate:   1e12, CPURate: 2e9,
+	Words: Words{
+		Steps: map[instrument.Kind]StepWords{
+			instrument.KindScores: {Title: "Pass 1: rows {rows} × keys {keys}, {head}",
+				Body:  "Each thread owns one query row and walks these keys: s = q·k/√d for each, keeping the row's running max m. Nothing is stored; pass 2 computes every score again.",
+				First: " First keys: each thread loads its q row into registers."},
+			instrument.KindFlashStep: {Title: "Pass 2: rows {rows} × keys {keys}, {head}",
+				Body: "The row max m is known from pass 1, so m never changes here and α = 1: each thread recomputes s, adds P = exp(s − m) to l and P·v to its row of O. No rescaling, at the price of reading all of K twice."},
+		},
+		TileStates:  []TileState{{"scanned", "pass 1: row max taken, nothing stored"}, {"done", "pass 2: exp, l and O done"}},
+		RowsCaption: "Softmax, per row of the q-tile: the max from pass 1, so α = 1 throughout",
+	},
+	GPURate: 1e12, CPURate: 2e9,
 	// Past N = 4096 a point takes tens of seconds (every row re-reads all
 	// of K) and says nothing new.
 	MaxSweptN: 4096,

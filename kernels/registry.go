@@ -28,18 +28,24 @@ type VariantInfo struct {
 	HeaviestFirst bool
 
 	// The ladder. Rung is its number, from 1 (0 for naive_mma, the
-	// partner, not a rung); Idea the one idea it adds; Bench whether the
-	// ladder bench (bench/ladder) times it, rather than the recorded sweep;
-	// StepRun the small run the ladder page offers to step through.
-	Rung    int
-	Idea    string
-	Bench   bool
-	StepRun string
+	// partner, not a rung); DiffsAgainst, for the partner, the rung whose
+	// code the ladder page shows its code against;
+	// Idea the one idea it adds; Bench whether the ladder bench
+	// (bench/ladder) times it, rather than the recorded sweep; StepRun the
+	// small run the ladder page offers to step through.
+	Rung         int
+	DiffsAgainst instrument.Variant
+	Idea         string
+	Bench        bool
+	StepRun      string
 
 	// Colour is its line in the sweep's charts; BytesNote what the
-	// stepper says of the bytes a step reads and writes.
+	// stepper says of the bytes a step reads and writes; Words what the
+	// stepper says of its steps where the words all rungs share
+	// (static/js/steps.js) do not fit it.
 	Colour    string
 	BytesNote string
+	Words     Words
 
 	// The sweep: how fast it runs, for the estimate (FLOP/s on the GPU and
 	// on the CPU mirror), the longest N it is timed at (0: no limit) and
@@ -74,6 +80,38 @@ type VariantInfo struct {
 	phases  func(c *Config) int
 	records func(c *Config, i int) []kindCount
 	block   func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
+}
+
+// Words is what the stepper says of one rung in its own terms; every field
+// left empty takes the words all rungs share.
+type Words struct {
+	// Steps tell a kind of step: its title and explanation.
+	Steps map[instrument.Kind]StepWords
+	// TileStates name the states of the tile grid where this rung's
+	// differ (its legend and tooltips), or add its own ("scanned"), in the
+	// order the kernel reaches them.
+	TileStates []TileState
+	// OCaption is the O panel's caption on a step before the epilogue;
+	// RowsCaption the caption of the table of rows, once the online
+	// softmax is taught.
+	OCaption, RowsCaption string
+}
+
+// TileState names one state of a tile in the grid's legend.
+type TileState struct {
+	State string `json:"state"` // as static/js/model.js's tileStates says it
+	Words string `json:"words"`
+}
+
+// StepWords tell one kind of step. The page fills in {i} and {j} (the
+// q-tile and kv-tile), {rows} and {keys} (their ranges, "4–7"), {head} (the
+// batch-head in words) and the subscripted tiles {Q_i}, {K_j}, {V_j},
+// {O_i}. First ends Body on the kv-tile 0 step, Later on every other.
+type StepWords struct {
+	Title string `json:"title"`
+	Body  string `json:"body"`
+	First string `json:"first,omitempty"`
+	Later string `json:"later,omitempty"`
 }
 
 // LoopOrder is how a kernel walks the tiles, as the traffic model needs it.
@@ -294,6 +332,11 @@ type PageRung struct {
 	BytesNote string `json:"bytes_note,omitempty"`
 	// Materialised, as VariantInfo's: S and P through device memory.
 	Materialised bool `json:"materialised"`
+	// The rung's own words (Words), steps by the record kind's name.
+	Steps       map[string]StepWords `json:"steps,omitempty"`
+	TileStates  []TileState          `json:"tile_states,omitempty"`
+	OCaption    string               `json:"o_caption,omitempty"`
+	RowsCaption string               `json:"rows_caption,omitempty"`
 }
 
 // RungsForPages is every rung as the pages' scripts read it, in ladder
@@ -301,7 +344,12 @@ type PageRung struct {
 func RungsForPages() []PageRung {
 	var out []PageRung
 	for _, v := range rungs {
-		out = append(out, PageRung{Name: v.Name(), Title: v.Title, DType: v.DType.String(), Colour: v.Colour, BytesNote: v.BytesNote, Materialised: v.Materialised})
+		steps := map[string]StepWords{}
+		for k, w := range v.Words.Steps {
+			steps[k.String()] = w
+		}
+		out = append(out, PageRung{Name: v.Name(), Title: v.Title, DType: v.DType.String(), Colour: v.Colour, BytesNote: v.BytesNote, Materialised: v.Materialised,
+			Steps: steps, TileStates: v.Words.TileStates, OCaption: v.Words.OCaption, RowsCaption: v.Words.RowsCaption})
 	}
 	return out
 }

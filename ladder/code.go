@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/srcdiff"
 )
@@ -91,7 +90,7 @@ func codes(rungs []kernels.Rung, partner kernels.Rung, source func(kernels.Rung)
 	}
 	p := read(partner)
 	for _, r := range rungs {
-		if r.Variant == instrument.VariantNaive && r.Built {
+		if r.Variant == partner.DiffsAgainst && r.Built {
 			diff(p, out[r.Name], r)
 		}
 	}

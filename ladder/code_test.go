@@ -92,7 +92,7 @@ func TestCodesMissingSources(t *testing.T) {
 		{Number: 4, Name: "four", Built: true},
 		{Number: 5, Name: "five", Built: true},
 	}
-	partner := kernels.Rung{Name: "partner"}
+	partner := kernels.Rung{Name: "partner", DiffsAgainst: instrument.VariantNaive}
 	files := map[string]string{
 		"one":     "a\nb\nc",
 		"two":     "a\nB\nc\nd",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -22,6 +23,10 @@ func TestBrowserNewRungs(t *testing.T) {
 	}
 	waitText(ctx, t, "#step-title", "Pass 1: rows 4–7 × keys 4–7")
 	waitText(ctx, t, "#rows", "Pass 1 takes only the row max")
+	// The rung's own legend (kernels.Words) keeps the kernel's order.
+	if legend := evalJS[string](ctx, t, `document.getElementById('grid-legend').textContent`); !regexp.MustCompile(`to do.*pass 1: row max taken.*pass 2: exp, l and O done.*this step`).MatchString(legend) {
+		t.Errorf("naive_row's tile legend says %q", legend)
+	}
 	// The running max of each row is the largest score its pass-1 records
 	// have shown; pass 2's first step then records it as m_old = m_new.
 	pass1 := evalJS[string](ctx, t, `Array.from(document.querySelectorAll('#rows tbody tr')).map((r) => r.lastChild.textContent).join(',')`)
@@ -39,7 +44,12 @@ func TestBrowserNewRungs(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, "#step-title", "kv-tile 0 (cols 0–3) × q-tile 1")
-	waitText(ctx, t, "#o-caption", "normalised by l at every step")
+	waitText(ctx, t, "#step-explain", "K₀ and V₀ stay in shared memory")
+	waitText(ctx, t, "#step-explain", "This is Q₁'s first kv-tile")
+	waitText(ctx, t, "#o-caption", "O₁, normalised by l at every step")
+	if text := evalJS[string](ctx, t, `['step-title', 'step-explain', 'o-caption', 'rows-caption'].map((id) => document.getElementById(id).textContent).join(' ')`); strings.ContainsAny(text, "{}") {
+		t.Errorf("a rung's words were left unfilled: %q", text)
+	}
 	legend := evalJS[string](ctx, t, `document.getElementById('grid-legend').textContent`)
 	if !strings.Contains(legend, "written back to device memory") {
 		t.Errorf("flash1's tile legend says %q", legend)

@@ -3,7 +3,7 @@
 import { startRun, readFile } from './stream.js';
 import { TraceModel } from './model.js';
 import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
-import { batchHead, batchHeadShort, describe, materialises, sub } from './steps.js';
+import { batchHead, batchHeadShort, describe, fill, materialises, sub } from './steps.js';
 import { reportSize } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { rung } from './rungs.js';
@@ -658,7 +658,7 @@ function drawTiles(h, m, r) {
   if (r.o) {
     const online = know.knows('online');
     $('o-caption').textContent = r.kind === 'epilogue' ? (online ? `O${sub(r.i)} = O / l, normalised` : `O${sub(r.i)}: each row divided by its row's sum, final`)
-      : h.variant === 'flash1' ? `O${sub(r.i)}, normalised by l at every step, in device memory`
+      : rung(h.variant)?.o_caption ? fill(rung(h.variant).o_caption, h, r)
         : materialises(h.variant) ? 'O accumulator'
           : online ? 'O accumulator, unnormalised (÷ l at the end)' : `O so far, not yet divided by each row's sum (${know.lesson('online')} says why)`;
     views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
@@ -701,7 +701,7 @@ const ROW_HEADS = {
 function drawRows(h, m, r) {
   const online = know.knows('online');
   $('rows-caption').textContent = !online ? 'Per row of this step: the keys it has met'
-    : h.variant === 'naive_row' ? 'Softmax, per row of the q-tile: the max from pass 1, so α = 1 throughout'
+    : rung(h.variant)?.rows_caption ? rung(h.variant).rows_caption
       : 'Online softmax, per row of the q-tile';
   const table = $('rows');
   table.replaceChildren();
@@ -736,8 +736,9 @@ function drawRows(h, m, r) {
       addCol('mMax', 'm-new', (x) => sm.m[x]);
       addCol('lSum', 'l', (x) => sm.l[x]);
     }
-  } else if (h.variant === 'naive_row') {
-    // Pass 1: each thread's running max so far, the largest score of its row
+  } else if (!materialises(h.variant)) {
+    // Pass 1 of a rung that walks the keys twice (naive_row): each
+    // thread's running max so far, the largest score of its row
     // in this q-tile's scores records up to this one (no l yet).
     const seen = m.steps.filter((x) => x.kind === 'scores' && x.bh === r.bh && x.i === r.i && x.j <= r.j);
     addCol('mSoFar', 'm-new', (x) => seen.reduce((a, t) => Math.max(a, ...t.s.subarray(x * h.Bc, (x + 1) * h.Bc)), -Infinity));

@@ -17,31 +17,26 @@ export const batchHead = (h, bh) => `batch ${Math.floor(bh / h.heads)}, head ${b
 // "b1 h7" (the box's title says what b and h are).
 export const batchHeadShort = (h, bh) => `b${Math.floor(bh / h.heads)} h${bh % h.heads}`;
 
+// fill puts a step's figures into a rung's own words (kernels.StepWords
+// says which names it may use).
+export function fill(text, h, r, head = batchHead(h, r.bh)) {
+  const names = {
+    i: r.i, j: r.j, head,
+    rows: rowsOf(h, r.i).slice(5), keys: colsOf(h, r.j).slice(5),
+    Q_i: `Q${sub(r.i)}`, K_j: `K${sub(r.j)}`, V_j: `V${sub(r.j)}`, O_i: `O${sub(r.i)}`,
+  };
+  return (text ?? '').replace(/\{(\w+)\}/g, (all, name) => (name in names ? String(names[name]) : all));
+}
+
 export function describe(h, r, know = everything) {
   const head = batchHead(h, r.bh);
-  if (!know.knows('online') && (r.kind === 'flash_step' || r.kind === 'epilogue') && !materialises(h.variant) && h.variant !== 'flash1') {
+  if (!know.knows('online') && (r.kind === 'flash_step' || r.kind === 'epilogue') && !materialises(h.variant)) {
     return untaughtFlash(h, r, head, know);
   }
-  if (h.variant === 'naive_row') {
-    if (r.kind === 'scores') {
-      return [`Pass 1: rows ${rowsOf(h, r.i).slice(5)} × keys ${colsOf(h, r.j).slice(5)}, ${head}`,
-        `Each thread owns one query row and walks these keys: s = q·k/√d for each, keeping the row's running max m. Nothing is stored; pass 2 computes every score again.` +
-        (r.j === 0 ? ' First keys: each thread loads its q row into registers.' : '')];
-    }
-    if (r.kind === 'flash_step') {
-      return [`Pass 2: rows ${rowsOf(h, r.i).slice(5)} × keys ${colsOf(h, r.j).slice(5)}, ${head}`,
-        'The row max m is known from pass 1, so m never changes here and α = 1: each thread recomputes s, adds P = exp(s − m) to l and P·v to its row of O. No rescaling, at the price of reading all of K twice.'];
-    }
-  }
-  if (h.variant === 'flash1' && r.kind === 'flash_step') {
-    return [`kv-tile ${r.j} (${colsOf(h, r.j)}) × q-tile ${r.i} (${rowsOf(h, r.i)}), ${head}`,
-      `FlashAttention-1's order: K${sub(r.j)} and V${sub(r.j)} stay in shared memory while the block walks the q-tiles. For this one it reads Q${sub(r.i)}` +
-      (r.j > 0 ? ` and its running O${sub(r.i)}, m and l back from device memory` : ' (its O, m and l start empty)') +
-      `, computes S, the new max, α and P, and writes O${sub(r.i)} = (α·l_old·O_old + P·V${sub(r.j)}) / l_new, m and l to device memory again.`];
-  }
-  if (h.variant === 'flash1' && r.kind === 'epilogue') {
-    return [`Q-tile ${r.i} finished (${rowsOf(h, r.i)}), ${head}`,
-      `That was q-tile ${r.i}'s last kv-tile: its O in device memory, normalised at every step, is final. The block writes LSE = m + log l.`];
+  const own = rung(h.variant)?.steps?.[r.kind];
+  if (own) {
+    const body = own.body + ((r.j === 0 ? own.first : own.later) ?? '');
+    return [fill(own.title, h, r, head), fill(body, h, r, head)];
   }
   switch (r.kind) {
     case 'flash_step':

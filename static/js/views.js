@@ -6,6 +6,7 @@
 
 import { batchHead, materialises } from './steps.js';
 import { everything } from './taught.js';
+import { rung } from './rungs.js';
 
 const d3 = globalThis.d3;
 
@@ -264,15 +265,13 @@ const TILE_COLOURS = {
 // the tooltip say the same thing, in the words a lesson's reader knows.
 export function tileStateNames(variant, know = everything) {
   const skipped = know.knows('causal') ? 'skipped: fully masked' : `skipped (the causal mask: ${know.lesson('causal')})`;
-  if (variant === 'naive_row') {
-    return { pending: 'to do', scanned: 'pass 1: row max taken, nothing stored', done: 'pass 2: exp, l and O done', current: 'this step', 'current-row': 'this q-tile', skipped, untraced: 'not traced' };
-  }
-  if (variant === 'flash1') {
-    return { pending: 'to do', done: 'done (O, m, l written back to device memory)', current: 'this step', 'current-row': 'this q-tile', skipped, untraced: 'not traced' };
-  }
-  return materialises(variant)
+  const shared = materialises(variant)
     ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', consumed: 'P·V done (S, P stay in device memory)', current: 'this step', 'current-row': 'this q-tile', untraced: 'not traced' }
     : { pending: 'to do', done: know.knows('memory') ? 'done (left the chip as O only)' : 'done', current: 'this step', 'current-row': know.knows('tiles') ? 'this q-tile' : 'these rows', skipped, untraced: 'not traced' };
+  // A rung's own names (kernels.Words) follow 'pending', in the order the
+  // kernel reaches them, then the shared ones it does not replace.
+  const own = Object.fromEntries((rung(variant)?.tile_states ?? []).map((t) => [t.state, t.words]));
+  return { pending: shared.pending, ...own, ...shared, ...own };
 }
 
 // TileGrid draws the N×N score matrix split into Br×Bc tiles, each coloured
