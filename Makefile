@@ -14,20 +14,23 @@ build: assets
 	$(GO) build -o bin/server ./cmd/server
 
 # Browser libraries come from npm (package.json) and are copied into
-# static/vendor, which the server embeds. Never committed. axe-core (a dev
+# static/vendor, which the server embeds; CodeMirror's packages (the lab's
+# editor) are bundled into one module there by esbuild. Never committed. axe-core (a dev
 # dependency) stays in node_modules: the accessibility test
 # (cmd/server/a11y_test.go) loads it into the pages it checks.
 assets: $(VENDOR)/.stamp
 
-$(VENDOR)/.stamp: package.json package-lock.json
+$(VENDOR)/.stamp: package.json package-lock.json scripts/codemirror-entry.js
 	scripts/need npm
 	npm ci --no-audit --no-fund --loglevel=error
 	rm -rf $(VENDOR)
-	mkdir -p $(VENDOR)/katex $(VENDOR)/d3 $(VENDOR)/chart
+	mkdir -p $(VENDOR)/katex $(VENDOR)/d3 $(VENDOR)/chart $(VENDOR)/codemirror
 	cp -r node_modules/katex/dist/katex.min.js node_modules/katex/dist/katex.min.css node_modules/katex/dist/fonts $(VENDOR)/katex/
 	cp node_modules/d3-color/dist/d3-color.min.js node_modules/d3-interpolate/dist/d3-interpolate.min.js \
 	   node_modules/d3-scale-chromatic/dist/d3-scale-chromatic.min.js $(VENDOR)/d3/
 	cp node_modules/chart.js/dist/chart.umd.min.js $(VENDOR)/chart/
+	node_modules/.bin/esbuild scripts/codemirror-entry.js --bundle --format=esm --minify --log-level=warning \
+	   --outfile=$(VENDOR)/codemirror/codemirror.js
 	touch $@
 
 # `make test` is the suite to run on every change: each test at its short

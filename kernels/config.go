@@ -295,6 +295,38 @@ func ParseConfig(v url.Values) (Config, error) {
 	return c, c.Validate()
 }
 
+// Run is a configuration that passed Validate: one every engine can compute.
+// Its fields are read through Config (a copy), and the only ways to make one
+// are Config.Check and ParseRun, so whatever takes a Run need not check it
+// again. The zero Run is what a failed Check returns: no run at all.
+type Run struct{ c Config }
+
+// Check validates c (see Validate) and wraps it as a Run; on failure the
+// error is FieldErrors and the Run is zero.
+func (c Config) Check() (Run, error) {
+	if err := c.Validate(); err != nil {
+		return Run{}, err
+	}
+	return Run{c}, nil
+}
+
+// ParseRun reads and validates a run from URL values, as ParseConfig does;
+// the error is its FieldErrors.
+func ParseRun(v url.Values) (Run, error) {
+	c, err := ParseConfig(v)
+	if err != nil {
+		return Run{}, err
+	}
+	return Run{c}, nil
+}
+
+// Config is the run's configuration: a copy, which changing leaves the Run
+// as it was.
+func (r Run) Config() Config { return r.c }
+
+// Key is the run's Config.Key.
+func (r Run) Key() string { return r.c.Key() }
+
 // configFields are every field of a run's URL form.
 var configFields = []string{FieldVariant, FieldN, FieldD, FieldBr, FieldBc, FieldBatch, FieldHeads, FieldCausal,
 	FieldPattern, FieldSeed, FieldTraceBH, FieldTraceQ, FieldMode, FieldEngine}

@@ -67,6 +67,55 @@ func TestParseConfigReportsEveryBadField(t *testing.T) {
 	}
 }
 
+// mustRun is c as a Run, failing the test when c is not valid.
+func mustRun(t testing.TB, c Config) Run {
+	t.Helper()
+	r, err := c.Check()
+	if err != nil {
+		t.Fatalf("%+v: %v", c, err)
+	}
+	return r
+}
+
+// An invalid configuration cannot become a Run; a parsed one is the run its
+// query names.
+func TestRunOnlyFromValidConfig(t *testing.T) {
+	t.Parallel()
+	bad := DefaultConfig()
+	bad.N, bad.Br = 5000, 0
+	r, err := bad.Check()
+	var fe FieldErrors
+	if !errors.As(err, &fe) || fe.ByField()[FieldN] == "" || fe.ByField()[FieldBr] == "" {
+		t.Fatalf("Check of %+v: error %v, want FieldErrors naming n and br", bad, err)
+	}
+	if r != (Run{}) {
+		t.Fatalf("Check of an invalid config returned %+v, want the zero Run", r)
+	}
+	if r, err := ParseRun(url.Values{FieldN: {"0"}}); err == nil || r != (Run{}) {
+		t.Fatalf("ParseRun(n=0) = %+v, %v: want the zero Run and an error", r, err)
+	} else if !errors.As(err, &fe) || fe.ByField()[FieldN] == "" {
+		t.Fatalf("ParseRun(n=0): error %v is not FieldErrors naming n", err)
+	}
+
+	const query = "batch=2&bc=4&br=8&causal=1&d=16&heads=3&n=32&pattern=peaked&seed=7&trace_bh=1-2&trace_q=0-1&variant=flash1"
+	v, _ := url.ParseQuery(query)
+	run, err := ParseRun(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := run.Config()
+	if got := c.Values().Encode(); got != query {
+		t.Fatalf("ParseRun(%s).Config().Values() = %s", query, got)
+	}
+	if run.Key() != c.Key() {
+		t.Fatalf("Key %q, Config's %q", run.Key(), c.Key())
+	}
+	good, err := c.Check()
+	if err != nil || good != run {
+		t.Fatalf("Check of a run's own config = %+v, %v; want %+v", good, err, run)
+	}
+}
+
 func TestOversizeAdviceFits(t *testing.T) {
 	t.Parallel()
 	v, _ := url.ParseQuery("n=2048&d=128&br=32&bc=32&heads=4")
@@ -171,7 +220,8 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c, err := ParseConfig(v)
+		run, err := ParseRun(v)
+		c := run.Config()
 		if err != nil {
 			var fe FieldErrors
 			if !errors.As(err, &fe) || len(fe) == 0 {
@@ -186,7 +236,7 @@ func FuzzParseConfig(f *testing.F) {
 			return // keep the fuzzer fast: run only small traces
 		}
 		n := 0
-		if err := RunMirror(context.Background(), c, func(*instrument.Record) error { n++; return nil }); err != nil {
+		if err := RunMirror(context.Background(), run, func(*instrument.Record) error { n++; return nil }); err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
 		if h := c.Header(instrument.SourceCPUMirror, ""); n != h.Records {
@@ -206,12 +256,13 @@ func BenchmarkMirrorNaiveN1024(b *testing.B) {
 }
 
 func benchMirror(b *testing.B, c Config) {
+	run := mustRun(b, c)
 	h := c.Header(instrument.SourceCPUMirror, MirrorLabel)
 	b.SetBytes(c.TraceBytes())
 	var buf []byte
 	for b.Loop() {
 		buf = buf[:0]
-		err := RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		err := RunMirror(context.Background(), run, func(r *instrument.Record) error {
 			var err error
 			buf, err = instrument.AppendRecord(buf, &h, r)
 			return err

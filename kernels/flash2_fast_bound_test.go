@@ -106,11 +106,8 @@ func exactExp(x float32) float32 { return float32(math.Exp(float64(x))) }
 // mirrorTrace is the mirror's trace of c (which must be valid), in order.
 func mirrorTrace(t testing.TB, c Config) []*instrument.Record {
 	t.Helper()
-	if err := c.Validate(); err != nil {
-		t.Fatalf("%+v: %v", c, err)
-	}
 	var recs []*instrument.Record
-	if err := RunMirror(context.Background(), c, func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
+	if err := RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatalf("%+v: %v", c, err)
 	}
 	return recs

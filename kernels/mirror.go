@@ -12,15 +12,13 @@ import (
 // MirrorLabel is the source label of traces made by the CPU mirror.
 const MirrorLabel = "CPU mirror: the kernel's Go twin, in the kernel's own arithmetic, on this server"
 
-// RunMirror computes the trace of c on the CPU and hands each record to sink
+// RunMirror computes the trace of r on the CPU and hands each record to sink
 // in trace order, as soon as it is ready: the first step leaves long before
 // the last is computed. Blocks (batch-head, q-tile) run in parallel on every
 // core, as blocks run on SMs, but their records leave in the kernel's order.
 // It stops at the first error from sink or when ctx is done.
-func RunMirror(ctx context.Context, c Config, sink func(*instrument.Record) error) error {
-	if err := c.Validate(); err != nil {
-		return err
-	}
+func RunMirror(ctx context.Context, r Run, sink func(*instrument.Record) error) error {
+	c := r.c
 	if c.Timing {
 		return FieldErrors{{FieldMode, "timing mode needs the GPU: the CPU mirror has no SMs or clocks to record"}}
 	}

@@ -156,7 +156,7 @@ func runTrace(t testing.TB, c Config) (*instrument.Header, []*instrument.Record)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = RunMirror(context.Background(), c, func(r *instrument.Record) error {
+	err = RunMirror(context.Background(), mustRun(t, c), func(r *instrument.Record) error {
 		buf, err = instrument.AppendRecord(buf, &h, r)
 		return err
 	})
@@ -649,7 +649,8 @@ func TestRunMirrorStopsOnSinkErrorAndCancel(t *testing.T) {
 	c := Config{Variant: instrument.VariantFlash2, N: 512, D: 64, Br: 16, Bc: 16, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal}
 	boom := errors.New("client went away")
 	calls := 0
-	err := RunMirror(context.Background(), c, func(*instrument.Record) error {
+	run := mustRun(t, c)
+	err := RunMirror(context.Background(), run, func(*instrument.Record) error {
 		calls++
 		if calls == 3 {
 			return boom
@@ -661,7 +662,7 @@ func TestRunMirrorStopsOnSinkErrorAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	calls = 0
-	err = RunMirror(ctx, c, func(*instrument.Record) error {
+	err = RunMirror(ctx, run, func(*instrument.Record) error {
 		if calls++; calls == 2 {
 			cancel()
 		}

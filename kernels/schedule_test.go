@@ -15,7 +15,7 @@ func TestScheduleIsTheMirrorsOrder(t *testing.T) {
 	for _, c := range runsOf(rng, instrument.Variants, 200, 20, randomConfig) {
 		sched := Schedule(&c)
 		k := 0
-		err := RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		err := RunMirror(context.Background(), mustRun(t, c), func(r *instrument.Record) error {
 			if r.Kind == instrument.KindInputs {
 				return nil
 			}

@@ -28,7 +28,7 @@ import (
 // engines is the CPU mirror, with no GPU and no recorded runs.
 type engines struct{ runner.Runner }
 
-func (e engines) Route(c kernels.Config) runner.Route {
+func (e engines) Route(c kernels.Run) runner.Route {
 	return runner.Route{Engine: runner.OnCPU, Key: c.Key(), Says: "the test runner",
 		Run: func(ctx context.Context, emit func([]byte) error) error { return e.Runner.Run(ctx, c, emit) }}
 }

@@ -36,7 +36,8 @@ func TestGPUTraceLayout(t *testing.T) {
 		runs = append(runs, kernelstest.RandomGPUConfig(rng, maxN))
 	}
 	for _, c := range runs {
-		p, err := ForTrace(&c)
+		run := kernelstest.MustRun(t, c)
+		p, err := ForTrace(run)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
@@ -45,7 +46,7 @@ func TestGPUTraceLayout(t *testing.T) {
 		type slotKey struct{ launch, slot int }
 		first := map[slotKey]uint64{}
 		materialised := kernels.Info(c.Variant).Materialised
-		err = kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		err = kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error {
 			if r.Kind == instrument.KindInputs {
 				return nil
 			}
@@ -129,7 +130,7 @@ func TestTimingModeSize(t *testing.T) {
 			c = kernelstest.RandomGPUConfig(rng, 600)
 			c.TraceBH, c.TraceQ, c.Timing = instrument.Range{}, instrument.Range{}, true
 		}
-		p, err := ForTrace(&c)
+		p, err := ForTrace(kernelstest.MustRun(t, c))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +228,7 @@ func TestValidateGridAndOffsetLimits(t *testing.T) {
 	rng := testrand.New(t)
 	for range 200 {
 		c := kernelstest.RandomGPUConfig(rng, 300)
-		p, err := ForTrace(&c)
+		p, err := ForTrace(kernelstest.MustRun(t, c))
 		if err != nil {
 			t.Fatal(err)
 		}

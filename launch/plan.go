@@ -74,17 +74,15 @@ func For(c *kernels.Config) (Plan, error) {
 	return p, nil
 }
 
-// ForTrace plans a traced run of c: For, with each launch's offsets and the
+// ForTrace plans a traced run of r: For, with each launch's offsets and the
 // trace buffer's size laid out from the schedule.
-func ForTrace(c *kernels.Config) (Plan, error) {
-	if err := c.Validate(); err != nil {
-		return Plan{}, err
-	}
-	p, err := For(c)
+func ForTrace(r kernels.Run) (Plan, error) {
+	c := r.Config()
+	p, err := For(&c)
 	if err != nil {
 		return Plan{}, err
 	}
-	p.layTrace(c)
+	p.layTrace(&c)
 	return p, nil
 }
 

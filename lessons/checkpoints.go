@@ -231,6 +231,7 @@ type directive struct {
 	attrs map[string]string
 	known []string
 	errs  []string
+	run   kernels.Run // the preset's run, as Checkpoint.Run; zero for an ask onItsOwnInput
 }
 
 func (d *directive) failf(format string, args ...any) {
@@ -289,13 +290,15 @@ func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkp
 		return nil, fmt.Errorf("%s: the question goes between the ::: lines", c.ID)
 	}
 	a := c.kind()
+	var run kernels.Run
 	if _, own := a.(onItsOwnInput); !own {
 		var err error
-		if c.Run, err = presetRun(c.Preset); err != nil {
+		if run, err = presetRun(c.Preset); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.ID, err)
 		}
+		c.Run = run.Config()
 	}
-	d := &directive{attrs: attrs, known: []string{"id", "ask", "widget", "preset", "hint", "revisit"}}
+	d := &directive{attrs: attrs, known: []string{"id", "ask", "widget", "preset", "hint", "revisit"}, run: run}
 	if a != nil {
 		a.parse(c, d)
 	} else {

@@ -149,7 +149,7 @@ func (onTheLoop) parseLoop(c *Checkpoint, d *directive) {
 		d.failf("slip= must name one or more of p-overwrite, stale-max, no-divide (got %q)", d.attrs["slip"])
 	}
 	c.readRow(d)
-	if err := loop.Validate(&c.Run, c.BH, c.Row/c.Run.Br); err != nil {
+	if err := loop.Validate(d.run, c.BH, c.Row/c.Run.Br); err != nil {
 		d.failf("preset %q cannot run the loop: %v", c.Preset, err)
 	}
 }

@@ -136,8 +136,12 @@ type solved struct {
 }
 
 func runTrace(r runner.Runner, c kernels.Config) (*lessons.Trace, error) {
+	run, err := c.Check()
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", c.Key(), err)
+	}
 	var buf bytes.Buffer
-	if err := r.Run(context.Background(), c, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+	if err := r.Run(context.Background(), run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
 		return nil, fmt.Errorf("run %s: %w", c.Key(), err)
 	}
 	h, recs, err := instrument.ReadAll(&buf)

@@ -23,13 +23,19 @@ type Preset struct {
 	Query   string // kernels.Config in URL form
 }
 
-// Config parses the preset's run.
-func (p Preset) Config() (kernels.Config, error) {
+// Run parses the preset's run.
+func (p Preset) Run() (kernels.Run, error) {
 	v, err := url.ParseQuery(p.Query)
 	if err != nil {
-		return kernels.Config{}, fmt.Errorf("preset %q: %w", p.Title, err)
+		return kernels.Run{}, fmt.Errorf("preset %q: %w", p.Title, err)
 	}
-	return kernels.ParseConfig(v)
+	return kernels.ParseRun(v)
+}
+
+// Config is the configuration of the preset's run.
+func (p Preset) Config() (kernels.Config, error) {
+	r, err := p.Run()
+	return r.Config(), err
 }
 
 // Runs are the presets lesson directives name (preset=toy). Runs that the

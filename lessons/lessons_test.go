@@ -15,6 +15,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
 	"flashstep/launch"
 	"flashstep/lessons"
 	"flashstep/recordings"
@@ -44,7 +45,7 @@ func engines(t *testing.T) *runner.Router {
 func traceOf(t *testing.T, r runner.Runner, c kernels.Config) *lessons.Trace {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := r.Run(context.Background(), c, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+	if err := r.Run(context.Background(), kernelstest.MustRun(t, c), func(b []byte) error { buf.Write(b); return nil }); err != nil {
 		t.Fatalf("run %s: %v", c.Key(), err)
 	}
 	h, recs, err := instrument.ReadAll(&buf)

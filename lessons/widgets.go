@@ -165,20 +165,21 @@ func StepCount(c *kernels.Config) int {
 	return h.Records - c.TracedBH().Len()
 }
 
-// presetRun resolves a directive's preset attribute to its run.
-func presetRun(name string) (kernels.Config, error) {
+// presetRun resolves a directive's preset attribute to its run: where a
+// lesson's run is checked.
+func presetRun(name string) (kernels.Run, error) {
 	if name == "" {
-		return kernels.Config{}, fmt.Errorf("needs preset=NAME, one of %s", strings.Join(RunNames(), ", "))
+		return kernels.Run{}, fmt.Errorf("needs preset=NAME, one of %s", strings.Join(RunNames(), ", "))
 	}
 	p, ok := Runs[name]
 	if !ok {
-		return kernels.Config{}, fmt.Errorf("unknown preset %q: one of %s", name, strings.Join(RunNames(), ", "))
+		return kernels.Run{}, fmt.Errorf("unknown preset %q: one of %s", name, strings.Join(RunNames(), ", "))
 	}
-	c, err := p.Config()
+	r, err := p.Run()
 	if err != nil {
-		return c, fmt.Errorf("preset %q is not a valid run: %w", name, err)
+		return r, fmt.Errorf("preset %q is not a valid run: %w", name, err)
 	}
-	return c, nil
+	return r, nil
 }
 
 // newWidget checks a directive and builds its widget; every attribute must
@@ -210,10 +211,11 @@ func newWidget(kind string, attrs map[string]string, caption string) (*Widget, e
 	switch kind {
 	case WidgetStepper, WidgetCompare, WidgetTimeline:
 		known = append(known, "preset", "panels")
-		w.Run, err = presetRun(w.Preset)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", kind, w.ID, err)
+		run, perr := presetRun(w.Preset)
+		if perr != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, w.ID, perr)
 		}
+		w.Run = run.Config()
 		if kind == WidgetCompare {
 			naive := w.Run
 			naive.Variant = instrument.VariantNaive
@@ -270,11 +272,13 @@ func newWidget(kind string, attrs map[string]string, caption string) (*Widget, e
 		}
 	case WidgetLoop:
 		known = append(known, "preset", "slip")
-		if w.Run, err = presetRun(w.Preset); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", kind, w.ID, err)
+		run, perr := presetRun(w.Preset)
+		if perr != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, w.ID, perr)
 		}
+		w.Run = run.Config()
 		w.Row = intAttr("row", 0, 0, w.Run.N-1)
-		if verr := loop.Validate(&w.Run, 0, w.Row/w.Run.Br); verr != nil {
+		if verr := loop.Validate(run, 0, w.Row/w.Run.Br); verr != nil {
 			fail("loop %s: preset %q cannot run the loop: %v", w.ID, w.Preset, verr)
 		}
 		var serr error

@@ -57,7 +57,7 @@ func TestRecordingsMatchListAndMirror(t *testing.T) {
 		}
 		mh := c.Header(instrument.SourceCPUMirror, "")
 		var mrecs []*instrument.Record
-		if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error { mrecs = append(mrecs, r); return nil }); err != nil {
+		if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error { mrecs = append(mrecs, r); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if len(mrecs) != len(recs) {

@@ -282,13 +282,12 @@ func (g *GPU) close() {
 	g.procMu.Unlock()
 }
 
-// Run queues c for the GPU and streams its trace to emit. It returns
+// Run queues r for the GPU and streams its trace to emit. A run the
+// compiled kernels do not run (launch.Validate) is refused. It returns
 // BusyError at once when the queue is full; otherwise it returns when the
 // run is over, and never calls emit after.
-func (g *GPU) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
-	if err := c.Validate(); err != nil {
-		return err
-	}
+func (g *GPU) Run(ctx context.Context, r kernels.Run, emit func([]byte) error) error {
+	c := r.Config()
 	if err := launch.Validate(&c); err != nil {
 		return err
 	}

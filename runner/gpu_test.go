@@ -83,7 +83,8 @@ func fakeWorker(mode string) int {
 			atGate(true) // the run is in flight until the test lets it go
 		}
 		v, _ := url.ParseQuery(run.Query)
-		c, _ := kernels.ParseConfig(v)
+		fr, _ := kernels.ParseRun(v)
+		c := fr.Config()
 		h := c.Header(instrument.SourceGPU, "Fake GPU, driver 0.0")
 		head, _ := instrument.AppendHeader(nil, &h)
 		worker.WriteFrame(rep, worker.TypeChunk, head)
@@ -91,7 +92,7 @@ func fakeWorker(mode string) int {
 			os.Exit(2) // mid-run, as a poisoned CUDA context would end it
 		}
 		n := 0
-		kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		kernels.RunMirror(context.Background(), fr, func(r *instrument.Record) error {
 			b, _ := instrument.AppendRecord(nil, &h, r)
 			n++
 			return worker.WriteFrame(rep, worker.TypeChunk, b)
@@ -194,9 +195,14 @@ func startFake(t *testing.T, mode string, opts GPUOptions) (*GPU, error) {
 
 var toy = kernels.Config{Variant: instrument.VariantFlash2, N: 8, D: 4, Br: 2, Bc: 2, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal, Seed: 3}
 
+// collect runs c, checked as a request's run is, on r and gathers its trace.
 func collect(ctx context.Context, r Runner, c kernels.Config) ([]byte, error) {
+	run, err := c.Check()
+	if err != nil {
+		return nil, err
+	}
 	var buf []byte
-	err := r.Run(ctx, c, func(b []byte) error { buf = append(buf, b...); return nil })
+	err = r.Run(ctx, run, func(b []byte) error { buf = append(buf, b...); return nil })
 	return buf, err
 }
 

@@ -28,7 +28,7 @@ const (
 	OnCPU       = "cpu"
 )
 
-// Route is where one run goes: the one decision that Run, For and the
+// Route is where one run goes: the one decision that Run, the pages and the
 // server's shared computations all read.
 type Route struct {
 	// Engine is OnGPU, OnRecording or OnCPU; empty when Err says why the
@@ -46,19 +46,20 @@ type Route struct {
 	Err error
 }
 
-// Route decides where c runs. c must be valid (kernels.Config.Validate).
-func (r *Router) Route(c kernels.Config) Route {
+// Route decides where run goes.
+func (r *Router) Route(run kernels.Run) Route {
+	c := run.Config()
 	noGPU := func(msg string) Route {
 		return Route{Err: kernels.FieldErrors{{Field: kernels.FieldEngine, Message: msg}},
 			Says: "nothing: this server has no GPU"}
 	}
 	gpu := func() Route {
 		return Route{Engine: OnGPU, Key: r.GPU.runKey(&c), Says: "the GPU: " + r.GPU.Hello().GPU,
-			Run: func(ctx context.Context, emit func([]byte) error) error { return r.GPU.Run(ctx, c, emit) }}
+			Run: func(ctx context.Context, emit func([]byte) error) error { return r.GPU.Run(ctx, run, emit) }}
 	}
 	cpu := func(says string) Route {
-		return Route{Engine: OnCPU, Key: OnCPU + "|" + c.Key(), Says: says,
-			Run: func(ctx context.Context, emit func([]byte) error) error { return r.Mirror.Run(ctx, c, emit) }}
+		return Route{Engine: OnCPU, Key: OnCPU + "|" + run.Key(), Says: says,
+			Run: func(ctx context.Context, emit func([]byte) error) error { return r.Mirror.Run(ctx, run, emit) }}
 	}
 	switch c.Engine {
 	case kernels.EngineCPU:
@@ -96,20 +97,14 @@ func (r *Router) Route(c kernels.Config) Route {
 	return cpu("the CPU mirror")
 }
 
-// Run computes c wherever Route sends it.
-func (r *Router) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
-	if err := c.Validate(); err != nil {
-		return err
-	}
-	rt := r.Route(c)
+// Run computes run wherever Route sends it.
+func (r *Router) Run(ctx context.Context, run kernels.Run, emit func([]byte) error) error {
+	rt := r.Route(run)
 	if rt.Err != nil {
 		return rt.Err
 	}
 	return rt.Run(ctx, emit)
 }
-
-// For says which engine would compute c, for the form to show before a run.
-func (r *Router) For(c *kernels.Config) string { return r.Route(*c).Says }
 
 // Engine describes the server: its GPU, or CPU mode.
 func (r *Router) Engine() Engine {

@@ -13,13 +13,13 @@ import (
 	"flashstep/kernels"
 )
 
-// Runner produces the trace of a configuration. Run validates c, then calls
-// emit with the encoded header alone, then with chunks of one or more whole
-// encoded records, in trace order, as soon as each is ready. It stops at
-// emit's first error or when ctx is done, and never calls emit after it
-// returns. A chunk passed to emit is never changed afterwards.
+// Runner produces the trace of a run. Run calls emit with the encoded header
+// alone, then with chunks of one or more whole encoded records, in trace
+// order, as soon as each is ready. It stops at emit's first error or when
+// ctx is done, and never calls emit after it returns. A chunk passed to emit
+// is never changed afterwards.
 type Runner interface {
-	Run(ctx context.Context, c kernels.Config, emit func(chunk []byte) error) error
+	Run(ctx context.Context, r kernels.Run, emit func(chunk []byte) error) error
 	// Engine says where this runner's numbers come from, for the page.
 	Engine() Engine
 }
@@ -47,10 +47,8 @@ func (Mirror) Engine() Engine {
 	return Engine{Source: instrument.SourceCPUMirror, Name: "CPU mirror", Detail: noGPU + ": " + mirrorHow, Short: mirrorShort}
 }
 
-func (Mirror) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
-	if err := c.Validate(); err != nil {
-		return err
-	}
+func (Mirror) Run(ctx context.Context, run kernels.Run, emit func([]byte) error) error {
+	c := run.Config()
 	h := c.Header(instrument.SourceCPUMirror, kernels.MirrorLabel)
 	head, err := instrument.AppendHeader(nil, &h)
 	if err != nil {
@@ -59,7 +57,7 @@ func (Mirror) Run(ctx context.Context, c kernels.Config, emit func([]byte) error
 	if err := emit(head); err != nil {
 		return err
 	}
-	return kernels.RunMirror(ctx, c, func(r *instrument.Record) error {
+	return kernels.RunMirror(ctx, run, func(r *instrument.Record) error {
 		chunk, err := instrument.AppendRecord(make([]byte, 0, h.RecordBytes(r.Kind)), &h, r)
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
 	"flashstep/runner"
 	"flashstep/runs"
 )
@@ -20,13 +21,13 @@ func TestIdenticalGPURunsAreComputedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	hub := runs.New(&runner.Router{GPU: g}, runs.Options{})
-	first, err := hub.Collect(context.Background(), runner.Toy, "a")
+	first, err := hub.Collect(context.Background(), kernelstest.MustRun(t, runner.Toy), "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := runner.Toy
 	c.Engine = kernels.EngineGPU // a different URL, the same run
-	second, err := hub.Collect(context.Background(), c, "b")
+	second, err := hub.Collect(context.Background(), kernelstest.MustRun(t, c), "b")
 	if err != nil || !bytes.Equal(bytes.Join(first, nil), bytes.Join(second, nil)) {
 		t.Fatalf("the same run again: %v", err)
 	}

@@ -26,7 +26,8 @@ func (h *Hub) busy(reason string) *BusyError {
 // admit makes a new computation, running or waiting, or says why not: a
 // trace larger than the memory for traces, an address with as many
 // computations as it may have, a queue with as many as it takes.
-func (h *Hub) admit(route runner.Route, c kernels.Config, addr string) (*trace, error) {
+func (h *Hub) admit(route runner.Route, run kernels.Run, addr string) (*trace, error) {
+	c := run.Config()
 	t := &trace{key: route.Key, engine: route.Engine, addr: addr, run: route.Run,
 		estimate: c.TraceBytes() + labelSlack, free: route.Engine == runner.OnRecording, changed: make(chan struct{})}
 	if t.free {

@@ -32,7 +32,7 @@ import (
 
 // Router decides where a run goes (runner.Router in production).
 type Router interface {
-	Route(c kernels.Config) runner.Route
+	Route(r kernels.Run) runner.Route
 }
 
 // Options bound what the hub admits. A zero field takes its default.
@@ -156,15 +156,13 @@ func New(router Router, o Options) *Hub {
 		traces: map[string]*trace{}, lanes: map[string]*lane{}, cache: list.New(), byAddr: map[string]*addrUse{}}
 }
 
-// Open starts reading the trace of c, computing it if nobody is. c is
-// validated first (a kernels.FieldErrors names the field); a request the
-// server cannot take now gets a *BusyError. addr is the client's address,
-// for the per-address bounds. The reader must be closed.
-func (h *Hub) Open(c kernels.Config, addr string) (*Reader, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	route := h.router.Route(c)
+// Open starts reading the trace of r, computing it if nobody is. A run
+// that can go nowhere gets the route's error (a kernels.FieldErrors names
+// the field); a request the server cannot take now gets a *BusyError. addr
+// is the client's address, for the per-address bounds. The reader must be
+// closed.
+func (h *Hub) Open(r kernels.Run, addr string) (*Reader, error) {
+	route := h.router.Route(r)
 	if route.Err != nil {
 		return nil, route.Err
 	}
@@ -190,7 +188,7 @@ func (h *Hub) Open(c kernels.Config, addr string) (*Reader, error) {
 		h.stats.Shared++
 	default:
 		var err error
-		if t, err = h.admit(route, c, addr); err != nil {
+		if t, err = h.admit(route, r, addr); err != nil {
 			return nil, err
 		}
 	}

@@ -26,14 +26,18 @@ type fakeEngine struct {
 	running    atomic.Int64
 	maxRunning atomic.Int64
 	fail       error
+	unroutable error // the route's Err: the run can go nowhere
 }
 
 // recordedSeeds are seeds whose runs the fake engine "replays": recordings.
 const recordedSeeds = 1000
 
-func (f *fakeEngine) Route(c kernels.Config) runner.Route {
+func (f *fakeEngine) Route(c kernels.Run) runner.Route {
+	if f.unroutable != nil {
+		return runner.Route{Err: f.unroutable}
+	}
 	engine := runner.OnCPU
-	if c.Seed >= recordedSeeds {
+	if c.Config().Seed >= recordedSeeds {
 		engine = runner.OnRecording
 	}
 	return runner.Route{Engine: engine, Key: c.Key(), Says: "fake",
@@ -65,19 +69,24 @@ func (f *fakeEngine) Route(c kernels.Config) runner.Route {
 		}}
 }
 
-func run(seed uint64) kernels.Config {
+// run is the default run with another seed.
+func run(seed uint64) kernels.Run {
 	c := kernels.DefaultConfig()
 	c.Seed = seed
-	return c
+	r, err := c.Check()
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
-func chunk(c kernels.Config, k, pad int) []byte {
+func chunk(c kernels.Run, k, pad int) []byte {
 	return append([]byte(fmt.Sprintf("%s#%d;", c.Key(), k)), make([]byte, pad)...)
 }
 
-func want(c kernels.Config, n int) []byte { return wantPadded(c, n, 0) }
+func want(c kernels.Run, n int) []byte { return wantPadded(c, n, 0) }
 
-func wantPadded(c kernels.Config, n, pad int) []byte {
+func wantPadded(c kernels.Run, n, pad int) []byte {
 	var b []byte
 	for k := range n {
 		b = append(b, chunk(c, k, pad)...)
@@ -395,14 +404,18 @@ func TestCloseWakesEveryReader(t *testing.T) {
 	}
 }
 
-func TestInvalidRunsNameTheirField(t *testing.T) {
+// A run that can go nowhere (engine=gpu on a server without one) is refused
+// with its route's field errors, and nothing is computed or held for it.
+func TestUnroutableRunsNameTheirField(t *testing.T) {
 	t.Parallel()
-	h := New(&fakeEngine{}, Options{})
-	c := run(1)
-	c.N = 1 << 30
+	f := &fakeEngine{unroutable: kernels.FieldErrors{{Field: kernels.FieldEngine, Message: "this server has no GPU"}}}
+	h := New(f, Options{})
 	var fe kernels.FieldErrors
-	if _, err := h.Open(c, "a"); !errors.As(err, &fe) || fe[0].Field != kernels.FieldN {
-		t.Fatalf("N=2^30: %v", err)
+	if _, err := h.Open(run(1), "a"); !errors.As(err, &fe) || fe[0].Field != kernels.FieldEngine {
+		t.Fatalf("an unroutable run: %v", err)
+	}
+	if st := h.Stats(); f.started.Load() != 0 || st.Readers != 0 || st.Addresses != 0 || st.HeldBytes != 0 {
+		t.Fatalf("an unroutable run left %d computations, stats %+v", f.started.Load(), st)
 	}
 }
 

@@ -117,10 +117,10 @@ func (r *Reader) Close() {
 	r.h.release(r)
 }
 
-// Collect reads the whole trace of c: its chunks, shared (never change
+// Collect reads the whole trace of r: its chunks, shared (never change
 // them).
-func (h *Hub) Collect(ctx context.Context, c kernels.Config, addr string) ([][]byte, error) {
-	rd, err := h.Open(c, addr)
+func (h *Hub) Collect(ctx context.Context, r kernels.Run, addr string) ([][]byte, error) {
+	rd, err := h.Open(r, addr)
 	if err != nil {
 		return nil, err
 	}

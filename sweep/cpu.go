@@ -27,10 +27,10 @@ const ModelledMemoryHow = "model (no device memory on the CPU mirror): what this
 	"Q, K, V, O and the LSE in float32, plus naive's N×N S and P per batch-head"
 
 func (CPU) Time(ctx context.Context, p Point, repeats int, seed uint64) (Result, error) {
-	c := p.Config(seed)
 	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p) + " (Go mirror)", DType: kernels.Info(p.Variant).DType.String(),
 		PeakHow: ModelledMemoryHow}
-	if err := c.Validate(); err != nil {
+	run, err := p.Config(seed).Check() // a point is numbers: check them once, here
+	if err != nil {
 		r.Error = err.Error()
 		return r, nil
 	}
@@ -45,12 +45,12 @@ func (CPU) Time(ctx context.Context, p Point, repeats int, seed uint64) (Result,
 		r.PeakBytes = plan.NaiveBytes
 	}
 	discard := func(*instrument.Record) error { return nil }
-	if err := kernels.RunMirror(ctx, c, discard); err != nil { // warm-up
+	if err := kernels.RunMirror(ctx, run, discard); err != nil { // warm-up
 		return r, err
 	}
 	for range repeats {
 		start := time.Now()
-		if err := kernels.RunMirror(ctx, c, discard); err != nil {
+		if err := kernels.RunMirror(ctx, run, discard); err != nil {
 			return r, err
 		}
 		r.Repeats = append(r.Repeats, float64(time.Since(start).Microseconds())/1e3)

@@ -24,11 +24,12 @@ type configCheck struct {
 // checkConfig validates a configuration and estimates its trace, so the form
 // can show each field's problem and the trace size before a run.
 func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
-	c, err := parseRun(r.URL.Query())
+	run, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	route := s.runner.Route(c)
+	c := run.Config()
+	route := s.runner.Route(run)
 	if route.Err != nil {
 		return route.Err // engine=gpu on a server without one: as /api/trace says
 	}
@@ -43,13 +44,14 @@ func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
 // HEAD request learns the headers without starting the run. A client that
 // stops reading is dropped after downloadWriteWait without progress.
 func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
-	c, err := parseRun(r.URL.Query())
+	run, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	if route := s.runner.Route(c); route.Err != nil {
+	if route := s.runner.Route(run); route.Err != nil {
 		return route.Err
 	}
+	c := run.Config()
 	// The headers of a trace file go out with its first chunk: a run
 	// refused (busy, or failed before it began) answers JSON, not a file.
 	fileHeaders := func() {
@@ -66,7 +68,7 @@ func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
 	rc := http.NewResponseController(w)
 	started := false
 	lastFlush := time.Now()
-	err = s.readRun(r.Context(), c, clientAddr(r), nil, func(chunk []byte) error {
+	err = s.readRun(r.Context(), run, clientAddr(r), nil, func(chunk []byte) error {
 		if !started {
 			fileHeaders()
 		}
@@ -98,11 +100,11 @@ const downloadWriteWait = 10 * time.Second
 
 // parseRun reads the run an API is asked for: a field that is neither a
 // run's nor one of extra is refused by name, with the rest.
-func parseRun(v url.Values, extra ...string) (kernels.Config, error) {
+func parseRun(v url.Values, extra ...string) (kernels.Run, error) {
 	if errs := kernels.UnknownFields(v, extra...); len(errs) > 0 {
-		return kernels.Config{}, errs
+		return kernels.Run{}, errs
 	}
-	return kernels.ParseConfig(v)
+	return kernels.ParseRun(v)
 }
 
 func traceFileName(c *kernels.Config) string {

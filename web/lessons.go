@@ -2,7 +2,9 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"flashstep/lab"
 	"fmt"
 	"io"
 	"io/fs"
@@ -48,8 +50,13 @@ func (s *Server) lessonPage(w http.ResponseWriter, r *http.Request) error {
 		return render(w, r, http.StatusNotFound, templates.LessonNotFound(s.page("No such lesson", "lessons"), templates.CourseView{Lessons: c.Lessons}, slug))
 	}
 	prev, next := c.Neighbours(l)
-	return render(w, r, http.StatusOK, templates.LessonPage(s.page(l.Title, "lessons"),
-		templates.LessonView{Lesson: l, Prev: prev, Next: next, Total: len(c.Lessons), Course: c.Lessons}))
+	v := templates.LessonView{Lesson: l, Prev: prev, Next: next, Total: len(c.Lessons), Course: c.Lessons}
+	for _, e := range lab.All() {
+		if e.Practises == l.Slug {
+			v.Lab = append(v.Lab, s.labExercise(e))
+		}
+	}
+	return render(w, r, http.StatusOK, templates.LessonPage(s.page(l.Title, "lessons"), v))
 }
 
 // glossary is the course's glossary page.
@@ -143,13 +150,23 @@ func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// presetTrace is runTrace of cp's run, its lesson's preset: a lesson holds
+// its runs as configurations, so this is where one becomes a kernels.Run.
+func (s *Server) presetTrace(ctx context.Context, cp *lessons.Checkpoint, addr string) (*lessons.Trace, error) {
+	run, err := cp.Run.Check()
+	if err != nil {
+		return nil, err
+	}
+	return s.runTrace(ctx, run, addr)
+}
+
 type checkpointAnswer struct {
 	grading.Verdict
 	Source string `json:"source"` // where the trace's numbers came from
 }
 
 func (s *Server) checkpointTrace(r *http.Request, cp *lessons.Checkpoint) (*lessons.Trace, error) {
-	trace, err := s.runTrace(r.Context(), cp.Run, clientAddr(r))
+	trace, err := s.presetTrace(r.Context(), cp, clientAddr(r))
 	if err != nil {
 		return nil, err
 	}

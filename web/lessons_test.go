@@ -13,6 +13,7 @@ import (
 	"flashstep/grading"
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
+	"flashstep/kernels/kernelstest"
 	"flashstep/lessons"
 	"flashstep/lessons/loop"
 	"flashstep/recordings"
@@ -96,7 +97,7 @@ func TestCheckpointAPI(t *testing.T) {
 			var trace *lessons.Trace
 			if c.NeedsTrace() {
 				var buf bytes.Buffer
-				if err := router.Run(context.Background(), c.Run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+				if err := router.Run(context.Background(), kernelstest.MustRun(t, c.Run), func(b []byte) error { buf.Write(b); return nil }); err != nil {
 					t.Fatal(err)
 				}
 				h, rs, err := instrument.ReadAll(&buf)

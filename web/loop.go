@@ -36,7 +36,7 @@ func (s *Server) loopAPI(w http.ResponseWriter, r *http.Request) error {
 	if errs := kernels.UnknownFields(v, "q", "bh", "slip"); len(errs) > 0 {
 		return errs
 	}
-	c, err := kernels.ParseConfig(v)
+	run, err := kernels.ParseRun(v)
 	var errs kernels.FieldErrors
 	if err != nil && !errors.As(err, &errs) {
 		return err
@@ -59,13 +59,14 @@ func (s *Server) loopAPI(w http.ResponseWriter, r *http.Request) error {
 		errs = append(errs, kernels.FieldError{Field: "slip", Message: serr.Error()})
 	}
 	if len(errs) == 0 {
-		if verr := loop.Validate(&c, bh, q); verr != nil {
+		if verr := loop.Validate(run, bh, q); verr != nil {
 			return verr
 		}
 	}
 	if len(errs) > 0 {
 		return errs
 	}
+	c := run.Config()
 	ans := loopAnswer{Run: c.Values().Encode(), Q: q, BH: bh, Br: c.Br, D: c.D,
 		Rows: min(c.Br, c.N-q*c.Br), FirstRow: q * c.Br,
 		Correct: loop.Run(&c, bh, q, nil), Slipped: loop.Run(&c, bh, q, slips),

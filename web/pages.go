@@ -39,7 +39,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		Limits: templates.Limits{MaxN: kernels.MaxN, MaxD: kernels.MaxD, MaxTile: kernels.MaxTile,
 			MaxBatch: kernels.MaxBatch, MaxHeads: kernels.MaxHeads, MaxTrace: kernels.FormatBytes(kernels.MaxTraceBytes)},
 	}
-	c, err := kernels.ParseConfig(q)
+	run, err := kernels.ParseRun(q)
 	var fe kernels.FieldErrors
 	switch {
 	case errors.As(err, &fe):
@@ -47,11 +47,12 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	default:
+		c := run.Config()
 		v.Valid = true
 		v.Query = c.Values().Encode()
 		v.Summary = summary(&c)
 		v.Estimate = estimate(&c)
-		v.RunsOn = s.runner.Route(c).Says
+		v.RunsOn = s.runner.Route(run).Says
 	}
 	if !v.Valid {
 		v.Summary = "not run yet: fix the highlighted fields"

@@ -291,7 +291,7 @@ func canonicalRun(query string, maxQuery int) (string, error) {
 	if len(q) == 0 {
 		return "", &httpError{http.StatusBadRequest, "query is required: the run the room shows, as /step names it (variant=flash2&n=…)"}
 	}
-	c, err := parseRun(q)
+	run, err := parseRun(q)
 	var fe kernels.FieldErrors
 	if errors.As(err, &fe) {
 		return "", &httpError{http.StatusBadRequest, "query: " + fe.Error()}
@@ -299,6 +299,7 @@ func canonicalRun(query string, maxQuery int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	c := run.Config()
 	return c.Values().Encode(), nil
 }
 

@@ -131,7 +131,7 @@ func (s *Server) checkpointPoll(ctx context.Context, st rooms.State, who string)
 	source := cp.Source()
 	if cp.NeedsTrace() {
 		var err error
-		if trace, err = s.runTrace(ctx, cp.Run, who); err != nil {
+		if trace, err = s.presetTrace(ctx, cp, who); err != nil {
 			return nil, err
 		}
 		source = strings.TrimSpace(trace.H.Label)

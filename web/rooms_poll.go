@@ -31,14 +31,15 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*room
 	if err != nil {
 		return nil, err
 	}
-	c, err := kernels.ParseConfig(q)
+	run, err := kernels.ParseRun(q)
 	if err != nil {
 		return nil, err
 	}
+	c := run.Config()
 	if c.Variant != instrument.VariantFlash2 || c.Timing {
 		return nil, &rooms.FieldError{Field: "type", Message: "polls ask about FlashAttention's online softmax: run flash2 with a full trace"}
 	}
-	trace, err := s.runTrace(ctx, c, who)
+	trace, err := s.runTrace(ctx, run, who)
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +75,11 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*room
 	}, nil
 }
 
-// runTrace runs c through the server's engines (the GPU, a recording of the
-// same run, or the mirror: the numbers a page showing c has) and decodes the
+// runTrace runs r through the server's engines (the GPU, a recording of the
+// same run, or the mirror: the numbers a page showing r has) and decodes the
 // whole trace, for a lesson's checkpoint or a room's poll to grade against.
-func (s *Server) runTrace(ctx context.Context, c kernels.Config, addr string) (*lessons.Trace, error) {
-	chunks, err := s.runs.Collect(ctx, c, addr)
+func (s *Server) runTrace(ctx context.Context, r kernels.Run, addr string) (*lessons.Trace, error) {
+	chunks, err := s.runs.Collect(ctx, r, addr)
 	if err != nil {
 		return nil, err
 	}

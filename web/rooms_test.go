@@ -833,7 +833,7 @@ func TestPollFromTheTrace(t *testing.T) {
 func mirrorM(t *testing.T, query string, step, row int) float64 {
 	t.Helper()
 	q, _ := url.ParseQuery(query)
-	c, err := kernels.ParseConfig(q)
+	c, err := kernels.ParseRun(q)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,10 @@ func (s *Server) routes() http.Handler {
 	r.With(gzipped).Get("/ladder", s.handlePage(s.ladderPage)) // every rung's source and diff: 400 KB of HTML, 70 KB gzipped
 	r.Get("/sweep", s.handlePage(s.sweepPage))
 	r.Get("/compare", s.handlePage(s.comparePage))
+	r.Get("/lab", s.handlePage(s.labIndex))
+	r.Get("/lab/{id}", s.handlePage(s.labPage))
+	r.Get("/lab/{id}/solution", s.handlePage(s.labSolution))
+	r.Get("/lab/{id}/grade.js", s.handlePage(s.labGrader))
 
 	r.Get("/api/config", s.handleAPI(s.checkConfig))
 	r.With(gzipped).Get("/api/trace", s.handleAPI(s.downloadTrace))

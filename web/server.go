@@ -56,8 +56,8 @@ type Server struct {
 // Engines is what the server needs of whatever computes its runs
 // (runner.Router in production).
 type Engines interface {
-	// Route says where c would run, and runs it there.
-	Route(c kernels.Config) runner.Route
+	// Route says where r would run, and runs it there.
+	Route(r kernels.Run) runner.Route
 	// Engine says where the server's numbers come from, for the banner.
 	Engine() runner.Engine
 	// GPUHello is the GPU worker's hello, when there is a GPU.

@@ -29,9 +29,9 @@ type countingRunner struct {
 	gate chan struct{}
 }
 
-func (c *countingRunner) Run(ctx context.Context, cfg kernels.Config, emit func([]byte) error) error {
+func (c *countingRunner) Run(ctx context.Context, r kernels.Run, emit func([]byte) error) error {
 	c.runs.Add(1)
-	return runner.Mirror{}.Run(ctx, cfg, func(b []byte) error {
+	return runner.Mirror{}.Run(ctx, r, func(b []byte) error {
 		if c.gate != nil {
 			select {
 			case <-c.gate:
@@ -69,7 +69,7 @@ func TestOneRunIsComputedOnceForEveryClient(t *testing.T) {
 	app, ts := newServingApp(t, cr, runs.Options{})
 	q := "variant=flash2&n=96&d=16&br=16&bc=16&seed=5"
 	var want bytes.Buffer
-	runner.Mirror{}.Run(context.Background(), mustConfig(t, q), func(b []byte) error { want.Write(b); return nil })
+	runner.Mirror{}.Run(context.Background(), mustRun(t, q), func(b []byte) error { want.Write(b); return nil })
 	records, _, _ := instrumentHeader(want.Bytes())
 	emits := records + 1 // the header, then every record
 
@@ -134,14 +134,14 @@ func instrumentHeader(trace []byte) (records int, h *instrument.Header, err erro
 	return len(recs), h, nil
 }
 
-func mustConfig(t *testing.T, q string) kernels.Config {
+func mustRun(t *testing.T, q string) kernels.Run {
 	t.Helper()
 	v, _ := urlQuery(q)
-	c, err := kernels.ParseConfig(v)
+	r, err := kernels.ParseRun(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return r
 }
 
 // Past the queue, a run is refused explicitly: the websocket says why and

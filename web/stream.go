@@ -149,7 +149,7 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 			return false
 		}
 	}
-	c, err := parseRun(q)
+	run, err := parseRun(q)
 	var fe kernels.FieldErrors
 	if errors.As(err, &fe) {
 		send(outMsg{text: map[string]any{"type": "error", "error": "invalid configuration: " + fe.Error(), "fields": fe}})
@@ -158,7 +158,7 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 	}
 	start := time.Now()
 	var records, bytes int
-	err = s.readRun(runCtx, c, addr, func(ahead int) error {
+	err = s.readRun(runCtx, run, addr, func(ahead int) error {
 		msg := map[string]any{"type": "queued", "ahead": ahead}
 		if ahead < 0 {
 			msg = map[string]any{"type": "running"}
@@ -212,13 +212,13 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 	}
 }
 
-// readRun reads the shared trace of c to its end: queued(ahead) while the
+// readRun reads the shared trace of r to its end: queued(ahead) while the
 // computation waits its turn and queued(-1) when it begins after a wait,
 // emit(chunk) for each chunk in trace order.
 // It stops at ctx's end or emit's first error; the last reader to leave a
 // computation stops it.
-func (s *Server) readRun(ctx context.Context, c kernels.Config, addr string, queued func(ahead int) error, emit func([]byte) error) error {
-	rd, err := s.runs.Open(c, addr)
+func (s *Server) readRun(ctx context.Context, r kernels.Run, addr string, queued func(ahead int) error, emit func([]byte) error) error {
+	rd, err := s.runs.Open(r, addr)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
 	"flashstep/runner"
 
 	"github.com/gorilla/websocket"
@@ -98,7 +99,7 @@ func TestStreamWholeTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		var direct []*instrument.Record
-		if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error { direct = append(direct, r); return nil }); err != nil {
+		if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error { direct = append(direct, r); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if len(srecs) != sh.Records || len(srecs) != len(direct) || int(got.texts[0]["records"].(float64)) != len(srecs) {
@@ -152,7 +153,8 @@ func TestStreamInvalidConfig(t *testing.T) {
 // gatedRunner emits a header, then a record each time the test lets one
 // out (feed), until cancelled: a run a test can act in the middle of.
 func gatedRunner(gate <-chan struct{}) fakeRunner {
-	return fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+	return fakeRunner{run: func(ctx context.Context, r kernels.Run, emit func([]byte) error) error {
+		c := r.Config()
 		h := c.Header(instrument.SourceGPU, "gated")
 		h.Records, h.Timing = 1<<20, true
 		head, _ := instrument.AppendHeader(nil, &h)
@@ -298,11 +300,11 @@ func TestStreamShutdownCloses1001(t *testing.T) {
 func TestStreamRunFailureIsReportedAndServerGoesOn(t *testing.T) {
 	t.Parallel()
 	fail := true
-	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, r kernels.Run, emit func([]byte) error) error {
 		if fail {
 			return errors.New("CUDA error: an illegal memory access was encountered")
 		}
-		return runner.Mirror{}.Run(ctx, c, emit)
+		return runner.Mirror{}.Run(ctx, r, emit)
 	}})
 	conn := dial(t, wsURL(ts.URL, "n=8"))
 	got := readAll(t, conn)
@@ -387,7 +389,7 @@ func BenchmarkStreamFirstStep(b *testing.B) {
 func TestGPUBusyAndLost(t *testing.T) {
 	t.Parallel()
 	var errToGive error
-	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, _ kernels.Run, emit func([]byte) error) error {
 		return errToGive
 	}})
 	errToGive = &runner.BusyError{Ahead: 3}

@@ -59,7 +59,7 @@ func newTraceSizes() traceSizes {
 }
 
 func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
-	c, err := parseRun(r.URL.Query())
+	run, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK) // what a GET would answer, without measuring
 		return nil
 	}
-	tb, err := s.traceSize(r.Context(), c, clientAddr(r))
+	tb, err := s.traceSize(r.Context(), run, clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -75,9 +75,10 @@ func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// traceSize is c's figures: kept, being measured for another client, or
+// traceSize is r's figures: kept, being measured for another client, or
 // measured now if a measurement's slot is free.
-func (s *Server) traceSize(ctx context.Context, c kernels.Config, addr string) (traceBytes, error) {
+func (s *Server) traceSize(ctx context.Context, r kernels.Run, addr string) (traceBytes, error) {
+	c := r.Config()
 	q := c.Values().Encode()
 	sz := &s.sizes
 	sz.mu.Lock()
@@ -98,7 +99,7 @@ func (s *Server) traceSize(ctx context.Context, c kernels.Config, addr string) (
 		sz.inFlight[q] = f
 		go func() {
 			defer cancel()
-			f.tb, f.err = s.measureTrace(mctx, c, addr)
+			f.tb, f.err = s.measureTrace(mctx, r, addr)
 			sz.mu.Lock()
 			delete(sz.inFlight, q)
 			if f.err == nil {
@@ -136,7 +137,7 @@ func (c *countWriter) Write(b []byte) (int, error) { c.n += len(b); return len(b
 // measureTrace compresses the trace as the server would send it: gzip at
 // the level of /api/trace, deflate per websocket frame as gorilla does
 // (level 1, no context kept between frames).
-func (s *Server) measureTrace(ctx context.Context, c kernels.Config, addr string) (traceBytes, error) {
+func (s *Server) measureTrace(ctx context.Context, r kernels.Run, addr string) (traceBytes, error) {
 	raw, gz, defl := &countWriter{}, &countWriter{}, &countWriter{}
 	zw, _ := gzip.NewWriterLevel(gz, gzip.BestSpeed)
 	fw, _ := flate.NewWriter(defl, flate.BestSpeed)
@@ -149,7 +150,7 @@ func (s *Server) measureTrace(ctx context.Context, c kernels.Config, addr string
 			frame = frame[:0]
 		}
 	}
-	err := s.readRun(ctx, c, addr, nil, func(chunk []byte) error {
+	err := s.readRun(ctx, r, addr, nil, func(chunk []byte) error {
 		raw.Write(chunk)
 		zw.Write(chunk)
 		if len(frame)+len(chunk) > maxFrameBytes {
@@ -163,6 +164,7 @@ func (s *Server) measureTrace(ctx context.Context, c kernels.Config, addr string
 	}
 	flushFrame()
 	zw.Close()
+	c := r.Config()
 	tb := traceBytes{Query: c.Values().Encode(), Raw: raw.n, Gzip: gz.n, Deflate: defl.n}
 	if raw.n > 0 {
 		tb.Ratio = float64(gz.n) / float64(raw.n)

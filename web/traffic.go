@@ -19,10 +19,11 @@ type stepTraffic [4]uint64 // L2 read, L2 write, DRAM read, DRAM write
 // and the whole run's traffic per kernel launch, with the hardware counters
 // where they were measured for this very run.
 func (s *Server) trafficAPI(w http.ResponseWriter, r *http.Request) error {
-	c, err := parseRun(r.URL.Query())
+	run, err := parseRun(r.URL.Query())
 	if err != nil {
 		return err
 	}
+	c := run.Config()
 	model := traffic.H100
 	info := kernels.Info(c.Variant)
 	sched := kernels.Schedule(&c)

@@ -31,11 +31,11 @@ import (
 
 // fakeRunner is a runner whose behaviour a test sets.
 type fakeRunner struct {
-	run func(ctx context.Context, c kernels.Config, emit func([]byte) error) error
+	run func(ctx context.Context, r kernels.Run, emit func([]byte) error) error
 }
 
-func (f fakeRunner) Run(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
-	return f.run(ctx, c, emit)
+func (f fakeRunner) Run(ctx context.Context, r kernels.Run, emit func([]byte) error) error {
+	return f.run(ctx, r, emit)
 }
 
 func (fakeRunner) Engine() runner.Engine {
@@ -50,7 +50,7 @@ type testEngines struct {
 	hello *worker.Hello
 }
 
-func (e testEngines) Route(c kernels.Config) runner.Route {
+func (e testEngines) Route(c kernels.Run) runner.Route {
 	return runner.Route{Engine: runner.OnCPU, Key: c.Key(), Says: "the test runner",
 		Run: func(ctx context.Context, emit func([]byte) error) error { return e.Runner.Run(ctx, c, emit) }}
 }
@@ -301,9 +301,9 @@ func TestTraceDownload(t *testing.T) {
 		t.Fatalf("%d %v", res.StatusCode, res.Header)
 	}
 	v, _ := url.ParseQuery(q)
-	c, _ := kernels.ParseConfig(v)
+	r, _ := kernels.ParseRun(v)
 	var want []byte
-	err := runner.Mirror{}.Run(context.Background(), c, func(b []byte) error { want = append(want, b...); return nil })
+	err := runner.Mirror{}.Run(context.Background(), r, func(b []byte) error { want = append(want, b...); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestTraceDownload(t *testing.T) {
 // end it cleanly as if the trace were whole.
 func TestTraceDownloadFailureMidStream(t *testing.T) {
 	t.Parallel()
-	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, c kernels.Config, emit func([]byte) error) error {
+	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, _ kernels.Run, emit func([]byte) error) error {
 		emit(make([]byte, 96))
 		return errors.New("the GPU worker died")
 	}})

@@ -88,7 +88,11 @@ func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 			if !timing {
 				tc.TraceBH = instrument.Range{Lo: 0, Hi: 1}
 			}
-			lay, err := launch.ForTrace(&tc)
+			run, err := tc.Check()
+			if err != nil {
+				return nil, err
+			}
+			lay, err := launch.ForTrace(run)
 			if err != nil {
 				return nil, err
 			}

@@ -90,14 +90,27 @@ func TestHello(t *testing.T) {
 	}
 }
 
+// traceConfig is traceRun of c, checked as the worker checks a request's run.
+func (d *device) traceConfig(c kernels.Config) (*gpuTrace, error) {
+	r, err := c.Check()
+	if err != nil {
+		return nil, err
+	}
+	return d.traceRun(r)
+}
+
 // mirrorTrace runs the CPU mirror of c and decodes it, as a browser would.
 func mirrorTrace(c kernels.Config, label string) (*instrument.Header, []*instrument.Record, error) {
+	run, err := c.Check()
+	if err != nil {
+		return nil, nil, err
+	}
 	h := c.Header(instrument.SourceCPUMirror, label)
 	buf, err := instrument.AppendHeader(nil, &h)
 	if err != nil {
 		return nil, nil, err
 	}
-	err = kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+	err = kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error {
 		buf, err = instrument.AppendRecord(buf, &h, r)
 		return err
 	})
@@ -110,7 +123,7 @@ func mirrorTrace(c kernels.Config, label string) (*instrument.Header, []*instrum
 // compareRun runs c on the GPU and holds its trace to the mirror's, and its
 // outputs to the float64 reference.
 func compareRun(c kernels.Config, mirror func() (*instrument.Header, []*instrument.Record, error), worst map[string]float64) error {
-	tr, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) })
+	tr, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(c) })
 	if err != nil {
 		return fmt.Errorf("GPU run: %w", err)
 	}
@@ -286,7 +299,7 @@ func TestGPUSanitizerSample(t *testing.T) {
 		}
 		tc := c
 		tc.Timing, tc.TraceBH, tc.TraceQ = true, instrument.Range{}, instrument.Range{}
-		if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(tc) }); err != nil {
+		if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(tc) }); err != nil {
 			t.Fatalf("%s timing mode: %v", c.Values().Encode(), err)
 		}
 	}
@@ -297,7 +310,7 @@ func TestGPUSanitizerSample(t *testing.T) {
 func TestTimingMode(t *testing.T) {
 	c := kernels.Config{Variant: instrument.VariantFlash2, N: 4096, D: 64, Br: 64, Bc: 64, Batch: 4, Heads: 8,
 		Causal: true, Pattern: instrument.PatternNormal, Seed: rand.Uint64(), Timing: true}
-	tr, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) })
+	tr, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(c) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,13 +353,13 @@ func TestTimingMode(t *testing.T) {
 func TestGPUOutOfMemoryIsReported(t *testing.T) {
 	c := kernels.Config{Variant: instrument.VariantNaive, N: 4096, D: 64, Br: 64, Bc: 64, Batch: 16, Heads: 64,
 		Pattern: instrument.PatternNormal, TraceBH: instrument.Range{Lo: 0, Hi: 1}, TraceQ: instrument.Range{Lo: 0, Hi: 1}}
-	_, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) })
+	_, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(c) })
 	if err == nil || isFatal(err) {
 		t.Fatalf("64 GiB of S and P: %v", err)
 	}
 	t.Logf("as expected: %v", err)
 	c = kernels.Config{Variant: instrument.VariantFlash2, N: 16, D: 8, Br: 4, Bc: 4, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal}
-	if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceRun(c) }); err != nil {
+	if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(c) }); err != nil {
 		t.Fatalf("the device after a refused run: %v", err)
 	}
 }

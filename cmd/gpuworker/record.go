@@ -50,12 +50,12 @@ func record(args []string) int {
 			fmt.Fprintf(os.Stderr, "record %s: %v\n", name, err)
 			return 1
 		}
-		c, err := kernels.ParseConfig(v)
+		r, err := kernels.ParseRun(v)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "record %s: %v\n", name, err)
 			return 1
 		}
-		tr, err := d.traceRun(c)
+		tr, err := d.traceRun(r)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "record %s: %v\n", name, err)
 			return 1

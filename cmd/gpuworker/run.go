@@ -223,14 +223,12 @@ type gpuTrace struct {
 	kernelMs float64
 }
 
-// traceRun runs c traced and assembles its trace: the header and the inputs
+// traceRun runs r traced and assembles its trace: the header and the inputs
 // records from the host, then the records the kernels wrote in place. The
 // assembled trace is decoded once before it leaves, so a kernel that wrote
 // garbage fails its run instead of confusing a browser.
-func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func (d *device) traceRun(r kernels.Run) (*gpuTrace, error) {
+	c := r.Config()
 	timing := c.Timing
 	pr, err := d.newProblem(c)
 	if err != nil {
@@ -238,7 +236,7 @@ func (d *device) traceRun(c kernels.Config) (*gpuTrace, error) {
 	}
 	defer pr.mem.free()
 
-	lay, err := launch.ForTrace(&c)
+	lay, err := launch.ForTrace(r)
 	if err != nil {
 		return nil, err
 	}

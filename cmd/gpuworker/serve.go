@@ -102,9 +102,9 @@ func (d *device) runRequest(req worker.Run) (*gpuTrace, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := kernels.ParseConfig(v)
+	r, err := kernels.ParseRun(v) // the server's request: checked once, here
 	if err != nil {
 		return nil, err
 	}
-	return d.traceRun(c)
+	return d.traceRun(r)
 }

@@ -24,6 +24,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
 	"flashstep/lessons"
 
 	"github.com/chromedp/chromedp"
@@ -204,7 +205,7 @@ func TestBrowserStepNumbering(t *testing.T) {
 	problems := watchConsole(ctx)
 	var steps []*instrument.Record
 	c, _ := kernels.ParseConfig(mustQuery(toyRun))
-	if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
 		if r.Kind != instrument.KindInputs {
 			steps = append(steps, r)
 		}
@@ -347,7 +348,7 @@ func TestBrowserCompareMakesItsPoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+		if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
 			written[v] += r.BytesWritten
 			return nil
 		}); err != nil {

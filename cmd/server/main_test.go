@@ -21,6 +21,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
 
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
@@ -266,7 +267,7 @@ func TestBrowserStepper(t *testing.T) {
 	c := kernels.Config{Variant: instrument.VariantFlash2, N: 10, D: 4, Br: 3, Bc: 2, Batch: 1, Heads: 1,
 		Pattern: instrument.Patterns[rand.IntN(3)], Seed: rand.Uint64()}
 	var steps []*instrument.Record
-	if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
 		if r.Kind != instrument.KindInputs {
 			steps = append(steps, r)
 		}
@@ -358,7 +359,7 @@ func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
 	c := kernels.Config{Variant: instrument.VariantFlash2, N: 9, D: 3, Br: 2, Bc: 4, Batch: 1, Heads: 2, Causal: true,
 		Pattern: instrument.PatternNormal, Seed: rand.Uint64(), TraceBH: instrument.Range{Lo: 1, Hi: 2}}
 	var steps []*instrument.Record
-	if err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
 		if r.Kind != instrument.KindInputs {
 			steps = append(steps, r)
 		}

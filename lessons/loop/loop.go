@@ -120,14 +120,13 @@ type Trace struct {
 // trace holds (and the lesson's page draws).
 const MaxValues = 1 << 18
 
-// Validate checks that the loop can run q-tile q of batch-head bh of c:
-// a full FlashAttention-2 run (c itself validated as the stepper does), a
-// q-tile and batch-head that exist, and a trace of at most MaxValues.
-func Validate(c *kernels.Config, bh, q int) error {
+// Validate checks that the loop can run q-tile q of batch-head bh of r:
+// a full FlashAttention-2 run, a q-tile and batch-head that exist, and a
+// trace of at most MaxValues. These are the loop's own limits, beyond a
+// run's (which r, a kernels.Run, has passed).
+func Validate(r kernels.Run, bh, q int) error {
+	c := r.Config()
 	var errs kernels.FieldErrors
-	if err := c.Validate(); err != nil {
-		return err
-	}
 	if c.Variant != instrument.VariantFlash2 {
 		errs = append(errs, kernels.FieldError{Field: kernels.FieldVariant, Message: "the loop is FlashAttention's: variant must be flash2"})
 	}
@@ -155,7 +154,7 @@ func Validate(c *kernels.Config, bh, q int) error {
 func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
 
 // Run runs the loop over q-tile q of batch-head bh on c's inputs, with the
-// given slips. c must pass Validate.
+// given slips. c must be the configuration of a run that passed Validate.
 func Run(c *kernels.Config, bh, q int, slips []Slip) *Trace {
 	in := kernels.GenerateInputs(c, bh)
 	br, bc, d, n := c.Br, c.Bc, c.D, c.N

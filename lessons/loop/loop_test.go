@@ -11,6 +11,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
 )
 
 func randomConfig(rng *rand.Rand, pattern instrument.Pattern, causal bool) kernels.Config {
@@ -27,7 +28,7 @@ func randomConfig(rng *rand.Rand, pattern instrument.Pattern, causal bool) kerne
 // epilogue.
 func mirrorSteps(t *testing.T, c kernels.Config, q int) (steps []*instrument.Record, epi *instrument.Record) {
 	t.Helper()
-	err := kernels.RunMirror(context.Background(), c, func(r *instrument.Record) error {
+	err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
 		if r.BH == 0 && r.I == q {
 			switch r.Kind {
 			case instrument.KindFlashStep:
@@ -63,7 +64,7 @@ func TestNoSlipsMatchesMirror(t *testing.T) {
 	patterns := []instrument.Pattern{instrument.PatternNormal, instrument.PatternLarge, instrument.PatternPeaked}
 	for range 60 {
 		c := randomConfig(rng, patterns[rng.IntN(len(patterns))], rng.IntN(2) == 0)
-		if err := Validate(&c, 0, 0); err != nil {
+		if err := Validate(kernelstest.MustRun(t, c), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 		for q := range c.Tr() {
@@ -148,7 +149,7 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	c := kernels.DefaultConfig()
 	c.N, c.D, c.Br, c.Bc = 16, 8, 4, 4
-	if err := Validate(&c, 0, 3); err != nil {
+	if err := Validate(kernelstest.MustRun(t, c), 0, 3); err != nil {
 		t.Fatal(err)
 	}
 	// A run whose trace is within the stepper's limit (one q-tile traced)
@@ -170,7 +171,7 @@ func TestValidate(t *testing.T) {
 		"naive":          {naive, 0, 0, kernels.FieldVariant, "flash2"},
 		"too many":       {big, 0, 0, kernels.FieldN, "at most 262144"},
 	} {
-		err := Validate(&tc.c, tc.bh, tc.q)
+		err := Validate(kernelstest.MustRun(t, tc.c), tc.bh, tc.q)
 		fe, ok := err.(kernels.FieldErrors)
 		if !ok || fe.ByField()[tc.field] == "" || !strings.Contains(fe.ByField()[tc.field], tc.saying) {
 			t.Errorf("%s: %v, want field %s saying %q", name, err, tc.field, tc.saying)

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lab"
+)
+
+// The lab's loop track in Chromium: each exercise's solution passes, and
+// each of its classic slips fails where the slip first shows, at the tile,
+// row, quantity and element that this test works out for itself on the
+// kernel's trace (a float64 replay of the slip beside the CPU mirror's
+// records, held to the page's tolerance). Then what a sandbox must do: an
+// endless loop is stopped at the time limit, a syntax error and a thrown
+// error are shown at their line, the tolerance holds at its edge, and the
+// student's code cannot reach the network.
+func TestBrowserLabLoopTrack(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	for _, id := range []string{"online-step", "qtile-loop"} {
+		e, ok := lab.ByID(id)
+		if !ok {
+			t.Fatalf("no exercise %s", id)
+		}
+		navigate(ctx, t, base+"/lab/"+id)
+		waitText(ctx, t, "#lab-status", "Not run yet")
+		if v := labRun(ctx, t, e.Solution); v.Verdict != "pass" {
+			t.Errorf("%s: the solution's verdict is %+v", id, v)
+		}
+		recs := mirrorRecords(t, e.Run)
+		for name, src := range e.Slips {
+			want := slipMiss(t, e, name, recs)
+			got := labRun(ctx, t, src)
+			if got.Verdict != "fail" || got.I != want.I || got.J != want.J || got.Row != want.Row || got.Quantity != want.Quantity || got.X != want.X {
+				t.Errorf("%s slip %s: the page says %+v; the slip first shows at %+v", id, name, got, want)
+			}
+			if got.Verdict == "fail" && !strings.Contains(got.Text, "the kernel's") {
+				t.Errorf("%s slip %s: the verdict does not set the kernel's number beside the student's: %q", id, name, got.Text)
+			}
+			saveShot(ctx, t, "lab-"+id+"-"+name)
+		}
+	}
+	// The sandbox, on exercise 1's page.
+	navigate(ctx, t, base+"/lab/online-step")
+	waitText(ctx, t, "#lab-status", "Not run yet")
+	if v := labRun(ctx, t, "function onlineSoftmaxStep() {\n  for (;;) {}\n}\n"); v.Verdict != "timeout" {
+		t.Errorf("an endless loop: %+v", v)
+	}
+	if v := labRun(ctx, t, "function onlineSoftmaxStep(mOld) {\n  const x = 1;\n  return { m: mOld, l: x +* 2 };\n}\n"); v.Verdict != "error" || v.Line != "3" {
+		t.Errorf("a syntax error on line 3: %+v", v)
+	}
+	if v := labRun(ctx, t, "function onlineSoftmaxStep(mOld) {\n  const o = undefined;\n\n  return o.m;\n}\n"); v.Verdict != "error" || v.Line != "4" || !strings.Contains(v.Text, "TypeError") {
+		t.Errorf("a TypeError on line 4: %+v", v)
+	}
+	// The graders' tolerance at its edge: a number just inside passes, just
+	// outside fails, NaN never passes, −∞ only against −∞.
+	// The bound from this test's constants, not the module's: a tolerance
+	// loosened in the page fails here.
+	got := evalJS[[]bool](ctx, t, `import('/static/js/lab_grade.js').then(({ within }) => {
+		const k = 2, scale = 3, bound = `+fmt.Sprint(labREL)+` * k + `+fmt.Sprint(labABS)+` * scale;
+		return [within(k + 0.99 * bound, k, scale), within(k - 0.99 * bound, k, scale), within(k + 1.01 * bound, k, scale), within(k - 1.01 * bound, k, scale),
+			within(NaN, k, scale), within(k, NaN, scale), within(-Infinity, -Infinity, 1), within(-1e30, -Infinity, 1), within(Infinity, 1, 1), within('2', 2, 1)];
+	})`)
+	want := []bool{true, true, false, false, false, false, true, false, false, false}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("within at the edge: %v, want %v", got, want)
+	}
+	leak := "function onlineSoftmaxStep() {\n  const x = new XMLHttpRequest();\n  x.open('GET', '/healthz', false);\n  x.send();\n  return x.responseText;\n}\n"
+	if v := labRun(ctx, t, leak); v.Verdict != "error" {
+		t.Errorf("student code reached the network: %+v", v)
+	}
+	for _, p := range problems() {
+		if !strings.Contains(p, "healthz") && !strings.Contains(p, "Content Security Policy") && !strings.Contains(p, "content security policy") {
+			t.Errorf("console: %s", p)
+		}
+	}
+}
+
+// labVerdict is what the page's status says of a run.
+type labVerdict struct {
+	Verdict, I, J, Row, Quantity, X, Line, Text string
+}
+
+// labRun types src into the editor (through CodeMirror itself), runs it and
+// waits for the verdict.
+func labRun(ctx context.Context, t *testing.T, src string) labVerdict {
+	t.Helper()
+	js := fmt.Sprintf(`(async () => {
+		const { EditorView } = await import('/static/vendor/codemirror/codemirror.js');
+		const view = EditorView.findFromDOM(document.querySelector('#editor .cm-editor'));
+		view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: %s } });
+		const status = document.getElementById('lab-status');
+		status.dataset.verdict = '';
+		document.getElementById('lab-run').click();
+		for (let k = 0; k < 600 && ['', 'running'].includes(status.dataset.verdict || ''); k++) await new Promise((r) => setTimeout(r, 50));
+		status.scrollIntoView();
+		const d = status.dataset;
+		return JSON.stringify({ Verdict: d.verdict || '', I: d.i || '', J: d.j || '', Row: d.row || '', Quantity: d.quantity || '', X: d.x || '', Line: d.line || '', Text: status.textContent });
+	})()`, jsString(src))
+	var v labVerdict
+	if err := json.Unmarshal([]byte(evalJS[string](ctx, t, js)), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func mirrorRecords(t *testing.T, c kernels.Config) []*instrument.Record {
+	t.Helper()
+	run, err := c.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*instrument.Record
+	if err := kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// The page's tolerance (static/js/lab_grade.js), replayed here.
+const labREL, labABS = 1e-4, 1e-4
+
+func labWithin(y, k, scale float64) bool {
+	if math.IsNaN(y) || math.IsNaN(k) {
+		return false
+	}
+	if math.IsInf(k, 0) || math.IsInf(y, 0) {
+		return y == k
+	}
+	return math.Abs(y-k) <= labREL*math.Abs(k)+labABS*scale
+}
+
+func labScale(ks []float64) float64 {
+	s := 1e-30
+	for _, k := range ks {
+		if !math.IsInf(k, 0) && !math.IsNaN(k) {
+			s = math.Max(s, math.Abs(k))
+		}
+	}
+	return s
+}
+
+func f64(xs []float32) []float64 {
+	out := make([]float64, len(xs))
+	for k, x := range xs {
+		out[k] = float64(x)
+	}
+	return out
+}
+
+// slipMiss works out where slip name of exercise e first differs from the
+// kernel's records, as the page should report it.
+func slipMiss(t *testing.T, e *lab.Exercise, name string, recs []*instrument.Record) labVerdict {
+	t.Helper()
+	h := e.Run
+	d := h.D
+	var v []float32 // inputs of batch-head 0, the only one these runs have
+	var q, k []float32
+	for _, r := range recs {
+		if r.Kind == instrument.KindInputs {
+			q, k, v = r.Q, r.K, r.V
+		}
+	}
+	// miss compares one row's state with the kernel's, in the page's order.
+	miss := func(m, l float64, o []float64, km, kl float64, ko []float64, lScale float64) (string, int) {
+		switch {
+		case !labWithin(m, km, math.Max(math.Abs(km), 0)+b2f(km == 0)):
+			return "m", -1
+		case !labWithin(l, kl, lScale):
+			return "l", -1
+		}
+		sc := labScale(ko)
+		for x := range ko {
+			if !labWithin(o[x], ko[x], sc) {
+				return "O", x
+			}
+		}
+		return "", -1
+	}
+	verdict := func(i, j, row int, qty string, x int) labVerdict {
+		out := labVerdict{Verdict: "fail", I: fmt.Sprint(i), J: fmt.Sprint(j), Row: fmt.Sprint(i*h.Br + row), Quantity: qty}
+		if j < 0 {
+			out.J = "end"
+		}
+		if x >= 0 {
+			out.X = fmt.Sprint(x)
+		}
+		return out
+	}
+	// step is one kv-tile's update of one row, as the slip writes it.
+	step := func(mOld, lOld float64, oOld, s []float64, j int) (m, l float64, o []float64) {
+		m = mOld
+		for _, x := range s {
+			m = math.Max(m, x)
+		}
+		if name == "tile-max-only" {
+			m = math.Inf(-1)
+			for _, x := range s {
+				m = math.Max(m, x)
+			}
+		}
+		b := m
+		if math.IsInf(m, -1) && (e.ID == "qtile-loop") {
+			b = 0
+		}
+		alpha := math.Exp(mOld - b)
+		o = make([]float64, d)
+		for x := range d {
+			o[x] = oOld[x]
+			if name != "no-alpha-on-o" {
+				o[x] *= alpha
+			}
+		}
+		l = lOld
+		if name != "no-alpha-on-l" {
+			l *= alpha
+		}
+		for c, sc := range s {
+			p := math.Exp(sc - b)
+			l += p
+			for x := range d {
+				o[x] += p * float64(v[(j*h.Bc+c)*d+x])
+			}
+		}
+		return m, l, o
+	}
+	switch e.ID {
+	case "online-step":
+		type state struct {
+			l []float64
+			o [][]float64
+		}
+		prev := map[int]state{}
+		for _, r := range recs {
+			if r.Kind != instrument.KindFlashStep {
+				continue
+			}
+			rows, cols := r.RowsValid, r.ColsValid
+			st, ok := prev[r.I]
+			lScale := labScale(f64(r.L[:rows]))
+			for row := range rows {
+				lOld, oOld := 0.0, make([]float64, d)
+				if ok {
+					lOld, oOld = st.l[row], st.o[row]
+				}
+				m, l, o := step(float64(r.MOld[row]), lOld, oOld, f64(r.S[row*h.Bc:row*h.Bc+cols]), r.J)
+				if qty, x := miss(m, l, o, float64(r.MNew[row]), float64(r.L[row]), f64(r.O[row*d:(row+1)*d]), lScale); qty != "" {
+					return verdict(r.I, r.J, row, qty, x)
+				}
+			}
+			next := state{l: f64(r.L[:rows])}
+			for row := range rows {
+				next.o = append(next.o, f64(r.O[row*d:(row+1)*d]))
+			}
+			prev[r.I] = next
+		}
+	case "qtile-loop":
+		scale := float64(h.Scale())
+		type tile struct {
+			m, l []float64
+			o    [][]float64
+		}
+		cur := map[int]*tile{}
+		for _, r := range recs {
+			if r.Kind != instrument.KindFlashStep && r.Kind != instrument.KindEpilogue {
+				continue
+			}
+			rows := r.RowsValid
+			st := cur[r.I]
+			if st == nil {
+				st = &tile{}
+				for range rows {
+					st.m, st.l, st.o = append(st.m, math.Inf(-1)), append(st.l, 0), append(st.o, make([]float64, d))
+				}
+				cur[r.I] = st
+			}
+			if r.Kind == instrument.KindEpilogue {
+				for row := range rows {
+					lse := st.m[row] + math.Log(st.l[row])
+					if name == "lse-without-m" {
+						lse = math.Log(st.l[row])
+					}
+					if !labWithin(lse, float64(r.LSE[row]), math.Max(math.Abs(float64(r.LSE[row])), 0)+b2f(r.LSE[row] == 0)) {
+						return verdict(r.I, -1, row, "LSE", -1)
+					}
+					o := make([]float64, d)
+					for x := range d {
+						o[x] = st.o[row][x] / st.l[row]
+					}
+					ko := f64(r.O[row*d : (row+1)*d])
+					sc := labScale(ko)
+					for x := range d {
+						if !labWithin(o[x], ko[x], sc) {
+							return verdict(r.I, -1, row, "O", x)
+						}
+					}
+				}
+				continue
+			}
+			c0, cols := r.J*h.Bc, r.ColsValid
+			lScale := labScale(f64(r.L[:rows]))
+			for row := range rows {
+				s := make([]float64, cols)
+				for c := range cols {
+					var dot float64
+					for x := range d {
+						dot += float64(q[(r.I*h.Br+row)*d+x]) * float64(k[(c0+c)*d+x])
+					}
+					masked := c0+c > r.I*h.Br+row
+					switch name {
+					case "mask-own-key":
+						masked = c0+c >= r.I*h.Br+row
+					case "mask-in-tile":
+						masked = c > row
+					}
+					s[c] = dot * scale
+					if h.Causal && masked {
+						s[c] = math.Inf(-1)
+					}
+				}
+				st.m[row], st.l[row], st.o[row] = step(st.m[row], st.l[row], st.o[row], s, r.J)
+				if qty, x := miss(st.m[row], st.l[row], st.o[row], float64(r.MNew[row]), float64(r.L[row]), f64(r.O[row*d:(row+1)*d]), lScale); qty != "" {
+					return verdict(r.I, r.J, row, qty, x)
+				}
+			}
+		}
+	}
+	t.Fatalf("%s slip %s never differs from the kernel: it tests nothing", e.ID, name)
+	return labVerdict{}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,57 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+
+	"flashstep/lessons"
+)
+
+// TestExercisesLoad holds every exercise to what its page needs: a
+// statement, hints, a starter that is not the solution, a run to compare
+// with, and, for the loop track, the slips its browser test runs.
+func TestExercisesLoad(t *testing.T) {
+	t.Parallel()
+	all := All()
+	if len(all) != 6 {
+		t.Fatalf("%d exercises, want 6 (a)–(f)", len(all))
+	}
+	for _, e := range all {
+		if e.Statement == "" || len(e.Hints) < 3 || e.Starter == "" || e.Solution == "" {
+			t.Errorf("%s: statement %d bytes, %d hints, starter %d bytes, solution %d bytes", e.ID, len(e.Statement), len(e.Hints), len(e.Starter), len(e.Solution))
+		}
+		if e.Starter == e.Solution {
+			t.Errorf("%s: the starter is the solution", e.ID)
+		}
+		if !strings.Contains(e.Starter, e.Entry) || !strings.Contains(e.Solution, e.Entry) {
+			t.Errorf("%s: the starter or the solution does not define %s", e.ID, e.Entry)
+		}
+		if e.Run.N == 0 {
+			t.Errorf("%s: no run to compare with", e.ID)
+		}
+		if e.Track == TrackLoop && len(e.Slips) < 3 {
+			t.Errorf("%s: %d slips, want three classic ones for its test", e.ID, len(e.Slips))
+		}
+		if got, ok := ByID(e.ID); !ok || got != e {
+			t.Errorf("ByID(%q) does not find it", e.ID)
+		}
+	}
+	if all[0].Next() != all[1] || all[len(all)-1].Next() != nil {
+		t.Errorf("Next does not walk the sequence")
+	}
+}
+
+// TestExercisesPractiseLessons: every exercise names a lesson of the course
+// it practises, so that the lesson can link to it.
+func TestExercisesPractiseLessons(t *testing.T) {
+	t.Parallel()
+	course, err := lessons.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range All() {
+		if _, ok := course.Lesson(e.Practises); !ok {
+			t.Errorf("%s practises %q, which is no lesson", e.ID, e.Practises)
+		}
+	}
+}

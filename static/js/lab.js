@@ -1,0 +1,199 @@
+// The lab's exercise page: the editor, hints and solution, and for the loop
+// track the run itself. The student's JavaScript runs in a worker
+// (lab_worker.js) with a time limit; the exercise's grader (its grade.js,
+// served from its folder) builds the calls from the kernel's trace and
+// holds each answer to the kernel's numbers, then to a float64 reference on
+// hidden random shapes. The first difference is shown beside the kernel's
+// own state at that step.
+import { startRun } from './stream.js';
+import { TraceModel } from './model.js';
+import { Heatmap, fmt } from './views.js';
+import { editor } from './lab_editor.js';
+
+const page = JSON.parse(document.getElementById('fs-lab').textContent);
+const $ = (id) => document.getElementById(id);
+const saved = `flashstep.lab.${page.id}`;
+
+// TIME_LIMIT is how long the student's code may run for one batch of
+// calls; past it the worker is ended and the verdict says so.
+export const TIME_LIMIT_MS = 3000;
+
+const code = editor($('editor'), {
+  doc: localStorage.getItem(saved) ?? page.starter,
+  lang: page.lang,
+  onChange: (text) => localStorage.setItem(saved, text),
+});
+
+$('lab-reset').addEventListener('click', () => {
+  code.set(page.starter);
+  localStorage.removeItem(saved);
+});
+
+// Hints come one at a time, in order; the last says there are no more.
+let hintsShown = 0;
+$('lab-hint').addEventListener('click', () => {
+  const hint = document.querySelector(`#lab-hints [data-hint="${hintsShown}"]`);
+  if (!hint) return;
+  hint.hidden = false;
+  hintsShown++;
+  if (hintsShown >= page.hints) {
+    $('lab-hint').disabled = true;
+    $('lab-hint').textContent = 'No more hints';
+  }
+});
+
+// The solution is fetched only when asked for: it is not in the page.
+$('lab-solution').addEventListener('click', async () => {
+  const res = await fetch(`/lab/${page.id}/solution`);
+  if (!res.ok) return;
+  $('lab-solution-code').textContent = await res.text();
+  $('lab-solution-box').hidden = false;
+  $('lab-solution').disabled = true;
+});
+
+const status = $('lab-status');
+function say(verdict, text, data = {}) {
+  status.textContent = text;
+  status.dataset.verdict = verdict;
+  for (const k of Object.keys(status.dataset)) if (k !== 'verdict') delete status.dataset[k];
+  for (const [k, v] of Object.entries(data)) if (v !== undefined) status.dataset[k] = String(v);
+}
+
+// kernelRun streams the exercise's kernel run once and keeps it.
+let kernel = null;
+function kernelRun() {
+  kernel ??= new Promise((resolve, reject) => {
+    let model = null;
+    startRun(page.run, {
+      onHeader: (h) => { model = new TraceModel(h); },
+      onRecord: (r) => model.add(r),
+      onDone: (info) => (info.cancelled ? reject(new Error('the kernel run was cancelled')) : resolve(model)),
+      onError: (msg) => reject(new Error(msg)),
+    });
+  });
+  kernel.catch(() => { kernel = null; });
+  return kernel;
+}
+
+// runStudent makes the calls in a fresh worker and resolves with what it
+// answered, or { timeout: true } past the time limit.
+export function runStudent(source, entry, calls, limit = TIME_LIMIT_MS) {
+  return new Promise((resolve) => {
+    const w = new Worker('/static/js/lab_worker.js');
+    const timer = setTimeout(() => { w.terminate(); resolve({ timeout: true }); }, limit);
+    w.onmessage = (ev) => { clearTimeout(timer); w.terminate(); resolve(ev.data); };
+    w.onerror = (ev) => { clearTimeout(timer); w.terminate(); resolve({ error: { message: ev.message || 'the worker failed' } }); };
+    w.postMessage({ source, entry, calls });
+  });
+}
+
+function where(call, miss) {
+  const at = call.at;
+  if (at.i === undefined) {
+    return `a hidden case (${Object.entries(at).map(([k, v]) => `${k} ${v}`).join(', ')})`;
+  }
+  const row = miss.row === undefined ? '' : `row ${at.rowStart + miss.row}, `;
+  const tile = miss.final ? 'the end' : `kv-tile ${miss.j ?? at.j}`;
+  return `${row}q-tile ${at.i}, ${tile}${at.bh ? `, batch-head ${at.bh}` : ''}`;
+}
+
+const cap = (s) => s[0].toUpperCase() + s.slice(1);
+
+function describeMiss(call, miss) {
+  if (miss.quantity === undefined) return `${cap(where(call, miss))}: ${miss.message}.`;
+  const q = miss.quantity === 'O' ? `O[${miss.x}]` : miss.quantity;
+  const theirs = call.at.i === undefined ? 'the float64 reference\'s' : 'the kernel\'s';
+  return `${cap(where(call, miss))}: your ${q} is ${fmt(miss.yours)}, ${theirs} ${fmt(miss.kernelValue)}.`;
+}
+
+const views = { yours: null, kernel: null };
+function showMiss(rowStart, miss) {
+  const box = $('lab-diff');
+  if (!miss.state || !miss.kernel) { box.hidden = true; return; }
+  box.hidden = false;
+  views.yours ??= new Heatmap($('lab-o-yours'), { fit: true });
+  views.kernel ??= new Heatmap($('lab-o-kernel'), { fit: true });
+  const rows = miss.kernel.O.length, d = miss.kernel.O[0].length;
+  const flat = (O) => Float32Array.from({ length: rows * d }, (_, e) => Number(O?.[Math.floor(e / d)]?.[e % d]));
+  const max = Math.max(...flat(miss.kernel.O).map(Math.abs), 1e-30);
+  const opts = { rows, cols: d, rowsValid: rows, colsValid: d, scale: 'diverging', max };
+  views.yours.draw({ ...opts, values: flat(miss.state.O), name: 'your O' });
+  views.kernel.draw({ ...opts, values: flat(miss.kernel.O), name: 'kernel O' });
+  const table = $('lab-rows');
+  table.replaceChildren();
+  const head = table.createTHead().insertRow();
+  for (const t of ['row', 'your m', 'kernel m', 'your l', 'kernel l']) {
+    const th = document.createElement('th');
+    th.scope = 'col';
+    th.textContent = t;
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  for (let r = 0; r < rows; r++) {
+    const tr = body.insertRow();
+    if (r === miss.row) tr.className = 'miss';
+    for (const v of [rowStart + r, miss.state.m?.[r], miss.kernel.m[r], miss.state.l?.[r], miss.kernel.l[r]]) tr.insertCell().textContent = typeof v === 'number' ? fmt(v) : String(v);
+  }
+}
+
+async function runLoop() {
+  $('lab-run').disabled = true;
+  $('lab-diff').hidden = true;
+  try {
+    say('running', 'Running the kernel, then your code…');
+    const [model, grade] = await Promise.all([kernelRun(), import(`/lab/${page.id}/grade.js`)]);
+    const source = code.get();
+    const syntax = code.syntaxError();
+    if (syntax) {
+      say('error', `Line ${syntax.line}: the code does not parse here. Fix it and run again.`, { line: syntax.line });
+      code.mark(syntax.line, 'does not parse');
+      return;
+    }
+    const phases = [
+      { name: 'kernel', calls: grade.kernelCalls(model.h, model) },
+    ];
+    const seed = (Math.random() * 2 ** 32) >>> 0;
+    phases.push({ name: 'hidden', calls: grade.randomCalls(seed), seed });
+    for (const phase of phases) {
+      const got = await runStudent(source, page.entry, phase.calls.map((c) => ({ args: c.args, record: Boolean(c.record) })));
+      if (got.timeout) {
+        say('timeout', `Your code ran for more than ${TIME_LIMIT_MS / 1000} s without returning and was stopped: is there a loop whose end is never reached?`);
+        return;
+      }
+      if (got.error) {
+        const call = phase.calls[got.at ?? 0];
+        const at = got.at === undefined ? '' : ` (called for ${where(call, {})})`;
+        say('error', `${got.error.line ? `Line ${got.error.line}: ` : ''}${got.error.message}${at}`, { line: got.error.line });
+        if (got.error.line) code.mark(got.error.line, got.error.message);
+        return;
+      }
+      for (let k = 0; k < phase.calls.length; k++) {
+        const call = phase.calls[k];
+        const miss = grade.check(call, got.results[k].value, got.results[k].records);
+        if (!miss) continue;
+        const hidden = phase.name === 'hidden';
+        say('fail', (hidden ? `Every step of the kernel's run matched; then ` : '') + describeMiss(call, miss) + (hidden ? ` (hidden cases drawn from seed ${phase.seed})` : ''), {
+          i: call.at.i, j: miss.final ? 'end' : (miss.j ?? call.at.j), row: miss.row === undefined ? undefined : call.at.rowStart + miss.row,
+          quantity: miss.quantity, x: miss.x, step: miss.step, seed: hidden ? phase.seed : undefined,
+        });
+        if (!hidden) {
+          showMiss(call.at.rowStart, miss);
+          if (miss.step !== undefined) $('lab-run-link').href = `/step?${page.run}&step=${miss.step + 1}`;
+        }
+        return;
+      }
+    }
+    say('pass', `Passed: your code matches the kernel at every one of its ${phases[0].calls.length} ${phases[0].calls.length === 1 ? 'call' : 'calls'}, and the float64 reference on ${phases[1].calls.length} hidden random cases (seed ${seed}).`, { seed });
+    localStorage.setItem(`${saved}.passed`, '1');
+  } catch (e) {
+    say('error', `The run could not start: ${e.message}`);
+  } finally {
+    $('lab-run').disabled = false;
+  }
+}
+
+if (page.track === 'loop') {
+  $('lab-run').addEventListener('click', runLoop);
+} else {
+  $('lab-run').disabled = !page.kernel_track;
+}
