@@ -27,7 +27,7 @@ func TestParseConfigErrorsNameFieldAndLimit(t *testing.T) {
 		{"heads=0", FieldHeads, "between 1 and 64"},
 		{"causal=maybe", FieldCausal, "0 or 1"},
 		{"pattern=spiky", FieldPattern, "normal, peaked, large"},
-		{"variant=flash3", FieldVariant, "naive_row, naive, flash1, flash2, flash2_mma, flash2_fast, naive_mma"},
+		{"variant=flash3", FieldVariant, strings.Join(variantNames(), ", ")}, // every rung, from the registry
 		{"seed=-1", FieldSeed, "whole number"},
 		{"trace_bh=2-1", FieldTraceBH, "first-last"},
 		{"heads=2&trace_bh=0-5", FieldTraceBH, "within 0-1"},

@@ -19,6 +19,16 @@ import (
 	"flashstep/kernels"
 )
 
+// rungNames is every rung's name, in the registry's order, as an error
+// lists them.
+func rungNames() string {
+	var names []string
+	for _, v := range kernels.Variants() {
+		names = append(names, v.Name())
+	}
+	return strings.Join(names, ", ")
+}
+
 func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ query, field, mentions string }{
@@ -28,7 +38,7 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 		{"engine=cpu&n=2048", FieldNs, "from 16 to 1024"},
 		{"d=96", FieldDs, "64 or 128"},
 		{"causal=2", FieldCausal, "0, 1"},
-		{"variants=flash3", FieldVariants, "naive_row, naive, flash1, flash2, flash2_mma, flash2_fast, naive_mma"},
+		{"variants=flash3", FieldVariants, rungNames()}, // every rung, from the registry
 		{"variants=naive_row,flash1&n=8192", FieldNs, "timed up to N=4096"},
 		{"repeats=50", FieldRepeats, "from 1 to 20"},
 		{"engine=cpu&n=1024&d=256&heads=8&repeats=20", FieldNs, "would take about"},
