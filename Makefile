@@ -5,7 +5,7 @@ GO      ?= go
 ADDR    ?= localhost:8080
 VENDOR  := static/vendor
 
-.PHONY: run build test test-long test-prep check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu
+.PHONY: run build test test-long test-prep check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu lab-gpu-build lab-gpu-test
 
 run: build
 	./bin/server -addr $(ADDR)
@@ -101,6 +101,19 @@ bench: assets
 # shapes, in one run, as one table (scripts/bench-gpu; docs/LADDER.md).
 bench-gpu:
 	scripts/bench-gpu
+
+# The lab's kernel track on a GPU, in two steps: `make lab-gpu-build` here
+# (Go builds the GPU tests' binary into .gpu/, which the GPU machine, with
+# no Go, runs), then `make lab-gpu-test` on the GPU machine: every kernel
+# exercise's solution compiled by NVRTC and run in a process of its own,
+# then kernels that loop forever, write out of bounds, trap, mask off by one
+# or do not compile, each with its verdict (docs/GPU.md has the figures).
+lab-gpu-build:
+	mkdir -p .gpu
+	$(GO) test -c -tags gpu -o .gpu/gpuworker.test ./cmd/gpuworker
+
+lab-gpu-test:
+	.gpu/gpuworker.test -test.run 'TestLab' -test.v -test.timeout 300s
 
 # A classroom under load: 300 students on loopback fetch the room's run's
 # trace and follow the presenter stepping 10 times a second for 30 s; then

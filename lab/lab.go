@@ -55,6 +55,9 @@ type Exercise struct {
 	// shapes the page draws (ragged, causal, several heads), not shown
 	// before the verdict.
 	Run kernels.Config
+	// CausalFlag: the kernel track's kernel takes the causal flag (its
+	// signature ends with int causal), and hidden runs mask and don't.
+	CausalFlag bool
 	// Practises names the lesson (its slug) the exercise practises.
 	Practises string
 	// Statement and Hints are HTML, rendered from the Markdown.
@@ -167,6 +170,8 @@ func loadOne(fsys fs.FS, dir string) (*Exercise, error) {
 			}
 		case "practises":
 			e.Practises = v
+		case "causal-flag":
+			e.CausalFlag = v == "yes"
 		default:
 			return nil, fmt.Errorf("unknown header key %q", k)
 		}

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -53,5 +55,37 @@ func TestExercisesPractiseLessons(t *testing.T) {
 		if _, ok := course.Lesson(e.Practises); !ok {
 			t.Errorf("%s practises %q, which is no lesson", e.ID, e.Practises)
 		}
+	}
+}
+
+// TestKernelReplyCarriesEveryFloat: −∞, NaN and subnormals cross the pipe
+// bit for bit (JSON's numbers hold none of the first two).
+func TestKernelReplyCarriesEveryFloat(t *testing.T) {
+	t.Parallel()
+	odd := []float32{float32(math.Inf(-1)), float32(math.NaN()), math.SmallestNonzeroFloat32, -0, 1.5}
+	in := KernelReply{Stage: "done", Runs: []KernelRun{{O: odd, LSE: odd[:2], Steps: []StepSeen{{BH: 1, M: Float(math.Inf(-1)), L: Float(math.NaN()), O: odd}}}}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out KernelReply
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.Runs[0]
+	same := func(a, b []float32) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for k := range a {
+			if math.Float32bits(a[k]) != math.Float32bits(b[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(got.O, odd) || !same(got.LSE, odd[:2]) || !same(got.Steps[0].O, odd) ||
+		!math.IsInf(float64(got.Steps[0].M), -1) || !math.IsNaN(float64(got.Steps[0].L)) || got.Steps[0].BH != 1 {
+		t.Errorf("round trip: %+v", got)
 	}
 }

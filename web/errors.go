@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"flashstep/labrun"
 	"log/slog"
 	"math"
 	"net/http"
@@ -43,6 +44,7 @@ func statusOf(err error) (int, apiErrorBody) {
 	var sweeps *sweep.BusyError
 	var lost *runner.WorkerError
 	var refused *runner.RunError
+	var labBusy *labrun.BusyError
 	switch {
 	case errors.As(err, &fe):
 		return http.StatusBadRequest, apiErrorBody{Error: "invalid configuration: " + fe.Error(), Fields: fe}
@@ -58,6 +60,10 @@ func statusOf(err error) (int, apiErrorBody) {
 		return http.StatusServiceUnavailable, apiErrorBody{Error: err.Error()}
 	case errors.As(err, &lost):
 		return http.StatusBadGateway, apiErrorBody{Error: lost.Error()}
+	case errors.As(err, &labBusy):
+		return http.StatusServiceUnavailable, apiErrorBody{Error: labBusy.Error()}
+	case errors.Is(err, labrun.ErrOff):
+		return http.StatusForbidden, apiErrorBody{Error: kernelTrackWhy}
 	case errors.As(err, &refused):
 		return http.StatusUnprocessableEntity, apiErrorBody{Error: refused.Error()}
 	}

@@ -2,18 +2,21 @@ package web
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
+	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/templates"
 )
 
 // The lab: the exercises' index and pages, each exercise's solution (sent
 // only when a student asks for it) and its grader module. The loop track
-// runs in the browser; the kernel track needs the GPU harness, which this
-// build does not have, so its pages say so and step the reference run.
+// runs in the browser. The kernel track's submissions go to labrun, which
+// compiles and runs them on the GPU; where it is off, the pages say what it
+// needs and step the reference run.
 
 // kernelTrackWhy is what the kernel track's pages say while it is off.
 const kernelTrackWhy = "The kernel track compiles your CUDA at run time (NVRTC) and runs it on the server's GPU, " +
@@ -35,7 +38,7 @@ func (s *Server) labIndex(w http.ResponseWriter, r *http.Request) error {
 	for _, e := range lab.All() {
 		all = append(all, s.labExercise(e))
 	}
-	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, false, kernelTrackWhy))
+	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), kernelTrackWhy))
 }
 
 func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {
@@ -43,8 +46,9 @@ func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errNotFound
 	}
-	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: kernelTrackWhy,
-		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter, Hints: len(e.Hints)}}
+	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: kernelTrackWhy, KernelTrack: s.lab.On(),
+		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter,
+			Hints: len(e.Hints), KernelTrack: s.lab.On()}}
 	if next := e.Next(); next != nil {
 		n := s.labExercise(next)
 		v.Next = &n
@@ -74,5 +78,38 @@ func (s *Server) labGrader(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Write([]byte(e.Grader))
+	return nil
+}
+
+// labSubmit queues a kernel-track submission: the source in the body
+// (text, at most lab.MaxSourceBytes). It answers 202 with the submission's
+// id, which labStatus reports on; a second submission while one is live,
+// or a full queue, is answered busy.
+func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
+	e, ok := lab.ByID(chi.URLParam(r, "id"))
+	if !ok {
+		return errNotFound
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lab.MaxSourceBytes+1))
+	if err != nil {
+		return kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("the source must be at most %d bytes", lab.MaxSourceBytes)}}
+	}
+	id, err := s.lab.Submit(e, string(body), clientAddr(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"id": id})
+	return nil
+}
+
+// labStatus reports on a submission: queued (with how many are ahead),
+// running, or done with its verdict. A submission nobody asks about for a
+// while is cancelled.
+func (s *Server) labStatus(w http.ResponseWriter, r *http.Request) error {
+	st, ok := s.lab.Status(chi.URLParam(r, "ticket"))
+	if !ok {
+		return errNotFound
+	}
+	writeJSON(w, http.StatusOK, st)
 	return nil
 }

@@ -31,6 +31,8 @@ func (s *Server) routes() http.Handler {
 	r.Get("/lab/{id}", s.handlePage(s.labPage))
 	r.Get("/lab/{id}/solution", s.handlePage(s.labSolution))
 	r.Get("/lab/{id}/grade.js", s.handlePage(s.labGrader))
+	r.Post("/api/lab/{id}/submissions", s.handleAPI(s.labSubmit))
+	r.Get("/api/lab/submissions/{ticket}", s.handleAPI(s.labStatus))
 
 	r.Get("/api/config", s.handleAPI(s.checkConfig))
 	r.With(gzipped).Get("/api/trace", s.handleAPI(s.downloadTrace))

@@ -153,29 +153,33 @@ func routeCases(t *testing.T) map[string]routeCase {
 		pageAccepts[k] = v
 	}
 	cases := map[string]routeCase{
-		"GET /":                     {path: "/"},
-		"GET /step":                 {path: "/step", base: run, fields: append(runFields, "step", "embed"), page: true, accept: pageAccepts},
-		"GET /lessons":              {path: "/lessons"},
-		"GET /lessons/{slug}":       {path: "/lessons/" + l.Slug, pathParam: "slug"},
-		"GET /playground":           {path: "/playground"},
-		"GET /docs/{name}":          {path: "/docs/LADDER.md", pathParam: "name"},
-		"GET /glossary":             {path: "/glossary"},
-		"GET /lab":                  {path: "/lab"},
-		"GET /lab/{id}":             {path: "/lab/online-step", pathParam: "id"},
-		"GET /lab/{id}/solution":    {path: "/lab/online-step/solution", pathParam: "id"},
-		"GET /lab/{id}/grade.js":    {path: "/lab/online-step/grade.js", pathParam: "id"},
-		"GET /kernels":              {path: "/kernels"},
-		"GET /ladder":               {path: "/ladder"},
-		"GET /sweep":                {path: "/sweep"},
-		"GET /compare":              {path: "/compare", base: url.Values{"n": {"16"}, "d": {"4"}, "br": {"4"}, "bc": {"4"}}, fields: []string{"n", "d", "br", "bc", "seed", "pattern", "causal", "trace_q", "pair"}, page: true, accept: map[string][]string{"seed": {"zero", "1e9", "2^63"}, "causal": {"zero", "empty"}, "trace_q": {"empty", "zero"}, "pair": {"empty"}, "pattern": {"empty"}}},
-		"GET /api/kernels":          {path: "/api/kernels"},
-		"GET /api/source":           {path: "/api/source", base: url.Values{"variant": {"flash2"}}, fields: []string{"variant"}},
-		"GET /api/memory":           {path: "/api/memory", base: url.Values{"b": {"1"}, "h": {"1"}, "n": {"1024"}, "d": {"64"}}, fields: []string{"b", "h", "n", "d", "dtype"}, accept: map[string][]string{"dtype": {"empty"}}},
-		"GET /api/traffic/measured": {path: "/api/traffic/measured"},
-		"POST /api/sweeps":          {path: "/api/sweeps", base: url.Values{"engine": {"cpu"}, "n": {"64"}, "d": {"16"}, "causal": {"0"}, "repeats": {"1"}}, fields: []string{"engine", "n", "d", "causal", "variants", "batch", "heads", "repeats", "ns"}, body: "form", accept: map[string][]string{"engine": {"empty"}, "n": {"empty"}, "d": {"empty"}, "causal": {"empty", "zero"}, "variants": {"empty"}, "batch": {"empty", "zero"}, "heads": {"empty", "zero"}, "repeats": {"empty"}}},
-		"GET /api/sweeps/{id}":      {path: "/api/sweeps/recorded", pathParam: "id"},
-		"DELETE /api/sweeps/{id}":   {path: "/api/sweeps/nope", pathParam: "id"},
-		"GET /api/sdpa":             {path: "/api/sdpa"},
+		"GET /":                  {path: "/"},
+		"GET /step":              {path: "/step", base: run, fields: append(runFields, "step", "embed"), page: true, accept: pageAccepts},
+		"GET /lessons":           {path: "/lessons"},
+		"GET /lessons/{slug}":    {path: "/lessons/" + l.Slug, pathParam: "slug"},
+		"GET /playground":        {path: "/playground"},
+		"GET /docs/{name}":       {path: "/docs/LADDER.md", pathParam: "name"},
+		"GET /glossary":          {path: "/glossary"},
+		"GET /lab":               {path: "/lab"},
+		"GET /lab/{id}":          {path: "/lab/online-step", pathParam: "id"},
+		"GET /lab/{id}/solution": {path: "/lab/online-step/solution", pathParam: "id"},
+		"GET /lab/{id}/grade.js": {path: "/lab/online-step/grade.js", pathParam: "id"},
+		// The kernel track is off on this server: a submission is refused,
+		// saying what the track needs; an unknown submission is a 404.
+		"POST /api/lab/{id}/submissions":    {path: "/api/lab/causal-kernel/submissions", pathParam: "id"},
+		"GET /api/lab/submissions/{ticket}": {path: "/api/lab/submissions/0123456789abcdef01234567", pathParam: "ticket"},
+		"GET /kernels":                      {path: "/kernels"},
+		"GET /ladder":                       {path: "/ladder"},
+		"GET /sweep":                        {path: "/sweep"},
+		"GET /compare":                      {path: "/compare", base: url.Values{"n": {"16"}, "d": {"4"}, "br": {"4"}, "bc": {"4"}}, fields: []string{"n", "d", "br", "bc", "seed", "pattern", "causal", "trace_q", "pair"}, page: true, accept: map[string][]string{"seed": {"zero", "1e9", "2^63"}, "causal": {"zero", "empty"}, "trace_q": {"empty", "zero"}, "pair": {"empty"}, "pattern": {"empty"}}},
+		"GET /api/kernels":                  {path: "/api/kernels"},
+		"GET /api/source":                   {path: "/api/source", base: url.Values{"variant": {"flash2"}}, fields: []string{"variant"}},
+		"GET /api/memory":                   {path: "/api/memory", base: url.Values{"b": {"1"}, "h": {"1"}, "n": {"1024"}, "d": {"64"}}, fields: []string{"b", "h", "n", "d", "dtype"}, accept: map[string][]string{"dtype": {"empty"}}},
+		"GET /api/traffic/measured":         {path: "/api/traffic/measured"},
+		"POST /api/sweeps":                  {path: "/api/sweeps", base: url.Values{"engine": {"cpu"}, "n": {"64"}, "d": {"16"}, "causal": {"0"}, "repeats": {"1"}}, fields: []string{"engine", "n", "d", "causal", "variants", "batch", "heads", "repeats", "ns"}, body: "form", accept: map[string][]string{"engine": {"empty"}, "n": {"empty"}, "d": {"empty"}, "causal": {"empty", "zero"}, "variants": {"empty"}, "batch": {"empty", "zero"}, "heads": {"empty", "zero"}, "repeats": {"empty"}}},
+		"GET /api/sweeps/{id}":              {path: "/api/sweeps/recorded", pathParam: "id"},
+		"DELETE /api/sweeps/{id}":           {path: "/api/sweeps/nope", pathParam: "id"},
+		"GET /api/sdpa":                     {path: "/api/sdpa"},
 		"POST /api/checkpoints/{lesson}/{id}": {path: "/api/checkpoints/" + l.Slug + "/" + cp.ID, base: url.Values{"answer": {"1"}}, fields: []string{"answer", "reveal", "extra"}, body: "json",
 			accept: map[string][]string{"answer": {"empty", "letters", "negative", "zero", "2^63", "NaN", "1e9", "enum"}}},
 		"GET /api/loop":        {path: "/api/loop", base: with(run, "q", "0", "bh", "0", "slip", "stale-max"), fields: append(runFields, "q", "bh", "slip"), accept: with2(runAccepts, "q", "empty", "zero", "bh", "empty", "zero", "slip", "empty")},
@@ -282,7 +286,12 @@ func TestEveryRouteTakesBadInput(t *testing.T) {
 func pathValue(rc routeCase) string {
 	parts := strings.Split(rc.path, "/")
 	switch rc.pathParam {
+	case "ticket":
+		return parts[len(parts)-1]
 	case "slug", "id", "name":
+		if strings.HasPrefix(rc.path, "/api/lab/") {
+			return parts[3]
+		}
 		if strings.HasPrefix(rc.path, "/api/checkpoints") {
 			return parts[len(parts)-1]
 		}

@@ -5,6 +5,7 @@ package web
 
 import (
 	"encoding/json"
+	"flashstep/labrun"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 // shutdown can close them properly: http.Server.Shutdown does not close
 // hijacked connections.
 type Server struct {
+	lab      *labrun.Service // the lab's kernel track
 	runner   Engines
 	runs     *runs.Hub // every trace the server sends is computed through it, once per run
 	sweeps   *sweep.Manager
@@ -82,6 +84,9 @@ type Deps struct {
 	// (rooms.Memory with RoomLimits), or on a broker shared by servers.
 	Rooms      rooms.Service
 	RoomLimits rooms.Limits
+	// Lab runs the lab's kernel track; nil or off: the track's pages say
+	// what it needs and step the reference run.
+	Lab *labrun.Service
 	// PublicURL is how students reach this server ("http://10.0.0.5:8080"),
 	// for join links and QR codes; empty: the host the presenter used.
 	PublicURL string
@@ -100,6 +105,10 @@ func NewServer(d Deps) *Server {
 	s.failedJoins = rooms.NewAddrLimiter(s.roomLimits.FailedJoinsPerMinute)
 	s.creates = rooms.NewAddrLimiter(20)
 	s.publicURL = strings.TrimSuffix(d.PublicURL, "/")
+	s.lab = d.Lab
+	if s.lab == nil {
+		s.lab = labrun.New(labrun.Options{})
+	}
 	s.sizes = newTraceSizes()
 	s.sse.byMember = map[string]*sseSession{}
 	s.router = s.routes()
@@ -109,13 +118,14 @@ func NewServer(d Deps) *Server {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
 // Drain is the first step of a shutdown: from now on the health check
-// answers 503 and new runs, streams, rooms and sweeps are refused; every
-// computation stops; every open websocket is told the server is going away
+// answers 503 and new runs, streams, rooms, sweeps and lab kernels are
+// refused; every computation stops; every open websocket is told the server is going away
 // (close code 1001). Requests in flight finish (a download of a trace
 // already computed, a page). Calling it again is harmless.
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.runs.Close()
+	s.lab.Close()
 	s.CloseStreams()
 }
 

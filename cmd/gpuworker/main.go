@@ -9,10 +9,18 @@
 // launch poisons the context: the worker reports it and exits, and the
 // server starts a fresh one.
 //
+// `gpuworker -lab` is the lab's kernel track instead: one student's kernel,
+// compiled with NVRTC and run in this process alone (lab.go).
+//
 // Build it with `make gpu` (go build -tags gpu); without the tag it is a stub
 // that reports no GPU.
 package main
 
 import "os"
 
-func main() { os.Exit(serve()) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-lab" {
+		os.Exit(labMain())
+	}
+	os.Exit(serve())
+}

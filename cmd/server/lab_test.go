@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -49,6 +50,13 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 			saveShot(ctx, t, "lab-"+id+"-"+name)
 		}
 	}
+	// Without a GPU (and without -lab-kernels on) the kernel track is off:
+	// its pages say what it needs, and their button is not live.
+	navigate(ctx, t, base+"/lab/causal-kernel")
+	waitText(ctx, t, "[data-testid=kernel-track-off]", "NVRTC")
+	if !evalJS[bool](ctx, t, `document.getElementById('lab-run').disabled`) {
+		t.Errorf("the kernel track is off, but its button is live")
+	}
 	// The sandbox, on exercise 1's page.
 	navigate(ctx, t, base+"/lab/online-step")
 	waitText(ctx, t, "#lab-status", "Not run yet")
@@ -82,6 +90,31 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 		if !strings.Contains(p, "healthz") && !strings.Contains(p, "Content Security Policy") && !strings.Contains(p, "content security policy") {
 			t.Errorf("console: %s", p)
 		}
+	}
+}
+
+// TestBrowserLabKernelTrack submits CUDA kernels from the page to a
+// server whose kernel track runs this test binary as its lab worker (the
+// labruntest fake: the numbers a right kernel, a wrong one and one that
+// does not compile would give): the right one passes, the wrong one's first
+// difference is named, and the compile error is marked at its line.
+func TestBrowserLabKernelTrack(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, "-lab-kernels", "on", "-lab-worker", os.Args[0])
+	ctx := browser(t)
+	navigate(ctx, t, base+"/lab/causal-kernel")
+	waitText(ctx, t, "#lab-status", "Not run yet")
+	if v := labRun(ctx, t, "// PASS\n"); v.Verdict != "pass" || !strings.Contains(v.Text, "hidden runs") {
+		t.Errorf("a right kernel: %+v", v)
+	}
+	if v := labRun(ctx, t, "// LSE\n"); v.Verdict != "fail" || v.Quantity != "LSE" || v.Row != "2" || v.J != "end" {
+		t.Errorf("a kernel with one LSE wrong: %+v", v)
+	}
+	if v := labRun(ctx, t, "// COMPILE\n"+strings.Repeat("\n", 8)); v.Verdict != "error" || v.Line != "7" || !strings.Contains(v.Text, "expected a") {
+		t.Errorf("a kernel that does not compile: %+v", v)
+	}
+	if n := evalJS[int](ctx, t, `document.querySelectorAll('.cm-lintRange-error, .cm-lint-marker-error').length`); n == 0 {
+		t.Errorf("the compile error is not marked in the editor")
 	}
 }
 

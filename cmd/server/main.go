@@ -2,11 +2,16 @@
 //
 //	server [-addr localhost:8080] [-worker path/to/gpuworker | -worker none]
 //	       [-nats nats://host:4222] [-public-url http://10.0.0.5:8080]
+//	       [-lab-kernels auto|on|off] [-lab-worker path]
 //
 // It starts the GPU worker (by default the gpuworker binary beside it) and
 // runs on the GPU when the worker finds one. Otherwise it is in CPU mode:
 // runs recorded on a GPU are replayed, any other comes from the CPU mirror of
 // its kernel.
+//
+// With a GPU, the lab's kernel track (students' CUDA, compiled with NVRTC
+// and run one process per submission) is on when the server listens on
+// loopback alone; -lab-kernels on turns it on for a classroom server.
 //
 // Classroom rooms live in this process unless -nats names a NATS server:
 // then every flashstep server started with the same -nats shares them, so
@@ -17,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"flashstep/labrun"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,13 +69,6 @@ func startGPU(path string, log *slog.Logger) (*runner.GPU, string) {
 	if path == "none" {
 		return nil, "started with -worker none"
 	}
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err.Error()
-		}
-		path = filepath.Join(filepath.Dir(exe), "gpuworker")
-	}
 	g, err := runner.StartGPU(runner.GPUOptions{Worker: path}, log)
 	switch {
 	case err == nil:
@@ -83,6 +82,21 @@ func startGPU(path string, log *slog.Logger) (*runner.GPU, string) {
 		log.Error("the GPU worker failed to start; CPU mode", "err", err)
 		return nil, err.Error()
 	}
+}
+
+// loopbackOnly says whether addr listens on this machine's loopback alone:
+// there the kernel track is on by default, for the one person at the
+// keyboard; a server the class reaches turns it on with -lab-kernels on.
+func loopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func main() {
@@ -106,8 +120,20 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	publicURL := fs.String("public-url", "", "the address students use to reach this server, for join links and QR codes (default: the presenter's)")
 	traceMemory := fs.Int64("trace-memory", 256, "MiB for traces: computing, cached and being sent (runs past it wait, then are refused as busy)")
 	computeSlots := fs.Int("compute-slots", 0, "runs the CPU mirror computes at once (default: one per core); more wait in a queue")
+	labWorker := fs.String("lab-worker", "", "the binary run with -lab for each student's kernel (default: the GPU worker); naming one turns the kernel track on with -lab-kernels on, GPU or not")
+	labKernels := fs.String("lab-kernels", "auto", `the lab's kernel track, students' CUDA compiled and run on the GPU: "auto" (on with a GPU when the server listens on loopback alone), "on" (a classroom server), or "off"`)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *labKernels != "auto" && *labKernels != "on" && *labKernels != "off" {
+		return fmt.Errorf("-lab-kernels must be auto, on or off, got %q", *labKernels)
+	}
+	if *workerPath == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		*workerPath = filepath.Join(filepath.Dir(exe), "gpuworker")
 	}
 	if *computeSlots < 0 || *computeSlots > 1024 {
 		return fmt.Errorf("-compute-slots must be from 1 to 1024 (0: one per core), got %d", *computeSlots)
@@ -163,7 +189,24 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		roomService = natsrooms.New(nc, rooms.Limits{})
 		log.Info("classroom rooms shared through NATS", "url", *natsURL)
 	}
-	app := web.NewServer(web.Deps{Engines: eng, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[string]int{runner.OnCPU: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
+	var labKernelsOn bool
+	switch *labKernels {
+	case "on":
+		labKernelsOn = router.GPU != nil || *labWorker != ""
+	case "auto":
+		labKernelsOn = router.GPU != nil && loopbackOnly(*addr)
+	}
+	if *labWorker == "" {
+		*labWorker = *workerPath
+	}
+	labOpts := labrun.Options{}
+	if labKernelsOn {
+		labOpts.Command = []string{*labWorker}
+		log.Info("the lab's kernel track is on: students' kernels run on the GPU, one process each")
+	}
+	labService := labrun.New(labOpts)
+	defer labService.Close()
+	app := web.NewServer(web.Deps{Engines: eng, Lab: labService, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[string]int{runner.OnCPU: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
 		Static: static.Files, Log: log, Rooms: roomService, PublicURL: *publicURL})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 

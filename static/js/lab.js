@@ -192,8 +192,105 @@ async function runLoop() {
   }
 }
 
+// kernelState is the reference kernel's state after step (bh, i, j) of its
+// trace, as the views draw it: rows of m, l and O.
+function kernelState(model, bh, i, j) {
+  const r = model.steps.find((x) => x.kind === 'flash_step' && x.bh === bh && x.i === i && x.j === j);
+  if (!r) return null;
+  const d = model.h.D, rows = r.rowsValid;
+  return {
+    m: Array.from(r.m_new.subarray(0, rows)), l: Array.from(r.l.subarray(0, rows)),
+    O: Array.from({ length: rows }, (_, x) => Array.from(r.o.subarray(x * d, (x + 1) * d))),
+    step: model.steps.indexOf(r),
+  };
+}
+
+// studentState is the same from a verdict's records.
+function studentState(steps, kernel, bh, i, j) {
+  const rows = kernel.m.length, d = kernel.O[0].length;
+  const st = { m: new Array(rows).fill(NaN), l: new Array(rows).fill(NaN), O: Array.from({ length: rows }, () => new Array(d).fill(NaN)) };
+  for (const s of steps) {
+    if (s.BH === bh && s.I === i && s.J === j && s.R < rows) {
+      st.m[s.R] = f32(s.M);
+      st.l[s.R] = f32(s.L);
+      st.O[s.R] = floats(s.O);
+    }
+  }
+  return st;
+}
+
+// The worker sends a float as its bits, and arrays of them as base64.
+const bits = new DataView(new ArrayBuffer(4));
+const f32 = (u) => { bits.setUint32(0, u); return bits.getFloat32(0); };
+function floats(b64) {
+  const raw = Uint8Array.from(atob(b64 || ''), (c) => c.charCodeAt(0));
+  return Array.from(new Float32Array(raw.buffer, 0, raw.length / 4));
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function runKernel() {
+  $('lab-run').disabled = true;
+  $('lab-diff').hidden = true;
+  $('lab-log').hidden = true;
+  try {
+    say('running', 'Sending your kernel to the GPU…');
+    const res = await fetch(`/api/lab/${page.id}/submissions`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
+    const body = await res.json();
+    if (!res.ok) {
+      say(res.status === 503 ? 'busy' : 'error', body.error || `HTTP ${res.status}`);
+      return;
+    }
+    let st;
+    for (;;) {
+      const r = await fetch(`/api/lab/submissions/${body.id}`);
+      st = await r.json();
+      if (!r.ok) { say('error', st.error || `HTTP ${r.status}`); return; }
+      if (st.state === 'done' || st.state === 'cancelled') break;
+      say('running', st.state === 'queued' ? `Waiting for the GPU: ${st.ahead} ${st.ahead === 1 ? 'kernel' : 'kernels'} ahead of yours.` : 'Compiling your kernel and running it on the GPU…');
+      await sleep(400);
+    }
+    const v = st.verdict;
+    if (!v) { say('error', 'The submission was cancelled.'); return; }
+    if (v.verdict === 'compile') {
+      say('error', v.line ? `Line ${v.line}: ${firstError(v.log)}` : v.message, { line: v.line || undefined });
+      if (v.line) code.mark(v.line, firstError(v.log));
+      $('lab-log').hidden = false;
+      $('lab-log-text').textContent = v.log;
+      return;
+    }
+    if (v.verdict !== 'fail') {
+      const ms = v.verdict === 'pass' ? ` Your kernel ran the exercise's run in ${v.ms.toFixed(3)} ms; the answer came ${v.took.toFixed(2)} s after the GPU took it.` : '';
+      say(v.verdict, v.message + ms, { seed: v.seed });
+      return;
+    }
+    const m = v.miss;
+    say('fail', v.message, { i: m.I, j: m.J < 0 ? 'end' : m.J, row: m.Row, quantity: m.Quantity || undefined, x: m.X >= 0 ? m.X : undefined, run: m.Run });
+    if (m.Run === 0 && m.J >= 0) {
+      const model = await kernelRun();
+      const kernel = kernelState(model, m.BH, m.I, m.J);
+      if (kernel) {
+        showMiss(m.I * model.h.Br, { row: m.Row - m.I * model.h.Br, state: studentState(v.steps, kernel, m.BH, m.I, m.J), kernel });
+        $('lab-run-link').href = `/step?${page.run}&step=${kernel.step + 1}`;
+      }
+    }
+  } catch (e) {
+    say('error', `The submission failed: ${e.message}`);
+  } finally {
+    $('lab-run').disabled = false;
+  }
+}
+
+// firstError is the compiler's first error message, without its file and line.
+function firstError(log) {
+  const m = /student\.cu\(\d+\): (?:catastrophic )?error: ([^\n]*)/.exec(log || '');
+  return m ? m[1] : 'the compiler refused it';
+}
+
 if (page.track === 'loop') {
   $('lab-run').addEventListener('click', runLoop);
+} else if (page.kernel_track) {
+  $('lab-run').addEventListener('click', runKernel);
 } else {
-  $('lab-run').disabled = !page.kernel_track;
+  $('lab-run').disabled = true;
 }

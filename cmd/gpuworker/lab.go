@@ -1,0 +1,305 @@
+//go:build gpu
+
+package main
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+
+// NVRTC is loaded at run time from the GPU machine's CUDA installation:
+// nothing here links it, so the worker runs where it is missing and says so.
+typedef int (*fs_nvrtc_create)(void **, const char *, const char *, int, const char *const *, const char *const *);
+typedef int (*fs_nvrtc_compile)(void *, int, const char *const *);
+typedef int (*fs_nvrtc_size)(void *, size_t *);
+typedef int (*fs_nvrtc_get)(void *, char *);
+typedef int (*fs_nvrtc_destroy)(void **);
+
+static void *fs_nvrtc;
+
+static const char *fs_nvrtc_open(void) {
+	const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"};
+	for (int k = 0; k < 5 && !fs_nvrtc; k++) fs_nvrtc = dlopen(names[k], RTLD_NOW);
+	return fs_nvrtc ? NULL : dlerror();
+}
+
+// fs_nvrtc_ptx compiles src; on success *ptx holds the PTX, else *log the
+// compiler's messages (either may be set either way). Returns NVRTC's result,
+// or -1 when a symbol is missing.
+static int fs_nvrtc_ptx(const char *src, const char *arch, char **ptx, char **log) {
+	fs_nvrtc_create create = (fs_nvrtc_create)dlsym(fs_nvrtc, "nvrtcCreateProgram");
+	fs_nvrtc_compile compile = (fs_nvrtc_compile)dlsym(fs_nvrtc, "nvrtcCompileProgram");
+	fs_nvrtc_size logSize = (fs_nvrtc_size)dlsym(fs_nvrtc, "nvrtcGetProgramLogSize");
+	fs_nvrtc_get getLog = (fs_nvrtc_get)dlsym(fs_nvrtc, "nvrtcGetProgramLog");
+	fs_nvrtc_size ptxSize = (fs_nvrtc_size)dlsym(fs_nvrtc, "nvrtcGetPTXSize");
+	fs_nvrtc_get getPTX = (fs_nvrtc_get)dlsym(fs_nvrtc, "nvrtcGetPTX");
+	fs_nvrtc_destroy destroy = (fs_nvrtc_destroy)dlsym(fs_nvrtc, "nvrtcDestroyProgram");
+	if (!create || !compile || !logSize || !getLog || !ptxSize || !getPTX || !destroy) return -1;
+	void *prog = NULL;
+	int r = create(&prog, src, "student.cu", 0, NULL, NULL);
+	if (r) return r;
+	const char *opts[] = {arch, "--std=c++17", "-default-device"};
+	int cr = compile(prog, 3, opts);
+	size_t n = 0;
+	if (!logSize(prog, &n) && n > 1) {
+		*log = malloc(n);
+		getLog(prog, *log);
+	}
+	if (!cr && !ptxSize(prog, &n)) {
+		*ptx = malloc(n);
+		getPTX(prog, *ptx);
+	}
+	destroy(&prog);
+	return cr;
+}
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"flashstep/kernels"
+	"flashstep/lab"
+)
+
+// labMain is `gpuworker -lab`: one student's kernel, in a process of its
+// own. It reads a lab.KernelRequest on standard input, compiles the source
+// with NVRTC, launches it on each run and writes a lab.KernelReply. A
+// kernel that faults poisons this process's context only; one that never
+// ends is killed by the server's watchdog.
+func labMain() int {
+	runtime.LockOSThread()
+	reply := labRun(os.Stdin)
+	if err := json.NewEncoder(os.Stdout).Encode(reply); err != nil {
+		fmt.Fprintln(os.Stderr, "gpuworker -lab: writing the reply:", err)
+		return 1
+	}
+	return 0
+}
+
+func labRun(in io.Reader) lab.KernelReply {
+	var req lab.KernelRequest
+	if err := json.NewDecoder(io.LimitReader(in, 4<<20)).Decode(&req); err != nil {
+		return lab.KernelReply{Stage: "load", Error: "reading the request: " + err.Error()}
+	}
+	if len(req.Source) > lab.MaxSourceBytes {
+		return lab.KernelReply{Stage: "compile", Error: fmt.Sprintf("the source is %d bytes, above the %d-byte limit", len(req.Source), lab.MaxSourceBytes)}
+	}
+	if msg := C.fs_nvrtc_open(); msg != nil {
+		return lab.KernelReply{Stage: "compile", Error: "NVRTC is not installed on this GPU machine: " + C.GoString(msg)}
+	}
+	n, err := cu.NumDevices()
+	if err != nil || n == 0 {
+		return lab.KernelReply{Stage: "load", Error: fmt.Sprintf("no CUDA device (%v)", err)}
+	}
+	dev, err := cu.GetDevice(0)
+	if err != nil {
+		return lab.KernelReply{Stage: "load", Error: err.Error()}
+	}
+	major, _ := dev.Attribute(cu.ComputeCapabilityMajor)
+	minor, _ := dev.Attribute(cu.ComputeCapabilityMinor)
+	ctx, err := dev.MakeContext(cu.SchedAuto)
+	if err != nil {
+		return lab.KernelReply{Stage: "load", Error: "creating a CUDA context: " + err.Error()}
+	}
+	defer ctx.Destroy()
+
+	src := C.CString(lab.Harness(req.Br, req.Bc, req.D) + req.Source)
+	defer C.free(unsafe.Pointer(src))
+	arch := C.CString(fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor))
+	defer C.free(unsafe.Pointer(arch))
+	var ptx, clog *C.char
+	r := C.fs_nvrtc_ptx(src, arch, &ptx, &clog)
+	reply := lab.KernelReply{Stage: "compile"}
+	if clog != nil {
+		reply.Log = C.GoString(clog)
+		C.free(unsafe.Pointer(clog))
+		if len(reply.Log) > lab.MaxLogBytes {
+			reply.Log = reply.Log[:lab.MaxLogBytes] + "\n…"
+		}
+	}
+	if r != 0 || ptx == nil {
+		if r == -1 {
+			reply.Error = "this NVRTC lacks a function the lab needs"
+		}
+		return reply
+	}
+	code := C.GoString(ptx)
+	C.free(unsafe.Pointer(ptx))
+
+	reply.Stage = "load"
+	mod, err := cu.LoadData(code)
+	if err != nil {
+		reply.Error = "loading the compiled kernel: " + err.Error()
+		return reply
+	}
+	fn, err := mod.Function("attention")
+	if err != nil {
+		reply.Error = `your source has no kernel extern "C" __global__ void attention(…)`
+		return reply
+	}
+	reply.Stage = "run"
+	for _, q := range req.Runs {
+		run, err := labLaunch(mod, fn, &req, q)
+		if err != nil {
+			reply.Error = err.Error()
+			return reply
+		}
+		reply.Runs = append(reply.Runs, run)
+	}
+	reply.Stage = "done"
+	return reply
+}
+
+// labLaunch runs the student's kernel once on run q: the run's own inputs
+// (those the mirror and the reference kernel see), fresh buffers for O, the
+// LSE and the records, and the grid of one block of FS_BR threads per
+// q-tile and batch-head.
+func labLaunch(mod cu.Module, fn cu.Function, req *lab.KernelRequest, q string) (lab.KernelRun, error) {
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		return lab.KernelRun{}, err
+	}
+	r, err := kernels.ParseRun(v)
+	if err != nil {
+		return lab.KernelRun{}, err
+	}
+	c := r.Config()
+	bh := c.Batch * c.Heads
+	tr, tc := (c.N+req.Br-1)/req.Br, (c.N+req.Bc-1)/req.Bc
+	var mem allocs
+	defer mem.free()
+	join := func(pick func(*kernels.Inputs) []float32) []float32 {
+		var all []float32
+		for b := range bh {
+			all = append(all, pick(kernels.InputsFor(&c, b))...)
+		}
+		return all
+	}
+	in := map[string][]float32{
+		"q": join(func(x *kernels.Inputs) []float32 { return x.Q }),
+		"k": join(func(x *kernels.Inputs) []float32 { return x.K }),
+		"v": join(func(x *kernels.Inputs) []float32 { return x.V }),
+	}
+	bufs := map[string]cu.DevicePtr{}
+	for _, name := range []string{"q", "k", "v"} {
+		if bufs[name], err = mem.upload(in[name]); err != nil {
+			return lab.KernelRun{}, err
+		}
+	}
+	stepSlot, outSlot := 16+4*req.D, 8+4*req.D
+	sizes := map[string]int64{"o": int64(bh * c.N * c.D * 4), "lse": int64(bh * c.N * 4),
+		"steps": int64(bh*tr*tc*req.Br) * int64(stepSlot), "outs": int64(bh*c.N) * int64(outSlot), "stray": 4}
+	for name, size := range sizes {
+		if bufs[name], err = mem.alloc(size); err != nil {
+			return lab.KernelRun{}, err
+		}
+		if err := cu.MemsetD8(bufs[name], 0, size); err != nil {
+			return lab.KernelRun{}, err
+		}
+	}
+	// NaN in O and the LSE: a row the kernel never writes cannot pass.
+	nan := make([]float32, bh*c.N*c.D)
+	for k := range nan {
+		nan[k] = float32(math.NaN())
+	}
+	if err := cu.MemcpyHtoD(bufs["o"], unsafe.Pointer(&nan[0]), sizes["o"]); err != nil {
+		return lab.KernelRun{}, err
+	}
+	if err := cu.MemcpyHtoD(bufs["lse"], unsafe.Pointer(&nan[0]), sizes["lse"]); err != nil {
+		return lab.KernelRun{}, err
+	}
+	setGlobal := func(name string, value uint64, bytes int64) error {
+		p, size, err := mod.Global(name)
+		if err != nil || size != bytes {
+			return fmt.Errorf("the harness's %s is missing (did your source redefine it?)", name)
+		}
+		return cu.MemcpyHtoD(p, unsafe.Pointer(&value), bytes)
+	}
+	for _, g := range []struct {
+		name  string
+		value uint64
+		bytes int64
+	}{{"fs_steps", uint64(bufs["steps"]), 8}, {"fs_outs", uint64(bufs["outs"]), 8}, {"fs_stray", uint64(bufs["stray"]), 8},
+		{"fs_tc", uint64(tc), 4}, {"fs_n", uint64(c.N), 4}} {
+		if err := setGlobal(g.name, g.value, g.bytes); err != nil {
+			return lab.KernelRun{}, err
+		}
+	}
+	args := []uint64{uint64(bufs["q"]), uint64(bufs["k"]), uint64(bufs["v"]), uint64(bufs["o"]), uint64(bufs["lse"]),
+		uint64(c.N), uint64(math.Float32bits(c.Scale()))}
+	if req.Causal {
+		causal := uint64(0)
+		if c.Causal {
+			causal = 1
+		}
+		args = append(args, causal)
+	}
+	ptrs := make([]unsafe.Pointer, len(args))
+	for k := range args {
+		ptrs[k] = unsafe.Pointer(&args[k])
+	}
+	start := time.Now()
+	if err := fn.Launch(tr, bh, 1, req.Br, 1, 1, 0, cu.NoStream, ptrs); err != nil {
+		return lab.KernelRun{}, fmt.Errorf("launching your kernel: %w", err)
+	}
+	if err := cu.Synchronize(); err != nil {
+		return lab.KernelRun{}, fmt.Errorf("your kernel failed on the GPU: %w", err)
+	}
+	out := lab.KernelRun{Ms: float64(time.Since(start).Microseconds()) / 1000}
+	down := func(name string) ([]byte, error) {
+		b := make([]byte, sizes[name])
+		return b, cu.MemcpyDtoH(unsafe.Pointer(&b[0]), bufs[name], sizes[name])
+	}
+	floats := func(b []byte) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4) }
+	ob, err := down("o")
+	if err != nil {
+		return out, err
+	}
+	lb, err := down("lse")
+	if err != nil {
+		return out, err
+	}
+	out.O, out.LSE = append([]float32(nil), floats(ob)...), append([]float32(nil), floats(lb)...)
+	sb, err := down("steps")
+	if err != nil {
+		return out, err
+	}
+	for k := 0; k < len(sb)/stepSlot; k++ {
+		slot := floats(sb[k*stepSlot : (k+1)*stepSlot])
+		if math.Float32bits(slot[2]) == 0 {
+			continue
+		}
+		r := k % req.Br
+		j := (k / req.Br) % tc
+		i := (k / req.Br / tc) % tr
+		out.Steps = append(out.Steps, lab.StepSeen{BH: k / req.Br / tc / tr, I: i, J: j, R: r, M: lab.Float(slot[0]), L: lab.Float(slot[1]), O: append([]float32(nil), slot[4:]...)})
+	}
+	ub, err := down("outs")
+	if err != nil {
+		return out, err
+	}
+	for k := 0; k < len(ub)/outSlot; k++ {
+		slot := floats(ub[k*outSlot : (k+1)*outSlot])
+		if math.Float32bits(slot[1]) == 0 {
+			continue
+		}
+		out.Outs = append(out.Outs, lab.OutSeen{BH: k / c.N, Row: k % c.N, LSE: lab.Float(slot[0]), O: append([]float32(nil), slot[2:]...)})
+	}
+	stray, err := down("stray")
+	if err != nil {
+		return out, err
+	}
+	out.Stray = int(*(*int32)(unsafe.Pointer(&stray[0])))
+	return out, nil
+}

@@ -1,0 +1,145 @@
+//go:build gpu
+
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lab"
+	"flashstep/runner"
+)
+
+// labChild, set in its environment, makes this test binary gpuworker -lab:
+// the tests run each student kernel in a process of its own, as the server
+// does.
+const labChild = "FS_LAB_CHILD"
+
+func labKernel(t *testing.T, req lab.KernelRequest, limit time.Duration) (lab.KernelReply, time.Duration, error) {
+	t.Helper()
+	return runner.LabKernel(context.Background(), []string{os.Args[0]}, append(os.Environ(), labChild+"=1"), req, limit)
+}
+
+// gradeReply holds every run of a reply as the server would.
+func gradeReply(t *testing.T, e *lab.Exercise, reply lab.KernelReply, runs []kernels.Config) *lab.Miss {
+	t.Helper()
+	if reply.Stage != "done" {
+		t.Fatalf("%s: stopped at %s: %s %s", e.ID, reply.Stage, reply.Error, reply.Log)
+	}
+	for k, c := range runs {
+		var recs []*instrument.Record
+		if k == 0 {
+			run, err := c.Check()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m := lab.GradeKernelRun(c, reply.Runs[k], recs, k == 0); m != nil {
+			m.Run = k
+			return m
+		}
+	}
+	return nil
+}
+
+// TestLabReferenceSolutionsPass compiles every kernel exercise's solution
+// with NVRTC in a process of its own and holds it to the reference
+// kernel's trace and, on hidden runs, to the float64 reference; it reports
+// the time from submission to the answer.
+func TestLabReferenceSolutionsPass(t *testing.T) {
+	for _, e := range lab.All() {
+		if e.Track != lab.TrackKernel {
+			continue
+		}
+		req, runs := e.KernelRequestFor(e.Solution, 7)
+		reply, took, err := labKernel(t, req, 30*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", e.ID, err)
+		}
+		if m := gradeReply(t, e, reply, runs); m != nil {
+			t.Errorf("%s: the solution fails: %+v", e.ID, *m)
+		}
+		t.Logf("%s: compiled, ran %d runs and answered in %v (kernel %.3f ms on its own run)", e.ID, len(runs), took, reply.Runs[0].Ms)
+	}
+}
+
+// TestLabBadKernels: each kind of broken kernel gets its verdict within the
+// time limit, and a correct run started beside an endless one finishes.
+func TestLabBadKernels(t *testing.T) {
+	online, _ := lab.ByID("online-kernel")
+	causal, _ := lab.ByID("causal-kernel")
+	endless := strings.Replace(online.Solution, "  if (!live) return;", "  while (true) { }\n  if (!live) return;", 1)
+	oob := strings.Replace(online.Solution, "  if (!live) return;", "  O[base + (size_t)1 << 40] = 1.f;\n  if (!live) return;", 1)
+	trap := strings.Replace(online.Solution, "  if (!live) return;", "  asm(\"trap;\");\n  if (!live) return;", 1)
+	offByOne := strings.Replace(causal.Solution, "!(causal && c0 + c > row)", "!(causal && c0 + c >= row)", 1)
+	syntax := strings.Replace(online.Solution, "float mNew = m;", "float mNew = m", 1)
+	for _, src := range []string{endless, oob, trap, offByOne, syntax} {
+		if src == online.Solution || src == causal.Solution {
+			t.Fatal("a bad kernel's edit no longer applies to the solution")
+		}
+	}
+
+	// The endless kernel and a correct one side by side.
+	var wg sync.WaitGroup
+	var endErr error
+	var endTook time.Duration
+	wg.Go(func() {
+		req, _ := online.KernelRequestFor(endless, 1)
+		_, endTook, endErr = labKernel(t, req, 5*time.Second)
+	})
+	time.Sleep(500 * time.Millisecond) // the endless kernel is running
+	req, runs := online.KernelRequestFor(online.Solution, 2)
+	reply, took, err := labKernel(t, req, 30*time.Second)
+	if err != nil || gradeReply(t, online, reply, runs) != nil {
+		t.Errorf("a correct kernel beside an endless one: %v", err)
+	}
+	wg.Wait()
+	if !errors.Is(endErr, runner.ErrLabTimeout) || endTook > 7*time.Second {
+		t.Errorf("the endless kernel: %v after %v", endErr, endTook)
+	}
+	t.Logf("endless kernel stopped after %v; the correct one beside it answered in %v", endTook, took)
+
+	for name, src := range map[string]string{"out of bounds": oob, "trap": trap} {
+		req, _ := online.KernelRequestFor(src, 3)
+		reply, took, err := labKernel(t, req, 30*time.Second)
+		switch {
+		case err != nil:
+			t.Logf("%s: the process died: %v (%v)", name, err, took)
+		case reply.Stage == "run" && reply.Error != "":
+			t.Logf("%s: %s (%v)", name, reply.Error, took)
+		default:
+			t.Errorf("%s: no error: %+v", name, reply.Stage)
+		}
+	}
+	{
+		req, runs := causal.KernelRequestFor(offByOne, 4)
+		reply, _, err := labKernel(t, req, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := gradeReply(t, causal, reply, runs)
+		if m == nil || m.Run != 0 || m.I != 0 || m.J != 0 || m.Row != 0 {
+			t.Errorf("the causal mask off by one: %+v, want a miss at row 0, q-tile 0, kv-tile 0", m)
+		} else {
+			t.Logf("causal off by one: %+v", *m)
+		}
+	}
+	{
+		req, _ := online.KernelRequestFor(syntax, 5)
+		reply, _, err := labKernel(t, req, 30*time.Second)
+		if err != nil || reply.Stage != "compile" || !strings.Contains(reply.Log, "student.cu") {
+			t.Errorf("a syntax error: %v %+v", err, reply)
+		}
+		t.Logf("syntax error log: %s", reply.Log)
+	}
+}

@@ -1,0 +1,301 @@
+// Package labrun runs students' kernels for the lab's kernel track: a fair
+// queue in front of the GPU, one process per submission (the GPU worker
+// with -lab: runner.LabKernel, with its watchdog), and the grading of what
+// comes back against the reference kernel's trace (package lab). A
+// submission whose student stops asking about it is cancelled, its process
+// killed.
+package labrun
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lab"
+	"flashstep/runner"
+)
+
+// Options say how submissions run. Command nil: the kernel track is off.
+type Options struct {
+	Command []string // the GPU worker
+	Env     []string
+	// Limit bounds one submission's compile and runs (default 20 s).
+	Limit time.Duration
+	// Concurrent is how many kernels run at once (default 1: the GPU is
+	// the class's, and a student's timing should be its own).
+	Concurrent int
+	// QueueMax is how many submissions may wait (default 64).
+	QueueMax int
+	// Abandoned is how long a submission waits for its student to ask
+	// about it before it is cancelled (default 15 s).
+	Abandoned time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Limit == 0 {
+		o.Limit = 20 * time.Second
+	}
+	if o.Concurrent == 0 {
+		o.Concurrent = 1
+	}
+	if o.QueueMax == 0 {
+		o.QueueMax = 64
+	}
+	if o.Abandoned == 0 {
+		o.Abandoned = 15 * time.Second
+	}
+	return o
+}
+
+// BusyError: the submission was not taken; Why says why, in the student's
+// words.
+type BusyError struct{ Why string }
+
+func (b *BusyError) Error() string { return "busy: " + b.Why }
+
+// ErrOff: the kernel track is not on at this server.
+var ErrOff = errors.New("the kernel track is off at this server")
+
+// Status is where a submission stands.
+type Status struct {
+	State   string   `json:"state"` // "queued", "running", "done", "cancelled"
+	Ahead   int      `json:"ahead"` // submissions before it, while queued
+	Verdict *Verdict `json:"verdict,omitempty"`
+}
+
+// Verdict is a finished submission's result.
+type Verdict struct {
+	// Verdict is "pass", "fail" (a difference: Miss), "compile" (Log, Line),
+	// "error" (the kernel failed on the GPU, or its process died: Message)
+	// or "timeout".
+	Verdict string    `json:"verdict"`
+	Message string    `json:"message"`
+	Line    int       `json:"line,omitempty"`
+	Log     string    `json:"log,omitempty"`
+	Miss    *lab.Miss `json:"miss,omitempty"`
+	// Steps are the student's records on the exercise's own run, for the
+	// page to step beside the reference kernel's.
+	Steps []lab.StepSeen `json:"steps,omitempty"`
+	Ms    float64        `json:"ms"`   // the kernel on the exercise's run
+	Took  float64        `json:"took"` // seconds from the start of the process to its answer
+	Seed  uint64         `json:"seed"` // of the hidden runs
+}
+
+// Service queues and runs submissions.
+type Service struct {
+	o       Options
+	mu      sync.Mutex
+	queue   []*ticket // waiting, in order
+	running int
+	byID    map[string]*ticket
+	byAddr  map[string]*ticket // each address's one live submission
+	closed  bool
+}
+
+type ticket struct {
+	id, addr string
+	e        *lab.Exercise
+	source   string
+	state    string
+	verdict  *Verdict
+	seen     time.Time
+	cancel   context.CancelFunc
+	ctx      context.Context
+}
+
+// New starts a service; Close stops it.
+func New(o Options) *Service {
+	s := &Service{o: o.withDefaults(), byID: map[string]*ticket{}, byAddr: map[string]*ticket{}}
+	if o.Command != nil {
+		go s.janitor()
+	}
+	return s
+}
+
+// On says whether the kernel track runs here.
+func (s *Service) On() bool { return s.o.Command != nil }
+
+// Submit queues source for exercise e from a student at addr. It refuses
+// at once, with a BusyError, a second submission while the address has one
+// waiting or running, and any past the queue's bound.
+func (s *Service) Submit(e *lab.Exercise, source, addr string) (string, error) {
+	if !s.On() {
+		return "", ErrOff
+	}
+	if e.Track != lab.TrackKernel {
+		return "", fmt.Errorf("exercise %s runs in the browser, not on the GPU", e.ID)
+	}
+	if len(source) > lab.MaxSourceBytes {
+		return "", kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("the source must be at most %d bytes (got %d)", lab.MaxSourceBytes, len(source))}}
+	}
+	if strings.TrimSpace(source) == "" {
+		return "", kernels.FieldErrors{{Field: "source", Message: "the source is empty"}}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", &BusyError{"the server is shutting down"}
+	}
+	if t := s.byAddr[addr]; t != nil {
+		return "", &BusyError{"your last kernel is still queued or running: wait for its verdict"}
+	}
+	if len(s.queue) >= s.o.QueueMax {
+		return "", &BusyError{fmt.Sprintf("%d kernels are waiting for the GPU", len(s.queue))}
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, e: e, source: source, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
+	s.byID[t.id], s.byAddr[addr] = t, t
+	s.queue = append(s.queue, t)
+	s.startLocked()
+	return t.id, nil
+}
+
+// Status says where submission id stands, and notes that its student is
+// still there.
+func (s *Service) Status(id string) (Status, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.byID[id]
+	if t == nil {
+		return Status{}, false
+	}
+	t.seen = time.Now()
+	st := Status{State: t.state, Verdict: t.verdict}
+	if t.state == "queued" {
+		for k, q := range s.queue {
+			if q == t {
+				st.Ahead = k + s.running
+			}
+		}
+	}
+	return st, true
+}
+
+// Close cancels every submission and refuses new ones.
+func (s *Service) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, t := range s.byID {
+		t.cancel()
+	}
+}
+
+func (s *Service) startLocked() {
+	for s.running < s.o.Concurrent && len(s.queue) > 0 {
+		t := s.queue[0]
+		s.queue = s.queue[1:]
+		t.state = "running"
+		s.running++
+		go s.run(t)
+	}
+}
+
+func (s *Service) run(t *ticket) {
+	v := s.grade(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running--
+	if t.ctx.Err() != nil && t.state != "done" {
+		t.state = "cancelled"
+	} else {
+		t.state, t.verdict = "done", v
+	}
+	delete(s.byAddr, t.addr)
+	t.cancel()
+	s.startLocked()
+}
+
+// janitor cancels submissions nobody asks about, and forgets finished ones
+// once their student has had time to read them.
+func (s *Service) janitor() {
+	tick := time.NewTicker(s.o.Abandoned / 3)
+	defer tick.Stop()
+	for range tick.C {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		for id, t := range s.byID {
+			idle := now.Sub(t.seen)
+			switch {
+			case t.state == "queued" && idle > s.o.Abandoned:
+				t.state = "cancelled"
+				t.cancel()
+				for k, q := range s.queue {
+					if q == t {
+						s.queue = append(s.queue[:k], s.queue[k+1:]...)
+						break
+					}
+				}
+				delete(s.byAddr, t.addr)
+			case t.state == "running" && idle > s.o.Abandoned:
+				t.cancel() // kills its process; run() finishes the rest
+			case (t.state == "done" || t.state == "cancelled") && idle > 4*s.o.Abandoned:
+				delete(s.byID, id)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// grade runs the submission and holds it to the reference.
+func (s *Service) grade(t *ticket) *Verdict {
+	seed := uint64(time.Now().UnixNano()) >> 1
+	req, runs := t.e.KernelRequestFor(t.source, seed)
+	reply, took, err := runner.LabKernel(t.ctx, s.o.Command, s.o.Env, req, s.o.Limit)
+	v := &Verdict{Seed: seed, Took: took.Seconds()}
+	switch {
+	case errors.Is(err, runner.ErrLabTimeout):
+		v.Verdict = "timeout"
+		v.Message = fmt.Sprintf("Your kernel (with its compilation) ran past the %v limit and was stopped: does every thread's loop end, and does every thread of a block reach each __syncthreads()?", s.o.Limit)
+		return v
+	case err != nil:
+		v.Verdict, v.Message = "error", err.Error()
+		return v
+	case reply.Stage == "compile":
+		v.Verdict, v.Log, v.Line = "compile", reply.Log, lab.FirstErrorLine(reply.Log)
+		v.Message = "Your kernel does not compile."
+		if reply.Error != "" {
+			v.Verdict, v.Message = "error", reply.Error
+		}
+		return v
+	case reply.Stage != "done":
+		v.Verdict, v.Message = "error", reply.Error
+		return v
+	}
+	v.Ms = reply.Runs[0].Ms
+	v.Steps = reply.Runs[0].Steps
+	run, err := runs[0].Check()
+	if err != nil {
+		v.Verdict, v.Message = "error", err.Error()
+		return v
+	}
+	var recs []*instrument.Record
+	if err := kernels.RunMirror(t.ctx, run, func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
+		v.Verdict, v.Message = "error", err.Error()
+		return v
+	}
+	for k, c := range runs {
+		if m := lab.GradeKernelRun(c, reply.Runs[k], recs, k == 0); m != nil {
+			m.Run = k
+			v.Verdict, v.Miss = "fail", m
+			v.Message = m.Describe(c)
+			return v
+		}
+	}
+	v.Verdict = "pass"
+	v.Message = fmt.Sprintf("Passed: every record of your kernel matches the reference kernel's on its run, and its output matches the float64 reference on %d hidden runs.", len(runs)-1)
+	return v
+}

@@ -1,0 +1,151 @@
+package labrun
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"flashstep/lab"
+	"flashstep/labrun/labruntest"
+)
+
+func TestMain(m *testing.M) {
+	if labruntest.IsFake() {
+		os.Exit(labruntest.Fake())
+	}
+	os.Exit(m.Run())
+}
+
+func fake(o Options) *Service {
+	o.Command, o.Env = labruntest.Command()
+	s := New(o)
+	return s
+}
+
+// wait polls submission id (as a page does) until it is done.
+func wait(t *testing.T, s *Service, id string, within time.Duration) Status {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		st, ok := s.Status(id)
+		if !ok {
+			t.Fatalf("submission %s is unknown", id)
+		}
+		if st.State == "done" || st.State == "cancelled" {
+			return st
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("submission %s not done within %v", id, within)
+	return Status{}
+}
+
+func TestVerdicts(t *testing.T) {
+	t.Parallel()
+	e, _ := lab.ByID("causal-kernel")
+	s := fake(Options{Limit: 3 * time.Second, Concurrent: 4})
+	defer s.Close()
+	for _, tc := range []struct {
+		source, verdict string
+		check           func(v *Verdict) bool
+	}{
+		{"PASS", "pass", func(v *Verdict) bool { return v.Miss == nil && len(v.Steps) > 0 }},
+		{"LSE", "fail", func(v *Verdict) bool {
+			return v.Miss != nil && v.Miss.Quantity == "LSE" && v.Miss.Row == 2 && v.Miss.Run == 0 && strings.Contains(v.Message, "your LSE")
+		}},
+		{"NEGINF", "fail", func(v *Verdict) bool {
+			b, err := json.Marshal(v) // the page reads it: −∞ must cross
+			return err == nil && v.Miss != nil && v.Miss.Quantity == "LSE" && strings.Contains(string(b), `"-Infinity"`) && strings.Contains(v.Message, "-Inf")
+		}},
+		{"COMPILE", "compile", func(v *Verdict) bool { return v.Line == 7 && strings.Contains(v.Log, "expected") }},
+		{"CRASH", "error", func(v *Verdict) bool { return strings.Contains(v.Message, "without an answer") }},
+		{"SLEEP", "timeout", func(v *Verdict) bool { return v.Took < 5 }},
+	} {
+		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := wait(t, s, id, 20*time.Second)
+		if st.Verdict == nil || st.Verdict.Verdict != tc.verdict || !tc.check(st.Verdict) {
+			t.Errorf("%s: %+v", tc.source, st.Verdict)
+		}
+	}
+}
+
+// TestQueueIsFair: one kernel at a time, each address one live submission,
+// the queue's place reported, a full queue refused as busy, nothing taken
+// while the track is off.
+func TestQueueIsFair(t *testing.T) {
+	t.Parallel()
+	e, _ := lab.ByID("online-kernel")
+	s := fake(Options{Concurrent: 1, QueueMax: 2, Limit: 10 * time.Second})
+	defer s.Close()
+	var ids []string
+	for _, addr := range []string{"a", "b", "c"} {
+		id, err := s.Submit(e, "// SLOW", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for k, id := range ids {
+		st, _ := s.Status(id)
+		if k == 0 && st.State != "running" || k > 0 && (st.State != "queued" || st.Ahead != k) {
+			t.Errorf("submission %d: %+v", k, st)
+		}
+	}
+	var busy *BusyError
+	if _, err := s.Submit(e, "// SLOW", "a"); !errors.As(err, &busy) {
+		t.Errorf("a second submission from one address: %v", err)
+	}
+	if _, err := s.Submit(e, "// SLOW", "d"); !errors.As(err, &busy) {
+		t.Errorf("past the queue's bound: %v", err)
+	}
+	for _, id := range ids {
+		if st := wait(t, s, id, 20*time.Second); st.Verdict == nil || st.Verdict.Verdict != "pass" {
+			t.Errorf("%+v", st)
+		}
+	}
+	if _, err := s.Submit(e, "// PASS", "a"); err != nil {
+		t.Errorf("after its verdict, an address may submit again: %v", err)
+	}
+	off := New(Options{})
+	if _, err := off.Submit(e, "// PASS", "a"); !errors.Is(err, ErrOff) {
+		t.Errorf("the track off: %v", err)
+	}
+	loop, _ := lab.ByID("online-step")
+	if _, err := s.Submit(loop, "// PASS", "z"); err == nil {
+		t.Errorf("a loop exercise was taken for the GPU")
+	}
+	if _, err := s.Submit(e, strings.Repeat("x", lab.MaxSourceBytes+1), "y"); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("an oversized source: %v", err)
+	}
+}
+
+// TestAbandonedSubmissionIsKilled: a student who stops asking loses the
+// GPU: the running kernel's process is killed and the next one runs.
+func TestAbandonedSubmissionIsKilled(t *testing.T) {
+	t.Parallel()
+	e, _ := lab.ByID("online-kernel")
+	s := fake(Options{Concurrent: 1, Limit: time.Minute, Abandoned: 300 * time.Millisecond})
+	defer s.Close()
+	gone, err := s.Submit(e, "// SLEEP", "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.Submit(e, "// PASS", "next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	st := wait(t, s, next, 20*time.Second)
+	if st.Verdict == nil || st.Verdict.Verdict != "pass" || time.Since(start) > 10*time.Second {
+		t.Errorf("the next submission: %+v after %v", st, time.Since(start))
+	}
+	if st, _ := s.Status(gone); st.State != "cancelled" {
+		t.Errorf("the abandoned one: %+v", st)
+	}
+}

@@ -1,0 +1,93 @@
+// Package labruntest is, for tests, a stand-in for the GPU worker's -lab
+// mode: a test binary that calls Fake from its TestMain answers as a
+// student's kernel would, by what its source asks for, through the same
+// pipes, process and watchdog as the real one. No GPU, no compiler: the
+// numbers are the mirror's and the float64 reference's.
+package labruntest
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
+	"flashstep/lab"
+)
+
+// IsFake says whether this test binary was started as the GPU worker's
+// -lab mode (no test run has -lab for its only argument).
+func IsFake() bool { return len(os.Args) == 2 && os.Args[1] == "-lab" }
+
+// Command is the command and environment that start this test binary as
+// the fake (its TestMain must call Fake when IsFake).
+func Command() ([]string, []string) { return []string{os.Args[0]}, os.Environ() }
+
+// Fake is a kernel that is right ("PASS"), sleeps forever ("SLEEP"),
+// does not compile ("COMPILE"), kills its process ("CRASH"), or is right
+// but one LSE, off by 0.5 ("LSE") or −∞ ("NEGINF").
+func Fake() int {
+	var req lab.KernelRequest
+	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
+		return 2
+	}
+	src := req.Source
+	switch {
+	case strings.Contains(src, "SLEEP"):
+		time.Sleep(time.Hour)
+	case strings.Contains(src, "CRASH"):
+		return 3
+	case strings.Contains(src, "COMPILE"):
+		return reply(lab.KernelReply{Stage: "compile", Log: "student.cu(7): error: expected a \";\"\n1 error detected"})
+	}
+	if strings.Contains(src, "SLOW") {
+		time.Sleep(300 * time.Millisecond)
+	}
+	out := lab.KernelReply{Stage: "done"}
+	for k, q := range req.Runs {
+		v, _ := url.ParseQuery(q)
+		run, err := kernels.ParseRun(v)
+		if err != nil {
+			return reply(lab.KernelReply{Stage: "run", Error: err.Error()})
+		}
+		c := run.Config()
+		var got lab.KernelRun
+		if k == 0 {
+			kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error {
+				if r.Kind == instrument.KindFlashStep {
+					for row := range r.RowsValid {
+						got.Steps = append(got.Steps, lab.StepSeen{BH: r.BH, I: r.I, J: r.J, R: row, M: lab.Float(r.MNew[row]), L: lab.Float(r.L[row]),
+							O: append([]float32(nil), r.O[row*c.D:(row+1)*c.D]...)})
+					}
+				}
+				return nil
+			})
+		}
+		for bh := range c.Batch * c.Heads {
+			o, lse := kernels.Reference(kernels.GenerateInputs(&c, bh), c.N, c.D, c.Causal)
+			for _, x := range o {
+				got.O = append(got.O, float32(x))
+			}
+			for _, x := range lse {
+				got.LSE = append(got.LSE, float32(x))
+			}
+		}
+		if k == 0 && strings.Contains(src, "LSE") {
+			got.LSE[2] += 0.5
+		}
+		if k == 0 && strings.Contains(src, "NEGINF") { // what a row that saw no key writes
+			got.LSE[2] = float32(math.Inf(-1))
+		}
+		out.Runs = append(out.Runs, got)
+	}
+	return reply(out)
+}
+
+func reply(r lab.KernelReply) int {
+	json.NewEncoder(os.Stdout).Encode(r)
+	return 0
+}
