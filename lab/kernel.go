@@ -34,15 +34,28 @@ type KernelRequest struct {
 	D      int      `json:"d"`
 	Causal bool     `json:"causal"` // the kernel's signature ends with int causal
 	Runs   []string `json:"runs"`
+	// Timing, instead of Runs: time the kernel at a size the ladder's rungs
+	// are timed at, records off.
+	Timing *Timing `json:"timing,omitempty"`
+}
+
+// Timing is a timed launch's size: N, batch and heads (at the request's
+// head dim), masked or not; the reply's TimedMs is the median of Repeats
+// launches after one to warm up.
+type Timing struct {
+	N, Batch, Heads int
+	Causal          bool
+	Repeats         int
 }
 
 // KernelReply is what the process answers. Stage is where it stopped:
 // "compile" (Log says why), "load", "run" (Error says why), or "done".
 type KernelReply struct {
-	Stage string      `json:"stage"`
-	Log   string      `json:"log,omitempty"`
-	Error string      `json:"error,omitempty"`
-	Runs  []KernelRun `json:"runs,omitempty"`
+	Stage   string      `json:"stage"`
+	Log     string      `json:"log,omitempty"`
+	Error   string      `json:"error,omitempty"`
+	Runs    []KernelRun `json:"runs,omitempty"`
+	TimedMs float64     `json:"timed_ms,omitempty"`
 }
 
 // KernelRun is one launch's results: every record the student's threads
@@ -133,6 +146,7 @@ __device__ fs_step_slot *fs_steps;
 __device__ fs_out_slot *fs_outs;
 __device__ int fs_tc, fs_n, *fs_stray;
 __device__ void fs_record_step(int j, float m, float l, const float *o) {
+  if (!fs_steps) return; // a timed launch records nothing
   const int r = threadIdx.x;
   if (j < 0 || j >= fs_tc || r >= FS_BR) { atomicAdd(fs_stray, 1); return; }
   fs_step_slot *s = &fs_steps[(((size_t)blockIdx.y * gridDim.x + blockIdx.x) * fs_tc + j) * FS_BR + r];
@@ -140,6 +154,7 @@ __device__ void fs_record_step(int j, float m, float l, const float *o) {
   for (int x = 0; x < FS_D; x++) s->o[x] = o[x];
 }
 __device__ void fs_record_out(const float *o, float lse) {
+  if (!fs_outs) return;
   const int row = blockIdx.x * FS_BR + threadIdx.x;
   if (threadIdx.x >= FS_BR || row >= fs_n) { atomicAdd(fs_stray, 1); return; }
   fs_out_slot *s = &fs_outs[(size_t)blockIdx.y * fs_n + row];
@@ -179,4 +194,17 @@ func (e *Exercise) HiddenRuns(seed uint64) []kernels.Config {
 		out = append(out, c)
 	}
 	return out
+}
+
+// TimingFor is the timed request for source: the ladder's size (N = 4096,
+// B·N = 16384, H·d = 2048) at d = 64 and 64×64 tiles, masked if the
+// exercise's kernel takes the flag; the FLOPs of that launch.
+func (e *Exercise) TimingFor(source string) (KernelRequest, float64) {
+	const n, d = 4096, 64
+	t := &Timing{N: n, Batch: 16384 / n, Heads: 2048 / d, Causal: e.CausalFlag, Repeats: 3}
+	flops := 4 * float64(t.Batch*t.Heads) * n * n * d
+	if t.Causal {
+		flops /= 2
+	}
+	return KernelRequest{Source: source, Br: 64, Bc: 64, D: d, Causal: e.CausalFlag, Timing: t}, flops
 }

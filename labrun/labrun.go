@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lab"
+	"flashstep/ladder"
 	"flashstep/runner"
 )
 
@@ -36,6 +38,9 @@ type Options struct {
 	// Abandoned is how long a submission waits for its student to ask
 	// about it before it is cancelled (default 15 s).
 	Abandoned time.Duration
+	// Ladder, if set, is the ladder's recorded figures: a passing kernel
+	// is timed at their size and placed among the rungs.
+	Ladder *ladder.Table
 }
 
 func (o Options) withDefaults() Options {
@@ -83,9 +88,29 @@ type Verdict struct {
 	// Steps are the student's records on the exercise's own run, for the
 	// page to step beside the reference kernel's.
 	Steps []lab.StepSeen `json:"steps,omitempty"`
-	Ms    float64        `json:"ms"`   // the kernel on the exercise's run
-	Took  float64        `json:"took"` // seconds from the start of the process to its answer
-	Seed  uint64         `json:"seed"` // of the hidden runs
+	// Placed is a passing kernel's speed among the ladder's rungs.
+	Placed *Placement `json:"placed,omitempty"`
+	Ms     float64    `json:"ms"`   // the kernel on the exercise's run
+	Took   float64    `json:"took"` // seconds from the start of the process to its answer
+	Seed   uint64     `json:"seed"` // of the hidden runs
+}
+
+// Placement is a passing kernel timed at the ladder's size, beside the
+// rungs' recorded figures at that shape, fastest last.
+type Placement struct {
+	Shape  string       `json:"shape"`
+	Ms     float64      `json:"ms"`
+	TFLOPs float64      `json:"tflops"`
+	Rungs  []PlacedRung `json:"rungs"`
+	Note   string       `json:"note,omitempty"` // why it could not be timed
+}
+
+// PlacedRung is one row of the placement: a rung, or the student's kernel.
+type PlacedRung struct {
+	Name   string  `json:"name"`
+	Number int     `json:"number"` // 0: the student's
+	TFLOPs float64 `json:"tflops"`
+	Yours  bool    `json:"yours,omitempty"`
 }
 
 // Service queues and runs submissions.
@@ -297,5 +322,50 @@ func (s *Service) grade(t *ticket) *Verdict {
 	}
 	v.Verdict = "pass"
 	v.Message = fmt.Sprintf("Passed: every record of your kernel matches the reference kernel's on its run, and its output matches the float64 reference on %d hidden runs.", len(runs)-1)
+	v.Placed = s.place(t)
 	return v
+}
+
+// place times a passing kernel at the ladder's size and sets it among the
+// rungs' recorded figures at the same shape.
+func (s *Service) place(t *ticket) *Placement {
+	req, flops := t.e.TimingFor(t.source)
+	tm := req.Timing
+	p := &Placement{Shape: fmt.Sprintf("N=%d, d=%d, B·N=%d, H·d=%d%s", tm.N, req.D, tm.Batch*tm.N, tm.Heads*req.D, map[bool]string{true: ", causal"}[tm.Causal])}
+	reply, _, err := runner.LabKernel(t.ctx, s.o.Command, s.o.Env, req, s.o.Limit)
+	switch {
+	case errors.Is(err, runner.ErrLabTimeout):
+		p.Note = fmt.Sprintf("at the ladder's size your kernel ran past the %v limit: too slow to place", s.o.Limit)
+		return p
+	case err != nil:
+		p.Note = "it could not be timed: " + err.Error()
+		return p
+	case reply.Stage != "done":
+		p.Note = "it could not be timed at the ladder's 64×64 tiles: " + reply.Error + firstLine(reply.Log)
+		return p
+	}
+	p.Ms = reply.TimedMs
+	p.TFLOPs = flops / (p.Ms * 1e9)
+	if s.o.Ladder != nil {
+		for k, shape := range s.o.Ladder.Shapes {
+			if shape.D != req.D || shape.Causal != tm.Causal {
+				continue
+			}
+			for _, row := range s.o.Ladder.Rows {
+				if c := row.Cells[k]; row.Rung.Built && !c.Missing {
+					p.Rungs = append(p.Rungs, PlacedRung{Name: row.Rung.Name, Number: row.Rung.Number, TFLOPs: c.TFLOPs})
+				}
+			}
+		}
+	}
+	p.Rungs = append(p.Rungs, PlacedRung{Name: "your kernel", TFLOPs: p.TFLOPs, Yours: true})
+	sort.SliceStable(p.Rungs, func(a, b int) bool { return p.Rungs[a].TFLOPs < p.Rungs[b].TFLOPs })
+	return p
+}
+
+func firstLine(log string) string {
+	if line, _, _ := strings.Cut(strings.TrimSpace(log), "\n"); line != "" {
+		return " (" + line + ")"
+	}
+	return ""
 }

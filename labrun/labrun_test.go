@@ -3,6 +3,7 @@ package labrun
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"flashstep/lab"
 	"flashstep/labrun/labruntest"
+	"flashstep/ladder"
+	"flashstep/recordings"
 )
 
 func TestMain(m *testing.M) {
@@ -46,13 +49,34 @@ func wait(t *testing.T, s *Service, id string, within time.Duration) Status {
 func TestVerdicts(t *testing.T) {
 	t.Parallel()
 	e, _ := lab.ByID("causal-kernel")
-	s := fake(Options{Limit: 3 * time.Second, Concurrent: 4})
+	tab, err := ladder.Build(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fake(Options{Limit: 3 * time.Second, Concurrent: 4, Ladder: tab})
 	defer s.Close()
 	for _, tc := range []struct {
 		source, verdict string
 		check           func(v *Verdict) bool
 	}{
-		{"PASS", "pass", func(v *Verdict) bool { return v.Miss == nil && len(v.Steps) > 0 }},
+		{"PASS", "pass", func(v *Verdict) bool {
+			// Timed at the ladder's size (the fake takes 250 ms: 4·4·32·4096²·64 / 2 FLOPs
+			// under the mask, 1.1 TFLOP/s) and set among the rungs, slowest first.
+			p := v.Placed
+			if v.Miss != nil || len(v.Steps) == 0 || p == nil || p.Ms != 250 || math.Abs(p.TFLOPs-4*4*32*4096*4096*64/2/0.25e12) > 1e-9 || len(p.Rungs) < 4 {
+				return false
+			}
+			yours := 0
+			for k, r := range p.Rungs {
+				if r.Yours {
+					yours++
+				}
+				if k > 0 && p.Rungs[k-1].TFLOPs > r.TFLOPs {
+					return false
+				}
+			}
+			return yours == 1 && strings.Contains(p.Shape, "causal")
+		}},
 		{"LSE", "fail", func(v *Verdict) bool {
 			return v.Miss != nil && v.Miss.Quantity == "LSE" && v.Miss.Row == 2 && v.Miss.Run == 0 && strings.Contains(v.Message, "your LSE")
 		}},

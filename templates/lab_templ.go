@@ -413,7 +413,7 @@ func LabPage(p Page, v LabView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "\">this kernel run</a> (the link opens the stepper at the step where your code first differs).</p><p id=\"lab-status\" role=\"status\" data-testid=\"lab-status\">Not run yet.</p><details id=\"lab-log\" class=\"lab-log\" hidden open><summary>The compiler's messages</summary><pre id=\"lab-log-text\" data-testid=\"lab-log\"></pre></details><div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3>Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "\">this kernel run</a> (the link opens the stepper at the step where your code first differs).</p><p id=\"lab-status\" role=\"status\" data-testid=\"lab-status\">Not run yet.</p><figure id=\"lab-placed\" class=\"lab-placed\" hidden data-testid=\"lab-placed\"><figcaption id=\"lab-placed-caption\"></figcaption><table id=\"lab-placed-table\"></table></figure><details id=\"lab-log\" class=\"lab-log\" hidden open><summary>The compiler's messages</summary><pre id=\"lab-log-text\" data-testid=\"lab-log\"></pre></details><div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3>Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -425,7 +425,7 @@ func LabPage(p Page, v LabView) templ.Component {
 				var templ_7745c5c3_Var19 templ.SafeURL
 				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/lab/" + v.Next.ID))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 150, Col: 68}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 154, Col: 68}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 				if templ_7745c5c3_Err != nil {
@@ -438,7 +438,7 @@ func LabPage(p Page, v LabView) templ.Component {
 				var templ_7745c5c3_Var20 string
 				templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(v.Next.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 150, Col: 91}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 154, Col: 91}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 				if templ_7745c5c3_Err != nil {

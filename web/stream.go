@@ -266,7 +266,14 @@ func (st *stream) write(readerDone <-chan struct{}) error {
 			closeWith(cm)
 			return nil
 		case <-readerDone:
-			return nil // the peer closed or broke the connection
+			// The peer closed or broke the connection, or the reader
+			// asked for a close on its way out: that one goes first.
+			select {
+			case cm := <-st.urgent:
+				closeWith(cm)
+			default:
+			}
+			return nil
 		case <-ping.C:
 			if err := st.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
 				return err
@@ -339,12 +346,20 @@ func (st *stream) read(done chan<- struct{}) {
 	for {
 		kind, data, err := st.conn.ReadMessage()
 		if err != nil {
-			// A message over the read limit has already been answered with
-			// close 1009 by the websocket library. The rest of it is still
-			// unread: drain it for a moment, so that closing sends the
-			// client a FIN behind the close frame, not a reset that would
-			// discard the frame before the client reads it.
+			// A message over the read limit: the websocket library has
+			// tried to answer close 1009, but gives up when the writer
+			// holds the connection past its second (a slow client being
+			// sent a long trace), so the writer is asked to say it too
+			// (a second close frame is refused by the library, harmless).
+			// The rest of the message is still unread: drain it for a
+			// moment, so that closing sends the client a FIN behind the
+			// close frame, not a reset that would discard the frame before
+			// the client reads it.
 			if errors.Is(err, websocket.ErrReadLimit) {
+				select {
+				case st.urgent <- closeMsg{websocket.CloseMessageTooBig, "message too big"}:
+				default: // a close is already on its way
+				}
 				raw := st.conn.NetConn()
 				raw.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 				io.Copy(io.Discard, raw)

@@ -63,6 +63,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -149,6 +150,14 @@ func labRun(in io.Reader) lab.KernelReply {
 		return reply
 	}
 	reply.Stage = "run"
+	if req.Timing != nil {
+		if reply.TimedMs, err = labTime(mod, fn, &req); err != nil {
+			reply.Error = err.Error()
+			return reply
+		}
+		reply.Stage = "done"
+		return reply
+	}
 	for _, q := range req.Runs {
 		run, err := labLaunch(mod, fn, &req, q)
 		if err != nil {
@@ -302,4 +311,105 @@ func labLaunch(mod cu.Module, fn cu.Function, req *lab.KernelRequest, q string) 
 	}
 	out.Stray = int(*(*int32)(unsafe.Pointer(&stray[0])))
 	return out, nil
+}
+
+// labTime times the student's kernel at req.Timing's size with its records
+// off (the harness's buffers null): one launch to warm up, then the median
+// of Repeats between CUDA events. Q, K and V hold one small value: the
+// time does not depend on them.
+func labTime(mod cu.Module, fn cu.Function, req *lab.KernelRequest) (float64, error) {
+	t := req.Timing
+	if t.N < 1 || t.N > kernels.MaxN*8 || t.Batch*t.Heads < 1 || t.Batch*t.Heads > 4096 || t.Repeats < 1 || t.Repeats > 20 {
+		return 0, fmt.Errorf("a timed launch of N=%d, %d×%d heads, %d repeats is out of bounds", t.N, t.Batch, t.Heads, t.Repeats)
+	}
+	bh := t.Batch * t.Heads
+	var mem allocs
+	defer mem.free()
+	elems := int64(bh) * int64(t.N) * int64(req.D)
+	bufs := map[string]cu.DevicePtr{}
+	for _, name := range []string{"q", "k", "v", "o"} {
+		p, err := mem.alloc(4 * elems)
+		if err != nil {
+			return 0, err
+		}
+		if err := cu.MemsetD32(p, math.Float32bits(0.01), elems); err != nil {
+			return 0, err
+		}
+		bufs[name] = p
+	}
+	var err error
+	if bufs["lse"], err = mem.alloc(4 * int64(bh*t.N)); err != nil {
+		return 0, err
+	}
+	if bufs["stray"], err = mem.alloc(8); err != nil {
+		return 0, err
+	}
+	for _, g := range []struct {
+		name  string
+		value uint64
+		bytes int64
+	}{{"fs_steps", 0, 8}, {"fs_outs", 0, 8}, {"fs_stray", uint64(bufs["stray"]), 8},
+		{"fs_tc", uint64((t.N + req.Bc - 1) / req.Bc), 4}, {"fs_n", uint64(t.N), 4}} {
+		p, size, err := mod.Global(g.name)
+		if err != nil || size != g.bytes {
+			return 0, fmt.Errorf("the harness's %s is missing (did your source redefine it?)", g.name)
+		}
+		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&g.value), g.bytes); err != nil {
+			return 0, err
+		}
+	}
+	scale := float32(1 / math.Sqrt(float64(req.D)))
+	args := []uint64{uint64(bufs["q"]), uint64(bufs["k"]), uint64(bufs["v"]), uint64(bufs["o"]), uint64(bufs["lse"]),
+		uint64(t.N), uint64(math.Float32bits(scale))}
+	if req.Causal {
+		causal := uint64(0)
+		if t.Causal {
+			causal = 1
+		}
+		args = append(args, causal)
+	}
+	ptrs := make([]unsafe.Pointer, len(args))
+	for k := range args {
+		ptrs[k] = unsafe.Pointer(&args[k])
+	}
+	tr := (t.N + req.Br - 1) / req.Br
+	launch := func() error { return fn.Launch(tr, bh, 1, req.Br, 1, 1, 0, cu.NoStream, ptrs) }
+	if err := launch(); err != nil {
+		return 0, fmt.Errorf("launching your kernel: %w", err)
+	}
+	if err := cu.Synchronize(); err != nil {
+		return 0, fmt.Errorf("your kernel failed on the GPU: %w", err)
+	}
+	start, err := cu.MakeEvent(cu.DefaultEvent)
+	if err != nil {
+		return 0, err
+	}
+	defer cu.DestroyEvent(&start)
+	stop, err := cu.MakeEvent(cu.DefaultEvent)
+	if err != nil {
+		return 0, err
+	}
+	defer cu.DestroyEvent(&stop)
+	var times []float64
+	for range t.Repeats {
+		if err := start.Record(cu.NoStream); err != nil {
+			return 0, err
+		}
+		if err := launch(); err != nil {
+			return 0, err
+		}
+		if err := stop.Record(cu.NoStream); err != nil {
+			return 0, err
+		}
+		if err := cu.Synchronize(); err != nil {
+			return 0, fmt.Errorf("your kernel failed on the GPU: %w", err)
+		}
+		ms, err := start.Elapsed(stop)
+		if err != nil {
+			return 0, err
+		}
+		times = append(times, float64(ms))
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
 }

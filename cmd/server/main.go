@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"flashstep/labrun"
+	"flashstep/ladder"
 	"fmt"
 	"io"
 	"log/slog"
@@ -202,6 +203,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	labOpts := labrun.Options{}
 	if labKernelsOn {
 		labOpts.Command = []string{*labWorker}
+		if labOpts.Ladder, err = ladder.Build(recordings.Files); err != nil {
+			log.Warn("the ladder's figures do not load: passing kernels are timed but not placed", "err", err)
+		}
 		log.Info("the lab's kernel track is on: students' kernels run on the GPU, one process each")
 	}
 	labService := labrun.New(labOpts)

@@ -36,6 +36,9 @@ func Fake() int {
 		return 2
 	}
 	src := req.Source
+	if req.Timing != nil { // the ladder's size: 250 ms, as a slow first kernel
+		return reply(lab.KernelReply{Stage: "done", TimedMs: 250})
+	}
 	switch {
 	case strings.Contains(src, "SLEEP"):
 		time.Sleep(time.Hour)

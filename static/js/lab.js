@@ -233,6 +233,7 @@ async function runKernel() {
   $('lab-run').disabled = true;
   $('lab-diff').hidden = true;
   $('lab-log').hidden = true;
+  $('lab-placed').hidden = true;
   try {
     say('running', 'Sending your kernel to the GPU…');
     const res = await fetch(`/api/lab/${page.id}/submissions`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
@@ -260,8 +261,8 @@ async function runKernel() {
       return;
     }
     if (v.verdict !== 'fail') {
-      const ms = v.verdict === 'pass' ? ` Your kernel ran the exercise's run in ${v.ms.toFixed(3)} ms; the answer came ${v.took.toFixed(2)} s after the GPU took it.` : '';
-      say(v.verdict, v.message + ms, { seed: v.seed });
+      say(v.verdict, v.message, { seed: v.seed });
+      if (v.placed) showPlaced(v.placed);
       return;
     }
     const m = v.miss;
@@ -278,6 +279,26 @@ async function runKernel() {
     say('error', `The submission failed: ${e.message}`);
   } finally {
     $('lab-run').disabled = false;
+  }
+}
+
+// showPlaced sets a passing kernel, timed at the ladder's size, among the
+// rungs' recorded figures.
+function showPlaced(p) {
+  $('lab-placed').hidden = false;
+  if (p.note) {
+    $('lab-placed-caption').textContent = `On the ladder: ${p.note}.`;
+    $('lab-placed-table').replaceChildren();
+    return;
+  }
+  $('lab-placed-caption').textContent = `On the ladder (${p.shape}): your kernel ran in ${p.ms.toFixed(2)} ms, ${p.tflops.toFixed(2)} TFLOP/s, beside each rung's figure recorded on an H100.`;
+  const table = $('lab-placed-table');
+  table.replaceChildren();
+  for (const r of p.rungs) {
+    const tr = table.insertRow();
+    if (r.yours) tr.className = 'yours';
+    tr.insertCell().textContent = r.yours ? 'your kernel' : `rung ${r.number}: ${r.name}`;
+    tr.insertCell().textContent = `${r.tflops.toFixed(r.tflops < 10 ? 2 : 0)} TFLOP/s`;
   }
 }
 
