@@ -3,7 +3,6 @@ package web
 import (
 	"encoding/json"
 	"errors"
-	"flashstep/labrun"
 	"log/slog"
 	"math"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"flashstep/kernels"
+	"flashstep/labrun"
 	"flashstep/runner"
 	"flashstep/runs"
 	"flashstep/sweep"

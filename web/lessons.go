@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flashstep/lab"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +13,7 @@ import (
 	"flashstep/docs"
 	"flashstep/grading"
 	"flashstep/kernels"
+	"flashstep/lab"
 	"flashstep/lessons"
 	"flashstep/templates"
 

@@ -5,7 +5,6 @@ package web
 
 import (
 	"encoding/json"
-	"flashstep/labrun"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/labrun"
 	"flashstep/rooms"
 	"flashstep/runner"
 	"flashstep/runs"

@@ -22,8 +22,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"flashstep/labrun"
-	"flashstep/ladder"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +36,8 @@ import (
 	"time"
 
 	"flashstep/kernels"
+	"flashstep/labrun"
+	"flashstep/ladder"
 	"flashstep/recordings"
 	"flashstep/rooms"
 	"flashstep/rooms/natsrooms"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"flashstep/labrun/labruntest"
 	"fmt"
 	"io"
 	"math"
@@ -23,6 +22,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/labrun/labruntest"
 
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
