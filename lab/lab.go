@@ -96,6 +96,19 @@ func (e *Exercise) Next() *Exercise {
 
 var exercises = mustLoad()
 
+//go:embed harness.md
+var harnessDoc string
+
+// HarnessDoc is, in HTML, what a kernel-track exercise's kernel gets from
+// the harness: its signature, grid, constants and record functions.
+var HarnessDoc = func() string {
+	h, err := render(harnessDoc)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}()
+
 func mustLoad() []*Exercise {
 	out, err := load(files)
 	if err != nil {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -87,5 +88,33 @@ func TestKernelReplyCarriesEveryFloat(t *testing.T) {
 	if !same(got.O, odd) || !same(got.LSE, odd[:2]) || !same(got.Steps[0].O, odd) ||
 		!math.IsInf(float64(got.Steps[0].M), -1) || !math.IsNaN(float64(got.Steps[0].L)) || got.Steps[0].BH != 1 {
 		t.Errorf("round trip: %+v", got)
+	}
+}
+
+// TestHarnessDocNamesTheHarness: what the students read of the harness
+// names what the harness defines, and each kernel exercise's starter has
+// the signature it describes.
+func TestHarnessDocNamesTheHarness(t *testing.T) {
+	t.Parallel()
+	code := Harness(4, 4, 8)
+	for _, name := range []string{"FS_BR", "FS_BC", "FS_D", "INFINITY", "fs_record_step", "fs_record_out"} {
+		if !strings.Contains(code, name) || !strings.Contains(HarnessDoc, name) {
+			t.Errorf("%s: in the harness %v, in its doc %v", name, strings.Contains(code, name), strings.Contains(HarnessDoc, name))
+		}
+	}
+	if !strings.Contains(HarnessDoc, fmt.Sprint(MaxSourceBytes>>10)+" KiB") {
+		t.Errorf("the doc does not give the source limit, %d KiB", MaxSourceBytes>>10)
+	}
+	for _, e := range All() {
+		if e.Track != TrackKernel {
+			continue
+		}
+		sig := "float *LSE, int N, float scale)"
+		if e.CausalFlag {
+			sig = "float *LSE, int N, float scale, int causal)"
+		}
+		if !strings.Contains(e.Starter, `extern "C" __global__ void attention(`) || !strings.Contains(e.Starter, sig) {
+			t.Errorf("%s: the starter's signature is not the harness's", e.ID)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (s *Server) labIndex(w http.ResponseWriter, r *http.Request) error {
 	for _, e := range lab.All() {
 		all = append(all, s.labExercise(e))
 	}
-	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), kernelTrackWhy))
+	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), kernelTrackWhy, lab.HarnessDoc))
 }
 
 func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {
