@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +42,9 @@ type Options struct {
 	// Ladder, if set, is the ladder's recorded figures: a passing kernel
 	// is timed at their size and placed among the rungs.
 	Ladder *ladder.Table
+	// Sanitizer is compute-sanitizer's path where it is installed: a
+	// student may then ask for memcheck on a submission ("" : not offered).
+	Sanitizer string
 }
 
 func (o Options) withDefaults() Options {
@@ -128,6 +132,7 @@ type ticket struct {
 	id, addr string
 	e        *lab.Exercise
 	source   string
+	memcheck bool
 	state    string
 	verdict  *Verdict
 	seen     time.Time
@@ -147,15 +152,22 @@ func New(o Options) *Service {
 // On says whether the kernel track runs here.
 func (s *Service) On() bool { return s.o.Command != nil }
 
-// Submit queues source for exercise e from a student at addr. It refuses
-// at once, with a BusyError, a second submission while the address has one
-// waiting or running, and any past the queue's bound.
-func (s *Service) Submit(e *lab.Exercise, source, addr string) (string, error) {
+// Memcheck says whether a submission may ask for compute-sanitizer.
+func (s *Service) Memcheck() bool { return s.On() && s.o.Sanitizer != "" }
+
+// Submit queues source for exercise e from a student at addr, under
+// compute-sanitizer's memcheck if asked (and offered). It refuses at once,
+// with a BusyError, a second submission while the address has one waiting
+// or running, and any past the queue's bound.
+func (s *Service) Submit(e *lab.Exercise, source, addr string, memcheck bool) (string, error) {
 	if !s.On() {
 		return "", ErrOff
 	}
 	if e.Track != lab.TrackKernel {
 		return "", fmt.Errorf("exercise %s runs in the browser, not on the GPU", e.ID)
+	}
+	if memcheck && s.o.Sanitizer == "" {
+		return "", kernels.FieldErrors{{Field: "memcheck", Message: "compute-sanitizer is not installed on this GPU machine"}}
 	}
 	if len(source) > lab.MaxSourceBytes {
 		return "", kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("the source must be at most %d bytes (got %d)", lab.MaxSourceBytes, len(source))}}
@@ -177,7 +189,7 @@ func (s *Service) Submit(e *lab.Exercise, source, addr string) (string, error) {
 	var b [12]byte
 	rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, e: e, source: source, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
+	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, e: e, source: source, memcheck: memcheck, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
 	s.byID[t.id], s.byAddr[addr] = t, t
 	s.queue = append(s.queue, t)
 	s.startLocked()
@@ -279,8 +291,27 @@ func (s *Service) janitor() {
 func (s *Service) grade(t *ticket) *Verdict {
 	seed := uint64(time.Now().UnixNano()) >> 1
 	req, runs := t.e.KernelRequestFor(t.source, seed)
-	reply, took, err := runner.LabKernel(t.ctx, s.o.Command, s.o.Env, req, s.o.Limit)
+	command, limit, report := s.o.Command, s.o.Limit, ""
+	if t.memcheck {
+		// memcheck runs a kernel tens of times slower: three times the time.
+		f, err := os.CreateTemp("", "flashstep-memcheck-*.log")
+		if err != nil {
+			return &Verdict{Verdict: "error", Message: err.Error()}
+		}
+		report = f.Name()
+		f.Close()
+		defer os.Remove(report)
+		command, limit = runner.Memcheck(s.o.Sanitizer, report, command), 3*limit
+	}
+	reply, took, err := runner.LabKernel(t.ctx, command, s.o.Env, req, limit)
 	v := &Verdict{Seed: seed, Took: took.Seconds()}
+	if report != "" {
+		if errs := memcheckErrors(report); errs != "" {
+			v.Verdict, v.Log = "memcheck", errs
+			v.Message = "compute-sanitizer's memcheck found your kernel reading or writing outside the buffers it was given (its report is below): an index past the end of a row, a tile or the sequence."
+			return v
+		}
+	}
 	switch {
 	case errors.Is(err, runner.ErrLabTimeout):
 		v.Verdict = "timeout"
@@ -322,8 +353,29 @@ func (s *Service) grade(t *ticket) *Verdict {
 	}
 	v.Verdict = "pass"
 	v.Message = fmt.Sprintf("Passed: every record of your kernel matches the reference kernel's on its run, and its output matches the float64 reference on %d hidden runs.", len(runs)-1)
+	if t.memcheck {
+		v.Message += " compute-sanitizer's memcheck found no access outside the buffers."
+		return v // timed without the sanitizer, on another submission
+	}
 	v.Placed = s.place(t)
 	return v
+}
+
+// memcheckErrors is the report's errors, "" when it found none.
+func memcheckErrors(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	report := string(b)
+	if !strings.Contains(report, "Invalid __global__") && !strings.Contains(report, "Invalid __shared__") && !strings.Contains(report, "Invalid __local__") &&
+		!strings.Contains(report, "Misaligned") && !strings.Contains(report, "Out-of-range") {
+		return ""
+	}
+	if len(report) > lab.MaxLogBytes {
+		report = report[:lab.MaxLogBytes] + "\n…"
+	}
+	return report
 }
 
 // place times a passing kernel at the ladder's size and sets it among the

@@ -88,7 +88,7 @@ func TestVerdicts(t *testing.T) {
 		{"CRASH", "error", func(v *Verdict) bool { return strings.Contains(v.Message, "without an answer") }},
 		{"SLEEP", "timeout", func(v *Verdict) bool { return v.Took < 5 }},
 	} {
-		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source)
+		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +96,32 @@ func TestVerdicts(t *testing.T) {
 		if st.Verdict == nil || st.Verdict.Verdict != tc.verdict || !tc.check(st.Verdict) {
 			t.Errorf("%s: %+v", tc.source, st.Verdict)
 		}
+	}
+}
+
+// TestMemcheck: a submission may ask for compute-sanitizer where it is
+// installed; an access outside the buffers is its verdict, with the report,
+// and a clean kernel passes (untimed: the sanitizer slows it).
+func TestMemcheck(t *testing.T) {
+	t.Parallel()
+	e, _ := lab.ByID("online-kernel")
+	s := fake(Options{Limit: 5 * time.Second})
+	s.o.Sanitizer = os.Args[0]
+	defer s.Close()
+	for _, tc := range []struct{ source, verdict string }{{"// OOBREAD PASS", "memcheck"}, {"// PASS", "pass"}} {
+		id, err := s.Submit(e, tc.source, "m"+tc.source, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := wait(t, s, id, 20*time.Second).Verdict
+		if v == nil || v.Verdict != tc.verdict || (tc.verdict == "memcheck") != strings.Contains(v.Log, "Invalid __global__ read") || v.Placed != nil {
+			t.Errorf("%s under memcheck: %+v", tc.source, v)
+		}
+	}
+	plain := fake(Options{})
+	defer plain.Close()
+	if _, err := plain.Submit(e, "// PASS", "m", true); err == nil || !strings.Contains(err.Error(), "compute-sanitizer") {
+		t.Errorf("memcheck where none is installed: %v", err)
 	}
 }
 
@@ -109,7 +135,7 @@ func TestQueueIsFair(t *testing.T) {
 	defer s.Close()
 	var ids []string
 	for _, addr := range []string{"a", "b", "c"} {
-		id, err := s.Submit(e, "// SLOW", addr)
+		id, err := s.Submit(e, "// SLOW", addr, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,10 +148,10 @@ func TestQueueIsFair(t *testing.T) {
 		}
 	}
 	var busy *BusyError
-	if _, err := s.Submit(e, "// SLOW", "a"); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLOW", "a", false); !errors.As(err, &busy) {
 		t.Errorf("a second submission from one address: %v", err)
 	}
-	if _, err := s.Submit(e, "// SLOW", "d"); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLOW", "d", false); !errors.As(err, &busy) {
 		t.Errorf("past the queue's bound: %v", err)
 	}
 	for _, id := range ids {
@@ -133,18 +159,18 @@ func TestQueueIsFair(t *testing.T) {
 			t.Errorf("%+v", st)
 		}
 	}
-	if _, err := s.Submit(e, "// PASS", "a"); err != nil {
+	if _, err := s.Submit(e, "// PASS", "a", false); err != nil {
 		t.Errorf("after its verdict, an address may submit again: %v", err)
 	}
 	off := New(Options{})
-	if _, err := off.Submit(e, "// PASS", "a"); !errors.Is(err, ErrOff) {
+	if _, err := off.Submit(e, "// PASS", "a", false); !errors.Is(err, ErrOff) {
 		t.Errorf("the track off: %v", err)
 	}
 	loop, _ := lab.ByID("online-step")
-	if _, err := s.Submit(loop, "// PASS", "z"); err == nil {
+	if _, err := s.Submit(loop, "// PASS", "z", false); err == nil {
 		t.Errorf("a loop exercise was taken for the GPU")
 	}
-	if _, err := s.Submit(e, strings.Repeat("x", lab.MaxSourceBytes+1), "y"); err == nil || !strings.Contains(err.Error(), "at most") {
+	if _, err := s.Submit(e, strings.Repeat("x", lab.MaxSourceBytes+1), "y", false); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("an oversized source: %v", err)
 	}
 }
@@ -156,11 +182,11 @@ func TestAbandonedSubmissionIsKilled(t *testing.T) {
 	e, _ := lab.ByID("online-kernel")
 	s := fake(Options{Concurrent: 1, Limit: time.Minute, Abandoned: 300 * time.Millisecond})
 	defer s.Close()
-	gone, err := s.Submit(e, "// SLEEP", "gone")
+	gone, err := s.Submit(e, "// SLEEP", "gone", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := s.Submit(e, "// PASS", "next")
+	next, err := s.Submit(e, "// PASS", "next", false)
 	if err != nil {
 		t.Fatal(err)
 	}

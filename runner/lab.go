@@ -29,7 +29,8 @@ func LabKernel(ctx context.Context, command []string, env []string, req lab.Kern
 	if err != nil {
 		return lab.KernelReply{}, 0, err
 	}
-	cmd := exec.CommandContext(ctx, command[0], append(command[1:], "-lab")...)
+	args := append(command[1:len(command):len(command)], "-lab")
+	cmd := exec.CommandContext(ctx, command[0], args...)
 	cmd.Env = env
 	cmd.Stdin = bytes.NewReader(body)
 	var out, errOut bytes.Buffer
@@ -66,4 +67,12 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		l.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// Memcheck wraps a lab command in compute-sanitizer's memcheck (at
+// sanitizer), its report written to logFile: every access of a student's
+// kernel outside the buffers it was given is named there, read or write,
+// even one that happens not to fault.
+func Memcheck(sanitizer, logFile string, command []string) []string {
+	return append([]string{sanitizer, "--tool", "memcheck", "--log-file", logFile, "--print-limit", "20"}, command...)
 }

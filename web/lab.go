@@ -48,7 +48,7 @@ func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: kernelTrackWhy, KernelTrack: s.lab.On(),
 		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter,
-			Hints: len(e.Hints), KernelTrack: s.lab.On()}}
+			Hints: len(e.Hints), KernelTrack: s.lab.On(), Memcheck: s.lab.Memcheck() && e.Track == lab.TrackKernel}}
 	if next := e.Next(); next != nil {
 		n := s.labExercise(next)
 		v.Next = &n
@@ -82,7 +82,8 @@ func (s *Server) labGrader(w http.ResponseWriter, r *http.Request) error {
 }
 
 // labSubmit queues a kernel-track submission: the source in the body
-// (text, at most lab.MaxSourceBytes). It answers 202 with the submission's
+// (text, at most lab.MaxSourceBytes), memcheck=1 to run it under
+// compute-sanitizer where the server offers it. It answers 202 with the submission's
 // id, which labStatus reports on; a second submission while one is live,
 // or a full queue, is answered busy.
 func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
@@ -94,7 +95,11 @@ func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("the source must be at most %d bytes", lab.MaxSourceBytes)}}
 	}
-	id, err := s.lab.Submit(e, string(body), clientAddr(r))
+	memcheck := r.URL.Query().Get("memcheck")
+	if memcheck != "" && memcheck != "0" && memcheck != "1" {
+		return kernels.FieldErrors{{Field: "memcheck", Message: fmt.Sprintf("memcheck must be 0 or 1 (got %q)", truncate(memcheck, 24))}}
+	}
+	id, err := s.lab.Submit(e, string(body), clientAddr(r), memcheck == "1")
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
@@ -83,6 +84,18 @@ func startGPU(path string, log *slog.Logger) (*runner.GPU, string) {
 		log.Error("the GPU worker failed to start; CPU mode", "err", err)
 		return nil, err.Error()
 	}
+}
+
+// findSanitizer is compute-sanitizer's path on this machine, "" if it has
+// none: students may then ask for memcheck on a kernel.
+func findSanitizer() string {
+	if p, err := exec.LookPath("compute-sanitizer"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/local/cuda/bin/compute-sanitizer"); err == nil {
+		return "/usr/local/cuda/bin/compute-sanitizer"
+	}
+	return ""
 }
 
 // loopbackOnly says whether addr listens on this machine's loopback alone:
@@ -206,6 +219,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		if labOpts.Ladder, err = ladder.Build(recordings.Files); err != nil {
 			log.Warn("the ladder's figures do not load: passing kernels are timed but not placed", "err", err)
 		}
+		labOpts.Sanitizer = findSanitizer()
 		log.Info("the lab's kernel track is on: students' kernels run on the GPU, one process each")
 	}
 	labService := labrun.New(labOpts)

@@ -6,11 +6,14 @@
 package labruntest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -20,8 +23,11 @@ import (
 )
 
 // IsFake says whether this test binary was started as the GPU worker's
-// -lab mode (no test run has -lab for its only argument).
-func IsFake() bool { return len(os.Args) == 2 && os.Args[1] == "-lab" }
+// -lab mode (no test run has -lab for its only argument), or as
+// compute-sanitizer around it.
+func IsFake() bool {
+	return len(os.Args) == 2 && os.Args[1] == "-lab" || len(os.Args) > 2 && os.Args[1] == "--tool"
+}
 
 // Command is the command and environment that start this test binary as
 // the fake (its TestMain must call Fake when IsFake).
@@ -31,6 +37,9 @@ func Command() ([]string, []string) { return []string{os.Args[0]}, os.Environ() 
 // does not compile ("COMPILE"), kills its process ("CRASH"), or is right
 // but one LSE, off by 0.5 ("LSE") or −∞ ("NEGINF").
 func Fake() int {
+	if os.Args[1] == "--tool" {
+		return fakeSanitizer()
+	}
 	var req lab.KernelRequest
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
 		return 2
@@ -92,5 +101,29 @@ func Fake() int {
 
 func reply(r lab.KernelReply) int {
 	json.NewEncoder(os.Stdout).Encode(r)
+	return 0
+}
+
+// fakeSanitizer is compute-sanitizer's memcheck around the command after
+// its options: it runs the command, and reports an invalid read in the log
+// file when the source asks for one ("OOBREAD"), as memcheck would.
+func fakeSanitizer() int {
+	args := os.Args[1:]
+	var logFile string
+	for len(args) > 0 && strings.HasPrefix(args[0], "--") {
+		if args[0] == "--log-file" {
+			logFile = args[1]
+		}
+		args = args[2:]
+	}
+	in, _ := io.ReadAll(os.Stdin)
+	if strings.Contains(string(in), "OOBREAD") {
+		os.WriteFile(logFile, []byte("========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n=========     at attention+0x1c0\n"), 0o644)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return 1
+	}
 	return 0
 }

@@ -236,7 +236,8 @@ async function runKernel() {
   $('lab-placed').hidden = true;
   try {
     say('running', 'Sending your kernel to the GPU…');
-    const res = await fetch(`/api/lab/${page.id}/submissions`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
+    const memcheck = $('lab-memcheck')?.checked ? '?memcheck=1' : '';
+    const res = await fetch(`/api/lab/${page.id}/submissions${memcheck}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
     const body = await res.json();
     if (!res.ok) {
       say(res.status === 503 ? 'busy' : 'error', body.error || `HTTP ${res.status}`);
@@ -256,6 +257,14 @@ async function runKernel() {
     if (v.verdict === 'compile') {
       say('error', v.line ? `Line ${v.line}: ${firstError(v.log)}` : v.message, { line: v.line || undefined });
       if (v.line) code.mark(v.line, firstError(v.log));
+      $('lab-log-title').textContent = "The compiler's messages";
+      $('lab-log').hidden = false;
+      $('lab-log-text').textContent = v.log;
+      return;
+    }
+    if (v.verdict === 'memcheck') {
+      say('fail', v.message, { memcheck: 1 });
+      $('lab-log-title').textContent = "compute-sanitizer's report";
       $('lab-log').hidden = false;
       $('lab-log-text').textContent = v.log;
       return;
