@@ -228,22 +228,8 @@ func labLaunch(mod cu.Module, fn cu.Function, req *lab.KernelRequest, q string) 
 	if err := cu.MemcpyHtoD(bufs["lse"], unsafe.Pointer(&nan[0]), sizes["lse"]); err != nil {
 		return lab.KernelRun{}, err
 	}
-	setGlobal := func(name string, value uint64, bytes int64) error {
-		p, size, err := mod.Global(name)
-		if err != nil || size != bytes {
-			return fmt.Errorf("the harness's %s is missing (did your source redefine it?)", name)
-		}
-		return cu.MemcpyHtoD(p, unsafe.Pointer(&value), bytes)
-	}
-	for _, g := range []struct {
-		name  string
-		value uint64
-		bytes int64
-	}{{"fs_steps", uint64(bufs["steps"]), 8}, {"fs_outs", uint64(bufs["outs"]), 8}, {"fs_stray", uint64(bufs["stray"]), 8},
-		{"fs_tc", uint64(tc), 4}, {"fs_n", uint64(c.N), 4}} {
-		if err := setGlobal(g.name, g.value, g.bytes); err != nil {
-			return lab.KernelRun{}, err
-		}
+	if err := setHarness(mod, bufs["steps"], bufs["outs"], bufs["stray"], tc, c.N); err != nil {
+		return lab.KernelRun{}, err
 	}
 	args := []uint64{uint64(bufs["q"]), uint64(bufs["k"]), uint64(bufs["v"]), uint64(bufs["o"]), uint64(bufs["lse"]),
 		uint64(c.N), uint64(math.Float32bits(c.Scale()))}
@@ -344,19 +330,8 @@ func labTime(mod cu.Module, fn cu.Function, req *lab.KernelRequest) (float64, er
 	if bufs["stray"], err = mem.alloc(8); err != nil {
 		return 0, err
 	}
-	for _, g := range []struct {
-		name  string
-		value uint64
-		bytes int64
-	}{{"fs_steps", 0, 8}, {"fs_outs", 0, 8}, {"fs_stray", uint64(bufs["stray"]), 8},
-		{"fs_tc", uint64((t.N + req.Bc - 1) / req.Bc), 4}, {"fs_n", uint64(t.N), 4}} {
-		p, size, err := mod.Global(g.name)
-		if err != nil || size != g.bytes {
-			return 0, fmt.Errorf("the harness's %s is missing (did your source redefine it?)", g.name)
-		}
-		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&g.value), g.bytes); err != nil {
-			return 0, err
-		}
+	if err := setHarness(mod, 0, 0, bufs["stray"], (t.N+req.Bc-1)/req.Bc, t.N); err != nil {
+		return 0, err
 	}
 	scale := float32(1 / math.Sqrt(float64(req.D)))
 	args := []uint64{uint64(bufs["q"]), uint64(bufs["k"]), uint64(bufs["v"]), uint64(bufs["o"]), uint64(bufs["lse"]),
@@ -412,4 +387,23 @@ func labTime(mod cu.Module, fn cu.Function, req *lab.KernelRequest) (float64, er
 	}
 	slices.Sort(times)
 	return times[len(times)/2], nil
+}
+
+// setHarness points the harness's globals at this launch's record buffers
+// (0: records off) and sizes.
+func setHarness(mod cu.Module, steps, outs, stray cu.DevicePtr, tc, n int) error {
+	for _, g := range []struct {
+		name  string
+		value uint64
+		bytes int64
+	}{{"fs_steps", uint64(steps), 8}, {"fs_outs", uint64(outs), 8}, {"fs_stray", uint64(stray), 8}, {"fs_tc", uint64(tc), 4}, {"fs_n", uint64(n), 4}} {
+		p, size, err := mod.Global(g.name)
+		if err != nil || size != g.bytes {
+			return fmt.Errorf("the harness's %s is missing (did your source redefine it?)", g.name)
+		}
+		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&g.value), g.bytes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
