@@ -6,7 +6,7 @@ extern "C" __global__ void attention(const float *Q, const float *K, const float
                                      float *LSE, int N, float scale, int causal) {
   const int row = blockIdx.x * blockDim.x + threadIdx.x;
   const size_t base = (size_t)blockIdx.y * N * FS_D;
-  if (row >= N) return;
+  const bool live = row < N; // a row past N writes nothing, but reaches every __syncthreads()
   // for each kv-tile j the block must see (none past its last row, under the mask):
   //   the tile's scores, the new max, the rescale of l and o, then P and P·V
   //   fs_record_step(j, m, l, o)
