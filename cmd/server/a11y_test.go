@@ -158,8 +158,13 @@ func waitSettled(ctx context.Context, t *testing.T, what string) {
 // frames it. Each must hold its layout while it loads and streams (CLS
 // under 0.1), have no axe-core violation in it or its frames, and log
 // nothing to the console.
+//
+// make test (-short) leaves it to make test-long and CI: its axe checks and
+// layout watch cost a fifth of the short suite's browser time, and no
+// kernel is wrong when they fail.
 func TestBrowserA11y(t *testing.T) {
 	t.Parallel()
+	longOnly(t)
 	axeSource, err := os.ReadFile(filepath.Join("..", "..", "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
 		t.Fatalf("axe-core is missing (make assets installs it with npm): %v", err)
