@@ -35,7 +35,9 @@ func Within(y, k, scale float64) bool {
 	return math.Abs(y-k) <= REL*math.Abs(k)+ABS*scale
 }
 
-func scaleOf(ks []float64) float64 {
+// ScaleOf is the size of the row ks: its largest finite |value|, at least
+// 1e-30 (the scale Within takes).
+func ScaleOf(ks []float64) float64 {
 	s := 1e-30
 	for _, k := range ks {
 		if !math.IsInf(k, 0) && !math.IsNaN(k) {
@@ -91,7 +93,7 @@ func GradeKernelRun(c kernels.Config, got KernelRun, recs []*instrument.Record, 
 				continue
 			}
 			want[[3]int{r.BH, r.I, r.J}] = true
-			lScale := scaleOf(f64(r.L[:r.RowsValid]))
+			lScale := ScaleOf(f64(r.L[:r.RowsValid]))
 			for row := range r.RowsValid {
 				at := Miss{BH: r.BH, I: r.I, J: r.J, Row: r.I*c.Br + row, X: -1}
 				s, ok := seen[[4]int{r.BH, r.I, r.J, row}]
@@ -108,7 +110,7 @@ func GradeKernelRun(c kernels.Config, got KernelRun, recs []*instrument.Record, 
 					return &at
 				}
 				ko := f64(r.O[row*d : (row+1)*d])
-				sc := scaleOf(ko)
+				sc := ScaleOf(ko)
 				for x := range d {
 					if y := float64(s.O[x]); !Within(y, ko[x], sc) {
 						at.Quantity, at.X, at.Yours, at.Kernel = "O", x, Number(y), Number(ko[x])
@@ -135,7 +137,7 @@ func GradeKernelRun(c kernels.Config, got KernelRun, recs []*instrument.Record, 
 				return &at
 			}
 			ko := o[row*d : (row+1)*d]
-			sc := scaleOf(ko)
+			sc := ScaleOf(ko)
 			for x := range d {
 				if y := float64(got.O[(bh*c.N+row)*d+x]); !Within(y, ko[x], sc) {
 					at.Quantity, at.X, at.Yours, at.Kernel = "O", x, Number(y), Number(ko[x])

@@ -23,6 +23,10 @@ const kernelTrackWhy = "The kernel track compiles your CUDA at run time (NVRTC) 
 	"in a process of its own. It is not on at this server: write your kernel here and check it against the solution, " +
 	"and step the reference kernel's run below to see what every record of yours should hold."
 
+// kernelTrackOffIndex is what the lab's index says while the track is off.
+const kernelTrackOffIndex = "It is off at this server, which has no GPU for it (or was not started with -lab-kernels on): " +
+	"their pages let you write a kernel, read the solution, and step the reference kernel's run."
+
 func (s *Server) labExercise(e *lab.Exercise) templates.LabExercise {
 	v := templates.LabExercise{Number: e.Number, ID: e.ID, Title: e.Title, Track: e.Track, Lang: e.Lang, Practises: e.Practises}
 	if c, err := s.course(); err == nil {
@@ -38,7 +42,7 @@ func (s *Server) labIndex(w http.ResponseWriter, r *http.Request) error {
 	for _, e := range lab.All() {
 		all = append(all, s.labExercise(e))
 	}
-	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), kernelTrackWhy, lab.HarnessDoc))
+	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), kernelTrackOffIndex, lab.HarnessDoc))
 }
 
 func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {

@@ -194,17 +194,7 @@ func mirrorRecords(t *testing.T, c kernels.Config) []*instrument.Record {
 
 // The page's tolerance (static/js/lab_grade.js) is the kernel track's
 // (lab.Within): the test holds the page to those constants.
-var labWithin, labREL, labABS = lab.Within, lab.REL, lab.ABS
-
-func labScale(ks []float64) float64 {
-	s := 1e-30
-	for _, k := range ks {
-		if !math.IsInf(k, 0) && !math.IsNaN(k) {
-			s = math.Max(s, math.Abs(k))
-		}
-	}
-	return s
-}
+var labWithin, labScale, labREL, labABS = lab.Within, lab.ScaleOf, lab.REL, lab.ABS
 
 func f64(xs []float32) []float64 {
 	out := make([]float64, len(xs))
