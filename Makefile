@@ -106,8 +106,9 @@ bench-gpu:
 # (Go builds the GPU tests' binary into .gpu/, which the GPU machine, with
 # no Go, runs), then `make lab-gpu-test` on the GPU machine: every kernel
 # exercise's solution compiled by NVRTC and run in a process of its own,
-# then kernels that loop forever, write out of bounds, trap, mask off by one
-# or do not compile, each with its verdict (docs/GPU.md has the figures).
+# then kernels that loop forever, write out of bounds, trap, mask off by one,
+# race on shared memory (under racecheck) or do not compile, each with its
+# verdict (docs/GPU.md has the figures).
 lab-gpu-build:
 	mkdir -p .gpu
 	$(GO) test -c -tags gpu -o .gpu/gpuworker.test ./cmd/gpuworker

@@ -81,51 +81,12 @@ func (n Number) MarshalJSON() ([]byte, error) {
 // (records in trace order). Steps are compared only for the exercise's own
 // run (steps true); O and the LSE always, to the float64 reference.
 func GradeKernelRun(c kernels.Config, got KernelRun, recs []*instrument.Record, steps bool) *Miss {
-	d := c.D
 	if steps {
-		seen := map[[4]int]StepSeen{}
-		for _, s := range got.Steps {
-			seen[[4]int{s.BH, s.I, s.J, s.R}] = s
-		}
-		want := map[[3]int]bool{}
-		for _, r := range recs {
-			if r.Kind != instrument.KindFlashStep {
-				continue
-			}
-			want[[3]int{r.BH, r.I, r.J}] = true
-			lScale := ScaleOf(f64(r.L[:r.RowsValid]))
-			for row := range r.RowsValid {
-				at := Miss{BH: r.BH, I: r.I, J: r.J, Row: r.I*c.Br + row, X: -1}
-				s, ok := seen[[4]int{r.BH, r.I, r.J, row}]
-				if !ok {
-					at.Message = fmt.Sprintf("your thread of row %d recorded nothing after kv-tile %d (fs_record_step)", at.Row, r.J)
-					return &at
-				}
-				if m, k := float64(s.M), float64(r.MNew[row]); !Within(m, k, math.Max(math.Abs(k), 1)) {
-					at.Quantity, at.Yours, at.Kernel = "m", Number(m), Number(k)
-					return &at
-				}
-				if l, k := float64(s.L), float64(r.L[row]); !Within(l, k, lScale) {
-					at.Quantity, at.Yours, at.Kernel = "l", Number(l), Number(k)
-					return &at
-				}
-				ko := f64(r.O[row*d : (row+1)*d])
-				sc := ScaleOf(ko)
-				for x := range d {
-					if y := float64(s.O[x]); !Within(y, ko[x], sc) {
-						at.Quantity, at.X, at.Yours, at.Kernel = "O", x, Number(y), Number(ko[x])
-						return &at
-					}
-				}
-			}
-		}
-		for _, s := range got.Steps {
-			if !want[[3]int{s.BH, s.I, s.J}] {
-				return &Miss{BH: s.BH, I: s.I, J: s.J, Row: s.I*c.Br + s.R, X: -1,
-					Message: fmt.Sprintf("your kernel recorded kv-tile %d for q-tile %d, which the reference kernel skips: under the causal mask it is masked for every row of the q-tile", s.J, s.I)}
-			}
+		if m := GradeSteps(c, got.Steps, recs); m != nil {
+			return m
 		}
 	}
+	d := c.D
 	// O and the LSE against the float64 reference.
 	for bh := range c.Batch * c.Heads {
 		in := kernels.GenerateInputs(&c, bh)
@@ -144,6 +105,56 @@ func GradeKernelRun(c kernels.Config, got KernelRun, recs []*instrument.Record, 
 					return &at
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// GradeSteps holds a kernel's records (fs_record_step) to the mirror's
+// trace of run c: every row of every kv-tile the reference kernel visits,
+// none that it skips.
+func GradeSteps(c kernels.Config, got []StepSeen, recs []*instrument.Record) *Miss {
+	d := c.D
+	seen := map[[4]int]StepSeen{}
+	for _, s := range got {
+		seen[[4]int{s.BH, s.I, s.J, s.R}] = s
+	}
+	want := map[[3]int]bool{}
+	for _, r := range recs {
+		if r.Kind != instrument.KindFlashStep {
+			continue
+		}
+		want[[3]int{r.BH, r.I, r.J}] = true
+		lScale := ScaleOf(f64(r.L[:r.RowsValid]))
+		for row := range r.RowsValid {
+			at := Miss{BH: r.BH, I: r.I, J: r.J, Row: r.I*c.Br + row, X: -1}
+			s, ok := seen[[4]int{r.BH, r.I, r.J, row}]
+			if !ok {
+				at.Message = fmt.Sprintf("your thread of row %d recorded nothing after kv-tile %d (fs_record_step)", at.Row, r.J)
+				return &at
+			}
+			if m, k := float64(s.M), float64(r.MNew[row]); !Within(m, k, math.Max(math.Abs(k), 1)) {
+				at.Quantity, at.Yours, at.Kernel = "m", Number(m), Number(k)
+				return &at
+			}
+			if l, k := float64(s.L), float64(r.L[row]); !Within(l, k, lScale) {
+				at.Quantity, at.Yours, at.Kernel = "l", Number(l), Number(k)
+				return &at
+			}
+			ko := f64(r.O[row*d : (row+1)*d])
+			sc := ScaleOf(ko)
+			for x := range d {
+				if y := float64(s.O[x]); !Within(y, ko[x], sc) {
+					at.Quantity, at.X, at.Yours, at.Kernel = "O", x, Number(y), Number(ko[x])
+					return &at
+				}
+			}
+		}
+	}
+	for _, s := range got {
+		if !want[[3]int{s.BH, s.I, s.J}] {
+			return &Miss{BH: s.BH, I: s.I, J: s.J, Row: s.I*c.Br + s.R, X: -1,
+				Message: fmt.Sprintf("your kernel recorded kv-tile %d for q-tile %d, which the reference kernel skips: under the causal mask it is masked for every row of the q-tile", s.J, s.I)}
 		}
 	}
 	return nil

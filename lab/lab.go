@@ -10,13 +10,15 @@
 // lines, a line "---", then the statement in Markdown, and a "## Hints"
 // section whose paragraphs are the hints, in order), starter.<ext>,
 // solution.<ext>, for the loop track grade.js (its grader, an ES module
-// the page imports) and, for the tests, slips/*.<ext>. Adding an exercise
+// the page imports), for the kernel track recorded.json (its solution's
+// verdict from a GPU) and, for the tests, slips/*.<ext>. Adding an exercise
 // adds a folder.
 package lab
 
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -71,6 +73,12 @@ type Exercise struct {
 	// Grader is the loop track's grade.js: the module the page imports to
 	// build its calls from the kernel's trace and hold the answers to it.
 	Grader string
+	// Recorded is a kernel exercise's recorded.json: its solution's
+	// verdict as the server answered it on a GPU (where, when, how, and
+	// the verdict with every record), which a page without the kernel
+	// track steps instead. Raw JSON; package labrun's tests hold its
+	// records to the reference kernel's.
+	Recorded []byte
 }
 
 // All is every exercise, in order.
@@ -233,6 +241,11 @@ func loadOne(fsys fs.FS, dir string) (*Exercise, error) {
 			return nil, fmt.Errorf("a loop exercise needs its grade.js: %w", err)
 		}
 		e.Grader = string(g)
+	}
+	if e.Track == TrackKernel {
+		if e.Recorded, err = fs.ReadFile(fsys, path.Join(dir, "recorded.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	slips, _ := fs.ReadDir(fsys, path.Join(dir, "slips"))
 	for _, s := range slips {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -43,8 +44,36 @@ type Options struct {
 	// is timed at their size and placed among the rungs.
 	Ladder *ladder.Table
 	// Sanitizer is compute-sanitizer's path where it is installed: a
-	// student may then ask for memcheck on a submission ("" : not offered).
+	// student may then ask for one of its Checks on a submission ("" :
+	// not offered).
 	Sanitizer string
+}
+
+// Check is a compute-sanitizer tool a student may ask to run a submission
+// under: slower (three times the time limit) and not timed, but it finds
+// what a lucky run hides.
+type Check string
+
+const (
+	NoCheck   Check = ""
+	Memcheck  Check = "memcheck"  // every access outside the buffers the kernel was given
+	Racecheck Check = "racecheck" // accesses to shared memory that no barrier orders
+)
+
+// ParseCheck reads a submission's check as its URL names it.
+func ParseCheck(s string) (Check, error) {
+	switch c := Check(s); c {
+	case NoCheck, Memcheck, Racecheck:
+		return c, nil
+	}
+	return NoCheck, kernels.FieldErrors{{Field: "check", Message: fmt.Sprintf("check must be %q or %q, or absent (got %q)", Memcheck, Racecheck, truncate(s, 24))}}
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 func (o Options) withDefaults() Options {
@@ -132,7 +161,7 @@ type ticket struct {
 	id, addr string
 	e        *lab.Exercise
 	source   string
-	memcheck bool
+	check    Check
 	state    string
 	verdict  *Verdict
 	seen     time.Time
@@ -152,22 +181,22 @@ func New(o Options) *Service {
 // On says whether the kernel track runs here.
 func (s *Service) On() bool { return s.o.Command != nil }
 
-// Memcheck says whether a submission may ask for compute-sanitizer.
-func (s *Service) Memcheck() bool { return s.On() && s.o.Sanitizer != "" }
+// Checks says whether a submission may ask for compute-sanitizer.
+func (s *Service) Checks() bool { return s.On() && s.o.Sanitizer != "" }
 
 // Submit queues source for exercise e from a student at addr, under
-// compute-sanitizer's memcheck if asked (and offered). It refuses at once,
+// compute-sanitizer's check if one is asked for (and offered). It refuses at once,
 // with a BusyError, a second submission while the address has one waiting
 // or running, and any past the queue's bound.
-func (s *Service) Submit(e *lab.Exercise, source, addr string, memcheck bool) (string, error) {
+func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check) (string, error) {
 	if !s.On() {
 		return "", ErrOff
 	}
 	if e.Track != lab.TrackKernel {
 		return "", fmt.Errorf("exercise %s runs in the browser, not on the GPU", e.ID)
 	}
-	if memcheck && s.o.Sanitizer == "" {
-		return "", kernels.FieldErrors{{Field: "memcheck", Message: "compute-sanitizer is not installed on this GPU machine"}}
+	if check != NoCheck && s.o.Sanitizer == "" {
+		return "", kernels.FieldErrors{{Field: "check", Message: "compute-sanitizer is not installed on this GPU machine"}}
 	}
 	if len(source) > lab.MaxSourceBytes {
 		return "", kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("the source must be at most %d bytes (got %d)", lab.MaxSourceBytes, len(source))}}
@@ -189,7 +218,7 @@ func (s *Service) Submit(e *lab.Exercise, source, addr string, memcheck bool) (s
 	var b [12]byte
 	rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, e: e, source: source, memcheck: memcheck, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
+	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, e: e, source: source, check: check, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
 	s.byID[t.id], s.byAddr[addr] = t, t
 	s.queue = append(s.queue, t)
 	s.startLocked()
@@ -292,23 +321,23 @@ func (s *Service) grade(t *ticket) *Verdict {
 	seed := uint64(time.Now().UnixNano()) >> 1
 	req, runs := t.e.KernelRequestFor(t.source, seed)
 	command, limit, report := s.o.Command, s.o.Limit, ""
-	if t.memcheck {
-		// memcheck runs a kernel tens of times slower: three times the time.
-		f, err := os.CreateTemp("", "flashstep-memcheck-*.log")
+	if t.check != NoCheck {
+		// A sanitizer runs a kernel tens of times slower: three times the time.
+		f, err := os.CreateTemp("", "flashstep-"+string(t.check)+"-*.log")
 		if err != nil {
 			return &Verdict{Verdict: "error", Message: err.Error()}
 		}
 		report = f.Name()
 		f.Close()
 		defer os.Remove(report)
-		command, limit = runner.Memcheck(s.o.Sanitizer, report, command), 3*limit
+		command, limit = runner.Sanitize(s.o.Sanitizer, string(t.check), report, command), 3*limit
 	}
 	reply, took, err := runner.LabKernel(t.ctx, command, s.o.Env, req, limit)
 	v := &Verdict{Seed: seed, Took: took.Seconds()}
 	if report != "" {
-		if errs := memcheckErrors(report); errs != "" {
-			v.Verdict, v.Log = "memcheck", errs
-			v.Message = "compute-sanitizer's memcheck found your kernel reading or writing outside the buffers it was given (its report is below): an index past the end of a row, a tile or the sequence."
+		if found := sanitizerFound(t.check, report); found != "" {
+			v.Verdict, v.Log = string(t.check), found
+			v.Message = checkFound[t.check]
 			return v
 		}
 	}
@@ -353,23 +382,40 @@ func (s *Service) grade(t *ticket) *Verdict {
 	}
 	v.Verdict = "pass"
 	v.Message = fmt.Sprintf("Passed: every record of your kernel matches the reference kernel's on its run, and its output matches the float64 reference on %d hidden runs.", len(runs)-1)
-	if t.memcheck {
-		v.Message += " compute-sanitizer's memcheck found no access outside the buffers."
+	if t.check != NoCheck {
+		v.Message += " " + checkClean[t.check]
 		return v // timed without the sanitizer, on another submission
 	}
 	v.Placed = s.place(t)
 	return v
 }
 
-// memcheckErrors is the report's errors, "" when it found none.
-func memcheckErrors(path string) string {
+// What a check's verdict says, when it found something and when not.
+var (
+	checkFound = map[Check]string{
+		Memcheck: "compute-sanitizer's memcheck found your kernel reading or writing outside the buffers it was given (its report is below): an index past the end of a row, a tile or the sequence.",
+		Racecheck: "compute-sanitizer's racecheck found threads of a block reading and writing the same shared memory with no barrier between them (its report is below): " +
+			"a thread reads a tile before every thread has finished loading it, or loads the next tile over one that others still read. Your numbers may come out right by luck; on another run, or another GPU, they will not.",
+	}
+	checkClean = map[Check]string{
+		Memcheck:  "compute-sanitizer's memcheck found no access outside the buffers.",
+		Racecheck: "compute-sanitizer's racecheck found no race on shared memory.",
+	}
+)
+
+// sanitizerFound is the report of what check found, "" when it found
+// nothing: memcheck's invalid and misaligned accesses, racecheck's races.
+// racecheck files a read of a tile that another warp may not have finished
+// writing (a missing barrier) as a "Warning" (so it did on the H100): a
+// race of either severity is a verdict, since either gives a student
+// numbers that depend on the warps' order.
+func sanitizerFound(check Check, path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
 	report := string(b)
-	if !strings.Contains(report, "Invalid __global__") && !strings.Contains(report, "Invalid __shared__") && !strings.Contains(report, "Invalid __local__") &&
-		!strings.Contains(report, "Misaligned") && !strings.Contains(report, "Out-of-range") {
+	if !reportFinds(check, report) {
 		return ""
 	}
 	if len(report) > lab.MaxLogBytes {
@@ -377,6 +423,31 @@ func memcheckErrors(path string) string {
 	}
 	return report
 }
+
+func reportFinds(check Check, report string) bool {
+	switch check {
+	case Memcheck:
+		for _, what := range []string{"Invalid __global__", "Invalid __shared__", "Invalid __local__", "Misaligned", "Out-of-range"} {
+			if strings.Contains(report, what) {
+				return true
+			}
+		}
+	case Racecheck:
+		// "Warning: Race reported between Write access at attention+0x560
+		// in student.cu:16 and Read access at … [256 hazards]", and its
+		// summary "RACECHECK SUMMARY: 4 hazards displayed (0 errors, 4
+		// warnings)".
+		if strings.Contains(report, "Race reported") {
+			return true
+		}
+		if m := racecheckSummary.FindStringSubmatch(report); m != nil && m[1] != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+var racecheckSummary = regexp.MustCompile(`RACECHECK SUMMARY: (\d+) hazards? displayed`)
 
 // place times a passing kernel at the ladder's size and sets it among the
 // rungs' recorded figures at the same shape.
@@ -420,4 +491,15 @@ func firstLine(log string) string {
 		return " (" + line + ")"
 	}
 	return ""
+}
+
+// Recording is an exercise's recorded.json (lab.Exercise.Recorded): its
+// solution's verdict as this server answered it on a GPU, which pages
+// without the kernel track step instead of a student's.
+type Recording struct {
+	GPU     string  `json:"gpu"`
+	Driver  string  `json:"driver"`
+	Date    string  `json:"date"`
+	How     string  `json:"how"`
+	Verdict Verdict `json:"verdict"`
 }

@@ -1,14 +1,19 @@
 package labrun
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"flashstep/instrument"
+	"flashstep/internal/testrand"
+	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/labrun/labruntest"
 	"flashstep/ladder"
@@ -88,7 +93,7 @@ func TestVerdicts(t *testing.T) {
 		{"CRASH", "error", func(v *Verdict) bool { return strings.Contains(v.Message, "without an answer") }},
 		{"SLEEP", "timeout", func(v *Verdict) bool { return v.Took < 5 }},
 	} {
-		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source, false)
+		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source, NoCheck)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,29 +104,55 @@ func TestVerdicts(t *testing.T) {
 	}
 }
 
-// TestMemcheck: a submission may ask for compute-sanitizer where it is
-// installed; an access outside the buffers is its verdict, with the report,
-// and a clean kernel passes (untimed: the sanitizer slows it).
-func TestMemcheck(t *testing.T) {
+// TestChecks: a submission may ask for a compute-sanitizer check where it
+// is installed; what the check finds is its verdict, with the report, and
+// a clean kernel passes (untimed: the sanitizer slows it). Each check's
+// report is read for its own findings only.
+func TestChecks(t *testing.T) {
 	t.Parallel()
 	e, _ := lab.ByID("online-kernel")
 	s := fake(Options{Limit: 5 * time.Second})
 	s.o.Sanitizer = os.Args[0]
 	defer s.Close()
-	for _, tc := range []struct{ source, verdict string }{{"// OOBREAD PASS", "memcheck"}, {"// PASS", "pass"}} {
-		id, err := s.Submit(e, tc.source, "m"+tc.source, true)
+	for k, tc := range []struct {
+		source  string
+		check   Check
+		verdict string
+		report  string
+	}{
+		{"// OOBREAD PASS", Memcheck, "memcheck", "Invalid __global__ read"},
+		{"// PASS", Memcheck, "pass", ""},
+		{"// RACE PASS", Racecheck, "racecheck", "Warning: Race reported between Write access"},
+		{"// RACEERR PASS", Racecheck, "racecheck", "Error: Race reported between Write access"},
+		{"// PASS", Racecheck, "pass", ""},
+		{"// RACE PASS", Memcheck, "pass", ""}, // memcheck does not look for races
+		{"// OOBREAD PASS", Racecheck, "pass", ""},
+	} {
+		id, err := s.Submit(e, tc.source, fmt.Sprint("m", k), tc.check)
 		if err != nil {
 			t.Fatal(err)
 		}
 		v := wait(t, s, id, 20*time.Second).Verdict
-		if v == nil || v.Verdict != tc.verdict || (tc.verdict == "memcheck") != strings.Contains(v.Log, "Invalid __global__ read") || v.Placed != nil {
-			t.Errorf("%s under memcheck: %+v", tc.source, v)
+		if v == nil {
+			t.Fatalf("%s under %s: no verdict", tc.source, tc.check)
+		}
+		reported := v.Log != "" && (tc.report == "" || strings.Contains(v.Log, tc.report))
+		if v.Verdict != tc.verdict || reported != (tc.report != "") || v.Placed != nil {
+			t.Errorf("%s under %s: verdict %q, log %q, placed %v", tc.source, tc.check, v.Verdict, v.Log, v.Placed)
+		}
+		if tc.verdict == "pass" && !strings.Contains(v.Message, string(tc.check)+" found no") {
+			t.Errorf("%s under %s: the message does not say what was checked: %q", tc.source, tc.check, v.Message)
 		}
 	}
 	plain := fake(Options{})
 	defer plain.Close()
-	if _, err := plain.Submit(e, "// PASS", "m", true); err == nil || !strings.Contains(err.Error(), "compute-sanitizer") {
-		t.Errorf("memcheck where none is installed: %v", err)
+	if _, err := plain.Submit(e, "// PASS", "m", Racecheck); err == nil || !strings.Contains(err.Error(), "compute-sanitizer") {
+		t.Errorf("racecheck where none is installed: %v", err)
+	}
+	for _, bad := range []string{"1", "synccheck", "MEMCHECK"} {
+		if _, err := ParseCheck(bad); err == nil || !strings.Contains(err.Error(), "check must be") {
+			t.Errorf("ParseCheck(%q): %v", bad, err)
+		}
 	}
 }
 
@@ -135,7 +166,7 @@ func TestQueueIsFair(t *testing.T) {
 	defer s.Close()
 	var ids []string
 	for _, addr := range []string{"a", "b", "c"} {
-		id, err := s.Submit(e, "// SLOW", addr, false)
+		id, err := s.Submit(e, "// SLOW", addr, NoCheck)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,10 +179,10 @@ func TestQueueIsFair(t *testing.T) {
 		}
 	}
 	var busy *BusyError
-	if _, err := s.Submit(e, "// SLOW", "a", false); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLOW", "a", NoCheck); !errors.As(err, &busy) {
 		t.Errorf("a second submission from one address: %v", err)
 	}
-	if _, err := s.Submit(e, "// SLOW", "d", false); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLOW", "d", NoCheck); !errors.As(err, &busy) {
 		t.Errorf("past the queue's bound: %v", err)
 	}
 	for _, id := range ids {
@@ -159,18 +190,18 @@ func TestQueueIsFair(t *testing.T) {
 			t.Errorf("%+v", st)
 		}
 	}
-	if _, err := s.Submit(e, "// PASS", "a", false); err != nil {
+	if _, err := s.Submit(e, "// PASS", "a", NoCheck); err != nil {
 		t.Errorf("after its verdict, an address may submit again: %v", err)
 	}
 	off := New(Options{})
-	if _, err := off.Submit(e, "// PASS", "a", false); !errors.Is(err, ErrOff) {
+	if _, err := off.Submit(e, "// PASS", "a", NoCheck); !errors.Is(err, ErrOff) {
 		t.Errorf("the track off: %v", err)
 	}
 	loop, _ := lab.ByID("online-step")
-	if _, err := s.Submit(loop, "// PASS", "z", false); err == nil {
+	if _, err := s.Submit(loop, "// PASS", "z", NoCheck); err == nil {
 		t.Errorf("a loop exercise was taken for the GPU")
 	}
-	if _, err := s.Submit(e, strings.Repeat("x", lab.MaxSourceBytes+1), "y", false); err == nil || !strings.Contains(err.Error(), "at most") {
+	if _, err := s.Submit(e, strings.Repeat("x", lab.MaxSourceBytes+1), "y", NoCheck); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("an oversized source: %v", err)
 	}
 }
@@ -182,11 +213,11 @@ func TestAbandonedSubmissionIsKilled(t *testing.T) {
 	e, _ := lab.ByID("online-kernel")
 	s := fake(Options{Concurrent: 1, Limit: time.Minute, Abandoned: 300 * time.Millisecond})
 	defer s.Close()
-	gone, err := s.Submit(e, "// SLEEP", "gone", false)
+	gone, err := s.Submit(e, "// SLEEP", "gone", NoCheck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := s.Submit(e, "// PASS", "next", false)
+	next, err := s.Submit(e, "// PASS", "next", NoCheck)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,5 +228,62 @@ func TestAbandonedSubmissionIsKilled(t *testing.T) {
 	}
 	if st, _ := s.Status(gone); st.State != "cancelled" {
 		t.Errorf("the abandoned one: %+v", st)
+	}
+}
+
+// TestRecordedSolutions: every kernel exercise ships its solution's
+// verdict from a GPU, a pass whose every record matches the reference
+// kernel's (the mirror's trace of the exercise's run), timed and placed.
+// The same records with one value moved past the grader's tolerance fail.
+func TestRecordedSolutions(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, e := range lab.All() {
+		if e.Track != lab.TrackKernel {
+			continue
+		}
+		if e.Recorded == nil {
+			t.Errorf("%s: no recorded.json", e.ID)
+			continue
+		}
+		var rec Recording
+		if err := json.Unmarshal(e.Recorded, &rec); err != nil {
+			t.Fatalf("%s: recorded.json: %v", e.ID, err)
+		}
+		v := rec.Verdict
+		if rec.GPU == "" || rec.Date == "" || v.Verdict != "pass" || v.Placed == nil || !(v.Placed.TFLOPs > 0) || len(v.Steps) == 0 {
+			t.Errorf("%s: recorded %q on %q (%s), placed %+v, %d steps", e.ID, v.Verdict, rec.GPU, rec.Date, v.Placed, len(v.Steps))
+			continue
+		}
+		run, err := e.Run.Check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []*instrument.Record
+		kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error { recs = append(recs, r); return nil })
+		if m := lab.GradeSteps(e.Run, v.Steps, recs); m != nil {
+			t.Errorf("%s: the recorded solution's records differ from the reference kernel's: %+v", e.ID, *m)
+		}
+		// Poisoned: one record's m, l or an element of O moved by 1e-3 of
+		// itself (ten times the tolerance), or a NaN.
+		poisoned := append([]lab.StepSeen(nil), v.Steps...)
+		k := rng.IntN(len(poisoned))
+		s := poisoned[k]
+		s.O = append(lab.Floats(nil), s.O...)
+		switch rng.IntN(4) {
+		case 0:
+			s.M = lab.Float(float32(s.M) * (1 + 1e-3))
+		case 1:
+			s.L = lab.Float(float32(s.L) * (1 + 1e-3))
+		case 2:
+			x := rng.IntN(len(s.O))
+			s.O[x] = s.O[x]*(1+1e-3) + 1e-3
+		case 3:
+			s.O[rng.IntN(len(s.O))] = float32(math.NaN())
+		}
+		poisoned[k] = s
+		if m := lab.GradeSteps(e.Run, poisoned, recs); m == nil {
+			t.Errorf("%s: record %d poisoned still passes", e.ID, k)
+		}
 	}
 }

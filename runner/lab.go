@@ -69,10 +69,12 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Memcheck wraps a lab command in compute-sanitizer's memcheck (at
-// sanitizer), its report written to logFile: every access of a student's
-// kernel outside the buffers it was given is named there, read or write,
-// even one that happens not to fault.
-func Memcheck(sanitizer, logFile string, command []string) []string {
-	return append([]string{sanitizer, "--tool", "memcheck", "--log-file", logFile, "--print-limit", "20"}, command...)
+// Sanitize wraps a lab command in compute-sanitizer (at sanitizer) running
+// tool, its report written to logFile. memcheck names every access of a
+// student's kernel outside the buffers it was given, read or write, even
+// one that happens not to fault; racecheck names every pair of accesses
+// to shared memory that no barrier orders, even when the race's luck gave
+// the right numbers.
+func Sanitize(sanitizer, tool, logFile string, command []string) []string {
+	return append([]string{sanitizer, "--tool", tool, "--log-file", logFile, "--print-limit", "20"}, command...)
 }

@@ -46,9 +46,9 @@ type LabData struct {
 	Starter string `json:"starter"`
 	Hints   int    `json:"hints"`
 	// KernelTrack: the server compiles and runs students' CUDA;
-	// Memcheck: under compute-sanitizer, if the student asks.
+	// Checks: under one of compute-sanitizer's tools, if the student asks.
 	KernelTrack bool `json:"kernel_track"`
-	Memcheck    bool `json:"memcheck"`
+	Checks      bool `json:"checks"`
 }
 
 func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness string) templ.Component {
@@ -353,8 +353,8 @@ func LabPage(p Page, v LabView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.Data.Memcheck {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<label class=\"lab-memcheck\"><input type=\"checkbox\" id=\"lab-memcheck\" data-testid=\"lab-memcheck\"> check every memory access (compute-sanitizer's memcheck: slower, and not timed)</label>")
+			if v.Data.Checks {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<label class=\"lab-check\">compute-sanitizer (slower, and not timed): <select id=\"lab-check\" data-testid=\"lab-check\"><option value=\"\">none</option> <option value=\"memcheck\">memcheck: every access inside the buffers?</option> <option value=\"racecheck\">racecheck: shared memory ordered by barriers?</option></select></label>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -371,7 +371,7 @@ func LabPage(p Page, v LabView) templ.Component {
 				var templ_7745c5c3_Var15 string
 				templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(v.Why)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 119, Col: 59}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 126, Col: 59}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
 				if templ_7745c5c3_Err != nil {
@@ -384,7 +384,7 @@ func LabPage(p Page, v LabView) templ.Component {
 				var templ_7745c5c3_Var16 string
 				templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs("/step?" + v.Data.Run + "&embed=1")
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 122, Col: 54}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 129, Col: 54}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 				if templ_7745c5c3_Err != nil {
@@ -407,7 +407,7 @@ func LabPage(p Page, v LabView) templ.Component {
 				var templ_7745c5c3_Var17 string
 				templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(k))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 127, Col: 44}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 134, Col: 44}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
 				if templ_7745c5c3_Err != nil {
@@ -433,49 +433,59 @@ func LabPage(p Page, v LabView) templ.Component {
 			var templ_7745c5c3_Var18 templ.SafeURL
 			templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/step?" + v.Data.Run))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 140, Col: 101}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 147, Col: 101}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "\">this kernel run</a> (the link opens the stepper at the step where your code first differs).</p><p id=\"lab-status\" role=\"status\" data-testid=\"lab-status\">Not run yet.</p><figure id=\"lab-placed\" class=\"lab-placed\" hidden data-testid=\"lab-placed\"><figcaption id=\"lab-placed-caption\"></figcaption><table id=\"lab-placed-table\"></table></figure><details id=\"lab-log\" class=\"lab-log\" hidden open><summary id=\"lab-log-title\">The compiler's messages</summary><pre id=\"lab-log-text\" data-testid=\"lab-log\"></pre></details><div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3>Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "\">this kernel run</a> (the link opens the stepper at the step where your code first differs).</p><p id=\"lab-status\" role=\"status\" data-testid=\"lab-status\">Not run yet.</p><figure id=\"lab-placed\" class=\"lab-placed\" hidden data-testid=\"lab-placed\"><figcaption id=\"lab-placed-caption\"></figcaption><table id=\"lab-placed-table\"></table></figure><details id=\"lab-log\" class=\"lab-log\" hidden open><summary id=\"lab-log-title\">The compiler's messages</summary><pre id=\"lab-log-text\" data-testid=\"lab-log\"></pre></details> ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if v.Exercise.Track == "kernel" && !v.KernelTrack {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<div id=\"lab-recorded\" class=\"lab-recorded\" hidden data-testid=\"lab-recorded\"><h3>The solution's run, recorded on a GPU</h3><p id=\"lab-recorded-caption\"></p><div class=\"lab-recorded-step\"><button type=\"button\" id=\"lab-recorded-prev\" class=\"secondary\" aria-label=\"Previous step\">◀</button> <label>Its records after <select id=\"lab-recorded-step\" data-testid=\"lab-recorded-step\"></select></label> <button type=\"button\" id=\"lab-recorded-next\" class=\"secondary\" aria-label=\"Next step\">▶</button></div></div>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3 id=\"lab-diff-yours\">Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Next != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<p class=\"lab-next\"><a href=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<p class=\"lab-next\"><a href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var19 templ.SafeURL
 				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/lab/" + v.Next.ID))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 165, Col: 68}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 183, Col: 68}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "\">Next: ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "\">Next: ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var20 string
 				templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(v.Next.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 165, Col: 91}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 183, Col: 91}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "</a></p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "</a></p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "</article>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "</article>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -483,7 +493,7 @@ func LabPage(p Page, v LabView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, " <script src=\"/static/vendor/d3/d3-color.min.js\"></script> <script src=\"/static/vendor/d3/d3-interpolate.min.js\"></script> <script src=\"/static/vendor/d3/d3-scale-chromatic.min.js\"></script> <script type=\"module\" src=\"/static/js/lab.js\"></script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, " <script src=\"/static/vendor/d3/d3-color.min.js\"></script> <script src=\"/static/vendor/d3/d3-interpolate.min.js\"></script> <script src=\"/static/vendor/d3/d3-scale-chromatic.min.js\"></script> <script type=\"module\" src=\"/static/js/lab.js\"></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -9,6 +9,7 @@ import (
 
 	"flashstep/kernels"
 	"flashstep/lab"
+	"flashstep/labrun"
 	"flashstep/templates"
 )
 
@@ -16,12 +17,12 @@ import (
 // only when a student asks for it) and its grader module. The loop track
 // runs in the browser. The kernel track's submissions go to labrun, which
 // compiles and runs them on the GPU; where it is off, the pages say what it
-// needs and step the reference run.
+// needs and step the solution's recorded run beside the reference kernel's.
 
 // kernelTrackWhy is what the kernel track's pages say while it is off.
 const kernelTrackWhy = "The kernel track compiles your CUDA at run time (NVRTC) and runs it on the server's GPU, " +
 	"in a process of its own. It is not on at this server: write your kernel here and check it against the solution, " +
-	"and step the reference kernel's run below to see what every record of yours should hold."
+	"step the solution's run, recorded on a GPU, beside the reference kernel's, and step the reference kernel's own run below to see what every record of yours should hold."
 
 // kernelTrackOffIndex is what the lab's index says while the track is off.
 const kernelTrackOffIndex = "It is off at this server, which has no GPU for it (or was not started with -lab-kernels on): " +
@@ -52,7 +53,7 @@ func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: kernelTrackWhy, KernelTrack: s.lab.On(),
 		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter,
-			Hints: len(e.Hints), KernelTrack: s.lab.On(), Memcheck: s.lab.Memcheck() && e.Track == lab.TrackKernel}}
+			Hints: len(e.Hints), KernelTrack: s.lab.On(), Checks: s.lab.Checks() && e.Track == lab.TrackKernel}}
 	if next := e.Next(); next != nil {
 		n := s.labExercise(next)
 		v.Next = &n
@@ -85,9 +86,22 @@ func (s *Server) labGrader(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// labRecorded sends a kernel exercise's solution's verdict as it was
+// recorded on a GPU: what a page without the kernel track steps.
+func (s *Server) labRecorded(w http.ResponseWriter, r *http.Request) error {
+	e, ok := lab.ByID(chi.URLParam(r, "id"))
+	if !ok || e.Recorded == nil {
+		return errNotFound
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Write(e.Recorded)
+	return nil
+}
+
 // labSubmit queues a kernel-track submission: the source in the body
-// (text, at most lab.MaxSourceBytes), memcheck=1 to run it under
-// compute-sanitizer where the server offers it. It answers 202 with the submission's
+// (text, at most lab.MaxSourceBytes), check=memcheck or check=racecheck
+// to run it under compute-sanitizer where the server offers it. It answers 202 with the submission's
 // id, which labStatus reports on; a second submission while one is live,
 // or a full queue, is answered busy.
 func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
@@ -99,11 +113,11 @@ func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("the source must be at most %d bytes", lab.MaxSourceBytes)}}
 	}
-	memcheck := r.URL.Query().Get("memcheck")
-	if memcheck != "" && memcheck != "0" && memcheck != "1" {
-		return kernels.FieldErrors{{Field: "memcheck", Message: fmt.Sprintf("memcheck must be 0 or 1 (got %q)", truncate(memcheck, 24))}}
+	check, err := labrun.ParseCheck(r.URL.Query().Get("check"))
+	if err != nil {
+		return err
 	}
-	id, err := s.lab.Submit(e, string(body), clientAddr(r), memcheck == "1")
+	id, err := s.lab.Submit(e, string(body), clientAddr(r), check)
 	if err != nil {
 		return err
 	}

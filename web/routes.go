@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/lab/{id}", s.handlePage(s.labPage))
 	r.Get("/lab/{id}/solution", s.handlePage(s.labSolution))
 	r.Get("/lab/{id}/grade.js", s.handlePage(s.labGrader))
+	r.Get("/lab/{id}/recorded.json", s.handleAPI(s.labRecorded))
 	r.Post("/api/lab/{id}/submissions", s.handleAPI(s.labSubmit))
 	r.Get("/api/lab/submissions/{ticket}", s.handleAPI(s.labStatus))
 

@@ -38,8 +38,9 @@ static int fs_nvrtc_ptx(const char *src, const char *arch, char **ptx, char **lo
 	void *prog = NULL;
 	int r = create(&prog, src, "student.cu", 0, NULL, NULL);
 	if (r) return r;
-	const char *opts[] = {arch, "--std=c++17", "-default-device"};
-	int cr = compile(prog, 3, opts);
+	// -lineinfo: compute-sanitizer's reports name the student's lines.
+	const char *opts[] = {arch, "--std=c++17", "-default-device", "-lineinfo"};
+	int cr = compile(prog, 4, opts);
 	size_t n = 0;
 	if (!logSize(prog, &n) && n > 1) {
 		*log = malloc(n);

@@ -5,7 +5,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lab"
+	"flashstep/labrun"
 	"flashstep/runner"
 )
 
@@ -142,4 +146,71 @@ func TestLabBadKernels(t *testing.T) {
 		}
 		t.Logf("syntax error log: %s", reply.Log)
 	}
+}
+
+// TestLabRaceOnSharedMemory: a tiled kernel that reads its K tile before
+// every thread has loaded it. Without a sanitizer its verdict is the
+// race's luck (logged); under compute-sanitizer's racecheck, through the
+// server's own queue (labrun), it is "racecheck" with the report, while
+// the solution passes racecheck clean.
+func TestLabRaceOnSharedMemory(t *testing.T) {
+	tiles, _ := lab.ByID("shared-tiles")
+	racy := strings.Replace(tiles.Solution, "    __syncthreads();\n", "", 1)
+	if racy == tiles.Solution {
+		t.Fatal("the race's edit no longer applies to the solution")
+	}
+	req, runs := tiles.KernelRequestFor(racy, 6)
+	reply, took, err := labKernel(t, req, 30*time.Second)
+	switch {
+	case err != nil:
+		t.Logf("racy kernel without a sanitizer: the process died: %v", err)
+	case reply.Stage != "done":
+		t.Logf("racy kernel without a sanitizer: %s: %s", reply.Stage, reply.Error)
+	default:
+		t.Logf("racy kernel without a sanitizer, by the race's luck: miss %+v (%v)", gradeReply(t, tiles, reply, runs), took)
+	}
+
+	sanitizer := ""
+	for _, p := range []string{"/usr/local/cuda/bin/compute-sanitizer"} {
+		if _, err := os.Stat(p); err == nil {
+			sanitizer = p
+		}
+	}
+	if p, err := exec.LookPath("compute-sanitizer"); err == nil {
+		sanitizer = p
+	}
+	if sanitizer == "" {
+		t.Skip("compute-sanitizer is not installed here")
+	}
+	s := labrun.New(labrun.Options{Command: []string{os.Args[0]}, Env: append(os.Environ(), labChild+"=1"), Sanitizer: sanitizer, Limit: 20 * time.Second})
+	defer s.Close()
+	for _, tc := range []struct{ name, source, verdict string }{{"racy", racy, "racecheck"}, {"solution", tiles.Solution, "pass"}} {
+		start := time.Now()
+		id, err := s.Submit(tiles, tc.source, tc.name, labrun.Racecheck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st labrun.Status
+		for st.State != "done" && st.State != "cancelled" && time.Since(start) < 90*time.Second {
+			time.Sleep(50 * time.Millisecond)
+			st, _ = s.Status(id)
+		}
+		if st.Verdict == nil || st.Verdict.Verdict != tc.verdict {
+			t.Errorf("%s under racecheck: %s", tc.name, describe(st))
+			raw := filepath.Join(t.TempDir(), "racecheck.log")
+			req, _ := tiles.KernelRequestFor(tc.source, 6)
+			_, _, err := runner.LabKernel(context.Background(), runner.Sanitize(sanitizer, "racecheck", raw, []string{os.Args[0]}), append(os.Environ(), labChild+"=1"), req, 60*time.Second)
+			report, _ := os.ReadFile(raw)
+			t.Logf("racecheck's own report (%v):\n%s", err, report)
+			continue
+		}
+		t.Logf("%s under racecheck: %s in %v: %s\n%s", tc.name, st.Verdict.Verdict, time.Since(start), st.Verdict.Message, st.Verdict.Log)
+	}
+}
+
+func describe(st labrun.Status) string {
+	if st.Verdict == nil {
+		return st.State + ", no verdict"
+	}
+	return fmt.Sprintf("%s: %s: %s", st.Verdict.Verdict, st.Verdict.Message, st.Verdict.Log)
 }

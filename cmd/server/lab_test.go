@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -57,16 +54,46 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 		}
 	}
 	// Without a GPU (and without -lab-kernels on) the kernel track is off:
-	// its pages say what it needs, and tell their script so (the page's
-	// frame of the reference run is the stepper's, tested on its own).
-	res, err := http.Get(base + "/lab/causal-kernel")
-	if err != nil {
-		t.Fatal(err)
+	// its pages say what it needs, and step the solution's run recorded on
+	// a GPU beside the reference kernel's (labrun's tests hold the
+	// recorded numbers to the mirror's).
+	navigate(ctx, t, base+"/lab/causal-kernel")
+	waitText(ctx, t, "#lab-recorded-caption", "H100")
+	type recordedView struct {
+		Off, Track      bool
+		Options, Picked int
+		Rows            []string
+		Heatmaps        int
+		Placed          bool
 	}
-	page, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if !bytes.Contains(page, []byte(`data-testid="kernel-track-off"`)) || !bytes.Contains(page, []byte(`"kernel_track":false`)) || !bytes.Contains(page, []byte("NVRTC")) {
-		t.Errorf("the kernel track's page on a server without it does not say so")
+	view := func() recordedView {
+		return evalJS[recordedView](ctx, t, `(() => ({
+			off: !!document.querySelector('[data-testid=kernel-track-off]') && /NVRTC/.test(document.querySelector('[data-testid=kernel-track-off]').textContent),
+			track: JSON.parse(document.getElementById('fs-lab').textContent).kernel_track,
+			options: document.getElementById('lab-recorded-step').options.length,
+			picked: document.getElementById('lab-recorded-step').selectedIndex,
+			rows: [...document.querySelectorAll('#lab-rows tbody tr')].map((tr) => tr.textContent),
+			heatmaps: document.querySelectorAll('#lab-diff canvas, #lab-diff svg').length,
+			placed: !document.getElementById('lab-placed').hidden,
+		}))()`)
+	}
+	causal, _ := lab.ByID("causal-kernel")
+	tq := (causal.Run.N + causal.Run.Br - 1) / causal.Run.Br
+	v := view()
+	// The causal run visits kv-tiles 0…i of q-tile i: tq(tq+1)/2 steps.
+	if !v.Off || v.Track || v.Options != tq*(tq+1)/2 || v.Picked != 0 || len(v.Rows) != causal.Run.Br || v.Heatmaps < 2 || !v.Placed {
+		t.Errorf("the causal kernel's page without the kernel track: %+v", v)
+	}
+	evalJS[bool](ctx, t, `(document.getElementById('lab-recorded').scrollIntoView(), true)`)
+	saveShot(ctx, t, "lab-recorded.png")
+	click(ctx, t, "#lab-recorded-next")
+	if w := view(); w.Picked != 1 || slices.Equal(w.Rows, v.Rows) {
+		t.Errorf("the recorded run's next step: %+v", w)
+	}
+	for _, row := range append(v.Rows, view().Rows...) {
+		if strings.Contains(row, "NaN") {
+			t.Errorf("a row of the recorded run's step shows NaN: %q", row)
+		}
 	}
 	// The sandbox, on exercise 1's page.
 	navigate(ctx, t, base+"/lab/online-step")

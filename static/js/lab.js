@@ -107,8 +107,9 @@ function describeMiss(call, miss) {
 }
 
 const views = { yours: null, kernel: null };
-function showMiss(rowStart, miss) {
+function showMiss(rowStart, miss, who = 'your') {
   const box = $('lab-diff');
+  $('lab-diff-yours').textContent = who === 'your' ? 'Yours' : "The recorded solution's";
   if (!miss.state || !miss.kernel) { box.hidden = true; return; }
   box.hidden = false;
   views.yours ??= new Heatmap($('lab-o-yours'), { fit: true });
@@ -117,12 +118,12 @@ function showMiss(rowStart, miss) {
   const flat = (O) => Float32Array.from({ length: rows * d }, (_, e) => Number(O?.[Math.floor(e / d)]?.[e % d]));
   const max = Math.max(...flat(miss.kernel.O).map(Math.abs), 1e-30);
   const opts = { rows, cols: d, rowsValid: rows, colsValid: d, scale: 'diverging', max };
-  views.yours.draw({ ...opts, values: flat(miss.state.O), name: 'your O' });
+  views.yours.draw({ ...opts, values: flat(miss.state.O), name: `${who} O` });
   views.kernel.draw({ ...opts, values: flat(miss.kernel.O), name: 'kernel O' });
   const table = $('lab-rows');
   table.replaceChildren();
   const head = table.createTHead().insertRow();
-  for (const t of ['row', 'your m', 'kernel m', 'your l', 'kernel l']) {
+  for (const t of ['row', `${who} m`, 'kernel m', `${who} l`, 'kernel l']) {
     const th = document.createElement('th');
     th.scope = 'col';
     th.textContent = t;
@@ -236,8 +237,8 @@ async function runKernel() {
   $('lab-placed').hidden = true;
   try {
     say('running', 'Sending your kernel to the GPU…');
-    const memcheck = $('lab-memcheck')?.checked ? '?memcheck=1' : '';
-    const res = await fetch(`/api/lab/${page.id}/submissions${memcheck}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
+    const check = $('lab-check')?.value ? `?check=${$('lab-check').value}` : '';
+    const res = await fetch(`/api/lab/${page.id}/submissions${check}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
     const body = await res.json();
     if (!res.ok) {
       say(res.status === 503 ? 'busy' : 'error', body.error || `HTTP ${res.status}`);
@@ -262,8 +263,8 @@ async function runKernel() {
       $('lab-log-text').textContent = v.log;
       return;
     }
-    if (v.verdict === 'memcheck') {
-      say('fail', v.message, { memcheck: 1 });
+    if (v.verdict === 'memcheck' || v.verdict === 'racecheck') {
+      say('fail', v.message, { check: v.verdict });
       $('lab-log-title').textContent = "compute-sanitizer's report";
       $('lab-log').hidden = false;
       $('lab-log-text').textContent = v.log;
@@ -293,20 +294,20 @@ async function runKernel() {
 
 // showPlaced sets a passing kernel, timed at the ladder's size, among the
 // rungs' recorded figures.
-function showPlaced(p) {
+function showPlaced(p, who = 'your kernel') {
   $('lab-placed').hidden = false;
   if (p.note) {
     $('lab-placed-caption').textContent = `On the ladder: ${p.note}.`;
     $('lab-placed-table').replaceChildren();
     return;
   }
-  $('lab-placed-caption').textContent = `On the ladder (${p.shape}): your kernel ran in ${p.ms.toFixed(2)} ms, ${p.tflops.toFixed(2)} TFLOP/s, beside each rung's figure recorded on an H100.`;
+  $('lab-placed-caption').textContent = `On the ladder (${p.shape}): ${who} ran in ${p.ms.toFixed(2)} ms, ${p.tflops.toFixed(2)} TFLOP/s, beside each rung's figure recorded on an H100.`;
   const table = $('lab-placed-table');
   table.replaceChildren();
   for (const r of p.rungs) {
     const tr = table.insertRow();
     if (r.yours) tr.className = 'yours';
-    tr.insertCell().textContent = r.yours ? 'your kernel' : `rung ${r.number}: ${r.name}`;
+    tr.insertCell().textContent = r.yours ? who : `rung ${r.number}: ${r.name}`;
     tr.insertCell().textContent = `${r.tflops.toFixed(r.tflops < 10 ? 2 : 0)} TFLOP/s`;
   }
 }
@@ -317,10 +318,48 @@ function firstError(log) {
   return m ? m[1] : 'the compiler refused it';
 }
 
+// showRecorded, where the kernel track is off: the solution's verdict as
+// the server answered it on a GPU, its records stepped beside the
+// reference kernel's, as a student's would be.
+async function showRecorded() {
+  const res = await fetch(`/lab/${page.id}/recorded.json`);
+  if (!res.ok) return;
+  const rec = await res.json();
+  const v = rec.verdict;
+  const model = await kernelRun();
+  $('lab-recorded').hidden = false;
+  $('lab-recorded-caption').textContent = `The solution, compiled and run on an ${rec.gpu} on ${rec.date} by this server's kernel track, ` +
+    `got the verdict "${v.verdict}": every record it made matched the reference kernel's, and its output matched the float64 reference on hidden runs. ` +
+    `It took ${v.ms.toFixed(3)} ms on the exercise's run, and ${v.took.toFixed(2)} s from submission to verdict. Step its records below, beside the reference kernel's.`;
+  if (v.placed) showPlaced(v.placed, 'the solution');
+  const keys = [...new Set(v.steps.map((s) => `${s.BH},${s.I},${s.J}`))];
+  const pick = $('lab-recorded-step');
+  pick.replaceChildren(...keys.map((k) => {
+    const [bh, i, j] = k.split(',').map(Number);
+    return new Option(`q-tile ${i}, kv-tile ${j}${bh ? `, batch-head ${bh}` : ''}`, k);
+  }));
+  const show = () => {
+    const [bh, i, j] = pick.value.split(',').map(Number);
+    const kernel = kernelState(model, bh, i, j);
+    if (!kernel) return;
+    showMiss(i * model.h.Br, { state: studentState(v.steps, kernel, bh, i, j), kernel }, 'recorded');
+    $('lab-run-link').href = `/step?${page.run}&step=${kernel.step + 1}`;
+  };
+  const move = (by) => {
+    pick.selectedIndex = Math.min(Math.max(pick.selectedIndex + by, 0), keys.length - 1);
+    show();
+  };
+  pick.addEventListener('change', show);
+  $('lab-recorded-prev').addEventListener('click', () => move(-1));
+  $('lab-recorded-next').addEventListener('click', () => move(1));
+  show();
+}
+
 if (page.track === 'loop') {
   $('lab-run').addEventListener('click', runLoop);
 } else if (page.kernel_track) {
   $('lab-run').addEventListener('click', runKernel);
 } else {
   $('lab-run').disabled = true;
+  showRecorded().catch((e) => say('error', `The recorded run could not be shown: ${e.message}`));
 }
