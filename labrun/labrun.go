@@ -103,9 +103,10 @@ var ErrOff = errors.New("the kernel track is off at this server")
 
 // Status is where a submission stands.
 type Status struct {
-	State   string   `json:"state"` // "queued", "running", "done", "cancelled"
-	Ahead   int      `json:"ahead"` // submissions before it, while queued
-	Verdict *Verdict `json:"verdict,omitempty"`
+	State    string   `json:"state"`    // "queued", "running", "done", "cancelled"
+	Exercise string   `json:"exercise"` // the exercise's id
+	Ahead    int      `json:"ahead"`    // submissions before it, while queued
+	Verdict  *Verdict `json:"verdict,omitempty"`
 }
 
 // Verdict is a finished submission's result.
@@ -235,7 +236,7 @@ func (s *Service) Status(id string) (Status, bool) {
 		return Status{}, false
 	}
 	t.seen = time.Now()
-	st := Status{State: t.state, Verdict: t.verdict}
+	st := Status{State: t.state, Exercise: t.e.ID, Verdict: t.verdict}
 	if t.state == "queued" {
 		for k, q := range s.queue {
 			if q == t {

@@ -19,8 +19,10 @@ import (
 //	           {"type":"run","page":"step","query":"…","step":1}
 //	           {"type":"poll"} (predict m) {"type":"poll","poll":"checkpoint"} (the lesson's)
 //	           {"type":"reveal"} {"type":"close_poll"} {"type":"end"}
+//	           {"type":"kernels","answer":"on"|"off"} (the lab's kernel track, for the room)
 //	student:   {"type":"answer","answer":"1.25"}
 //	           {"type":"status","status":"following"|"branched"}
+//	           {"type":"lab_result","answer":"pass"|"fail","ticket":"…"} (a lab room: the ticket of a kernel-track submission, whose verdict the server reads for itself)
 type Up struct {
 	Type   string `json:"type"`
 	Step   int    `json:"step,omitempty"`
@@ -30,6 +32,7 @@ type Up struct {
 	Answer string `json:"answer,omitempty"`
 	Status string `json:"status,omitempty"`
 	Poll   string `json:"poll,omitempty"` // poll: PollCheckpoint, or empty for "predict m"
+	Ticket string `json:"ticket,omitempty"`
 }
 
 // PollCheckpoint asks for the lesson checkpoint of a room presented from

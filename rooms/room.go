@@ -16,21 +16,23 @@ import (
 
 // Events a participant receives, as JSON text.
 //
-//	hello   {type, code, member, role, page, query, step, total, seq, poll}: the room as it is, first on every connection
+//	hello   {type, code, member, role, page, query, step, total, seq, poll, kernels_off}: the room as it is, first on every connection
 //	run     {type, seq, page, query, step}: the presenter moved the room to another run
 //	step    {type, seq, step, total}: the presenter's step, counted from 1
 //	poll    {type, seq, poll}: a poll opened, revealed (with answer, explanation, histogram) or closed (poll null)
-//	tally   {type, tally}: presenter only: who follows, who branched, the answers of the students present
+//	tally   {type, tally}: presenter only: who follows, who branched, the answers of the students present; in a lab room who passed
+//	kernels {type, seq, kernels_off}: the presenter turned the lab's kernel track on or off for the room
 //	notice  {type, error, field}: to one participant: why its message was refused
 //	closed  {type, reason}: the room ended; the connection then closes
 const (
-	EventHello  = "hello"
-	EventRun    = "run"
-	EventStep   = "step"
-	EventPoll   = "poll"
-	EventTally  = "tally"
-	EventNotice = "notice"
-	EventClosed = "closed"
+	EventHello   = "hello"
+	EventRun     = "run"
+	EventStep    = "step"
+	EventPoll    = "poll"
+	EventTally   = "tally"
+	EventNotice  = "notice"
+	EventClosed  = "closed"
+	EventKernels = "kernels"
 )
 
 // Why a room closed, as closed events say it.
@@ -65,6 +67,9 @@ type Event struct {
 	Why    string    `json:"why,omitempty"` // closed: WhyEnded, WhyExpired, WhyRestart, WhyLost or WhyMoved
 	Error  string    `json:"error,omitempty"`
 	Field  string    `json:"field,omitempty"`
+	// KernelsOff: hello and kernels say whether the presenter turned the
+	// lab's kernel track off for the room.
+	KernelsOff bool `json:"kernels_off,omitempty"`
 	// Presenter marks an event for the presenter's connections only.
 	Presenter bool `json:"presenter_only,omitempty"`
 
@@ -91,6 +96,8 @@ const (
 	CmdEnd        = "end"        // presenter: end the room
 	CmdAnswer     = "answer"     // student: answer the open poll
 	CmdStatus     = "status"     // student: following or branched (kept by its server)
+	CmdLabResult  = "lab_result" // student, in a lab room: Answer "pass" or "fail", a verdict of theirs on the exercise
+	CmdKernels    = "kernels"    // presenter: Answer "on" or "off", the lab's kernel track for the room
 	cmdPresence   = "presence"   // a server: its participants of the room, in full
 	cmdJoin       = "join"       // a server: someone joined; a presenter's join marks the room presented
 	StatusFollow  = "following"  // a student's page follows the presenter
@@ -252,6 +259,17 @@ type Tally struct {
 	Answered    int   `json:"answered"` // students present who answered the open poll, one answer each
 	Invalid     int   `json:"invalid"`  // of those answers, the ones that are not plausible
 	Bins        []Bin `json:"bins"`     // the histogram of the valid answers of students present
+	// Lab, in a lab room: of the students present, those who ran their
+	// code on the exercise and those who passed it.
+	Lab *LabTally `json:"lab,omitempty"`
+}
+
+// LabTally counts a lab room's students present by their verdicts: Tried
+// have run their code at least once, Passed (of them) got a pass, which
+// stays theirs whatever they run after.
+type LabTally struct {
+	Tried  int `json:"tried"`
+	Passed int `json:"passed"`
 }
 
 // Bin is one bar of an answer histogram: answers in [Lo, Hi).
@@ -283,6 +301,10 @@ type Room struct {
 	present  map[string]bool      // the students connected now, on any server: true for one that follows
 	lesson   string
 	widget   string
+	// A lab room: each student's verdicts on the exercise (true once one
+	// passed), and whether the presenter turned the kernel track off.
+	lab        map[string]bool
+	kernelsOff bool
 	// Its lifetime (Limits): when it opened, whether a presenter ever
 	// joined it, and the last moment a presenter was connected or sent a
 	// command.
@@ -304,15 +326,15 @@ type answer struct {
 // NewRoom is a room for run; the presenter proves itself with token.
 func NewRoom(code, token string, run Run, limits Limits, now time.Time) *Room {
 	return &Room{Code: code, token: hashToken(token), limits: limits.WithDefaults(), page: run.Page, query: run.Query, step: run.Step,
-		answers: map[string]answer{}, servers: map[string]Presence{}, heard: map[string]time.Time{}, present: map[string]bool{},
+		answers: map[string]answer{}, lab: map[string]bool{}, servers: map[string]Presence{}, heard: map[string]time.Time{}, present: map[string]bool{},
 		created: now, presenterAt: now, lesson: run.Lesson, widget: run.Widget}
 }
 
 // ValidateRun checks a run's page and query against the limits.
 func ValidateRun(run Run, l Limits) error {
 	l = l.WithDefaults()
-	if run.Page != PageStepper && run.Page != PageCompare {
-		return fieldErr("page", "must be %q or %q, got %q", PageStepper, PageCompare, truncate(run.Page, 20))
+	if run.Page != PageStepper && run.Page != PageCompare && run.Page != PageLab {
+		return fieldErr("page", "must be %q, %q or %q, got %q", PageStepper, PageCompare, PageLab, truncate(run.Page, 20))
 	}
 	if run.Query == "" || len(run.Query) > l.MaxQuery {
 		return fieldErr("query", "must be a run's query of 1 to %d bytes, got %d bytes", l.MaxQuery, len(run.Query))
@@ -392,7 +414,7 @@ func (r *Room) Members() int {
 // Hello is the room as a participant who joins now sees it.
 func (r *Room) Hello(member string, presenter bool) *Event {
 	e := &Event{Type: EventHello, Seq: r.seq, Code: r.Code, Member: member, Role: roleStudent,
-		Page: r.page, Query: r.query, Step: r.step, Total: r.total, Poll: r.pollView()}
+		Page: r.page, Query: r.query, Step: r.step, Total: r.total, Poll: r.pollView(), KernelsOff: r.kernelsOff}
 	if presenter {
 		e.Role = rolePresenter
 	}
@@ -401,7 +423,7 @@ func (r *Room) Hello(member string, presenter bool) *Event {
 
 // State is the room's run and step now.
 func (r *Room) State() State {
-	return State{Run: Run{Page: r.page, Query: r.query, Step: r.step, Lesson: r.lesson, Widget: r.widget}, Total: r.total}
+	return State{Run: Run{Page: r.page, Query: r.query, Step: r.step, Lesson: r.lesson, Widget: r.widget}, Total: r.total, KernelsOff: r.kernelsOff}
 }
 
 // HelloTally is the presenter's first tally.
@@ -412,7 +434,7 @@ func (r *Room) HelloTally() *Event {
 // Apply runs one command and returns the events it causes, or why it was
 // refused (a *FieldError, or ErrBadToken for a student's presenter command).
 func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
-	presenterOnly := map[string]bool{CmdStep: true, CmdRun: true, CmdPoll: true, CmdReveal: true, CmdClosePoll: true, CmdEnd: true}
+	presenterOnly := map[string]bool{CmdStep: true, CmdRun: true, CmdPoll: true, CmdReveal: true, CmdClosePoll: true, CmdEnd: true, CmdKernels: true}
 	if presenterOnly[c.Type] {
 		if !c.Presenter {
 			return nil, fieldErr("type", "only the presenter may send %q", c.Type)
@@ -435,9 +457,15 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		if err := ValidateRun(run, r.limits); err != nil {
 			return nil, err
 		}
+		wasLab := r.page == PageLab
 		r.page, r.query, r.step, r.total = run.Page, run.Query, max(c.Step, 1), 0
 		r.seq++
 		evs := []*Event{{Type: EventRun, Seq: r.seq, Page: r.page, Query: r.query, Step: r.step}}
+		if wasLab || r.page == PageLab {
+			// Verdicts are on one exercise.
+			clear(r.lab)
+			evs = append(evs, r.tallyEvent())
+		}
 		if r.poll != nil {
 			// A poll is about a step of the old run.
 			r.poll, r.revealed = nil, false
@@ -491,6 +519,38 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		}
 		r.answers[c.Student] = r.grade(c.Answer)
 		return []*Event{r.tallyEvent()}, nil
+	case CmdLabResult:
+		if c.Presenter {
+			return nil, fieldErr("type", "the presenter's own runs are not counted; students report theirs")
+		}
+		if r.page != PageLab {
+			return nil, fieldErr("type", "this room shows no lab exercise: verdicts are taken while one is in front of the room")
+		}
+		if c.Answer != "pass" && c.Answer != "fail" {
+			return nil, fieldErr("answer", "must be %q or %q, got %q", "pass", "fail", truncate(c.Answer, 20))
+		}
+		if !ValidStudent(c.Student) {
+			return nil, fieldErr("student", "is missing: the tally keeps one verdict per student")
+		}
+		if _, ok := r.lab[c.Student]; !ok && len(r.lab) >= r.maxAnswers() {
+			for id := range r.lab {
+				if _, ok := r.present[id]; !ok {
+					delete(r.lab, id)
+				}
+			}
+			if len(r.lab) >= r.maxAnswers() {
+				return nil, fieldErr("answer", "this room holds %d students' verdicts, its most", r.maxAnswers())
+			}
+		}
+		r.lab[c.Student] = r.lab[c.Student] || c.Answer == "pass"
+		return []*Event{r.tallyEvent()}, nil
+	case CmdKernels:
+		if c.Answer != "on" && c.Answer != "off" {
+			return nil, fieldErr("answer", "must be %q or %q, got %q", "on", "off", truncate(c.Answer, 20))
+		}
+		r.kernelsOff = c.Answer == "off"
+		r.seq++
+		return []*Event{{Type: EventKernels, Seq: r.seq, KernelsOff: r.kernelsOff}}, nil
 	case cmdPresence:
 		if c.Presence == nil || c.Server == "" {
 			return nil, fieldErr("presence", "is missing")
@@ -660,6 +720,17 @@ func (r *Room) tally() *Tally {
 	}
 	if r.poll != nil {
 		t.Bins = r.bins()
+	}
+	if r.page == PageLab {
+		t.Lab = &LabTally{}
+		for id, passed := range r.lab {
+			if _, ok := r.present[id]; ok {
+				t.Lab.Tried++
+				if passed {
+					t.Lab.Passed++
+				}
+			}
+		}
 	}
 	return t
 }

@@ -52,8 +52,8 @@ type Service interface {
 
 // Run is what a room shows: a page and the run's canonical query.
 type Run struct {
-	Page  string `json:"page"`           // PageStepper or PageCompare
-	Query string `json:"query"`          // the run's canonical URL query
+	Page  string `json:"page"`           // PageStepper, PageCompare or PageLab
+	Query string `json:"query"`          // the run's canonical URL query; a lab exercise's id
 	Step  int    `json:"step,omitempty"` // where a new room starts, from 1; 0 for the first step
 	// A room presented from a lesson's widget: the lesson's slug and the
 	// widget's id, whose checkpoints the presenter may pose. They stay with
@@ -67,12 +67,18 @@ type State struct {
 	Run
 	Total     int  `json:"total"`     // the run's steps, once the presenter's page knows them
 	Presenter bool `json:"presenter"` // the token given was the room's
+	// KernelsOff: the presenter turned the lab's kernel track off for the
+	// room (on a server where it is on).
+	KernelsOff bool `json:"kernels_off,omitempty"`
 }
 
-// The pages a room can show.
+// The pages a room can show. A lab room's query is the exercise's id; its
+// students report each verdict of theirs (CmdLabResult), and the
+// presenter's tally counts who passed.
 const (
 	PageStepper = "step"
 	PageCompare = "compare"
+	PageLab     = "lab"
 )
 
 // Created is what the presenter, and only the presenter, gets back.

@@ -776,3 +776,75 @@ func TestAddrLimiterSaysHowLong(t *testing.T) {
 		t.Fatal("2 s later, the next event was refused")
 	}
 }
+
+// TestLabRoom: a room with a lab exercise in front of it counts, of the
+// students present, who ran their code and who passed (a pass stays a
+// pass); verdicts are a student's to report, only in a lab room, and start
+// over with the next exercise. The presenter turns the kernel track on or
+// off for the room, and every hello says which.
+func TestLabRoom(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	x, y, z := NewStudent(), NewStudent(), NewStudent()
+	r := NewRoom("ABCDEFGH", "tok", Run{Page: PageLab, Query: "online-step"}, Limits{}, t0)
+	r.Apply(Command{Type: cmdPresence, Server: "a", Presence: &Presence{Seq: 1, Connections: 3, Following: sortedOf(x, y, z)}}, t0)
+	if tl := r.tally(); tl.Lab == nil || *tl.Lab != (LabTally{}) {
+		t.Fatalf("a lab room before any verdict: %+v", tl.Lab)
+	}
+	verdict := func(student, answer string) error {
+		_, err := r.Apply(Command{Type: CmdLabResult, Student: student, Answer: answer}, t0)
+		return err
+	}
+	for _, v := range []struct{ student, answer string }{{x, "fail"}, {x, "pass"}, {x, "fail"}, {y, "fail"}} {
+		if err := verdict(v.student, v.answer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tl := r.tally(); *tl.Lab != (LabTally{Tried: 2, Passed: 1}) {
+		t.Fatalf("x passed (then failed), y failed: %+v", *tl.Lab)
+	}
+	for _, bad := range []Command{
+		{Type: CmdLabResult, Student: z, Answer: "passed"},
+		{Type: CmdLabResult, Student: "", Answer: "pass"},
+		{Type: CmdLabResult, Presenter: true, Answer: "pass"},
+		{Type: CmdKernels, Answer: "off"}, // a student
+		{Type: CmdKernels, Presenter: true, Answer: "maybe"},
+	} {
+		if _, err := r.Apply(bad, t0); err == nil {
+			t.Errorf("%+v was taken", bad)
+		}
+	}
+	// x leaves: its pass stops counting, and counts again when back.
+	r.Apply(Command{Type: cmdPresence, Server: "a", Presence: &Presence{Seq: 2, Connections: 2, Following: sortedOf(y, z)}}, t0)
+	if tl := r.tally(); *tl.Lab != (LabTally{Tried: 1}) {
+		t.Fatalf("x gone: %+v", *tl.Lab)
+	}
+	r.Apply(Command{Type: cmdPresence, Server: "a", Presence: &Presence{Seq: 3, Connections: 3, Following: sortedOf(x, y, z)}}, t0)
+	if tl := r.tally(); *tl.Lab != (LabTally{Tried: 2, Passed: 1}) {
+		t.Fatalf("x back: %+v", *tl.Lab)
+	}
+	// The kernel track, off and on again.
+	evs, err := r.Apply(Command{Type: CmdKernels, Presenter: true, Answer: "off"}, t0)
+	if err != nil || len(evs) != 1 || evs[0].Type != EventKernels || !evs[0].KernelsOff || !r.Hello("m", false).KernelsOff || !r.State().KernelsOff {
+		t.Fatalf("kernels off: %v %+v", err, evs)
+	}
+	r.Apply(Command{Type: CmdKernels, Presenter: true, Answer: "on"}, t0)
+	if r.Hello("m", false).KernelsOff || r.State().KernelsOff {
+		t.Fatal("kernels on again: hello still says off")
+	}
+	// The next exercise: verdicts start over.
+	evs, err = r.Apply(Command{Type: CmdRun, Presenter: true, Page: PageLab, Query: "qtile-loop"}, t0)
+	if err != nil || len(evs) != 2 || evs[1].Tally.Lab == nil || *evs[1].Tally.Lab != (LabTally{}) {
+		t.Fatalf("the next exercise: %v %+v", err, evs)
+	}
+	// The stepper: no lab tally, and no verdicts taken.
+	r.Apply(Command{Type: CmdRun, Presenter: true, Page: PageStepper, Query: "n=8"}, t0)
+	if err := verdict(x, "pass"); err == nil || r.tally().Lab != nil {
+		t.Fatalf("a verdict in a stepper room: %v, tally %+v", err, r.tally().Lab)
+	}
+}
+
+func sortedOf(ids ...string) []string {
+	sort.Strings(ids)
+	return ids
+}

@@ -34,6 +34,9 @@ type LabView struct {
 	// CUDA; when not, Why says what the kernel track needs.
 	KernelTrack bool
 	Why         string
+	// Classroom is the Present button, or the room's bar when a room has
+	// the exercise in front of it.
+	Classroom ClassroomView
 }
 
 // LabData is the page's JSON for lab.js.
@@ -49,6 +52,12 @@ type LabData struct {
 	// Checks: under one of compute-sanitizer's tools, if the student asks.
 	KernelTrack bool `json:"kernel_track"`
 	Checks      bool `json:"checks"`
+	// In a room: its code (submissions name it, for the presenter's
+	// switch of the kernel track), and whether the server's kernel track
+	// is on whatever the room says (the page reloads when the presenter
+	// turns it on or off).
+	Room          string `json:"room,omitempty"`
+	ServerKernels bool   `json:"server_kernels"`
 }
 
 func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness string) templ.Component {
@@ -96,7 +105,7 @@ func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness s
 				var templ_7745c5c3_Var3 string
 				templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(why)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 59, Col: 47}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 68, Col: 47}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 				if templ_7745c5c3_Err != nil {
@@ -119,7 +128,7 @@ func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness s
 				var templ_7745c5c3_Var4 string
 				templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs("lab-" + e.ID)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 64, Col: 36}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 73, Col: 36}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 				if templ_7745c5c3_Err != nil {
@@ -132,7 +141,7 @@ func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness s
 				var templ_7745c5c3_Var5 templ.SafeURL
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/lab/" + e.ID))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 65, Col: 45}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 74, Col: 45}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 				if templ_7745c5c3_Err != nil {
@@ -145,7 +154,7 @@ func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness s
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(e.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 65, Col: 57}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 74, Col: 57}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 				if templ_7745c5c3_Err != nil {
@@ -174,7 +183,7 @@ func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness s
 					var templ_7745c5c3_Var7 templ.SafeURL
 					templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/lessons/" + e.Practises))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 73, Col: 71}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 82, Col: 71}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 					if templ_7745c5c3_Err != nil {
@@ -187,7 +196,7 @@ func LabIndex(p Page, all []LabExercise, kernelTrack bool, why string, harness s
 					var templ_7745c5c3_Var8 string
 					templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(e.Lesson)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 73, Col: 84}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 82, Col: 84}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 					if templ_7745c5c3_Err != nil {
@@ -258,69 +267,77 @@ func LabPage(p Page, v LabView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<article class=\"lab\" data-testid=\"lab\"><p class=\"note\"><a href=\"/lab\">The lab</a> · exercise ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<article class=\"lab\" data-testid=\"lab\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = Classroom(v.Classroom).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<p class=\"note\"><a href=\"/lab\">The lab</a> · exercise ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var11 string
 			templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(v.Exercise.Number)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 89, Col: 77}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 99, Col: 77}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, " of 6</p><h1>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, " of 6</p><h1>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var12 string
 			templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(v.Exercise.Title)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 90, Col: 25}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 100, Col: 25}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "</h1>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</h1>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Exercise.Lesson != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<p class=\"note\">Practises <a href=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<p class=\"note\">Practises <a href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var13 templ.SafeURL
 				templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/lessons/" + v.Exercise.Practises))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 92, Col: 89}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 102, Col: 89}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var14 string
 				templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(v.Exercise.Lesson)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 92, Col: 111}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 102, Col: 111}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</a>.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</a>.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div class=\"lab-statement\" data-testid=\"statement\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<div class=\"lab-statement\" data-testid=\"statement\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -329,91 +346,101 @@ func LabPage(p Page, v LabView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if v.Exercise.Track == "kernel" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<p class=\"note\"><a href=\"/lab#harness\">What the harness gives your kernel</a>: its signature, grid, tile constants and record functions, and the limits.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<p class=\"note\"><a href=\"/lab#harness\">What the harness gives your kernel</a>: its signature, grid, tile constants and record functions, and the limits.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</div><section class=\"lab-work\" aria-labelledby=\"lab-code-h\"><h2 id=\"lab-code-h\">Your code</h2><div id=\"editor\" class=\"lab-editor\" data-testid=\"editor\"></div><div class=\"lab-actions\"><button type=\"button\" id=\"lab-run\" data-testid=\"lab-run\">")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			if v.Exercise.Track == "loop" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "Run and compare")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "Compile, run and compare")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</button> <button type=\"button\" id=\"lab-reset\" class=\"secondary\">Start again from the starter</button> <button type=\"button\" id=\"lab-hint\" class=\"secondary\" data-testid=\"lab-hint\">A hint</button> <button type=\"button\" id=\"lab-solution\" class=\"secondary\" data-testid=\"lab-solution\">Show a solution</button> ")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			if v.Data.Checks {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<label class=\"lab-check\">compute-sanitizer (slower, and not timed): <select id=\"lab-check\" data-testid=\"lab-check\"><option value=\"\">none</option> <option value=\"memcheck\">memcheck: every access inside the buffers?</option> <option value=\"racecheck\">racecheck: shared memory ordered by barriers?</option></select></label>")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "</div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</div><section class=\"lab-work\" aria-labelledby=\"lab-code-h\"><h2 id=\"lab-code-h\">Your code</h2><div id=\"editor\" class=\"lab-editor\" data-testid=\"editor\"></div><div class=\"lab-actions\"><button type=\"button\" id=\"lab-run\" data-testid=\"lab-run\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Exercise.Track == "kernel" && !v.KernelTrack {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<p class=\"note\" data-testid=\"kernel-track-off\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, " disabled")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, ">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if v.Exercise.Track == "loop" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "Run and compare")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			} else {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "Compile, run and compare")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</button> <button type=\"button\" id=\"lab-reset\" class=\"secondary\">Start again from the starter</button> <button type=\"button\" id=\"lab-hint\" class=\"secondary\" data-testid=\"lab-hint\">A hint</button> <button type=\"button\" id=\"lab-solution\" class=\"secondary\" data-testid=\"lab-solution\">Show a solution</button> ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if v.Data.Checks {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<label class=\"lab-check\">compute-sanitizer (slower, and not timed): <select id=\"lab-check\" data-testid=\"lab-check\"><option value=\"\">none</option> <option value=\"memcheck\">memcheck: every access inside the buffers?</option> <option value=\"racecheck\">racecheck: shared memory ordered by barriers?</option></select></label>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</div>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if v.Exercise.Track == "kernel" && !v.KernelTrack {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "<p class=\"note\" data-testid=\"kernel-track-off\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var15 string
 				templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(v.Why)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 126, Col: 59}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 136, Col: 59}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "</p><figure class=\"widget lab-reference\"><figcaption>The reference kernel's run, on the inputs your kernel would get: step it to see what each record should hold.</figcaption><iframe src=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "</p><figure class=\"widget lab-reference\"><figcaption>The reference kernel's run, on the inputs your kernel would get: step it to see what each record should hold.</figcaption><iframe src=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var16 string
 				templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs("/step?" + v.Data.Run + "&embed=1")
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 129, Col: 54}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 139, Col: 54}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "\" height=\"640\" loading=\"lazy\" title=\"The reference kernel's run\" data-testid=\"lab-reference\"></iframe></figure>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "\" height=\"640\" loading=\"lazy\" title=\"The reference kernel's run\" data-testid=\"lab-reference\"></iframe></figure>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "<ol id=\"lab-hints\" class=\"lab-hints\" data-testid=\"hints\" aria-live=\"polite\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<ol id=\"lab-hints\" class=\"lab-hints\" data-testid=\"hints\" aria-live=\"polite\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			for k, h := range v.Hints {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<li hidden data-hint=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<li hidden data-hint=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var17 string
 				templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(k))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 134, Col: 44}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 144, Col: 44}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -421,71 +448,71 @@ func LabPage(p Page, v LabView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "</li>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "</li>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "</ol><div id=\"lab-solution-box\" class=\"lab-solution\" hidden data-testid=\"solution\"><p class=\"note\">One solution among many. Try it, change it, break it: the comparison works on any code.</p><pre><code id=\"lab-solution-code\"></code></pre></div></section><section class=\"lab-result\" aria-labelledby=\"lab-result-h\"><h2 id=\"lab-result-h\">The comparison</h2><p class=\"note\">Your code runs on the inputs of <a id=\"lab-run-link\" href=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</ol><div id=\"lab-solution-box\" class=\"lab-solution\" hidden data-testid=\"solution\"><p class=\"note\">One solution among many. Try it, change it, break it: the comparison works on any code.</p><pre><code id=\"lab-solution-code\"></code></pre></div></section><section class=\"lab-result\" aria-labelledby=\"lab-result-h\"><h2 id=\"lab-result-h\">The comparison</h2><p class=\"note\">Your code runs on the inputs of <a id=\"lab-run-link\" href=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var18 templ.SafeURL
 			templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/step?" + v.Data.Run))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 147, Col: 101}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 157, Col: 101}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "\">this kernel run</a> (the link opens the stepper at the step where your code first differs).</p><p id=\"lab-status\" role=\"status\" data-testid=\"lab-status\">Not run yet.</p><figure id=\"lab-placed\" class=\"lab-placed\" hidden data-testid=\"lab-placed\"><figcaption id=\"lab-placed-caption\"></figcaption><table id=\"lab-placed-table\"></table></figure><details id=\"lab-log\" class=\"lab-log\" hidden open><summary id=\"lab-log-title\">The compiler's messages</summary><pre id=\"lab-log-text\" data-testid=\"lab-log\"></pre></details> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "\">this kernel run</a> (the link opens the stepper at the step where your code first differs).</p><p id=\"lab-status\" role=\"status\" data-testid=\"lab-status\">Not run yet.</p><figure id=\"lab-placed\" class=\"lab-placed\" hidden data-testid=\"lab-placed\"><figcaption id=\"lab-placed-caption\"></figcaption><table id=\"lab-placed-table\"></table></figure><details id=\"lab-log\" class=\"lab-log\" hidden open><summary id=\"lab-log-title\">The compiler's messages</summary><pre id=\"lab-log-text\" data-testid=\"lab-log\"></pre></details> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Exercise.Track == "kernel" && !v.KernelTrack {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<div id=\"lab-recorded\" class=\"lab-recorded\" hidden data-testid=\"lab-recorded\"><h3>The solution's run, recorded on a GPU</h3><p id=\"lab-recorded-caption\"></p><div class=\"lab-recorded-step\"><button type=\"button\" id=\"lab-recorded-prev\" class=\"secondary\" aria-label=\"Previous step\">◀</button> <label>Its records after <select id=\"lab-recorded-step\" data-testid=\"lab-recorded-step\"></select></label> <button type=\"button\" id=\"lab-recorded-next\" class=\"secondary\" aria-label=\"Next step\">▶</button></div></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<div id=\"lab-recorded\" class=\"lab-recorded\" hidden data-testid=\"lab-recorded\"><h3>The solution's run, recorded on a GPU</h3><p id=\"lab-recorded-caption\"></p><div class=\"lab-recorded-step\"><button type=\"button\" id=\"lab-recorded-prev\" class=\"secondary\" aria-label=\"Previous step\">◀</button> <label>Its records after <select id=\"lab-recorded-step\" data-testid=\"lab-recorded-step\"></select></label> <button type=\"button\" id=\"lab-recorded-next\" class=\"secondary\" aria-label=\"Next step\">▶</button></div></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3 id=\"lab-diff-yours\">Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3 id=\"lab-diff-yours\">Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Next != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<p class=\"lab-next\"><a href=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "<p class=\"lab-next\"><a href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var19 templ.SafeURL
 				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/lab/" + v.Next.ID))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 183, Col: 68}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 193, Col: 68}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "\">Next: ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "\">Next: ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var20 string
 				templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(v.Next.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 183, Col: 91}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 193, Col: 91}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "</a></p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</a></p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "</article>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, "</article>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -493,7 +520,7 @@ func LabPage(p Page, v LabView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, " <script src=\"/static/vendor/d3/d3-color.min.js\"></script> <script src=\"/static/vendor/d3/d3-interpolate.min.js\"></script> <script src=\"/static/vendor/d3/d3-scale-chromatic.min.js\"></script> <script type=\"module\" src=\"/static/js/lab.js\"></script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, " <script src=\"/static/vendor/d3/d3-color.min.js\"></script> <script src=\"/static/vendor/d3/d3-interpolate.min.js\"></script> <script src=\"/static/vendor/d3/d3-scale-chromatic.min.js\"></script> <script type=\"module\" src=\"/static/js/lab.js\"></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -1,15 +1,18 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/labrun"
+	"flashstep/rooms"
 	"flashstep/templates"
 )
 
@@ -46,14 +49,35 @@ func (s *Server) labIndex(w http.ResponseWriter, r *http.Request) error {
 	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), kernelTrackOffIndex, lab.HarnessDoc))
 }
 
+// kernelsOffInRoom is what a kernel exercise's page says in a room whose
+// presenter turned the kernel track off.
+const kernelsOffInRoom = "The presenter turned the kernel track off for this room: write your kernel here and check it against the solution, " +
+	"step the solution's run, recorded on a GPU, beside the reference kernel's, and step the reference kernel's own run below. " +
+	"Your code stays in this browser; when the track is turned on again, this page reloads with it."
+
 func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {
 	e, ok := lab.ByID(chi.URLParam(r, "id"))
 	if !ok {
 		return errNotFound
 	}
-	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: kernelTrackWhy, KernelTrack: s.lab.On(),
+	return s.renderLab(w, r, e)
+}
+
+// renderLab is exercise e's page, on its own or in a room (the room's
+// page, when the presenter put e in front of it).
+func (s *Server) renderLab(w http.ResponseWriter, r *http.Request, e *lab.Exercise) error {
+	on, why := s.lab.On(), kernelTrackWhy
+	place, inRoom := r.Context().Value(roomPlaceKey{}).(roomPlace)
+	if inRoom && on && place.state.KernelsOff {
+		on, why = false, kernelsOffInRoom
+	}
+	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: why, KernelTrack: on,
+		Classroom: s.classroomView(r, rooms.PageLab, e.ID, false),
 		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter,
-			Hints: len(e.Hints), KernelTrack: s.lab.On(), Checks: s.lab.Checks() && e.Track == lab.TrackKernel}}
+			Hints: len(e.Hints), KernelTrack: on, Checks: on && s.lab.Checks() && e.Track == lab.TrackKernel, ServerKernels: s.lab.On()}}
+	if inRoom {
+		v.Data.Room = place.code
+	}
 	if next := e.Next(); next != nil {
 		n := s.labExercise(next)
 		v.Next = &n
@@ -101,7 +125,10 @@ func (s *Server) labRecorded(w http.ResponseWriter, r *http.Request) error {
 
 // labSubmit queues a kernel-track submission: the source in the body
 // (text, at most lab.MaxSourceBytes), check=memcheck or check=racecheck
-// to run it under compute-sanitizer where the server offers it. It answers 202 with the submission's
+// to run it under compute-sanitizer where the server offers it, and
+// room=CODE from a room's page, which is refused while the room's
+// presenter has the kernel track off. (The switch is the presenter's
+// for the room's pages; the server's own flag is what guards the GPU.) It answers 202 with the submission's
 // id, which labStatus reports on; a second submission while one is live,
 // or a full queue, is answered busy.
 func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
@@ -116,6 +143,19 @@ func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
 	check, err := labrun.ParseCheck(r.URL.Query().Get("check"))
 	if err != nil {
 		return err
+	}
+	if code := r.URL.Query().Get("room"); code != "" {
+		c := rooms.NormalizeCode(code)
+		if c == "" {
+			return kernels.FieldErrors{{Field: "room", Message: fmt.Sprintf("room must be a room's code, like K7QM-4TXZ (got %q)", truncate(code, 24))}}
+		}
+		st, err := s.rooms.Peek(r.Context(), c, "")
+		if err != nil {
+			return roomErr(err)
+		}
+		if st.KernelsOff {
+			return &httpError{http.StatusForbidden, "the presenter turned the kernel track off for room " + rooms.FormatCode(c)}
+		}
 	}
 	id, err := s.lab.Submit(e, string(body), clientAddr(r), check)
 	if err != nil {
@@ -135,4 +175,46 @@ func (s *Server) labStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
+}
+
+// labChoices are the exercises a presenter may put in front of a room.
+func labChoices() []templates.LabChoice {
+	var out []templates.LabChoice
+	for _, e := range lab.All() {
+		out = append(out, templates.LabChoice{ID: e.ID, Title: fmt.Sprintf("Lab %d: %s", e.Number, e.Title)})
+	}
+	return out
+}
+
+// labVerdictOf is the verdict a student's lab_result reports, as the room
+// counts it. A loop exercise is graded in the student's browser, so its
+// page's word is taken (a student who forges it forges only their own
+// line of the tally). A kernel exercise's verdict is this server's: the
+// message names the submission's ticket, and its verdict is read here.
+func (s *Server) labVerdictOf(m *rooms.Member, u rooms.Up) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := s.rooms.Peek(ctx, m.Code, "")
+	if err != nil {
+		return "", err
+	}
+	e, ok := lab.ByID(st.Query)
+	if st.Page != rooms.PageLab || !ok {
+		return "", &rooms.FieldError{Field: "type", Message: "this room shows no lab exercise: verdicts are taken while one is in front of the room"}
+	}
+	if e.Track != lab.TrackKernel {
+		return u.Answer, nil
+	}
+	sub, ok := s.lab.Status(u.Ticket)
+	switch {
+	case !ok:
+		return "", &rooms.FieldError{Field: "ticket", Message: "a kernel's verdict is counted from its submission on this server: no submission has this ticket"}
+	case sub.Exercise != e.ID:
+		return "", &rooms.FieldError{Field: "ticket", Message: fmt.Sprintf("this submission was for exercise %s, not %s", sub.Exercise, e.ID)}
+	case sub.State != "done" || sub.Verdict == nil:
+		return "", &rooms.FieldError{Field: "ticket", Message: "this submission has no verdict yet"}
+	case sub.Verdict.Verdict == "pass":
+		return "pass", nil
+	}
+	return "fail", nil
 }

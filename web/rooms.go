@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"flashstep/kernels"
+	"flashstep/lab"
 	"flashstep/rooms"
 	"flashstep/templates"
 
@@ -86,6 +88,16 @@ func (s *Server) classroomView(r *http.Request, page, query string, embed bool) 
 	v.Room = &templates.RoomView{Code: place.code, CodeShown: rooms.FormatCode(place.code), JoinURL: join,
 		Presenter: place.presenter, QR: "/r/" + place.code + "/qr.svg",
 		Data: templates.RoomData{Code: place.code, Presenter: place.presenter, Page: page, JoinURL: join}}
+	if place.presenter {
+		v.Room.Lab = labChoices()
+	}
+	if page == rooms.PageLab {
+		if e, ok := lab.ByID(query); ok {
+			v.Room.Data.Lab, v.Room.Data.LabRun = e.ID, e.Run.Values().Encode()
+			v.Room.KernelLab = e.Track == lab.TrackKernel && s.lab.On()
+			v.Room.KernelsOff = place.state.KernelsOff
+		}
+	}
 	if l, cp := s.roomCheckpoint(place.state); l != nil {
 		v.Room.LessonTitle, v.Room.LessonHref = l.Title, lessonHref(l.Slug, place.state.Widget)
 		if cp != nil {
@@ -262,10 +274,10 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 	if req.Page == "" {
 		req.Page = rooms.PageStepper
 	}
-	if req.Page != rooms.PageStepper && req.Page != rooms.PageCompare {
-		return roomCreated{}, &httpError{http.StatusBadRequest, fmt.Sprintf("page must be %q or %q", rooms.PageStepper, rooms.PageCompare)}
+	if req.Page != rooms.PageStepper && req.Page != rooms.PageCompare && req.Page != rooms.PageLab {
+		return roomCreated{}, &httpError{http.StatusBadRequest, fmt.Sprintf("page must be %q, %q or %q", rooms.PageStepper, rooms.PageCompare, rooms.PageLab)}
 	}
-	query, err := canonicalRun(req.Query, s.roomLimits.MaxQuery)
+	query, err := roomQuery(req.Page, req.Query, s.roomLimits.MaxQuery)
 	if err != nil {
 		return roomCreated{}, err
 	}
@@ -276,6 +288,22 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 	}
 	return roomCreated{Code: c.Code, Shown: rooms.FormatCode(c.Code), JoinURL: s.joinURL(r, c.Code), Token: c.Token,
 		Page: req.Page, Query: query, Socket: "/r/" + c.Code + "/ws", Presents: "/r/" + c.Code}, nil
+}
+
+// roomQuery checks what a room's page shows: a lab exercise's id, or a
+// run's query in its canonical form.
+func roomQuery(page, query string, maxQuery int) (string, error) {
+	if page != rooms.PageLab {
+		return canonicalRun(query, maxQuery)
+	}
+	if _, ok := lab.ByID(query); !ok {
+		var ids []string
+		for _, e := range lab.All() {
+			ids = append(ids, e.ID)
+		}
+		return "", &httpError{http.StatusBadRequest, fmt.Sprintf("query: a lab room's query is an exercise's id, one of %s (got %q)", strings.Join(ids, ", "), truncate(query, 40))}
+	}
+	return query, nil
 }
 
 // canonicalRun checks a run's query as the stepper does and returns its
@@ -435,6 +463,13 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 		q.Set("step", strconv.Itoa(st.Step))
 	}
 	r2.URL.RawQuery = q.Encode()
+	if st.Page == rooms.PageLab {
+		e, ok := lab.ByID(st.Query)
+		if !ok {
+			return errNotFound // an exercise this server does not have (a room made by another version)
+		}
+		return s.renderLab(w, r2, e)
+	}
 	if st.Page == rooms.PageCompare {
 		return s.comparePage(w, r2)
 	}

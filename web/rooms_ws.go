@@ -165,12 +165,21 @@ func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
 		if !m.Presenter {
 			break // the room refuses it, with its own words
 		}
-		q, err := canonicalRun(u.Query, s.roomLimits.MaxQuery)
+		q, err := roomQuery(u.Page, u.Query, s.roomLimits.MaxQuery)
 		if err != nil {
 			_, body := statusOf(err)
 			return &rooms.FieldError{Field: "query", Message: body.Error}
 		}
 		u.Query = q
+	case rooms.CmdLabResult:
+		if m.Presenter {
+			break // the room refuses it, with its own words
+		}
+		verdict, err := s.labVerdictOf(m, u)
+		if err != nil {
+			return err
+		}
+		u.Answer, u.Ticket = verdict, ""
 	case rooms.CmdPoll:
 		if !m.Presenter {
 			return &rooms.FieldError{Field: "type", Message: `only the presenter may send "poll"`}

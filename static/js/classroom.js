@@ -9,6 +9,17 @@ const $ = (id) => document.getElementById(id);
 const room = JSON.parse($('room-data').textContent);
 const presenter = room.presenter;
 const roomURL = `/r/${room.code}`;
+// A lab page in a room: the presenter put exercise room.lab in front of
+// it. Students write their own code; the room counts who passed.
+const onLab = room.page === 'lab';
+
+// elsewhere says whether the room now shows what this page cannot: a lab
+// exercise on a stepper's page, a run or another exercise on a lab page.
+// The page then reloads the room's address, which renders what it shows
+// (a lab page's code is kept in the browser, so nothing is lost).
+function elsewhere(page, query) {
+  return onLab ? page !== 'lab' || query !== room.lab : page === 'lab';
+}
 
 // Close codes the server ends a room's connection with (web/rooms_ws.go):
 // each is final, the page says why and stops reconnecting.
@@ -140,6 +151,8 @@ function ended(code, reason) {
 function handle(ev) {
   switch (ev.type) {
     case 'hello':
+      if (elsewhere(ev.page, ev.query)) return location.assign(roomURL);
+      kernels(Boolean(ev.kernels_off));
       if (st.limited) { st.limited = false; note(''); } // back in after a limit's wait
       st.seq = ev.seq;
       st.step = ev.step;
@@ -162,6 +175,7 @@ function handle(ev) {
       return;
     case 'run':
       if (ev.seq <= st.seq) return;
+      if (elsewhere(ev.page, ev.query)) return location.assign(roomURL);
       st.seq = ev.seq;
       st.query = ev.query;
       st.page = ev.page;
@@ -182,6 +196,9 @@ function handle(ev) {
       return;
     case 'tally':
       return showTally(ev.tally);
+    case 'kernels':
+      if (ev.seq) st.seq = Math.max(st.seq, ev.seq);
+      return kernels(Boolean(ev.kernels_off));
     case 'notice':
       return note(ev.error, true);
     case 'closed':
@@ -210,6 +227,7 @@ function runRoom() {
 function setStatus(text, cls = '') {
   const el = $('room-status');
   if (!el) return;
+  if (onLab && text && !cls) text = 'In the room: the presenter put this exercise in front of the class. Your verdicts are counted.';
   el.textContent = text ?? el.textContent;
   el.className = `room-status ${cls || (st.following ? '' : 'branched')}`;
   const rejoin = $('room-rejoin');
@@ -284,7 +302,7 @@ function presenterStep(d) {
 
 async function measure(query) {
   const el = $('room-bytes');
-  if (!el || !query) return;
+  if (!el || !query || onLab) return;
   el.textContent = 'Each student downloads the trace once: measuring…';
   const res = await fetch(`/api/trace/bytes?${query}`);
   if (!res.ok) { el.textContent = 'Could not measure the trace.'; return; }
@@ -307,6 +325,15 @@ function showTally(t) {
   el.dataset.students = String(t.students);
   el.dataset.following = String(t.following);
   el.dataset.branched = String(t.branched);
+  if (t.lab) {
+    // A lab room: who ran their code on the exercise, and who passed.
+    const waiting = t.students - t.lab.tried;
+    el.textContent = t.students
+      ? `${students}: ${t.lab.passed} passed, ${t.lab.tried - t.lab.passed} tried and not passed yet, ${waiting} not run yet`
+      : 'no students yet';
+    el.dataset.passed = String(t.lab.passed);
+    el.dataset.tried = String(t.lab.tried);
+  }
   if (st.poll?.status === 'open') {
     drawBins(t.bins);
     const present = t.students === 1 ? 'the 1 student present' : `the ${t.students} students present`;
@@ -415,6 +442,25 @@ $('poll-reveal')?.addEventListener('click', () => {
   if (st.poll?.step) document.dispatchEvent(new CustomEvent('flashstep:go', { detail: { step: st.poll.step } }));
 });
 $('poll-close')?.addEventListener('click', () => send({ type: 'close_poll' }));
+
+// ---- the lab ----
+
+// kernels passes the room's switch of the kernel track to the lab page
+// (lab.js), and shows it on the presenter's.
+function kernels(off) {
+  if ($('room-kernels')) $('room-kernels').checked = !off;
+  document.dispatchEvent(new CustomEvent('flashstep:kernels', { detail: { off } }));
+}
+$('room-lab')?.addEventListener('change', (ev) => {
+  if (ev.target.value) send({ type: 'run', page: 'lab', query: ev.target.value });
+});
+$('room-lab-run')?.addEventListener('click', () => send({ type: 'run', page: 'step', query: room.lab_run, step: 1 }));
+$('room-kernels')?.addEventListener('change', (ev) => send({ type: 'kernels', answer: ev.target.checked ? 'on' : 'off' }));
+// A student's verdict on the exercise, from lab.js: the room counts it
+// (a kernel's by its ticket, whose verdict the server reads itself).
+document.addEventListener('flashstep:lab-result', (ev) => {
+  if (!presenter && onLab) send({ type: 'lab_result', answer: ev.detail.verdict === 'pass' ? 'pass' : 'fail', ticket: ev.detail.ticket });
+});
 $('room-end')?.addEventListener('click', () => {
   if (confirm('End the room for every student?')) send({ type: 'end' });
 });

@@ -53,6 +53,13 @@ $('lab-solution').addEventListener('click', async () => {
 
 const status = $('lab-status');
 function say(verdict, text, data = {}) {
+  // A verdict on the student's code (not "running", nor a run that could
+  // not start) is the room's to count, where the page is in one.
+  if (['pass', 'fail', 'timeout', 'error', 'compile', 'memcheck', 'racecheck'].includes(verdict) && data.counted !== false) {
+    document.dispatchEvent(new CustomEvent('flashstep:lab-result', { detail: { verdict, ticket: data.ticket } }));
+  }
+  delete data.counted;
+  delete data.ticket;
   status.textContent = text;
   status.dataset.verdict = verdict;
   for (const k of Object.keys(status.dataset)) if (k !== 'verdict') delete status.dataset[k];
@@ -187,7 +194,7 @@ async function runLoop() {
     say('pass', `Passed: your code matches the kernel at every one of its ${phases[0].calls.length} ${phases[0].calls.length === 1 ? 'call' : 'calls'}, and the float64 reference on ${phases[1].calls.length} hidden random cases (seed ${seed}).`, { seed });
     localStorage.setItem(`${saved}.passed`, '1');
   } catch (e) {
-    say('error', `The run could not start: ${e.message}`);
+    say('error', `The run could not start: ${e.message}`, { counted: false });
   } finally {
     $('lab-run').disabled = false;
   }
@@ -237,26 +244,29 @@ async function runKernel() {
   $('lab-placed').hidden = true;
   try {
     say('running', 'Sending your kernel to the GPU…');
-    const check = $('lab-check')?.value ? `?check=${$('lab-check').value}` : '';
-    const res = await fetch(`/api/lab/${page.id}/submissions${check}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
+    const params = new URLSearchParams();
+    if ($('lab-check')?.value) params.set('check', $('lab-check').value);
+    if (page.room) params.set('room', page.room);
+    const res = await fetch(`/api/lab/${page.id}/submissions${params.size ? `?${params}` : ''}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
     const body = await res.json();
     if (!res.ok) {
-      say(res.status === 503 ? 'busy' : 'error', body.error || `HTTP ${res.status}`);
+      say(res.status === 503 ? 'busy' : 'error', body.error || `HTTP ${res.status}`, { counted: false });
       return;
     }
+    const ticket = body.id;
     let st;
     for (;;) {
       const r = await fetch(`/api/lab/submissions/${body.id}`);
       st = await r.json();
-      if (!r.ok) { say('error', st.error || `HTTP ${r.status}`); return; }
+      if (!r.ok) { say('error', st.error || `HTTP ${r.status}`, { counted: false }); return; }
       if (st.state === 'done' || st.state === 'cancelled') break;
       say('running', st.state === 'queued' ? `Waiting for the GPU: ${st.ahead} ${st.ahead === 1 ? 'kernel' : 'kernels'} ahead of yours.` : 'Compiling your kernel and running it on the GPU…');
       await sleep(400);
     }
     const v = st.verdict;
-    if (!v) { say('error', 'The submission was cancelled.'); return; }
+    if (!v) { say('error', 'The submission was cancelled.', { counted: false }); return; }
     if (v.verdict === 'compile') {
-      say('error', v.line ? `Line ${v.line}: ${firstError(v.log)}` : v.message, { line: v.line || undefined });
+      say('error', v.line ? `Line ${v.line}: ${firstError(v.log)}` : v.message, { line: v.line || undefined, ticket });
       if (v.line) code.mark(v.line, firstError(v.log));
       $('lab-log-title').textContent = "The compiler's messages";
       $('lab-log').hidden = false;
@@ -264,19 +274,19 @@ async function runKernel() {
       return;
     }
     if (v.verdict === 'memcheck' || v.verdict === 'racecheck') {
-      say('fail', v.message, { check: v.verdict });
+      say('fail', v.message, { check: v.verdict, ticket });
       $('lab-log-title').textContent = "compute-sanitizer's report";
       $('lab-log').hidden = false;
       $('lab-log-text').textContent = v.log;
       return;
     }
     if (v.verdict !== 'fail') {
-      say(v.verdict, v.message, { seed: v.seed });
+      say(v.verdict, v.message, { seed: v.seed, ticket });
       if (v.placed) showPlaced(v.placed);
       return;
     }
     const m = v.miss;
-    say('fail', v.message, { i: m.I, j: m.J < 0 ? 'end' : m.J, row: m.Row, quantity: m.Quantity || undefined, x: m.X >= 0 ? m.X : undefined, run: m.Run });
+    say('fail', v.message, { i: m.I, j: m.J < 0 ? 'end' : m.J, row: m.Row, quantity: m.Quantity || undefined, x: m.X >= 0 ? m.X : undefined, run: m.Run, ticket });
     if (m.Run === 0 && m.J >= 0) {
       const model = await kernelRun();
       const kernel = kernelState(model, m.BH, m.I, m.J);
@@ -286,7 +296,7 @@ async function runKernel() {
       }
     }
   } catch (e) {
-    say('error', `The submission failed: ${e.message}`);
+    say('error', `The submission failed: ${e.message}`, { counted: false });
   } finally {
     $('lab-run').disabled = false;
   }
@@ -361,5 +371,12 @@ if (page.track === 'loop') {
   $('lab-run').addEventListener('click', runKernel);
 } else {
   $('lab-run').disabled = true;
-  showRecorded().catch((e) => say('error', `The recorded run could not be shown: ${e.message}`));
+  showRecorded().catch((e) => say('error', `The recorded run could not be shown: ${e.message}`, { counted: false }));
 }
+
+// In a room, the presenter turns the kernel track on or off for the class
+// (classroom.js passes it on): a kernel page rendered the other way
+// reloads, its code kept in this browser.
+document.addEventListener('flashstep:kernels', (ev) => {
+  if (page.track === 'kernel' && page.server_kernels && ev.detail.off === page.kernel_track) location.reload();
+});

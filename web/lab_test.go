@@ -1,0 +1,195 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"flashstep/internal/testrand"
+	"flashstep/kernels"
+	"flashstep/labrun"
+	"flashstep/labrun/labruntest"
+	"flashstep/rooms"
+	"flashstep/runner"
+	"flashstep/sweep"
+)
+
+// TestMain makes this test binary the lab's stand-in worker when the
+// kernel track starts it (labruntest).
+func TestMain(m *testing.M) {
+	if labruntest.IsFake() {
+		os.Exit(labruntest.Fake())
+	}
+	os.Exit(m.Run())
+}
+
+// TestLabRoom: a presenter puts lab exercises in front of a class of 300
+// over real websockets and sees, of the students present, who ran their
+// code and who passed. A loop exercise's verdict is the student's page's;
+// a kernel exercise's is read by the server from the submission's ticket,
+// whatever the page claims. The presenter turns the kernel track off for
+// the room: the room's pages say so and their submissions are refused.
+func TestLabRoom(t *testing.T) {
+	t.Parallel()
+	cmd, env := labruntest.Command()
+	svc := labrun.New(labrun.Options{Command: cmd, Env: env, Limit: 5 * time.Second})
+	t.Cleanup(svc.Close)
+	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	t.Cleanup(sweeps.Close)
+	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Lab: svc})
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { app.rooms.Close("test over") })
+
+	post := func(path, ctype, body string) (int, string) {
+		t.Helper()
+		res, err := http.Post(ts.URL+path, ctype, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := post("/api/rooms", "application/json", `{"page":"lab","query":"no-such-exercise"}`); code != http.StatusBadRequest || !strings.Contains(body, "query") || !strings.Contains(body, "online-step") {
+		t.Errorf("a lab room for an unknown exercise: %d %s", code, body)
+	}
+	code, body := post("/api/rooms", "application/json", `{"page":"lab","query":"online-step"}`)
+	var c roomCreated
+	json.Unmarshal([]byte(body), &c)
+	if code != http.StatusCreated || c.Query != "online-step" {
+		t.Fatalf("a lab room: %d %s", code, body)
+	}
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	if h := pres.next(t, "hello"); h["page"] != rooms.PageLab || h["query"] != "online-step" {
+		t.Fatalf("the presenter's hello: %v", h)
+	}
+
+	// 300 students; a random part of them pass, some fail first.
+	const class = 300
+	rng := testrand.New(t)
+	students := make([]*participant, class)
+	for k := range students {
+		students[k] = joinRoom(t, ts.URL, c.Code, "")
+	}
+	passed, tried := 0, 0
+	for _, s := range students {
+		s.next(t, "hello")
+		switch rng.IntN(4) {
+		case 0: // not run yet
+		case 1:
+			s.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail"})
+			tried++
+		case 2:
+			s.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail"})
+			s.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass"})
+			tried, passed = tried+1, passed+1
+		case 3:
+			s.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass"})
+			s.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail"}) // a pass stays a pass
+			tried, passed = tried+1, passed+1
+		}
+	}
+	labTally := func(what string, students, tried, passed int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		var last map[string]any
+		for time.Now().Before(deadline) {
+			tl := pres.next(t, "tally")["tally"].(map[string]any)
+			last = tl
+			if l, ok := tl["lab"].(map[string]any); ok && num(tl["students"]) == students && num(l["tried"]) == tried && num(l["passed"]) == passed {
+				return
+			}
+		}
+		t.Fatalf("%s: the presenter's tally never showed %d students, %d tried, %d passed; last %v", what, students, tried, passed, last)
+	}
+	labTally("the class on exercise 1", class, tried, passed)
+
+	// The next exercise, a kernel one: every page is told, and the tally
+	// starts over.
+	pres.send(t, rooms.Up{Type: rooms.CmdRun, Page: rooms.PageLab, Query: "online-kernel"})
+	for _, s := range students {
+		if e := s.next(t, "run"); e["page"] != rooms.PageLab || e["query"] != "online-kernel" {
+			t.Fatalf("a student's run event: %v", e)
+		}
+	}
+	labTally("the kernel exercise, before any verdict", class, 0, 0)
+	a, b := students[0], students[1]
+	a.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass"})
+	if n := a.next(t, "notice"); n["field"] != "ticket" {
+		t.Errorf("a kernel pass without a ticket: %v", n)
+	}
+	submit := func(source, query string) (int, string) {
+		t.Helper()
+		return post("/api/lab/online-kernel/submissions"+query, "text/plain", source)
+	}
+	verdictOf := func(source string) string {
+		t.Helper()
+		code, body := submit(source, "?room="+c.Code)
+		var sub struct{ ID string }
+		json.Unmarshal([]byte(body), &sub)
+		if code != http.StatusAccepted {
+			t.Fatalf("a submission from the room: %d %s", code, body)
+		}
+		for range 400 {
+			st, _ := svc.Status(sub.ID)
+			if st.State == "done" {
+				return sub.ID
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		t.Fatal("no verdict in 10 s")
+		return ""
+	}
+	// a's kernel passes, and a's page says "fail"; b's fails, and says so;
+	// then c's fails, and its page says "pass": the server counts what it
+	// knows.
+	a.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail", Ticket: verdictOf("// PASS")})
+	b.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail", Ticket: verdictOf("// LSE")})
+	labTally("two kernels, one passing", class, 2, 1)
+	students[2].send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass", Ticket: verdictOf("// NEGINF")})
+	labTally("a failing kernel that claims a pass", class, 3, 1)
+
+	// Kernels off for the room: every page hears it; the room's
+	// submissions are refused, naming the room; its page says so.
+	a.send(t, rooms.Up{Type: rooms.CmdKernels, Answer: "off"})
+	if n := a.next(t, "notice"); !strings.Contains(n["error"].(string), "only the presenter") {
+		t.Errorf("a student's switch: %v", n)
+	}
+	pres.send(t, rooms.Up{Type: rooms.CmdKernels, Answer: "off"})
+	for _, s := range []*participant{a, b, students[class-1]} {
+		if e := s.next(t, "kernels"); e["kernels_off"] != true {
+			t.Errorf("kernels event: %v", e)
+		}
+	}
+	if code, body := submit("// PASS", "?room="+c.Code); code != http.StatusForbidden || !strings.Contains(body, "turned the kernel track off") {
+		t.Errorf("a submission from the room with its track off: %d %s", code, body)
+	}
+	if code, body := submit("// PASS", "?room=nope!"); code != http.StatusBadRequest || !strings.Contains(body, "room") {
+		t.Errorf("a submission naming a bad room: %d %s", code, body)
+	}
+	res, err := http.Get(ts.URL + "/r/" + c.Code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !bytes.Contains(page, []byte("The presenter turned the kernel track off")) || !bytes.Contains(page, []byte(`"kernel_track":false`)) || !bytes.Contains(page, []byte(`"server_kernels":true`)) {
+		t.Errorf("the room's page with the track off does not say so")
+	}
+	// Back to the stepper: verdicts are not taken there.
+	pres.send(t, rooms.Up{Type: rooms.CmdRun, Page: rooms.PageStepper, Query: roomRun})
+	a.next(t, "run")
+	a.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass"})
+	if n := a.next(t, "notice"); !strings.Contains(n["error"].(string), "no lab exercise") {
+		t.Errorf("a verdict in a stepper room: %v", n)
+	}
+}
