@@ -471,48 +471,54 @@ func LabPage(p Page, v LabView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if v.Exercise.Track == "kernel" && !v.KernelTrack {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<div id=\"lab-recorded\" class=\"lab-recorded\" hidden data-testid=\"lab-recorded\"><h3>The solution's run, recorded on a GPU</h3><p id=\"lab-recorded-caption\"></p><div class=\"lab-recorded-step\"><button type=\"button\" id=\"lab-recorded-prev\" class=\"secondary\" aria-label=\"Previous step\">◀</button> <label>Its records after <select id=\"lab-recorded-step\" data-testid=\"lab-recorded-step\"></select></label> <button type=\"button\" id=\"lab-recorded-next\" class=\"secondary\" aria-label=\"Next step\">▶</button></div></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<div id=\"lab-recorded\" class=\"lab-recorded\" hidden data-testid=\"lab-recorded\"><h3>The solution's run, recorded on a GPU</h3><p id=\"lab-recorded-caption\"></p></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3 id=\"lab-diff-yours\">Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
+			if v.Exercise.Track == "kernel" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<div id=\"lab-records\" class=\"lab-records\" hidden data-testid=\"lab-records\"><button type=\"button\" id=\"lab-records-prev\" class=\"secondary\" aria-label=\"Previous step\">◀</button> <label><span id=\"lab-records-who\">Your records</span> after <select id=\"lab-records-step\" data-testid=\"lab-records-step\"></select></label> <button type=\"button\" id=\"lab-records-next\" class=\"secondary\" aria-label=\"Next step\">▶</button></div>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "<div id=\"lab-diff\" class=\"lab-diff\" data-testid=\"lab-diff\" hidden><div class=\"lab-diff-side\"><h3 id=\"lab-diff-yours\">Yours</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-yours\" class=\"fit\" data-testid=\"lab-o-yours\"></div></figure></div><div class=\"lab-diff-side\"><h3>The kernel's</h3><figure><figcaption>O after the step</figcaption><div id=\"lab-o-kernel\" class=\"fit\" data-testid=\"lab-o-kernel\"></div></figure></div><table id=\"lab-rows\" class=\"lab-rows\" data-testid=\"lab-rows\"></table></div></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Next != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "<p class=\"lab-next\"><a href=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "<p class=\"lab-next\"><a href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var19 templ.SafeURL
 				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/lab/" + v.Next.ID))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 193, Col: 68}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 195, Col: 68}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "\">Next: ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "\">Next: ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var20 string
 				templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(v.Next.Title)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 193, Col: 91}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/lab.templ`, Line: 195, Col: 91}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</a></p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, "</a></p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, "</article>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "</article>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -520,7 +526,7 @@ func LabPage(p Page, v LabView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, " <script src=\"/static/vendor/d3/d3-color.min.js\"></script> <script src=\"/static/vendor/d3/d3-interpolate.min.js\"></script> <script src=\"/static/vendor/d3/d3-scale-chromatic.min.js\"></script> <script type=\"module\" src=\"/static/js/lab.js\"></script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, " <script src=\"/static/vendor/d3/d3-color.min.js\"></script> <script src=\"/static/vendor/d3/d3-interpolate.min.js\"></script> <script src=\"/static/vendor/d3/d3-scale-chromatic.min.js\"></script> <script type=\"module\" src=\"/static/js/lab.js\"></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -70,8 +70,8 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 		return evalJS[recordedView](ctx, t, `(() => ({
 			off: !!document.querySelector('[data-testid=kernel-track-off]') && /NVRTC/.test(document.querySelector('[data-testid=kernel-track-off]').textContent),
 			track: JSON.parse(document.getElementById('fs-lab').textContent).kernel_track,
-			options: document.getElementById('lab-recorded-step').options.length,
-			picked: document.getElementById('lab-recorded-step').selectedIndex,
+			options: document.getElementById('lab-records-step').options.length,
+			picked: document.getElementById('lab-records-step').selectedIndex,
 			rows: [...document.querySelectorAll('#lab-rows tbody tr')].map((tr) => tr.textContent),
 			heatmaps: document.querySelectorAll('#lab-diff canvas, #lab-diff svg').length,
 			placed: !document.getElementById('lab-placed').hidden,
@@ -86,7 +86,7 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 	}
 	evalJS[bool](ctx, t, `(document.getElementById('lab-recorded').scrollIntoView(), true)`)
 	saveShot(ctx, t, "lab-recorded.png")
-	click(ctx, t, "#lab-recorded-next")
+	click(ctx, t, "#lab-records-next")
 	if w := view(); w.Picked != 1 || slices.Equal(w.Rows, v.Rows) {
 		t.Errorf("the recorded run's next step: %+v", w)
 	}
@@ -151,6 +151,12 @@ func TestBrowserLabKernelTrack(t *testing.T) {
 		t.Errorf("the placement: %q", rows)
 	}
 	saveShot(ctx, t, "lab-kernel-pass")
+	// Its records, every step of them, to step beside the kernel's.
+	causal, _ := lab.ByID("causal-kernel")
+	tq := (causal.Run.N + causal.Run.Br - 1) / causal.Run.Br
+	if n := evalJS[int](ctx, t, `document.getElementById('lab-records').hidden ? -1 : document.getElementById('lab-records-step').options.length`); n != tq*(tq+1)/2 {
+		t.Errorf("a passing kernel's records to step: %d steps, want %d", n, tq*(tq+1)/2)
+	}
 	if v := labRun(ctx, t, "// LSE\n"); v.Verdict != "fail" || v.Quantity != "LSE" || v.Row != "2" || v.J != "end" {
 		t.Errorf("a kernel with one LSE wrong: %+v", v)
 	}
@@ -221,6 +227,8 @@ func labRun(ctx context.Context, t *testing.T, src string) labVerdict {
 	t.Helper()
 	js := fmt.Sprintf(`(async () => {
 		const { EditorView } = await import('/static/vendor/codemirror/codemirror.js');
+		// A page that has just loaded may not have made its editor yet.
+		for (let k = 0; k < 200 && !document.querySelector('#editor .cm-editor'); k++) await new Promise((r) => setTimeout(r, 25));
 		const view = EditorView.findFromDOM(document.querySelector('#editor .cm-editor'));
 		view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: %s } });
 		const status = document.getElementById('lab-status');

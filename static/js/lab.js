@@ -283,17 +283,17 @@ async function runKernel() {
     if (v.verdict !== 'fail') {
       say(v.verdict, v.message, { seed: v.seed, ticket });
       if (v.placed) showPlaced(v.placed);
+      // A passing kernel's records, to step beside the kernel's.
+      if (v.steps?.length) stepRecords(await kernelRun(), v.steps, 'your');
       return;
     }
     const m = v.miss;
     say('fail', v.message, { i: m.I, j: m.J < 0 ? 'end' : m.J, row: m.Row, quantity: m.Quantity || undefined, x: m.X >= 0 ? m.X : undefined, run: m.Run, ticket });
-    if (m.Run === 0 && m.J >= 0) {
+    if (m.Run === 0 && v.steps?.length) {
+      // Every record of the student's, opened at the first difference.
       const model = await kernelRun();
-      const kernel = kernelState(model, m.BH, m.I, m.J);
-      if (kernel) {
-        showMiss(m.I * model.h.Br, { row: m.Row - m.I * model.h.Br, state: studentState(v.steps, kernel, m.BH, m.I, m.J), kernel });
-        $('lab-run-link').href = `/step?${page.run}&step=${kernel.step + 1}`;
-      }
+      stepRecords(model, v.steps, 'your', `${m.BH},${m.I},${m.J}`);
+      if (m.J >= 0 && $('lab-records-step').value === `${m.BH},${m.I},${m.J}`) showRecords({ row: m.Row - m.I * model.h.Br });
     }
   } catch (e) {
     say('error', `The submission failed: ${e.message}`, { counted: false });
@@ -328,6 +328,41 @@ function firstError(log) {
   return m ? m[1] : 'the compiler refused it';
 }
 
+// stepRecords steps a kernel's records (a student's verdict, or the
+// solution's recorded one), each kv-tile of each q-tile beside the
+// reference kernel's state after the same step, starting at key
+// ("bh,i,j") or the first.
+const records = { steps: [], who: 'your', keys: [], model: null };
+function stepRecords(model, steps, who, key) {
+  Object.assign(records, { steps, who, model, keys: [...new Set(steps.map((s) => `${s.BH},${s.I},${s.J}`))] });
+  if (!records.keys.length) return;
+  $('lab-records').hidden = false;
+  $('lab-records-who').textContent = who === 'your' ? 'Your records' : "The solution's records";
+  const pick = $('lab-records-step');
+  pick.replaceChildren(...records.keys.map((k) => {
+    const [bh, i, j] = k.split(',').map(Number);
+    return new Option(`q-tile ${i}, kv-tile ${j}${bh ? `, batch-head ${bh}` : ''}`, k);
+  }));
+  pick.selectedIndex = Math.max(records.keys.indexOf(key), 0);
+  showRecords();
+}
+function showRecords(miss) {
+  const [bh, i, j] = $('lab-records-step').value.split(',').map(Number);
+  const model = records.model;
+  const kernel = kernelState(model, bh, i, j);
+  if (!kernel) return;
+  showMiss(i * model.h.Br, { row: miss?.row, state: studentState(records.steps, kernel, bh, i, j), kernel }, records.who);
+  $('lab-run-link').href = `/step?${page.run}&step=${kernel.step + 1}`;
+}
+function moveRecords(by) {
+  const pick = $('lab-records-step');
+  pick.selectedIndex = Math.min(Math.max(pick.selectedIndex + by, 0), records.keys.length - 1);
+  showRecords();
+}
+$('lab-records-step')?.addEventListener('change', () => showRecords());
+$('lab-records-prev')?.addEventListener('click', () => moveRecords(-1));
+$('lab-records-next')?.addEventListener('click', () => moveRecords(1));
+
 // showRecorded, where the kernel track is off: the solution's verdict as
 // the server answered it on a GPU, its records stepped beside the
 // reference kernel's, as a student's would be.
@@ -342,27 +377,7 @@ async function showRecorded() {
     `got the verdict "${v.verdict}": every record it made matched the reference kernel's, and its output matched the float64 reference on hidden runs. ` +
     `It took ${v.ms.toFixed(3)} ms on the exercise's run, and ${v.took.toFixed(2)} s from submission to verdict. Step its records below, beside the reference kernel's.`;
   if (v.placed) showPlaced(v.placed, 'the solution');
-  const keys = [...new Set(v.steps.map((s) => `${s.BH},${s.I},${s.J}`))];
-  const pick = $('lab-recorded-step');
-  pick.replaceChildren(...keys.map((k) => {
-    const [bh, i, j] = k.split(',').map(Number);
-    return new Option(`q-tile ${i}, kv-tile ${j}${bh ? `, batch-head ${bh}` : ''}`, k);
-  }));
-  const show = () => {
-    const [bh, i, j] = pick.value.split(',').map(Number);
-    const kernel = kernelState(model, bh, i, j);
-    if (!kernel) return;
-    showMiss(i * model.h.Br, { state: studentState(v.steps, kernel, bh, i, j), kernel }, 'recorded');
-    $('lab-run-link').href = `/step?${page.run}&step=${kernel.step + 1}`;
-  };
-  const move = (by) => {
-    pick.selectedIndex = Math.min(Math.max(pick.selectedIndex + by, 0), keys.length - 1);
-    show();
-  };
-  pick.addEventListener('change', show);
-  $('lab-recorded-prev').addEventListener('click', () => move(-1));
-  $('lab-recorded-next').addEventListener('click', () => move(1));
-  show();
+  stepRecords(model, v.steps, 'recorded');
 }
 
 if (page.track === 'loop') {
