@@ -11,6 +11,7 @@ import (
 
 	"flashstep/lessons"
 
+	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 )
 
@@ -22,18 +23,24 @@ var emptyPanel = []string{"No S tile in this step", "No P tile in this step", "N
 // TestBrowserCourseAsAStudentSeesIt opens every lesson as a new student
 // does, in one Chromium: every embedded stepper opens with each panel it
 // shows filled, and no checkpoint's answer is in the lesson's visible text
-// (its own or its widgets') before it is answered.
+// (its own or its widgets') before it is answered; on the debugging lesson
+// it then uses the loop widget (checkLoopWidget); no page logs a problem.
 func TestBrowserCourseAsAStudentSeesIt(t *testing.T) {
 	t.Parallel()
 	base, _ := startServer(t, "-worker", "none")
 	ctx := browserSized(t, 1366, 900)
+	problems := watchConsole(ctx)
 	course, err := lessons.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range lessonSample(t, course) {
-		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lessons/"+l.Slug),
-			chromedp.Evaluate[chromedp.Void](`localStorage.clear()`), chromedp.Reload()); err != nil {
+		// Each lesson as a new student opens it: nothing kept from the last
+		// (cleared before the page loads, so it loads once).
+		if _, err := chromedp.Call(ctx, storage.ClearDataForOrigin, storage.ClearDataForOriginParams{Origin: base, StorageTypes: "local_storage"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lessons/"+l.Slug)); err != nil {
 			t.Fatal(err)
 		}
 		// Bring every widget into view, so that lazy frames load, and wait
@@ -93,6 +100,12 @@ func TestBrowserCourseAsAStudentSeesIt(t *testing.T) {
 				t.Errorf("%s: checkpoint %s's answer %q is on the page before it is answered", l.Slug, cp.ID, answer)
 			}
 		}
+		if l.Slug == "debugging" {
+			checkLoopWidget(ctx, t) // the page is open: its loop widget, used
+		}
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the lessons logged problems:\n%s", strings.Join(p, "\n"))
 	}
 }
 
