@@ -169,44 +169,8 @@ func TestBrowserLabKernelTrack(t *testing.T) {
 	if n := evalJS[int](ctx, t, `document.querySelectorAll('.cm-lintRange-error, .cm-lint-marker-error').length`); n == 0 {
 		t.Errorf("the compile error is not marked in the editor")
 	}
-
-	// In a classroom: the presenter presents the exercise; a student's
-	// kernel passes, and the presenter's tally counts it; the presenter
-	// turns the kernel track off for the room, and the student's page says
-	// so; then puts the loop exercise in front of the room, and steps its
-	// reference run with the room.
-	click(ctx, t, "#present")
-	waitText(ctx, t, "[data-testid=room-counts]", "student")
-	join := evalJS[string](ctx, t, `document.querySelector('[data-testid=room-join-url]').href`)
-	sctx, problems := student(t, ctx, join)
-	waitText(sctx, t, "#room-status", "put this exercise in front of the class")
-	waitText(sctx, t, "#lab-status", "Not run yet")
-	if v := labRun(sctx, t, "// PASS\n"); v.Verdict != "pass" {
-		t.Errorf("the student's kernel in the room: %+v", v)
-	}
-	waitText(ctx, t, "[data-testid=room-counts]", "1 student: 1 passed, 0 tried and not passed yet, 0 not run yet")
-	click(ctx, t, "#room-kernels")
-	waitText(sctx, t, "[data-testid=kernel-track-off]", "The presenter turned the kernel track off")
-	waitText(ctx, t, "[data-testid=kernel-track-off]", "The presenter turned the kernel track off") // the presenter's page too
-	waitText(ctx, t, "[data-testid=room-counts]", "1 student")
-	if on := evalJS[bool](sctx, t, `!document.getElementById('lab-run').disabled`); on {
-		t.Errorf("the student's run button is on with the room's kernel track off")
-	}
-	evalJS[bool](ctx, t, `(() => { const s = document.getElementById('room-lab'); s.value = 'online-step'; s.dispatchEvent(new Event('change')); return true; })()`)
-	waitText(sctx, t, "h1", "The online-softmax update, one tile")
-	waitText(ctx, t, "[data-testid=room-counts]", "1 student: 0 passed, 0 tried and not passed yet, 1 not run yet")
-	step, _ := lab.ByID("online-step")
-	if v := labRun(sctx, t, step.Solution); v.Verdict != "pass" {
-		t.Errorf("the student's loop exercise in the room: %+v", v)
-	}
-	waitText(ctx, t, "[data-testid=room-counts]", "1 student: 1 passed")
-	saveShot(ctx, t, "lab-room-presenter.png")
-	click(ctx, t, "#room-lab-run")
-	waitText(sctx, t, "#step-label", "1 / ")
-	for _, p := range problems() {
-		t.Errorf("the student's console: %s", p)
-	}
 }
+
 
 // slipsToTry are an exercise's slips the test runs: all of them, or under
 // -short one drawn from the test's seed (make test-long and CI run all).
@@ -465,4 +429,51 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// TestBrowserLabRoom: in a classroom, the presenter presents a kernel
+// exercise; a student's kernel passes (the labruntest fake), and the
+// presenter's tally counts it; the presenter turns the kernel track off
+// for the room, and the student's page says so; then puts the loop
+// exercise in front of the room, and steps its reference run with the
+// room. (web's TestLabRoom holds the room's protocol to a class of 300
+// in make test; this is the pages' part, in make test-long and CI.)
+func TestBrowserLabRoom(t *testing.T) {
+	t.Parallel()
+	longOnly(t)
+	base, _ := startServer(t, "-lab-kernels", "on", "-lab-worker", os.Args[0])
+	ctx := browser(t)
+	navigate(ctx, t, base+"/lab/causal-kernel")
+	waitText(ctx, t, "#lab-status", "Not run yet")
+	click(ctx, t, "#present")
+	waitText(ctx, t, "[data-testid=room-counts]", "student")
+	join := evalJS[string](ctx, t, `document.querySelector('[data-testid=room-join-url]').href`)
+	sctx, problems := student(t, ctx, join)
+	waitText(sctx, t, "#room-status", "put this exercise in front of the class")
+	waitText(sctx, t, "#lab-status", "Not run yet")
+	if v := labRun(sctx, t, "// PASS\n"); v.Verdict != "pass" {
+		t.Errorf("the student's kernel in the room: %+v", v)
+	}
+	waitText(ctx, t, "[data-testid=room-counts]", "1 student: 1 passed, 0 tried and not passed yet, 0 not run yet")
+	click(ctx, t, "#room-kernels")
+	waitText(sctx, t, "[data-testid=kernel-track-off]", "The presenter turned the kernel track off")
+	waitText(ctx, t, "[data-testid=kernel-track-off]", "The presenter turned the kernel track off") // the presenter's page too
+	waitText(ctx, t, "[data-testid=room-counts]", "1 student")
+	if on := evalJS[bool](sctx, t, `!document.getElementById('lab-run').disabled`); on {
+		t.Errorf("the student's run button is on with the room's kernel track off")
+	}
+	evalJS[bool](ctx, t, `(() => { const s = document.getElementById('room-lab'); s.value = 'online-step'; s.dispatchEvent(new Event('change')); return true; })()`)
+	waitText(sctx, t, "h1", "The online-softmax update, one tile")
+	waitText(ctx, t, "[data-testid=room-counts]", "1 student: 0 passed, 0 tried and not passed yet, 1 not run yet")
+	step, _ := lab.ByID("online-step")
+	if v := labRun(sctx, t, step.Solution); v.Verdict != "pass" {
+		t.Errorf("the student's loop exercise in the room: %+v", v)
+	}
+	waitText(ctx, t, "[data-testid=room-counts]", "1 student: 1 passed")
+	saveShot(ctx, t, "lab-room-presenter.png")
+	click(ctx, t, "#room-lab-run")
+	waitText(sctx, t, "#step-label", "1 / ")
+	for _, p := range problems() {
+		t.Errorf("the student's console: %s", p)
+	}
 }

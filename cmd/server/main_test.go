@@ -142,9 +142,11 @@ func TestMain(m *testing.M) {
 
 // browserSized is a tab of the shared Chromium, in a browser context of
 // its own, whose viewport is w×h CSS pixels, as a laptop's or a
-// projector's screen; it has 90 s.
+// projector's screen; it has 180 s: a test takes 10 to 25 s alone, and
+// make test runs a dozen side by side on two cores, among the other
+// packages' tests, where one has taken 90 s.
 func browserSized(t *testing.T, w, h int) context.Context {
-	return browserFor(t, w, h, 90*time.Second)
+	return browserFor(t, w, h, 180*time.Second)
 }
 
 // browserFor is browserSized with another time limit.
