@@ -4,21 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"flashstep/internal/testrand"
-	"flashstep/kernels"
 	"flashstep/labrun"
 	"flashstep/labrun/labruntest"
 	"flashstep/rooms"
 	"flashstep/runner"
-	"flashstep/sweep"
 )
 
 // TestMain makes this test binary the lab's stand-in worker when the
@@ -41,13 +37,7 @@ func TestLabRoom(t *testing.T) {
 	cmd, env := labruntest.Command()
 	svc := labrun.New(labrun.Options{Command: cmd, Env: env, Limit: 5 * time.Second})
 	t.Cleanup(svc.Close)
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
-	t.Cleanup(sweeps.Close)
-	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Lab: svc})
-	ts := httptest.NewServer(app)
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { app.rooms.Close("test over") })
+	_, ts := serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, Lab: svc})
 
 	post := func(path, ctype, body string) (int, string) {
 		t.Helper()

@@ -38,14 +38,7 @@ const roomRun = "variant=flash2&n=12&d=4&br=4&bc=3&seed=3"
 
 func newRoomServer(t *testing.T, l rooms.Limits) (*Server, *httptest.Server) {
 	t.Helper()
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
-	t.Cleanup(sweeps.Close)
-	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RoomLimits: l})
-	ts := httptest.NewServer(app)
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { app.rooms.Close("test over") })
-	return app, ts
+	return serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, RoomLimits: l})
 }
 
 // createRoom opens a room over the API and returns what the presenter got.

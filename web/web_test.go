@@ -64,11 +64,20 @@ func (testEngines) AllRecordings() []*runner.Recording { return nil }
 
 func newTestServer(t *testing.T, r runner.Runner) (*Server, *httptest.Server) {
 	t.Helper()
+	return serveDeps(t, Deps{Engines: testEngines{Runner: r}})
+}
+
+// serveDeps serves d over a real listener, with the CPU's sweeps, the
+// test's static files and a silent log; its rooms close when the test ends.
+func serveDeps(t *testing.T, d Deps) (*Server, *httptest.Server) {
+	t.Helper()
 	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
 	t.Cleanup(sweeps.Close)
-	app := NewServer(Deps{Engines: testEngines{Runner: r}, Sweeps: sweeps, Static: testStatic, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d.Sweeps, d.Static, d.Log = sweeps, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil))
+	app := NewServer(d)
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
+	t.Cleanup(func() { app.rooms.Close("test over") })
 	return app, ts
 }
 
