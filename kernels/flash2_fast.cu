@@ -331,12 +331,16 @@ constexpr int smem_bytes(int D, int BR, int BC) { return 2 * (BR * D + 2 * BC * 
 // Tiles and warps per head dim are the fastest measured (docs/LADDER.md).
 // A causal and a plain kernel each: one function holding both needs the
 // registers of the larger and spilled at d=128.
+// N is an int and the scale a float, as the block takes them: the worker
+// passes each argument in 8 bytes, of which the driver copies the
+// parameter's own size. Taking N as a long long and casting it cost 5% at
+// d=128 on the H100 (1.817 ms against 1.729, the scale's bits 1.3% more;
+// docs/LADDER.md, run j).
 #define FLASH2_FAST_KERNEL(NAME, BR, BC, D, NW, CAUSAL)                                                             \
   extern "C" __global__ void __launch_bounds__(NW * 32)                                                              \
       NAME(const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K, const fast::bf16 *__restrict__ V,     \
-           fast::bf16 *__restrict__ O, float *__restrict__ LSE, long long N, unsigned long long scaleBits FS_TRACE_PARAMS) { \
-    fast::flash2_fast_block<D, BR, BC, NW, CAUSAL>(Q, K, V, O, LSE, (int)N, __uint_as_float((unsigned)scaleBits)      \
-                                                   FS_TRACED(, fs_trace, fs_offsets, fs_mode));                      \
+           fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N, float scale FS_TRACE_PARAMS) {                \
+    fast::flash2_fast_block<D, BR, BC, NW, CAUSAL>(Q, K, V, O, LSE, N, scale FS_TRACED(, fs_trace, fs_offsets, fs_mode)); \
   }
 #define FLASH2_FAST_INSTANCE(BR, BC, D, NW)                                                                        \
   FLASH2_FAST_KERNEL(flash2_fast_br##BR##_bc##BC##_d##D, BR, BC, D, NW, false)                                       \

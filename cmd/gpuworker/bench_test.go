@@ -3,7 +3,10 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"unsafe"
@@ -14,6 +17,27 @@ import (
 
 	"gorgonia.org/cu"
 )
+
+// ptxDir, if set, holds other builds of some modules, loaded instead of the
+// committed PTX: DIR/module.cubin (SASS, loaded as it is) or DIR/module.ptx
+// (JIT-compiled by the driver like the committed one). The benchmarks then
+// time those builds, to tell what the compiler is worth from what the
+// source is.
+var ptxDir = flag.String("ptx-dir", "", "load modules found in this folder (module.cubin or module.ptx) instead of the committed PTX")
+
+func init() {
+	committed := modulePTX
+	modulePTX = func(module string) (string, error) {
+		if *ptxDir != "" {
+			for _, ext := range []string{".cubin", ".ptx"} {
+				if b, err := os.ReadFile(filepath.Join(*ptxDir, module+ext)); err == nil {
+					return string(b), nil
+				}
+			}
+		}
+		return committed(module)
+	}
+}
 
 // BenchmarkFlash2 times flash2 at the FlashAttention benchmark shapes
 // (B·N = 16384, H·d = 2048) with CUDA events: untraced, traced with one
