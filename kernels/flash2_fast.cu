@@ -33,7 +33,15 @@
 
 namespace fast {
 
-template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG = false, bool SW = true>
+// The switches after CAUSAL take one of the rung's ideas away, for the
+// ladder bench to measure each apart (docs/LADDER.md): QREG keeps Q's
+// fragments in registers (an idea that lost), SW = false lays shared tiles
+// out plainly, EXP2 = false computes exp of the scaled scores instead of
+// exp2 with the scale folded in, SKIP = false visits the causal tiles above
+// the diagonal (masked whole), ASYNC = false loads tiles through registers
+// instead of cp.async. The shipped kernels take the defaults.
+template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG = false, bool SW = true, bool EXP2 = true, bool SKIP = true,
+          bool ASYNC = true>
 __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, const bf16 *__restrict__ K,
                                                        const bf16 *__restrict__ V, bf16 *__restrict__ O,
                                                        float *__restrict__ LSE, int N, float scale FS_TRACE_PARAMS) {
@@ -67,8 +75,8 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
             const int rowsValid = min(BR, N - r0);)
 
   //> load-q: Q_i (and K_0) by cp.async into swizzled shared memory; m, l and O start empty
-  load_tile<BR, D, NT, SW>(sQ, Q + base, r0, N, tid);
-  load_tile<BC, D, NT, SW>(sK, K + base, 0, N, tid);
+  load_tile<BR, D, NT, SW, ASYNC>(sQ, Q + base, r0, N, tid);
+  load_tile<BC, D, NT, SW, ASYNC>(sK, K + base, 0, N, tid);
   cp_async_commit();
 
   float o[MI][DI][4];
@@ -82,7 +90,7 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
   }
 
   const int Tc = (N + BC - 1) / BC;
-  const int jEnd = CAUSAL ? min(Tc, (min(N, r0 + BR) - 1) / BC + 1) : Tc;
+  const int jEnd = CAUSAL && SKIP ? min(Tc, (min(N, r0 + BR) - 1) / BC + 1) : Tc;
   const int wr0 = warp * MI * 16; // the warp's first row in the tile
 
   // With QREG the warp's Q fragments are read from shared memory once and
@@ -94,7 +102,7 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
     FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
     __syncthreads(); // every warp is done with V_{j-1}
     //> load-kv: V_j by cp.async, while S = Q_i K_jᵀ runs
-    load_tile<BC, D, NT, SW>(sV, V + base, j * BC, N, tid);
+    load_tile<BC, D, NT, SW, ASYNC>(sV, V + base, j * BC, N, tid);
     cp_async_commit();
     cp_async_wait<1>(); // Q and K_j are in
     __syncthreads();
@@ -142,7 +150,7 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
     }
     __syncthreads(); // every warp is done with K_j
     //> load-kv: K_{j+1} by cp.async, while the softmax and P·V_j run
-    if (j + 1 < jEnd) load_tile<BC, D, NT, SW>(sK, K + base, (j + 1) * BC, N, tid);
+    if (j + 1 < jEnd) load_tile<BC, D, NT, SW, ASYNC>(sK, K + base, (j + 1) * BC, N, tid);
     cp_async_commit();
 
     //> scores: masks on the ragged last tile and on the tiles that cross the diagonal
@@ -189,7 +197,9 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
         const float mb = mx == -INFINITY ? 0.f : mx * sl2; // a row masked so far: exp2(−inf) = 0, never NaN
-        const float alpha = ex2(fmaf(m[mi][h], sl2, -mb));
+        // Without EXP2: exp of the scaled scores, less the scaled max.
+        const float ms = mx == -INFINITY ? 0.f : mx * scale;
+        const float alpha = EXP2 ? ex2(fmaf(m[mi][h], sl2, -mb)) : __expf(m[mi][h] * scale - ms);
         FS_TRACED(if (full && t == 0) {
           float *pl = fs_payload(cur);
           const int r = wr0 + mi * 16 + g + h * 8;
@@ -201,8 +211,8 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
         float rs = 0.f;
 #pragma unroll
         for (int ni = 0; ni < NI; ni++) {
-          const float p0 = ex2(fmaf(s[mi][ni][2 * h], sl2, -mb));
-          const float p1 = ex2(fmaf(s[mi][ni][2 * h + 1], sl2, -mb));
+          const float p0 = EXP2 ? ex2(fmaf(s[mi][ni][2 * h], sl2, -mb)) : __expf(s[mi][ni][2 * h] * scale - ms);
+          const float p1 = EXP2 ? ex2(fmaf(s[mi][ni][2 * h + 1], sl2, -mb)) : __expf(s[mi][ni][2 * h + 1] * scale - ms);
           pk[mi][ni][h] = pack_bf16(p0, p1);
           rs += p0 + p1;
           FS_TRACED(if (full) {

@@ -59,15 +59,23 @@ template <int CH, bool SW = true> __device__ __forceinline__ int swz(int r, int 
 }
 
 // load_tile starts the cp.async of ROWS rows of D bf16 from row row0 of one
-// batch-head's matrix into a swizzled shared tile.
-template <int ROWS, int D, int NT, bool SW>
+// batch-head's matrix into a swizzled shared tile. ASYNC = false loads
+// through registers instead, each thread waiting for its chunks: what
+// cp.async saves, measured (the commit and wait calls then have nothing to
+// wait for).
+template <int ROWS, int D, int NT, bool SW, bool ASYNC = true>
 __device__ __forceinline__ void load_tile(bf16 *s, const bf16 *__restrict__ src, int row0, int N, int tid) {
   constexpr int CH = D / 8;
 #pragma unroll
   for (int c = tid; c < ROWS * CH; c += NT) {
     const int r = c / CH, ch = c % CH;
     const bool ok = row0 + r < N;
-    cp_async16(smem_addr(s + swz<CH, SW>(r, ch) * 8), src + (size_t)(ok ? row0 + r : 0) * D + ch * 8, ok);
+    if (ASYNC) {
+      cp_async16(smem_addr(s + swz<CH, SW>(r, ch) * 8), src + (size_t)(ok ? row0 + r : 0) * D + ch * 8, ok);
+    } else {
+      const uint4 zero = {0u, 0u, 0u, 0u};
+      *reinterpret_cast<uint4 *>(s + swz<CH, SW>(r, ch) * 8) = ok ? *reinterpret_cast<const uint4 *>(src + (size_t)(row0 + r) * D + ch * 8) : zero;
+    }
   }
 }
 

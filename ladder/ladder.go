@@ -67,6 +67,10 @@ type Table struct {
 	// Sweep is the recorded sweep. Either is nil if none ships.
 	Bench *BenchRecord
 	Sweep *sweep.Record
+	// Ideas are the top rung's ideas measured apart (ideas.go), from the
+	// bench's controls; IdeasOf names that rung.
+	Ideas   []Idea
+	IdeasOf kernels.Rung
 }
 
 // BenchRecord is the ladder bench's JSON (scripts/ladder-table.py).
@@ -143,6 +147,13 @@ func Build(files fs.FS) (*Table, error) {
 		}
 		t.Rows = append(t.Rows, row)
 	}
+	for _, row := range t.Rows {
+		if row.Rung.Bench != "" {
+			if found := ideas(bench, row.Rung.Bench, row.Cells); found != nil {
+				t.Ideas, t.IdeasOf = found, row.Rung // the highest bench rung with controls
+			}
+		}
+	}
 	t.Partner = Row{Rung: kernels.NaiveMMA, Kernels: kernelFigures(kernels.NaiveMMA, ptxas), Code: Codes()[kernels.NaiveMMA.Name]}
 	t.Partner.Cells, t.Partner.Source = benchCells(bench, kernels.NaiveMMA.Bench)
 	// A rung slower than the one below it on some shape says so.
@@ -199,7 +210,7 @@ func benchCells(rec *BenchRecord, family string) ([]Cell, string) {
 	}
 	for _, r := range rec.Rows {
 		name := strings.TrimSuffix(r.Kernel, "_causal")
-		if !strings.HasPrefix(name, family) || strings.Contains(name, "noswizzle") || (r.N != 0 && r.N != N) {
+		if !strings.HasPrefix(name, family) || withoutIdea(r.Kernel) || (r.N != 0 && r.N != N) {
 			continue
 		}
 		for s, sh := range Shapes {

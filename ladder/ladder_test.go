@@ -94,3 +94,56 @@ func TestSlowerRungIsNamed(t *testing.T) {
 		t.Fatalf("a failed kernel's figure was accepted: %v", err)
 	}
 }
+
+// TestRungSixIdeas: the shipped bench recording measures each of rung 6's
+// ideas apart; each cell is the control's figure and the rung's over it;
+// skipping causal tiles has no plain shape; and no control is taken for the
+// rung's own figure, even listed before it.
+func TestRungSixIdeas(t *testing.T) {
+	t.Parallel()
+	tab, err := Build(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.IdeasOf.Name != "flash2_fast" || len(tab.Ideas) != len(rung6Ideas) {
+		t.Fatalf("ideas of %q: %d, want flash2_fast's %d", tab.IdeasOf.Name, len(tab.Ideas), len(rung6Ideas))
+	}
+	var rung []Cell
+	for _, r := range tab.Rows {
+		if r.Rung.Name == "flash2_fast" {
+			rung = r.Cells
+		}
+	}
+	for k, idea := range tab.Ideas {
+		for s, c := range idea.Without {
+			noPlain := rung6Ideas[k].mark == "_noskip" && !Shapes[s].Causal
+			if c.Missing != noPlain {
+				t.Errorf("%s on %+v: missing %v", idea.What, Shapes[s], c.Missing)
+				continue
+			}
+			if c.Missing {
+				continue
+			}
+			if !strings.Contains(c.Kernel, rung6Ideas[k].mark) || math.Abs(idea.Worth[s]-rung[s].TFLOPs/c.TFLOPs) > 1e-12 || !(idea.Worth[s] > 1) {
+				t.Errorf("%s on %+v: %+v, worth %v (rung %v)", idea.What, Shapes[s], c, idea.Worth[s], rung[s].TFLOPs)
+			}
+		}
+	}
+	for _, c := range rung {
+		if withoutIdea(c.Kernel) {
+			t.Errorf("rung 6's figure is a control's: %s", c.Kernel)
+		}
+	}
+	// A recording that lists the controls first.
+	rec := *tab.Bench
+	rec.Rows = append(rec.Rows[:0:0], rec.Rows...)
+	for i, j := 0, len(rec.Rows)-1; i < j; i, j = i+1, j-1 {
+		rec.Rows[i], rec.Rows[j] = rec.Rows[j], rec.Rows[i]
+	}
+	cells, _ := benchCells(&rec, "flash2_fast")
+	for s, c := range cells {
+		if c.Kernel != rung[s].Kernel {
+			t.Errorf("reversed recording, %+v: rung 6's figure from %s, want %s", Shapes[s], c.Kernel, rung[s].Kernel)
+		}
+	}
+}

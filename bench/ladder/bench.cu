@@ -21,11 +21,11 @@
 #include "../../kernels/flash2_mma.cu"
 
 // Every tile shape the bench tries, as a kernel of its own.
-template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG, bool SW>
+template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG, bool SW, bool EXP2, bool SKIP, bool ASYNC>
 __global__ void __launch_bounds__(NW * 32) fast_variant(const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K,
                                                         const fast::bf16 *__restrict__ V, fast::bf16 *__restrict__ O,
                                                         float *__restrict__ LSE, int N, float scale) {
-  fast::flash2_fast_block<D, BR, BC, NW, CAUSAL, QREG, SW>(Q, K, V, O, LSE, N, scale);
+  fast::flash2_fast_block<D, BR, BC, NW, CAUSAL, QREG, SW, EXP2, SKIP, ASYNC>(Q, K, V, O, LSE, N, scale);
 }
 
 #define CHECK(x)                                                                                   \
@@ -149,12 +149,17 @@ template <int D, bool C> Variant makeMMA() {
                  }};
 }
 
-template <int D, int BR, int BC, int NW, bool C, bool QREG = false, bool SW = true> Variant make() {
-  auto k = fast_variant<D, BR, BC, NW, C, QREG, SW>;
+// make is rung 6's block at other tiles, or with one of its ideas taken
+// away (the switches of flash2_fast_block), as a kernel of its own.
+template <int D, int BR, int BC, int NW, bool C, bool QREG = false, bool SW = true, bool EXP2 = true, bool SKIP = true,
+          bool ASYNC = true>
+Variant make() {
+  auto k = fast_variant<D, BR, BC, NW, C, QREG, SW, EXP2, SKIP, ASYNC>;
   int smem = fast::smem_bytes(D, BR, BC);
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   char name[96];
-  snprintf(name, sizeof name, "flash2_fast_d%d_br%d_bc%d_w%d%s%s%s", D, BR, BC, NW, QREG ? "_qreg" : "", SW ? "" : "_noswizzle", C ? "_causal" : "");
+  snprintf(name, sizeof name, "flash2_fast_d%d_br%d_bc%d_w%d%s%s%s%s%s%s", D, BR, BC, NW, QREG ? "_qreg" : "", SW ? "" : "_noswizzle",
+           EXP2 ? "" : "_expf", SKIP ? "" : "_noskip", ASYNC ? "" : "_sync", C ? "_causal" : "");
   return Variant{name, D, BR, BC, NW, C,
                  [k, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n, float sc) {
                    k<<<grid, NW * 32, smem>>>(q, kk, v, o, l, n, sc);
@@ -183,11 +188,22 @@ int main(int argc, char **argv) {
   int N = argc > 1 ? atoi(argv[1]) : 4096;
   int iters = argc > 2 ? atoi(argv[2]) : 30;
   // Rung 6 as shipped at the chosen tiles of each head dim
-  // (docs/LADDER.md), the unswizzled control, and naive attention on the
-  // same tensor cores.
+  // (docs/LADDER.md); rung 6 with one idea taken away at a time (the
+  // swizzle, 128-row tiles, exp2 with the scale folded in, cp.async, and
+  // under the mask the skipped tiles); naive attention on the same tensor
+  // cores; rung 5.
   std::vector<Variant> vs = {
       makeShipped<64, false>(),       makeShipped<64, true>(),        makeShipped<128, false>(),
-      makeShipped<128, true>(),       make<64, 128, 128, 4, false, false, false>(),
+      makeShipped<128, true>(),
+      make<64, 128, 128, 4, false, false, false>(), make<64, 128, 128, 4, true, false, false>(),
+      make<128, 128, 48, 4, false, false, false>(), make<128, 128, 48, 4, true, false, false>(),
+      make<64, 64, 128, 4, false>(),  make<64, 64, 128, 4, true>(),   make<128, 64, 48, 4, false>(),
+      make<128, 64, 48, 4, true>(),
+      make<64, 128, 128, 4, false, false, true, false>(), make<64, 128, 128, 4, true, false, true, false>(),
+      make<128, 128, 48, 4, false, false, true, false>(), make<128, 128, 48, 4, true, false, true, false>(),
+      make<64, 128, 128, 4, false, false, true, true, true, false>(), make<64, 128, 128, 4, true, false, true, true, true, false>(),
+      make<128, 128, 48, 4, false, false, true, true, true, false>(), make<128, 128, 48, 4, true, false, true, true, true, false>(),
+      make<64, 128, 128, 4, true, false, true, true, false>(), make<128, 128, 48, 4, true, false, true, true, false>(),
       makeNaive<64, false>(),         makeNaive<64, true>(),          makeNaive<128, false>(),
       makeNaive<128, true>(),         makeMMA<64, false>(),           makeMMA<64, true>(),
       makeMMA<128, false>(),          makeMMA<128, true>(),
