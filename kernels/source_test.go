@@ -28,7 +28,7 @@ var phaseCode = map[string]map[string][]string{
 	"flash2_mma.cu": {"load-q": {"load_tile<BR, D, NT>(sQ"}, "load-kv": {"load_tile<BC, D, NT>(sK", "load_tile<BC, D, NT>(sV"}, "scores": {"fast::mma16816(s[2 * n2]", "__fmul_rn(s[ni][e], scale)"}, "softmax": {"expf(__fsub_rn(m[h], mb))", "l[h] = fmaf(l[h], alpha, rs)"}, "pv": {"fast::ldsm_x4_trans(", "fast::mma16816(o[2 * d2]"}, "epilogue": {"__fadd_rn(m[h], logf(lt))"}},
 	"flash1.cu":     {"load-kv": {"sK[c * KS + x] =", "sV[e] ="}, "load-q": {"sQ[e] =", "__ldcg(&O[", "__ldcg(&mState["}, "scores": {"__fmul_rn(sQ[", "FS_NEG_INF : __fmul_rn(acc[k], scale)"}, "softmax": {"expf(__fsub_rn(m, mBase))", "l = __fadd_rn(lOld, rowSum)"}, "pv": {"__fmul_rn(sLOld[", "__fdiv_rn(o[t], lr)", "mState[r0 + tid] = m"}, "epilogue": {"__fadd_rn(m, logf(l))", "LSE[(size_t)bh * N"}},
 	"flash2_fast.cu": {
-		"load-q": {"load_tile<BR, D, NT, SW>(sQ"}, "load-kv": {"load_tile<BC, D, NT, SW>(sV", "load_tile<BC, D, NT, SW>(sK"},
+		"load-q": {"load_tile<BR, D, NT, SW, ASYNC>(sQ"}, "load-kv": {"load_tile<BC, D, NT, SW, ASYNC>(sV", "load_tile<BC, D, NT, SW, ASYNC>(sK"},
 		"scores": {"mma16816(s[mi]", "s[mi][ni][e] = -INFINITY"}, "softmax": {"ex2(fmaf(m[mi][h], sl2, -mb))", "o[mi][di][2 * h] *= alpha"},
 		"pv": {"ldsm_x4_trans(", "mma16816(o[mi]"}, "epilogue": {"LSE[(size_t)bh * N + row] = lse"},
 	},
