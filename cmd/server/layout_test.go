@@ -610,7 +610,7 @@ func TestBrowserKernelSource(t *testing.T) {
 	waitText(ctx, t, "#run-status", "replayed from a recording")
 	waitText(ctx, t, "#source", "bf16")
 	waitText(ctx, t, "#source-caption", "kernels/flash2_fast.cu")
-	if src := lit(); !strings.Contains(src, "load_tile<BR, D, NT, SW>(sQ") || !strings.Contains(src, "mma16816(o[mi]") {
+	if src := lit(); !strings.Contains(src, "load_tile<BR, D, NT, SW, ASYNC>(sQ") || !strings.Contains(src, "mma16816(o[mi]") {
 		t.Errorf("flash2_fast's first step lights:\n%s", src)
 	}
 	if p := layoutProblems(ctx, t); len(p) > 0 {
