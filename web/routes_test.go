@@ -167,7 +167,7 @@ func routeCases(t *testing.T) map[string]routeCase {
 		"GET /lab/{id}/recorded.json": {path: "/lab/online-kernel/recorded.json", pathParam: "id"},
 		// The kernel track is off on this server: a submission is refused,
 		// saying what the track needs; an unknown submission is a 404.
-		"POST /api/lab/{id}/submissions":    {path: "/api/lab/causal-kernel/submissions", pathParam: "id", fields: []string{"check"}, accept: map[string][]string{"check": {"empty"}}},
+		"POST /api/lab/{id}/submissions":    {path: "/api/lab/causal-kernel/submissions", pathParam: "id", fields: []string{"check", "room"}, accept: map[string][]string{"check": {"empty"}, "room": {"empty"}}},
 		"GET /api/lab/submissions/{ticket}": {path: "/api/lab/submissions/0123456789abcdef01234567", pathParam: "ticket"},
 		"GET /kernels":                      {path: "/kernels"},
 		"GET /ladder":                       {path: "/ladder"},

@@ -171,7 +171,6 @@ func TestBrowserLabKernelTrack(t *testing.T) {
 	}
 }
 
-
 // slipsToTry are an exercise's slips the test runs: all of them, or under
 // -short one drawn from the test's seed (make test-long and CI run all).
 func slipsToTry(t *testing.T, e *lab.Exercise) map[string]string {
