@@ -10,11 +10,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/lab"
+
+	"github.com/chromedp/chromedp"
 )
 
 // The lab's loop track in Chromium: each exercise's solution passes, and
@@ -200,13 +203,28 @@ func labRun(ctx context.Context, t *testing.T, src string) labVerdict {
 		const status = document.getElementById('lab-status');
 		status.dataset.verdict = '';
 		document.getElementById('lab-run').click();
-		for (let k = 0; k < 600 && ['', 'running'].includes(status.dataset.verdict || ''); k++) await new Promise((r) => setTimeout(r, 50));
+		// A deadline by the clock, not by a count of timer ticks (a loaded
+		// machine stretches each tick).
+		const end = Date.now() + 30000;
+		while (Date.now() < end && ['', 'running'].includes(status.dataset.verdict || '')) await new Promise((r) => setTimeout(r, 50));
 		status.scrollIntoView();
 		const d = status.dataset;
 		return JSON.stringify({ Verdict: d.verdict || '', I: d.i || '', J: d.j || '', Row: d.row || '', Quantity: d.quantity || '', X: d.x || '', Line: d.line || '', Text: status.textContent });
 	})()`, jsString(src))
+	// The page's own deadline is 30 s; past a minute the evaluation itself
+	// is stuck (a renderer gone, a context lost): fail with what the page
+	// says, not at the whole test's limit.
+	ectx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := chromedp.Run(ectx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+		defer scancel()
+		said, _ := chromedp.Run(sctx, chromedp.Evaluate[string](`document.getElementById('lab-status')?.textContent ?? '(no page)'`))
+		t.Fatalf("running the editor's code: %v; the page's status says %q", err, said)
+	}
 	var v labVerdict
-	if err := json.Unmarshal([]byte(evalJS[string](ctx, t, js)), &v); err != nil {
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatal(err)
 	}
 	return v
