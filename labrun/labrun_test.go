@@ -264,20 +264,27 @@ func TestRecordedSolutions(t *testing.T) {
 		if m := lab.GradeSteps(e.Run, v.Steps, recs); m != nil {
 			t.Errorf("%s: the recorded solution's records differ from the reference kernel's: %+v", e.ID, *m)
 		}
-		// Poisoned: one record's m, l or an element of O moved by 1e-3 of
-		// itself (ten times the tolerance), or a NaN.
+		// Poisoned: one record's m, l or an element of O moved by 1% of the
+		// largest |value| of its kind (the grader's tolerance is at most
+		// 2e-4 of it), or a NaN.
+		var maxM, maxL, maxO float32 = 1, 0, 0
+		for _, st := range v.Steps {
+			maxM, maxL = max(maxM, abs32(float32(st.M))), max(maxL, abs32(float32(st.L)))
+			for _, o := range st.O {
+				maxO = max(maxO, abs32(o))
+			}
+		}
 		poisoned := append([]lab.StepSeen(nil), v.Steps...)
 		k := rng.IntN(len(poisoned))
 		s := poisoned[k]
 		s.O = append(lab.Floats(nil), s.O...)
 		switch rng.IntN(4) {
 		case 0:
-			s.M = lab.Float(float32(s.M) * (1 + 1e-3))
+			s.M += lab.Float(0.01 * maxM)
 		case 1:
-			s.L = lab.Float(float32(s.L) * (1 + 1e-3))
+			s.L += lab.Float(0.01 * maxL)
 		case 2:
-			x := rng.IntN(len(s.O))
-			s.O[x] = s.O[x]*(1+1e-3) + 1e-3
+			s.O[rng.IntN(len(s.O))] += 0.01 * maxO
 		case 3:
 			s.O[rng.IntN(len(s.O))] = float32(math.NaN())
 		}
@@ -287,3 +294,5 @@ func TestRecordedSolutions(t *testing.T) {
 		}
 	}
 }
+
+func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
