@@ -66,15 +66,9 @@ func ParseCheck(s string) (Check, error) {
 	case NoCheck, Memcheck, Racecheck:
 		return c, nil
 	}
-	return NoCheck, kernels.FieldErrors{{Field: "check", Message: fmt.Sprintf("check must be %q or %q, or absent (got %q)", Memcheck, Racecheck, truncate(s, 24))}}
+	return NoCheck, kernels.FieldErrors{{Field: "check", Message: fmt.Sprintf("check must be %q or %q, or absent (got %.24q)", Memcheck, Racecheck, s)}}
 }
 
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
-}
 
 func (o Options) withDefaults() Options {
 	if o.Limit == 0 {
