@@ -23,6 +23,9 @@ const (
 	// VariantFlash2MMA is flash2's loop on tensor cores without the tuning of
 	// flash2_fast: bf16 inputs, mma.sync and ldmatrix, plain shared tiles.
 	VariantFlash2MMA Variant = 7
+	// VariantFlash3WGMMA is flash2_fast's loop and arithmetic on Hopper's
+	// warpgroup products (wgmma), the ladder's seventh rung.
+	VariantFlash3WGMMA Variant = 8
 )
 
 // DType is the element type the kernel computed in.
@@ -53,7 +56,8 @@ const (
 
 var (
 	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast", VariantNaiveMMA: "naive_mma",
-		VariantNaiveRow: "naive_row", VariantFlash1: "flash1", VariantFlash2MMA: "flash2_mma"}
+		VariantNaiveRow: "naive_row", VariantFlash1: "flash1", VariantFlash2MMA: "flash2_mma",
+		VariantFlash3WGMMA: "flash3_wgmma"}
 	dtypeNames   = map[DType]string{DTypeF32: "f32", DTypeBF16: "bf16"}
 	sourceNames  = map[Source]string{SourceCPUMirror: "cpu", SourceGPU: "gpu", SourceRecording: "recording"}
 	patternNames = map[Pattern]string{PatternNormal: "normal", PatternPeaked: "peaked", PatternLarge: "large"}
@@ -66,7 +70,7 @@ func (p Pattern) String() string { return enumName(patternNames, p) }
 
 // Variants, Patterns list the valid values in order, for forms and tests.
 var (
-	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA}
+	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA, VariantFlash3WGMMA}
 	Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
 )
 

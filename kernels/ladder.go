@@ -3,7 +3,7 @@ package kernels
 import "flashstep/instrument"
 
 // Rung is one step of the kernel ladder, from the first kernel a student
-// writes to FlashAttention-2's speed: one idea per rung, as the ladder page
+// writes to FlashAttention-2's speed and past it on Hopper: one idea per rung, as the ladder page
 // and the course show it. A rung not built yet says so (Built false) and
 // names no variant.
 type Rung struct {
@@ -24,7 +24,9 @@ type Rung struct {
 
 // planned are the rungs to come, numbered after the built ones.
 var planned = []Rung{
-	{Name: "flash3_wgmma", DType: "bf16", Idea: "Hopper's own path: wgmma (asynchronous warpgroup MMAs reading B from shared memory) and TMA loads, toward the cuDNN backend's 650 TFLOP/s at d=128."},
+	{Name: "flash3_tma", DType: "bf16", Idea: "TMA: one thread asks the copy engine for a whole K or V tile, swizzled on arrival, and an mbarrier says when it has landed; no thread computes an address or waits on its own loads."},
+	{Name: "flash3_ws", DType: "bf16", Idea: "Warp specialisation: a producer warp only issues copies, consumer warpgroups only compute, and setmaxnreg moves registers from the one to the others."},
+	{Name: "flash3_pingpong", DType: "bf16", Idea: "Ping-pong: two consumer warpgroups take turns, one's softmax running while the other's products fill the tensor cores, toward cuDNN's 650 TFLOP/s at d=128."},
 }
 
 // Ladder is the rungs in order: the registry's (VariantInfo.Rung), then the

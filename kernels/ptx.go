@@ -13,9 +13,11 @@ import (
 
 // The kernels' PTX, compiled by `make ptx` and committed: flash2.ptx and
 // flash2_traced.ptx (built with -DFS_TRACE), likewise naive. ptxas.txt is what
-// `ptxas -v -arch=sm_90` said of each.
+// `ptxas -v -arch=sm_90` said of each. The Hopper rungs' PTX (Arch sm_90a)
+// comes from a newer nvcc on the GPU machine (scripts/ptx-hopper), with
+// ptxas-hopper.txt, what `ptxas -v -arch=sm_90a` said of it there.
 //
-//go:embed ptx/*.ptx ptx/ptxas.txt
+//go:embed ptx/*.ptx ptx/ptxas.txt ptx/ptxas-hopper.txt
 var ptxFiles embed.FS
 
 // Modules lists every PTX module: each rung's untraced one (its name) and
@@ -70,21 +72,23 @@ var (
 	reSharedSm = regexp.MustCompile(`(\d+) bytes smem`)
 )
 
-// PtxasText is ptxas.txt as the compiler wrote it, for people to read.
+// PtxasText is ptxas.txt, then ptxas-hopper.txt, as the compilers wrote
+// them, for people to read.
 func PtxasText() string {
 	b, _ := ptxFiles.ReadFile("ptx/ptxas.txt")
-	return string(b)
+	h, _ := ptxFiles.ReadFile("ptx/ptxas-hopper.txt")
+	return string(b) + string(h)
 }
 
 // Ptxas parses ptxas.txt: registers, stack, spills and static shared memory
-// of every kernel as compiled for sm_90.
+// of every kernel as compiled for sm_90 (sm_90a for the Hopper rungs).
 func Ptxas() []PtxasFigures {
-	b, _ := ptxFiles.ReadFile("ptx/ptxas.txt")
+	b := PtxasText()
 	var out []PtxasFigures
 	var module string
 	byKernel := map[string]*PtxasFigures{}
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc := bufio.NewScanner(strings.NewReader(b))
 	var cur *PtxasFigures
 	for sc.Scan() {
 		line := sc.Text()

@@ -1,6 +1,10 @@
 package kernels
 
-import "flashstep/instrument"
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
 
 // VariantInfo is one rung of the ladder (or naive_mma, the partner), with
 // everything the rest of the program knows of it: what pages say about it,
@@ -63,6 +67,11 @@ type VariantInfo struct {
 	// beyond its tiles.
 	Tiles         []Tile
 	TeachingTiles bool
+	// Arch is the GPU architecture the kernels need beyond the ladder's
+	// baseline (sm_80's instructions, which every rung's PTX targets):
+	// ArchHopper for the rungs built on wgmma, whose PTX comes from a newer
+	// nvcc (scripts/ptx-hopper). Empty for the rest.
+	Arch Arch
 	// Instance is the line of the rung's .cu that compiles tile t
 	// (TestInstancesMatchSource holds the two to each other).
 	Instance   func(t Tile) string
@@ -112,6 +121,33 @@ type StepWords struct {
 	Body  string `json:"body"`
 	First string `json:"first,omitempty"`
 	Later string `json:"later,omitempty"`
+}
+
+// Arch names a GPU architecture a rung's kernels need.
+type Arch string
+
+// ArchHopper is sm_90a: Hopper's warpgroup products (wgmma), TMA and
+// setmaxnreg, which only compute capability 9.0 runs.
+const ArchHopper Arch = "sm_90a"
+
+// Runs says whether a GPU of compute capability major.minor runs kernels
+// built for a, and if not, why not in words a page can show.
+func (a Arch) Runs(major, minor int) error {
+	if a == ArchHopper && (major != 9 || minor != 0) {
+		return fmt.Errorf("needs a Hopper GPU (sm_90a, such as the H100); this GPU is compute capability %d.%d", major, minor)
+	}
+	return nil
+}
+
+// ModuleArch is the architecture a PTX module (a rung's, traced or not)
+// was built for: empty for the baseline.
+func ModuleArch(module string) Arch {
+	for _, v := range rungs {
+		if module == v.Module() || module == v.Module()+"_traced" {
+			return v.Arch
+		}
+	}
+	return ""
 }
 
 // LoopOrder is how a kernel walks the tiles, as the traffic model needs it.
@@ -177,6 +213,7 @@ var rungs = []*VariantInfo{
 	flash2Rung,
 	flash2MMARung,
 	flash2FastRung,
+	flash3WGMMARung,
 	naiveMMARung,
 }
 

@@ -32,6 +32,11 @@ var phaseCode = map[string]map[string][]string{
 		"scores": {"mma16816(s[mi]", "s[mi][ni][e] = -INFINITY"}, "softmax": {"ex2(fmaf(m[mi][h], sl2, -mb))", "o[mi][di][2 * h] *= alpha"},
 		"pv": {"ldsm_x4_trans(", "mma16816(o[mi]"}, "epilogue": {"LSE[(size_t)bh * N + row] = lse"},
 	},
+	"flash3_wgmma.cu": {
+		"load-q": {"load_panels<BR, D, NT>(sQ"}, "load-kv": {"load_panels<BC, D, NT>(sK0 + (stage ^ 1)", "load_panels<BC, D, NT>(sV0 + (stage ^ 1)"},
+		"scores": {"wgmma_s<BC>(s, a, b, kk > 0)", "s[ni * 4 + e] = -INFINITY"}, "softmax": {"fast::ex2(fmaf(m[h], sl2, -mb))", "o[di * 4 + 2 * h] *= alpha"},
+		"pv": {"wgmma_o<D>(o, a, desc(vBase"}, "epilogue": {"LSE[(size_t)bh * N + row] = lse"},
+	},
 }
 
 // TestSourcePhases: every kernel source is mapped, its markers parse, every

@@ -104,7 +104,7 @@ func KernelsPage(p Page, v KernelsView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, ", built by nvcc 11.8; figures from kernels/ptx/ptxas.txt.</p><table class=\"figures\" data-testid=\"kernel-table\"><thead><tr><th>module</th><th>kernel</th><th>registers</th><th>stack B</th><th>spill stores B</th><th>spill loads B</th>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, ", built by nvcc 11.8 for sm_80 and up (the Hopper rungs by nvcc 13.0 for sm_90a); figures from kernels/ptx/ptxas.txt and ptxas-hopper.txt.</p><table class=\"figures\" data-testid=\"kernel-table\"><thead><tr><th>module</th><th>kernel</th><th>registers</th><th>stack B</th><th>spill stores B</th><th>spill loads B</th>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

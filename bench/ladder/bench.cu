@@ -19,6 +19,7 @@
 #include "../../kernels/flash2_fast.cu"
 #include "../../kernels/naive_mma.cu"
 #include "../../kernels/flash2_mma.cu"
+#include "../../kernels/flash3_wgmma.cu"
 
 // Every tile shape the bench tries, as a kernel of its own.
 template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG, bool SW, bool EXP2, bool SKIP, bool ASYNC>
@@ -26,6 +27,14 @@ __global__ void __launch_bounds__(NW * 32) fast_variant(const fast::bf16 *__rest
                                                         const fast::bf16 *__restrict__ V, fast::bf16 *__restrict__ O,
                                                         float *__restrict__ LSE, int N, float scale) {
   fast::flash2_fast_block<D, BR, BC, NW, CAUSAL, QREG, SW, EXP2, SKIP, ASYNC>(Q, K, V, O, LSE, N, scale);
+}
+
+// Rung 7 at other tiles, as a kernel of its own.
+template <int D, int BR, int BC, bool CAUSAL>
+__global__ void __launch_bounds__(BR * 2) wg_variant(const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K,
+                                                     const fast::bf16 *__restrict__ V, fast::bf16 *__restrict__ O,
+                                                     float *__restrict__ LSE, int N, float scale) {
+  hopper::flash3_wgmma_block<D, BR, BC, CAUSAL>(Q, K, V, O, LSE, N, scale);
 }
 
 #define CHECK(x)                                                                                   \
@@ -184,6 +193,24 @@ template <int D, bool C> Variant makeShipped() {
                  }};
 }
 
+// makeWG is rung 7's block at tile BR×BC; shipped names the extern "C"
+// kernel the worker loads at that tile, which it then times instead.
+template <int D, int BR, int BC, bool C> Variant makeWG(bool shipped = false) {
+  auto k = wg_variant<D, BR, BC, C>;
+  if (shipped) {
+    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_wgmma_br128_bc128_d64_causal : flash3_wgmma_br128_bc128_d64;
+    if (D == 128 && BR == 128 && BC == 64) k = C ? flash3_wgmma_br128_bc64_d128_causal : flash3_wgmma_br128_bc64_d128;
+  }
+  int smem = hopper::smem_bytes(D, BR, BC);
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  char name[96];
+  snprintf(name, sizeof name, "flash3_wgmma_d%d_br%d_bc%d%s%s", D, BR, BC, shipped ? "" : "_tile", C ? "_causal" : "");
+  return Variant{name, D, BR, BC, BR / 32, C,
+                 [k, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n, float sc) {
+                   k<<<grid, BR * 2, smem>>>(q, kk, v, o, l, n, sc);
+                 }};
+}
+
 int main(int argc, char **argv) {
   int N = argc > 1 ? atoi(argv[1]) : 4096;
   int iters = argc > 2 ? atoi(argv[2]) : 30;
@@ -195,6 +222,11 @@ int main(int argc, char **argv) {
   std::vector<Variant> vs = {
       makeShipped<64, false>(),       makeShipped<64, true>(),        makeShipped<128, false>(),
       makeShipped<128, true>(),
+      // Rung 7 as shipped, then at other tiles.
+      makeWG<64, 128, 128, false>(true), makeWG<64, 128, 128, true>(true), makeWG<128, 128, 64, false>(true),
+      makeWG<128, 128, 64, true>(true),
+      makeWG<64, 192, 128, false>(), makeWG<64, 128, 64, false>(), makeWG<128, 128, 128, false>(),
+      makeWG<128, 192, 64, false>(),
       make<64, 128, 128, 4, false, false, false>(), make<64, 128, 128, 4, true, false, false>(),
       make<128, 128, 48, 4, false, false, false>(), make<128, 128, 48, 4, true, false, false>(),
       make<64, 64, 128, 4, false>(),  make<64, 64, 128, 4, true>(),   make<128, 64, 48, 4, false>(),

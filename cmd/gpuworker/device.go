@@ -39,6 +39,9 @@ type device struct {
 	hello     worker.Hello
 	fns       map[string]cu.Function // "module/kernel"
 	sharedMax int                    // dynamic shared memory a block may opt into
+	// unavailable holds, for each module this GPU cannot run (a Hopper
+	// rung's on another architecture), why not; the rest work.
+	unavailable map[string]error
 }
 
 func openDevice() (*device, error) {
@@ -46,7 +49,7 @@ func openDevice() (*device, error) {
 	if err != nil || n == 0 {
 		return nil, fmt.Errorf("no CUDA device (%v)", err)
 	}
-	d := &device{fns: map[string]cu.Function{}}
+	d := &device{fns: map[string]cu.Function{}, unavailable: map[string]error{}}
 	if d.dev, err = cu.GetDevice(0); err != nil {
 		return nil, err
 	}
@@ -71,7 +74,19 @@ func openDevice() (*device, error) {
 	}
 	d.sharedMax = int(optin)
 	h.PTXHash = kernels.PTXHash()
+	major, err := d.dev.Attribute(cu.ComputeCapabilityMajor)
+	if err != nil {
+		return nil, err
+	}
+	minor, err := d.dev.Attribute(cu.ComputeCapabilityMinor)
+	if err != nil {
+		return nil, err
+	}
 	for _, m := range kernels.Modules {
+		if err := kernels.ModuleArch(m).Runs(major, minor); err != nil {
+			d.unavailable[m] = err
+			continue
+		}
 		if err := d.load(m); err != nil {
 			return nil, err
 		}
@@ -177,6 +192,9 @@ func (d *device) probe() error {
 
 func (d *device) fn(module, name string) (cu.Function, error) {
 	f, ok := d.fns[module+"/"+name]
+	if err := d.unavailable[module]; err != nil {
+		return f, fmt.Errorf("%s %w", strings.TrimSuffix(module, "_traced"), err)
+	}
 	if !ok {
 		return f, fmt.Errorf("no kernel %s in %s", name, module)
 	}

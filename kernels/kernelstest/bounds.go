@@ -65,6 +65,10 @@ var ownBounds = map[instrument.Variant]func(*Bounds, *instrument.Record) map[str
 	instrument.VariantFlash2MMA:  (*Bounds).Flash2MMAStep,
 	instrument.VariantFlash2Fast: (*Bounds).Flash2FastStep,
 	instrument.VariantNaiveMMA:   (*Bounds).NaiveMMAStep,
+	// flash3_wgmma runs flash2_fast's arithmetic on other instructions:
+	// only the order inside a 16-term product may differ, which
+	// Flash2FastStep's bound already allows.
+	instrument.VariantFlash3WGMMA: (*Bounds).Flash2FastStep,
 }
 
 // NewBounds starts a walk over a trace with header h.
