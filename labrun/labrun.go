@@ -69,7 +69,6 @@ func ParseCheck(s string) (Check, error) {
 	return NoCheck, kernels.FieldErrors{{Field: "check", Message: fmt.Sprintf("check must be %q or %q, or absent (got %.24q)", Memcheck, Racecheck, s)}}
 }
 
-
 func (o Options) withDefaults() Options {
 	if o.Limit == 0 {
 		o.Limit = 20 * time.Second

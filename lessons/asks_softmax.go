@@ -27,6 +27,9 @@ func (rowAtKVTile) parse(c *Checkpoint, d *directive) {
 	c.readKV(d)
 	c.Format = grading.FormatNumber
 	c.Tol = d.tol(0.01)
+	if c.Ask == AskAlpha {
+		c.Rel = d.rel()
+	}
 	c.needTracedRow(d)
 }
 
@@ -91,9 +94,9 @@ func (runningMax) solve(c *Checkpoint, t *Trace) (grading.Solution, error) {
 func (runningMax) pose(c *Checkpoint, key grading.Solution) grading.Question {
 	return c.number(key, grading.Absolute(c.Tol), grading.Plain, func(float64) string {
 		if c.KV == 0 {
-			return fmt.Sprintf("Not quite. At kv-tile 0 the running max starts from m_old = −∞, so m_new is the largest score of %s in that tile: find it in the S tile of kv-tile 0.", c.rowWhere())
+			return fmt.Sprintf("Not quite. At kv-tile 0 the running max starts from m_old = −∞, so m_new is the largest score of %s in that tile: find it in the S tile of kv-tile 0 (hover over a cell for its value).", c.rowWhere())
 		}
-		return fmt.Sprintf("Not quite. m_new is the larger of m_old and this tile's largest score: for %s at kv-tile %d, find m_old in the rows table and the row's largest score in the S tile, and keep the larger.", c.rowWhere(), c.KV)
+		return fmt.Sprintf("Not quite. m_new is the larger of m_old and this tile's largest score: for %s at kv-tile %d, find m_old in the rows table and the row's largest score in %s, and keep the larger.", c.rowWhere(), c.KV, c.tileMaxWhere(c.KV))
 	})
 }
 
@@ -125,7 +128,12 @@ func (runningSum) pose(c *Checkpoint, key grading.Solution) grading.Question {
 		if c.KV == 0 {
 			return fmt.Sprintf("Not quite. At kv-tile 0 there is no old sum to rescale: l is the sum of the probabilities of %s in the P tile, each exp(s − m_new), the largest of them exactly 1.", c.rowWhere())
 		}
-		return fmt.Sprintf("Not quite. l = α·l_old + Σp: take the l of %s at the kv-tile before (l_old), multiply it by α = exp(m_old − m_new) from the rows table at kv-tile %d, and add the row's probabilities in that tile's P, each exp(s − m_new).", c.rowWhere(), c.KV)
+		sum := "add up the row's probabilities in that tile's P, each exp(s − m_new)"
+		if c.largeTiles() {
+			sum = "add the rows table's Σp (this tile) for the row, the sum of its probabilities exp(s − m_new) in that tile"
+		}
+		return fmt.Sprintf("Not quite. l = α·l_old + Σp. l_old is the l of %s in the rows table at kv-tile %d, the step before. At kv-tile %d the table holds back m_new, α and l: work out m_new, the larger of m_old and the row's largest score in %s, then α = exp(m_old − m_new); multiply l_old by α, and %s.",
+			c.rowWhere(), c.KV-1, c.KV, c.tileMaxWhere(c.KV), sum)
 	})
 }
 
@@ -152,11 +160,13 @@ func (rescale) solve(c *Checkpoint, t *Trace) (grading.Solution, error) {
 }
 
 func (rescale) pose(c *Checkpoint, key grading.Solution) grading.Question {
-	return c.number(key, grading.SmallValue(c.Tol), grading.Plain, func(x float64) string {
+	return c.number(key, c.smallValue(), grading.Plain, func(x float64) string {
 		if c.KV == 0 {
 			return fmt.Sprintf("Not quite. At kv-tile 0 the kernel has seen no score yet and starts from m_old = −∞: put that into α = exp(m_old − m_new) for %s.", c.rowWhere())
 		}
-		h := fmt.Sprintf("Not quite. α = exp(m_old − m_new): for %s at kv-tile %d, read m_old and m_new in the rows table, subtract, and raise e to that power (a calculator's exp; write a tiny result with its exponent).", c.rowWhere(), c.KV)
+		// At the step asked about the rows table holds m_new back: the
+		// hint says where its inputs are.
+		h := fmt.Sprintf("Not quite. α = exp(m_old − m_new): for %s at kv-tile %d, read m_old in the rows table; m_new, which the table holds back at this step, is the larger of m_old and the row's largest score in %s. Subtract, and raise e to that power (a calculator's exp; write a tiny result with its exponent).", c.rowWhere(), c.KV, c.tileMaxWhere(c.KV))
 		// 0 and 1 are the two answers a student reaches by a rule
 		// misapplied: these say which rule, of what was typed.
 		switch x {
@@ -180,6 +190,7 @@ func (rowOnKey) parse(c *Checkpoint, d *directive) {
 	c.Key = d.whole("key", -1, 0, c.Run.N-1)
 	c.Format = grading.FormatNumber
 	c.Tol = d.tol(0.01)
+	c.Rel = d.rel()
 	c.needTracedRow(d)
 }
 
@@ -212,7 +223,7 @@ func (probability) solve(c *Checkpoint, t *Trace) (grading.Solution, error) {
 }
 
 func (probability) pose(c *Checkpoint, key grading.Solution) grading.Question {
-	return c.number(key, grading.SmallValue(c.Tol), grading.Plain, func(float64) string {
+	return c.number(key, c.smallValue(), grading.Plain, func(float64) string {
 		bc := max(c.Run.Bc, 1)
 		return fmt.Sprintf("Not quite. p = exp(s − m_new), with m_new the row's max after this tile, not the row's final max: for %s take the score on key %d (column %d of kv-tile %d's S tile, hover over it) and m_new from the rows table at the same step, subtract, and raise e to that power.",
 			c.rowWhere(), c.Key, c.Key%bc, c.Key/bc)
@@ -262,7 +273,7 @@ func (attentionWeight) solve(c *Checkpoint, t *Trace) (grading.Solution, error) 
 }
 
 func (attentionWeight) pose(c *Checkpoint, key grading.Solution) grading.Question {
-	return c.number(key, grading.SmallValue(c.Tol), grading.Plain, func(float64) string {
+	return c.number(key, c.smallValue(), grading.Plain, func(float64) string {
 		return fmt.Sprintf("Not quite. A weight is the softmax of the row's scores: exp(score on key %d) over the sum of exp(score) across every key of row %d. Read row %d's scores in the S panel, every step of its rows.",
 			c.Key, c.Row, c.Row)
 	})
@@ -348,6 +359,8 @@ func (lastRaise) solve(c *Checkpoint, t *Trace) (grading.Solution, error) {
 
 func (lastRaise) pose(c *Checkpoint, key grading.Solution) grading.Question {
 	return c.choice(key, func(string) string {
-		return fmt.Sprintf("Not that one. Row %d's m rises at a kv-tile when that tile holds a score above every earlier one, so m_new is above m_old: step through the kv-tiles, read m_old and m_new for %s at each, and find the last one where they differ.", c.Row, c.rowWhere())
+		// The rows table may hold the row's m back from the step a
+		// checkpoint of the same widget asks about: the scores decide.
+		return fmt.Sprintf("Not that one. Row %d's m rises at a kv-tile when that tile holds a score above every earlier one: step through the kv-tiles and, for %s, compare the row's largest score in each tile (%s) with the largest of the tiles before it; the last tile whose largest score beats every earlier one is the last rise.", c.Row, c.rowWhere(), c.tileMaxIn())
 	})
 }

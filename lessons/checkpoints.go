@@ -129,6 +129,7 @@ type Checkpoint struct {
 	BH, Row, KV, Q, Key int
 	Kind                string  // count, written: the record kind
 	Tol                 float64 // the tolerance rule's bound, as the ask reads it (ask.pose)
+	Rel                 float64 // α, p, a weight: the relative bound of their rule (rel=; 0: grading.SmallValueRel)
 	Hint                string  // the lesson's own hint, added to every wrong answer's
 	// Revisit is the lesson to go back to when this is missed (the
 	// course's closing check names one for each question).
@@ -278,6 +279,54 @@ func (d *directive) tol(def float64) float64 {
 		d.failf("tol must be a number between 0 and 1, got %q", s)
 	}
 	return v
+}
+
+// rel is attribute rel=, the relative bound of a small value's
+// tolerance, between 0 and 1; grading.SmallValueRel when absent.
+func (d *directive) rel() float64 {
+	d.allow("rel")
+	s, ok := d.attrs["rel"]
+	if !ok {
+		return grading.SmallValueRel
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0 && v < 1) {
+		d.failf("rel must be a number between 0 and 1, got %q", s)
+	}
+	return v
+}
+
+// smallValue is c's tolerance when it asks for a small value (α, p, a
+// weight): grading.SmallValue with the directive's relative bound.
+func (c *Checkpoint) smallValue() grading.Tolerance {
+	t := grading.SmallValue(c.Tol)
+	if c.Rel > 0 {
+		t.Rel = c.Rel
+	}
+	return t
+}
+
+// largeTiles says whether the widgets of c's run show its S and P tiles
+// too wide to print their numbers (more than 8 columns at a lesson's
+// width): the stepper's rows table then lists each row's largest score
+// and its sum of p in the tile, and the hints send the student there.
+func (c *Checkpoint) largeTiles() bool { return c.Run.Bc > 8 }
+
+// tileMaxIn says where a row's largest score in each kv-tile is shown.
+func (c *Checkpoint) tileMaxIn() string {
+	if c.largeTiles() {
+		return "the rows table's max S (this tile) column"
+	}
+	return "the S tile, which prints each score"
+}
+
+// tileMaxWhere says where a student reads a row's largest score in a
+// kv-tile, as the widget shows it.
+func (c *Checkpoint) tileMaxWhere(kv int) string {
+	if c.largeTiles() {
+		return fmt.Sprintf("the rows table's max S (this tile) column at kv-tile %d, since the tile is too wide to print its scores", kv)
+	}
+	return fmt.Sprintf("the S tile of kv-tile %d, which prints each score (hover over a cell for all its digits)", kv)
 }
 
 func newCheckpoint(l *Lesson, attrs map[string]string, question string) (*Checkpoint, error) {

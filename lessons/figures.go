@@ -22,9 +22,11 @@ import (
 //	{{sdpa flash|cudnn d=D [causal]}}        PyTorch's SDPA backend in TFLOP/s, as the table's rows carry it
 //	{{vs-sdpa RUNG}}                         a rung's speed over SDPA's FlashAttention-2 backend, lowest to highest over the shapes
 //	{{peak RUNG d=D [causal]}}               a rung's TFLOP/s as a percentage of the tensor cores' peak
+//	{{ratio FIGURE / FIGURE}}                one ladder, bench or sweep figure over another: "1.6"
 //
 // TFLOP/s are given to one decimal, times to three significant digits,
-// ratios to two decimals, as the ladder page gives them.
+// ratios to two decimals, as the ladder page gives them; a ratio of two
+// figures to one decimal, worked out from the figures unrounded.
 var reFigure = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
 
 // fillFigures replaces every figure token of src, or says which cannot be
@@ -79,8 +81,95 @@ func parseFigure(tok string) (figureArgs, error) {
 	return a, nil
 }
 
+// FigureNumber is the value of a ladder, bench, sweep or ratio figure
+// token (without its braces), unrounded: what a lesson's claims about the
+// recordings are checked against.
+func FigureNumber(tok string) (float64, error) {
+	if num, den, ok := strings.Cut(tok, "/"); ok {
+		first, _, _ := strings.Cut(strings.TrimSpace(num), " ")
+		if first != "ratio" {
+			return 0, fmt.Errorf("a / only divides in a ratio figure, got %q", tok)
+		}
+		x, err := FigureNumber(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(num), "ratio")))
+		if err != nil {
+			return 0, err
+		}
+		y, err := FigureNumber(strings.TrimSpace(den))
+		if err != nil {
+			return 0, err
+		}
+		if y == 0 {
+			return 0, fmt.Errorf("%q divides by 0", tok)
+		}
+		return x / y, nil
+	}
+	a, err := parseFigure(tok)
+	if err != nil {
+		return 0, err
+	}
+	t, err := LadderTable()
+	if err != nil {
+		return 0, err
+	}
+	ms, tflops, err := measured(t, a)
+	if err != nil {
+		return 0, err
+	}
+	switch a.unit {
+	case "ms":
+		return ms, nil
+	case "tflops":
+		return tflops, nil
+	}
+	return 0, fmt.Errorf("say tflops or ms")
+}
+
+// measured is the time and speed a ladder, bench or sweep figure names.
+func measured(t *ladder.Table, a figureArgs) (ms, tflops float64, err error) {
+	if len(a.names) != 1 {
+		return 0, 0, fmt.Errorf("%s names one kernel, got %v", a.kind, a.names)
+	}
+	name := a.names[0]
+	switch a.kind {
+	case "ladder":
+		c, _, err := ladderCell(t, name, ladder.Shape{D: a.d, Causal: a.causal})
+		if err != nil {
+			return 0, 0, err
+		}
+		return c.Ms, c.TFLOPs, nil
+	case "bench":
+		if t.Bench == nil {
+			return 0, 0, fmt.Errorf("no ladder bench recording ships")
+		}
+		for _, r := range t.Bench.Rows {
+			if r.Kernel == name {
+				return r.Ms, r.TFLOPs, nil
+			}
+		}
+		return 0, 0, fmt.Errorf("the ladder bench recorded no kernel %q", name)
+	case "sweep":
+		if t.Sweep == nil {
+			return 0, 0, fmt.Errorf("no recorded sweep ships")
+		}
+		for _, r := range t.Sweep.Results {
+			if r.VariantName == name && r.N == ladder.N && r.D == a.d && r.Causal == a.causal && r.Ms > 0 && !r.OutOfMem {
+				return r.Ms, r.TFLOPs, nil
+			}
+		}
+		return 0, 0, fmt.Errorf("the recorded sweep has no %s at N=%d, d=%d, causal %v", name, ladder.N, a.d, a.causal)
+	}
+	return 0, 0, fmt.Errorf("%s figures are not measured times: ladder, bench or sweep", a.kind)
+}
+
 // Figure is the value of one figure token (without its braces).
 func Figure(tok string) (string, error) {
+	if strings.HasPrefix(tok, "ratio ") {
+		x, err := FigureNumber(tok)
+		if err != nil {
+			return "", err
+		}
+		return strconv.FormatFloat(x, 'f', 1, 64), nil
+	}
 	a, err := parseFigure(tok)
 	if err != nil {
 		return "", err
@@ -136,34 +225,12 @@ func Figure(tok string) (string, error) {
 		}
 		h, _ := formatUnit(a.unit, hi, hi)
 		return l + " to " + h, nil
-	case "bench":
-		name, err := one()
+	case "bench", "sweep":
+		ms, tflops, err := measured(t, a)
 		if err != nil {
 			return "", err
 		}
-		if t.Bench == nil {
-			return "", fmt.Errorf("no ladder bench recording ships")
-		}
-		for _, r := range t.Bench.Rows {
-			if r.Kernel == name {
-				return formatUnit(a.unit, r.Ms, r.TFLOPs)
-			}
-		}
-		return "", fmt.Errorf("the ladder bench recorded no kernel %q", name)
-	case "sweep":
-		name, err := one()
-		if err != nil {
-			return "", err
-		}
-		if t.Sweep == nil {
-			return "", fmt.Errorf("no recorded sweep ships")
-		}
-		for _, r := range t.Sweep.Results {
-			if r.VariantName == name && r.N == ladder.N && r.D == a.d && r.Causal == a.causal && r.Ms > 0 && !r.OutOfMem {
-				return formatUnit(a.unit, r.Ms, r.TFLOPs)
-			}
-		}
-		return "", fmt.Errorf("the recorded sweep has no %s at N=%d, d=%d, causal %v", name, ladder.N, a.d, a.causal)
+		return formatUnit(a.unit, ms, tflops)
 	case "sdpa":
 		name, err := one()
 		if err != nil {
@@ -195,7 +262,7 @@ func Figure(tok string) (string, error) {
 		}
 		return fmt.Sprintf("%.2f and %.2f", lo, hi), nil
 	}
-	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, sweep, sdpa, vs-sdpa or peak", a.kind)
+	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, sweep, sdpa, vs-sdpa, peak or ratio", a.kind)
 }
 
 func formatUnit(unit string, ms, tflops float64) (string, error) {

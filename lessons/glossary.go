@@ -18,6 +18,10 @@ type Term struct {
 	// Not are words that, right after a form, make it another word: "block
 	// of S" is a block of a matrix, not of threads.
 	Not []string
+	// Code says the forms are names from the code (an instruction's:
+	// `ldmatrix`): a lesson writes them as code, and a code span that is
+	// exactly a form is a mention.
+	Code bool
 }
 
 // Glossary is every term, in the order a student meets them.
@@ -30,8 +34,10 @@ var Glossary = []Term{
 		Meaning: "Turns a row of scores into weights: exp of each score over the sum of the exps. The weights are positive and add up to 1."},
 	{ID: "batch-head", Forms: []string{"batch-head", "batch-heads"}, Lesson: "attention",
 		Meaning: "One (sequence of the batch, head) pair: one independent attention problem. The stepper writes batch 1, head 7 as b1 h7; a run has batch × heads of them."},
-	{ID: "hbm", Forms: []string{"device memory", "HBM"}, Lesson: "memory",
-		Meaning: "The GPU's main memory (HBM3 on an H100: 80 GB at about 3.35 TB/s): large, and slow next to the chip's arithmetic."},
+	{ID: "hbm", Forms: []string{"device memory", "HBM", "HBM3"}, Lesson: "memory",
+		Meaning: "The GPU's main memory, HBM (high-bandwidth memory: HBM3 on an H100, 80 GB at about 3.35 TB/s), stacked beside the chip rather than on it: large, and slow next to the chip's arithmetic."},
+	{ID: "l2-cache", Forms: []string{"L2 cache", "L2"}, Lesson: "memory",
+		Meaning: "The on-chip cache every SM shares (50 MB on an H100), between the SMs and device memory: every read and write of device memory passes through it, and what several blocks read in turn, such as a head's K and V, can come from it instead of from HBM."},
 	{ID: "shared-memory", Forms: []string{"shared memory"}, Lesson: "memory",
 		Meaning: "Fast memory on each SM (up to 227 KB for one block on an H100), shared by the threads of one block; where a kernel keeps its tiles."},
 	{ID: "registers", Forms: []string{"registers"}, Lesson: "memory",
@@ -73,6 +79,10 @@ var Glossary = []Term{
 		Meaning: "LSE = m + log l for a row: the log of the sum of the exps of its scores. The backward pass recomputes P from it."},
 	{ID: "overflow", Forms: []string{"overflow", "overflows"}, Lesson: "stability",
 		Meaning: "A number too large for its type becomes inf: exp(89) in float32, exp(12) in float16. Subtracting the max keeps exp's argument at or below 0."},
+	{ID: "underflow", Forms: []string{"underflow", "underflows"}, Lesson: "stability",
+		Meaning: "A result too close to 0 for its type rounds to 0: below about 6e−8 in float16 and 1.4e−45 in float32. In softmax it is harmless: a weight that small counts for nothing next to the others."},
+	{ID: "nan", Forms: []string{"NaN"}, Lesson: "stability",
+		Meaning: "Not a Number: the IEEE result of an operation with no defined value, such as inf/inf, inf − inf or 0·inf. Any arithmetic with a NaN gives NaN, so one spreads to everything computed from it."},
 	{ID: "bf16", Forms: []string{"bfloat16", "bf16"}, Lesson: "stability",
 		Meaning: "A 16-bit float with float32's range and 8 bits of precision; the tensor cores' input type."},
 	{ID: "causal-mask", Forms: []string{"causal mask", "causal"}, Lesson: "causal",
@@ -85,14 +95,32 @@ var Glossary = []Term{
 		Meaning: "32 threads that execute one instruction together; a block is a few warps."},
 	{ID: "spill", Forms: []string{"spill", "spills", "spilled"}, Lesson: "registers",
 		Meaning: "Values a thread cannot keep in its registers, moved to local memory (device memory, cached): slow."},
+	{ID: "local-memory", Forms: []string{"local memory"}, Lesson: "registers",
+		Meaning: "Memory private to one thread that lives in device memory, cached by L1 and L2, not in the SM's register file: where the compiler puts the values it spills, so each use of one is a memory access."},
 	{ID: "tensor-core", Forms: []string{"tensor core", "tensor cores"}, Lesson: "tensor-cores",
 		Meaning: "Units that multiply small matrices in one instruction (mma.sync: 16×16 by 16×8 in bf16, summed in float32)."},
+	{ID: "mma-sync", Forms: []string{"mma.sync"}, Lesson: "tensor-cores", Code: true,
+		Meaning: "The PTX instruction by which a warp drives the tensor cores: all 32 threads issue it together, and it computes D = A·B + C on small tiles (m16n8k16: a 16×16 bf16 tile times a 16×8 one, summed in float32)."},
+	{ID: "fragment", Forms: []string{"fragment", "fragments"}, Lesson: "tensor-cores",
+		Meaning: "The share of a tensor-core tile that one thread of the warp holds in its registers, in a pattern the instruction fixes: for mma.sync m16n8k16, four numbers of the 16×8 float32 result per thread, two columns of two rows."},
+	{ID: "quad", Forms: []string{"quad", "quads"}, Lesson: "tensor-cores",
+		Meaning: "Four neighbouring lanes of a warp (the same lane / 4) that between them hold two whole rows of an mma.sync result tile: a row's max or sum needs only two shuffles among them."},
+	{ID: "ldmatrix", Forms: []string{"ldmatrix"}, Lesson: "tensor-cores", Code: true,
+		Meaning: "A warp instruction that loads 8×8 tiles of 16-bit numbers from shared memory straight into the fragment layout mma.sync takes, each thread giving the address of one 16-byte row; ldmatrix.trans loads them transposed."},
+	{ID: "cp-async", Forms: []string{"cp.async"}, Lesson: "tensor-cores", Code: true,
+		Meaning: "A copy from device memory into shared memory that does not pass through the registers and runs while the threads go on: a kernel starts loading the next tile, computes on the current one, then waits for the copy."},
 	{ID: "bank-conflict", Forms: []string{"bank conflict", "bank conflicts"}, Lesson: "tensor-cores",
 		Meaning: "Shared memory has 32 banks; threads that ask one bank for different addresses are served one after another."},
 	{ID: "swizzle", Forms: []string{"swizzle"}, Lesson: "tensor-cores",
 		Meaning: "A layout that stores chunk c of row r at c XOR (r mod 8), so that reading a column of chunks touches every bank once."},
 	{ID: "roofline", Forms: []string{"roofline"}, Lesson: "roofline",
 		Meaning: "A kernel's two floors: its FLOPs at the peak rate and its bytes at the memory's bandwidth; it can be no faster than the larger."},
+	{ID: "compute-floor", Forms: []string{"compute floor", "compute floors"}, Lesson: "roofline",
+		Meaning: "The least time a run's arithmetic can take: its FLOPs divided by the GPU's peak rate (989.4 TFLOP/s of dense bf16 on an H100 SXM5's tensor cores)."},
+	{ID: "memory-floor", Forms: []string{"memory floor", "memory floors"}, Lesson: "roofline",
+		Meaning: "The least time a run's traffic can take: the bytes it must move to and from device memory divided by the memory's bandwidth (3.35 TB/s on an H100 SXM5)."},
+	{ID: "ridge-point", Forms: []string{"ridge point", "ridge"}, Lesson: "roofline",
+		Meaning: "The arithmetic intensity at which a kernel's two floors are equal: the peak FLOP rate over the memory bandwidth, about 295 FLOPs per byte in bf16 on an H100. A kernel below it is memory-bound, one above it compute-bound."},
 	{ID: "cpu-mirror", Forms: []string{"CPU mirror"}, Lesson: "tensor-cores",
 		Meaning: "Go code that follows a kernel's own tile order and float32 arithmetic; it computes the trace where there is no GPU, and the tests hold the GPU's trace to it."},
 }
@@ -113,17 +141,38 @@ var reTags = regexp.MustCompile(`(?s)<(code|pre|a|h[1-6]|span class="math[^"]*")
 
 // linkTerms links the first mention of each glossary term in a lesson's
 // prose to its entry: text inside code, math, links, headings and tags is
-// left alone. seen carries the terms already linked on the page.
+// left alone, but for a code span that names a term of the code (Code).
+// seen carries the terms already linked on the page.
 func linkTerms(html string, seen map[string]bool) string {
 	var out strings.Builder
 	last := 0
 	for _, loc := range reTags.FindAllStringIndex(html, -1) {
 		out.WriteString(linkText(html[last:loc[0]], seen))
-		out.WriteString(html[loc[0]:loc[1]])
+		out.WriteString(linkCode(html[loc[0]:loc[1]], seen))
 		last = loc[1]
 	}
 	out.WriteString(linkText(html[last:], seen))
 	return out.String()
+}
+
+// linkCode links an inline code span that is exactly a form of a term of
+// the code not yet linked; anything else it returns as it is.
+func linkCode(tag string, seen map[string]bool) string {
+	inner, ok := strings.CutPrefix(tag, "<code>")
+	if !ok {
+		return tag
+	}
+	inner, ok = strings.CutSuffix(inner, "</code>")
+	if !ok {
+		return tag
+	}
+	for _, t := range Glossary {
+		if t.Code && !seen[t.ID] && slices.Contains(t.Forms, inner) {
+			seen[t.ID] = true
+			return `<a class="term" href="/glossary#` + t.ID + `" title="` + htmlAttr(t.Meaning) + `">` + tag + `</a>`
+		}
+	}
+	return tag
 }
 
 // linkText links first mentions in plain text (HTML text, no tags).

@@ -69,8 +69,9 @@ func (sp tolSpec) allowed(x float64) float64 {
 	return 0
 }
 
-// directiveTols reads the tol= of every checkpoint directive of the course
-// from the Markdown itself, not through the parser under test.
+// directiveTols reads the tol= and rel= of every checkpoint directive of
+// the course from the Markdown itself, not through the parser under test:
+// id's tol under id, its rel under id+" rel".
 var directiveTols = sync.OnceValues(func() (map[string]float64, error) {
 	out := map[string]float64{}
 	re := regexp.MustCompile(`(?m)^::: checkpoint .*$`)
@@ -83,7 +84,7 @@ var directiveTols = sync.OnceValues(func() (map[string]float64, error) {
 			return err
 		}
 		for _, line := range re.FindAllString(string(raw), -1) {
-			var id, tol string
+			var id, tol, rel string
 			for _, f := range strings.Fields(line) {
 				if v, ok := strings.CutPrefix(f, "id="); ok {
 					id = v
@@ -91,13 +92,19 @@ var directiveTols = sync.OnceValues(func() (map[string]float64, error) {
 				if v, ok := strings.CutPrefix(f, "tol="); ok {
 					tol = v
 				}
+				if v, ok := strings.CutPrefix(f, "rel="); ok {
+					rel = v
+				}
 			}
-			if tol != "" {
-				x, err := strconv.ParseFloat(tol, 64)
+			for key, v := range map[string]string{id: tol, id + " rel": rel} {
+				if v == "" {
+					continue
+				}
+				x, err := strconv.ParseFloat(v, 64)
 				if err != nil {
 					return fmt.Errorf("%s: %s: %v", path, id, err)
 				}
-				out[id] = x
+				out[key] = x
 			}
 		}
 		return nil
@@ -124,6 +131,12 @@ func specOf(t *testing.T, c *lessons.Checkpoint) tolSpec {
 		case "rel":
 			sp.rel = tol
 		}
+	}
+	if rel, ok := tols[c.ID+" rel"]; ok {
+		if sp.rule != "small" {
+			t.Fatalf("%s: rel= on ask %s, whose rule (%s) has no relative bound of its own", c.ID, c.Ask, sp.rule)
+		}
+		sp.rel = rel
 	}
 	return sp
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,6 +198,10 @@ func TestBadDirectivesFail(t *testing.T) {
 		"::: checkpoint id=c preset=naive-toy ask=loop-l row=1 kv=0 slip=no-divide\nq\n:::\n":           "reads FlashAttention steps",
 		"::: checkpoint id=c preset=naive-toy ask=p row=1 key=2\nq\n:::\n":                              "reads FlashAttention steps",
 		"::: checkpoint id=c preset=toy ask=p row=1\nq\n:::\n":                                          "needs key=",
+		"::: stepper id=w preset=toy digits=2\n:::\n":                                                   "digits must be a whole number from 3 to 7",
+		"::: compare id=w preset=ragged-causal digits=5\n:::\n":                                         `unknown attribute "digits"`,
+		"::: checkpoint id=c preset=toy ask=m row=1 kv=0 rel=0.05\nq\n:::\n":                            `unknown attribute "rel"`,
+		"::: checkpoint id=c preset=toy ask=alpha row=1 kv=1 rel=2\nq\n:::\n":                           "rel must be a number between 0 and 1",
 		"::: checkpoint id=c preset=fast-real-tiles ask=loop-l row=1 kv=0 slip=no-divide\nq\n:::\n":     "runs the float32 loop of flash2",
 		"::: checkpoint id=c ask=ladder-speedup rung=flash2_fast against=naive_mma\nq\n:::\n":           "d= must be a head dim of the ladder's shapes (64, 128)",
 		"::: checkpoint id=c ask=ladder-speedup rung=flash9 against=naive_mma d=64\nq\n:::\n":           `rung= must name a row of the ladder`,
@@ -460,4 +467,38 @@ func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.C
 		}
 	}
 	t.Errorf("%s: the answer %s does not change with the input", name, want.Display)
+}
+
+// TestClosingCheckCountIsSaid: the README and the closing check's own
+// summary say how many questions the check asks, in words; both must be
+// the number of checkpoints it has.
+func TestClosingCheckCountIsSaid(t *testing.T) {
+	t.Parallel()
+	c := course(t)
+	check, ok := c.Lesson("check")
+	if !ok {
+		t.Fatal("the course has no closing check (slug check)")
+	}
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+		"thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"}
+	number := func(w string) int { return slices.Index(words, strings.ToLower(w)) }
+	n := len(check.Checkpoints)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`check\s+of\s+(\w+)\s+questions`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal(`README.md no longer says "a check of N questions": say how many, or change this test`)
+	}
+	if got := number(string(m[1])); got != n {
+		t.Errorf("README.md says the closing check has %s questions; it has %d", m[1], n)
+	}
+	s := regexp.MustCompile(`^(\w+) questions`).FindStringSubmatch(check.Summary)
+	if s == nil {
+		t.Fatalf("the check's summary %q does not start with how many questions", check.Summary)
+	}
+	if got := number(s[1]); got != n {
+		t.Errorf("the check's summary says %s questions; it has %d", s[1], n)
+	}
 }

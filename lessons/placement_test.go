@@ -3,6 +3,7 @@ package lessons_test
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,6 +91,19 @@ func TestWidgetsOpenWhereTheTextIs(t *testing.T) {
 				if sol.Step > 0 && w.Step >= sol.Step {
 					t.Errorf("%s/%s opens at step %d; checkpoint %s's answer shows at step %d: open it before", l.Slug, w.ID, w.Step, cp.ID, sol.Step)
 				}
+				// A question of which key a row attends to most is a search
+				// through the row's tiles: its widget must not open on the
+				// tile that holds the winning score.
+				if cp.Ask == lessons.AskArgmax {
+					key, err := strconv.Atoi(sol.Choice)
+					if err != nil {
+						t.Fatalf("%s: choice %q", cp.ID, sol.Choice)
+					}
+					if at.Kind == instrument.KindFlashStep && at.J == key/w.Run.Bc {
+						t.Errorf("%s/%s opens at step %d, on kv-tile %d, which holds row %d's largest score (key %d): checkpoint %s asks the student to find it, so open it on another of the row's tiles",
+							l.Slug, w.ID, w.Step, at.J, cp.Row, key, cp.ID)
+					}
+				}
 			}
 		}
 	}
@@ -134,6 +148,68 @@ func TestRecapsAndGlossary(t *testing.T) {
 		}
 		if !strings.Contains(all.String(), `href="/glossary#`+term.ID+`"`) {
 			t.Errorf("glossary %s: no lesson mentions %q", term.ID, term.Forms[0])
+		}
+	}
+}
+
+// TestGlossaryHasTheCourseWords: the words a student meets in the later
+// lessons have entries, each linked from its first mention in the lesson
+// that teaches it, whether prose or an instruction's name written as code.
+func TestGlossaryHasTheCourseWords(t *testing.T) {
+	t.Parallel()
+	c := course(t)
+	words := []string{"L2 cache", "HBM", "local memory", "fragment", "quad", "ldmatrix", "cp.async", "mma.sync",
+		"compute floor", "memory floor", "ridge point", "underflow", "NaN"}
+	for _, w := range words {
+		var term *lessons.Term
+		for k := range lessons.Glossary {
+			if slices.Contains(lessons.Glossary[k].Forms, w) {
+				term = &lessons.Glossary[k]
+			}
+		}
+		if term == nil {
+			t.Errorf("the glossary has no entry for %q", w)
+			continue
+		}
+		if len(term.Meaning) < 40 {
+			t.Errorf("glossary %s: %q says too little", term.ID, term.Meaning)
+		}
+		l, ok := c.Lesson(term.Lesson)
+		if !ok {
+			t.Errorf("glossary %s: no lesson %q", term.ID, term.Lesson)
+			continue
+		}
+		var body strings.Builder
+		for _, p := range l.Parts {
+			body.WriteString(p.HTML)
+		}
+		if n := strings.Count(body.String(), `href="/glossary#`+term.ID+`"`); n != 1 {
+			t.Errorf("glossary %s (%q): linked %d times in lesson %s, which teaches it; want its first mention linked, once", term.ID, w, n, l.Slug)
+		}
+		if term.Code && !strings.Contains(body.String(), `href="/glossary#`+term.ID+`" title="`) {
+			t.Errorf("glossary %s: its code form is not linked", term.ID)
+		}
+	}
+}
+
+// TestSideBySideCaptionsNameNoSide: the side by side puts its two panes
+// next to each other on a wide screen and one under the other on a
+// narrow one (a lesson's column at 1366 px is narrow), so a caption that
+// says which is on the left is wrong at some width: captions name the
+// panes by their headings and their order.
+func TestSideBySideCaptionsNameNoSide(t *testing.T) {
+	t.Parallel()
+	for _, l := range course(t).Lessons {
+		for _, w := range l.Widgets {
+			if w.Kind != lessons.WidgetCompare {
+				continue
+			}
+			low := strings.ToLower(w.Caption)
+			for _, side := range []string{"left", "right", "above", "below"} {
+				if strings.Contains(low, side) {
+					t.Errorf("%s/%s: its caption says %q, which holds at some widths only: %s", l.Slug, w.ID, side, w.Caption)
+				}
+			}
 		}
 	}
 }

@@ -42,6 +42,10 @@ type Widget struct {
 	Step   int      // counted from 1, as the stepper's URLs and pages count
 	Panels []string // empty: all
 	Height int      // CSS pixels of the frame
+	// Digits is how many significant digits the stepper prints in its
+	// tiles' cells where they fit (digits=N; 0: the stepper's own 3), for
+	// a checkpoint whose arithmetic needs more of a score than three.
+	Digits int
 	// Taught is the order of the lesson the widget is in: the embedded
 	// page shows as known only what lessons up to it teach (taught=N).
 	Taught int
@@ -66,6 +70,14 @@ type Widget struct {
 	Slips []loop.Slip
 	Row   int
 }
+
+// The significant digits a stepper widget may ask its tiles to print
+// (digits=): the stepper's own three at least, and no more than a float32
+// holds.
+const (
+	MinDigits = 3
+	MaxDigits = 7
+)
 
 // Hold is one row's online softmax that an embedded stepper holds back
 // from Step (counted from 1) on: a checkpoint asks for it there.
@@ -122,6 +134,9 @@ func (w *Widget) SrcAt(k int) string {
 	}
 	if w.Taught > 0 {
 		q.Set("taught", strconv.Itoa(w.Taught))
+	}
+	if w.Digits > 0 {
+		q.Set("digits", strconv.Itoa(w.Digits))
 	}
 	if len(w.Holds) > 0 {
 		var hs []string
@@ -230,6 +245,9 @@ func newWidget(kind string, attrs map[string]string, caption string) (*Widget, e
 		}
 		w.Step = intAttr("step", 1, 1, StepCount(&w.Run))
 		w.Height = intAttr("height", 560, 200, 2000)
+		if kind == WidgetStepper {
+			w.Digits = intAttr("digits", 0, MinDigits, MaxDigits)
+		}
 		if p, ok := attrs["panels"]; ok {
 			for _, name := range strings.Split(p, ",") {
 				if !slices.Contains(Panels, name) {

@@ -112,6 +112,7 @@ func NewServer(d Deps) *Server {
 	s.sizes = newTraceSizes()
 	s.sse.byMember = map[string]*sseSession{}
 	s.router = s.routes()
+	warnMissingVendor(d.Static, d.Log)
 	return s
 }
 

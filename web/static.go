@@ -2,6 +2,7 @@ package web
 
 import (
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"path"
 	"strings"
@@ -15,6 +16,44 @@ const (
 	labWorker       = "js/lab_worker.js"
 	labWorkerPolicy = "default-src 'none'; script-src 'self' 'unsafe-eval'"
 )
+
+// VendorFiles are the browser libraries the pages load from
+// /static/vendor/: `make assets` copies them from node_modules into
+// static/vendor, which the binary embeds. Without them a page still loads,
+// but its math stays raw LaTeX, its heatmaps lose their colours, the
+// sweep has no chart and the lab no editor.
+var VendorFiles = []string{
+	"vendor/katex/katex.min.js",
+	"vendor/katex/katex.min.css",
+	"vendor/d3/d3-color.min.js",
+	"vendor/d3/d3-interpolate.min.js",
+	"vendor/d3/d3-scale-chromatic.min.js",
+	"vendor/chart/chart.umd.min.js",
+	"vendor/codemirror/codemirror.js",
+}
+
+// MissingVendor lists the VendorFiles that files does not hold.
+func MissingVendor(files fs.FS) []string {
+	var missing []string
+	for _, name := range VendorFiles {
+		if st, err := fs.Stat(files, name); err != nil || st.IsDir() {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// warnMissingVendor says at start, loudly, that the server was built
+// without the browser libraries, which no page would otherwise say.
+func warnMissingVendor(files fs.FS, log *slog.Logger) {
+	if files == nil || log == nil {
+		return
+	}
+	if missing := MissingVendor(files); len(missing) > 0 {
+		log.Warn("the browser libraries are missing from static/vendor: lessons will show raw LaTeX instead of typeset math, heatmaps have no colours, the sweep no chart and the lab no editor; run `make assets` and build the server again",
+			"missing", strings.Join(missing, ", "))
+	}
+}
 
 // staticHandler serves the browser's files. They are embedded in the binary,
 // so browsers may keep them for a while but must check back: a new build

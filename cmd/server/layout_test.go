@@ -766,8 +766,10 @@ func TestBrowserTaught(t *testing.T) {
 	if !strings.Contains(l1.Title, "Rows 0–1 × keys 4–5, batch 0, head 0") || !strings.Contains(l1.Explain, "lesson 5") || l1.QLabel != "Rows" {
 		t.Errorf("after lesson 1: title %q, explanation %q, box %q", l1.Title, l1.Explain, l1.QLabel)
 	}
-	if !strings.Contains(l1.Figures, "lesson 9") || strings.Contains(l1.Figures, "registers,") {
-		t.Errorf("after lesson 1 the kernel's figures read %q", l1.Figures)
+	// A frame of some panels, without the kernel's source, has no place
+	// for the compiler's figures, nor for a note that lesson 9 tells them.
+	if l1.Figures != "" || !evalJS[bool](ctx, t, `document.getElementById('kernel-figures').hidden`) {
+		t.Errorf("after lesson 1, in a frame without the source panel, the kernel's figures read %q", l1.Figures)
 	}
 	if l1.BHOption != "batch 0, head 0" || !strings.Contains(l1.BHLabel, "b1 h7 is batch 1, head 7") {
 		t.Errorf("the batch-head box: option %q, label %q", l1.BHOption, l1.BHLabel)
@@ -779,6 +781,14 @@ func TestBrowserTaught(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`location.search.includes('step=4') && location.search.includes('taught=1')`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
 		loc, _ := chromedp.Run(ctx, chromedp.Location())
 		t.Errorf("after a step the URL is %s", loc)
+	}
+
+	// Beside the kernel's source, before lesson 9, the note says where the
+	// figures are taught.
+	navigate(ctx, t, base+"/step?"+toyRun+"&embed=1&panels=grid,source&taught=1&step=1")
+	waitText(ctx, t, "#run-status", "Trace complete")
+	if f := read().Figures; !strings.Contains(f, "lesson 9") || strings.Contains(f, "registers,") {
+		t.Errorf("after lesson 1, beside the source, the kernel's figures read %q", f)
 	}
 
 	navigate(ctx, t, embed+"&taught=5&step=1")

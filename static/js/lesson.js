@@ -14,12 +14,22 @@ const data = JSON.parse($('#lesson-data')?.textContent || '{}');
 // ---- math ----
 
 function typeset() {
-  for (const el of $$('.math')) {
+  const maths = $$('.math');
+  for (const el of maths) {
     const tex = el.textContent;
     el.dataset.tex = tex;
     if (globalThis.katex) {
       globalThis.katex.render(tex, el, { displayMode: el.classList.contains('display'), throwOnError: false });
     }
+  }
+  // A server built without its browser libraries (no `make assets`) sends
+  // no KaTeX: say why the formulas read as LaTeX rather than leave them so.
+  if (!globalThis.katex && maths.length) {
+    const note = document.createElement('p');
+    note.className = 'note no-katex';
+    note.setAttribute('role', 'status');
+    note.textContent = 'The formulas on this page are shown as raw LaTeX: this server was built without its browser libraries (run `make assets`, then build and start it again).';
+    maths[0].closest('article, main, body').prepend(note);
   }
 }
 

@@ -39,6 +39,9 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+// OCOLS is how many of O's columns the table shows.
+export const OCOLS = 2;
+
 const num = (a) => a.map(Number); // "Infinity", "-Infinity" and "NaN" arrive as strings
 const same = (a, b) => a === b || (Number.isNaN(a) && Number.isNaN(b));
 
@@ -126,36 +129,48 @@ class LoopWidget {
     if (!d) return;
     const r = Math.min(this.row, d.rows - 1);
     const part = d.parts[r];
-    const show = Math.min(d.d, 4); // O's first columns: enough to see them part
-    const head = ['kv-tile', 'm', 'm ✗', 'α', 'α ✗', 'l', 'l ✗'];
-    for (let x = 0; x < show; x++) head.push(`O[${x}]`, `O[${x}] ✗`);
-    const thead = el('thead', {}, el('tr', {}, ...head.map((h) => el('th', { text: h }))));
+    // O's first two columns: enough to see the loops part, and the table
+    // fits a lesson's column.
+    const show = Math.min(d.d, OCOLS);
+    // Each kv-tile takes two lines, the correct loop's numbers over the
+    // slipped loop's (✗), so that a column holds one quantity and the
+    // table stays narrow enough for the lesson's column.
+    const head = ['kv-tile', 'loop', 'm', 'α', 'l'];
+    for (let x = 0; x < show; x++) head.push(`O[${x}]`);
+    const thead = el('thead', {}, el('tr', {}, ...head.map((h) => el('th', { text: h, scope: 'col' }))));
     const tbody = el('tbody');
-    const pair = (tr, a, b) => {
-      const diff = !same(a, b);
-      if (this.held) tr.append(el('td', { text: fmt(a) }), el('td', { text: '?', class: 'held' }));
-      else tr.append(el('td', { text: fmt(a) }), el('td', { text: fmt(b), class: diff ? 'parted' : '' }));
+    const pair = (good, bad, a, b) => {
+      good.append(el('td', { text: fmt(a) }));
+      if (this.held) bad.append(el('td', { text: '?', class: 'held' }));
+      else bad.append(el('td', { text: fmt(b), class: same(a, b) ? '' : 'parted' }));
+    };
+    const lines = (label, cls) => {
+      const good = el('tr', { class: `correct ${cls}`.trim() });
+      const bad = el('tr', { class: `slipped ${cls}`.trim() });
+      good.append(el('th', { rowspan: '2', scope: 'rowgroup', text: label }), el('td', { class: 'which', text: 'correct' }));
+      bad.append(el('td', { class: 'which', text: '✗ slipped' }));
+      tbody.append(good, bad);
+      return [good, bad];
     };
     d.correct.steps.forEach((st, k) => {
       const sl = d.slipped.steps[k];
-      const tr = el('tr', { 'data-kv': String(st.kv) });
-      if (part.kv === st.kv && !this.held) tr.className = 'first-part';
-      tr.append(el('th', { text: String(st.kv) }));
-      pair(tr, num(st.m)[r], num(sl.m)[r]);
-      pair(tr, num(st.alpha)[r], num(sl.alpha)[r]);
-      pair(tr, num(st.l)[r], num(sl.l)[r]);
+      const [good, bad] = lines(String(st.kv), part.kv === st.kv && !this.held ? 'first-part' : '');
+      good.dataset.kv = bad.dataset.kv = String(st.kv);
+      pair(good, bad, num(st.m)[r], num(sl.m)[r]);
+      pair(good, bad, num(st.alpha)[r], num(sl.alpha)[r]);
+      pair(good, bad, num(st.l)[r], num(sl.l)[r]);
       const o = num(st.o);
       const so = num(sl.o);
-      for (let x = 0; x < show; x++) pair(tr, o[r * d.d + x], so[r * d.d + x]);
-      tbody.append(tr);
+      for (let x = 0; x < show; x++) pair(good, bad, o[r * d.d + x], so[r * d.d + x]);
     });
-    const out = el('tr', { class: part.kv < 0 && part.output && !this.held ? 'first-part output' : 'output' });
-    out.append(el('th', { text: 'output' }), el('td', { colspan: '6', text: 'O / l (✗: as the slipped loop writes it)' }));
+    const [good, bad] = lines('output', part.kv < 0 && part.output && !this.held ? 'output first-part' : 'output');
+    good.append(el('td', { colspan: '3', class: 'which', text: 'O / l' }));
+    bad.append(el('td', { colspan: '3', class: 'which', text: 'as the slipped loop writes it' }));
     const co = num(d.correct.out);
     const so = num(d.slipped.out);
-    for (let x = 0; x < show; x++) pair(out, co[r * d.d + x], so[r * d.d + x]);
-    tbody.append(out);
-    this.table.replaceChildren(el('caption', { text: `Row ${d.first_row + r}: the correct loop, and beside each number (✗) the loop with the slips ticked` }), thead, tbody);
+    for (let x = 0; x < show; x++) pair(good, bad, co[r * d.d + x], so[r * d.d + x]);
+    const cols = show < d.d ? ` (O's first ${show} of its ${d.d} columns)` : '';
+    this.table.replaceChildren(el('caption', { text: `Row ${d.first_row + r}: after each kv-tile, the correct loop's numbers, and under them (✗) the loop's with the slips ticked${cols}` }), thead, tbody);
 
     if (!d.slipped.slips || d.slipped.slips.length === 0) {
       this.status.textContent = 'No slip is on: the two loops are the same loop, and every number agrees.';

@@ -31,21 +31,30 @@ for (const part of (new URLSearchParams(location.search).get('hold') || '').spli
 }
 
 // holds says which of a row's numbers are held at the step shown: none
-// before the step asked about; the new max, α and l at it; everything
-// after it (m_old then is the answer).
+// before the step asked about; the new max, α and l at it, and at a row's
+// first kv-tile (m_old = −∞) the tile's largest score and Σp too, which
+// there are m_new and l themselves; everything after it (m_old then is the
+// answer).
 function holds(r, row) {
   const from = held.get(`${r.bh}.${row}`);
   const at = state.k + 1;
   if (from === undefined || at < from) return null;
-  return at === from ? new Set(['m-new', 'alpha', 'l']) : new Set(['m-old', 'm-new', 'alpha', 'l', 'lse']);
+  if (at > from) return new Set(['m-old', 'm-new', 'alpha', 'l', 'lse']);
+  const first = r.m_old?.[row - r.i * state.model.h.Br] === -Infinity;
+  return new Set(['m-new', 'alpha', 'l', ...(first ? ['tile-max', 'sum-p'] : [])]);
 }
+
+// digits=N (a lesson's widget may ask for it) prints the S, P and O
+// tiles' values with up to N significant digits where they fit, for a
+// checkpoint whose arithmetic needs more than the usual three.
+const digits = Math.min(7, Math.max(3, Number(new URLSearchParams(location.search).get('digits')) || 3));
 
 const views = {
   grid: new TileGrid($('grid'), $('grid-legend'), (i, j) => jumpToTile(i, j), know),
-  s: new Heatmap($('s-tile'), { fit: true }),
-  p: new Heatmap($('p-tile'), { fit: true }),
-  o: new Heatmap($('o-tile'), { fit: true }),
-  final: new Heatmap($('o-final'), { maxWidth: 520, maxHeight: 320 }),
+  s: new Heatmap($('s-tile'), { fit: true, labels: true, digits }),
+  p: new Heatmap($('p-tile'), { fit: true, labels: true, digits }),
+  o: new Heatmap($('o-tile'), { fit: true, labels: true, digits }),
+  final: new Heatmap($('o-final'), { maxWidth: 520, maxHeight: 320, labels: true }),
   timeline: new Timeline($('timeline'), $('timeline-note'), (k) => { pause(); go(k); }),
 };
 
@@ -332,7 +341,7 @@ function syncURL() {
   if (!state.query) return;
   clearTimeout(urlTimer);
   const extra = (page.embed ? '&embed=1' : '') + (page.panels?.length ? `&panels=${page.panels.join(',')}` : '') +
-    (know.upTo < Infinity ? `&taught=${know.upTo}` : '');
+    (know.upTo < Infinity ? `&taught=${know.upTo}` : '') + (digits !== 3 ? `&digits=${digits}` : '');
   urlTimer = setTimeout(() => history.replaceState(null, '', `${pagePath()}?${state.query}${extra}&step=${state.k + 1}`), 150);
 }
 
@@ -444,6 +453,9 @@ const kernelTables = new Map();
 async function showKernelFigures(h) {
   const el = $('kernel-figures');
   el.textContent = '';
+  // A widget that shows some panels only (a lesson's) and not the
+  // kernel's source has no place for the compiler's figures.
+  if (el.hidden) return;
   if (!know.knows('registers')) {
     el.textContent = `The kernel's registers and spills, as its compiler reports them: ${know.lesson('registers')}.`;
     return;
@@ -640,17 +652,22 @@ function drawTiles(h, m, r) {
   if (r.s) {
     $('s-caption').textContent = `S tile (${r.i}, ${r.j}) = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d`;
     views.s.draw({ values: r.s, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
-      scale: 'diverging', max: m.maxAbs(r.bh, 's'), name: 'S', rowIndex, colIndex,
+      scale: 'diverging', max: m.maxAbs(r.bh, 's'), name: 'S', rowIndex, colIndex, colWord: 'key',
       masked: know.knows('causal') ? '−∞: masked' : `−∞: masked (the causal mask: ${know.lesson('causal')})` });
   } else {
     $('s-caption').textContent = 'S tile';
     views.s.clear(r.kind === 'pv' ? 'S is gone: phase 3 reads P.' : 'No S tile in this step.');
   }
   if (r.p) {
+    // What P holds: each score's exponential less the largest score its
+    // row has met so far (this tile's included), not yet divided by the
+    // row's sum. Before lesson 5 that is said in words, with the lesson
+    // that says why.
     $('p-caption').textContent = r.kind === 'pv' ? `P tile (${r.i}, ${r.j}), read from device memory`
-      : know.knows('online') ? 'P = exp(S − m_new), unnormalised' : `P, not yet divided by the row's sum (${know.lesson('online')} says why)`;
+      : know.knows('online') ? 'P = exp(S − m_new), unnormalised'
+        : `P = exp(S − the row's largest score so far), not yet divided by the row's sum (${know.lesson('online')} says why)`;
     views.p.draw({ values: r.p, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
-      scale: 'sequential', max: r.kind === 'pv' ? m.maxAbs(r.bh, 'p', 'pv') : 1, name: 'P', rowIndex, colIndex });
+      scale: 'sequential', max: r.kind === 'pv' ? m.maxAbs(r.bh, 'p', 'pv') : 1, name: 'P', rowIndex, colIndex, colWord: 'key' });
   } else {
     $('p-caption').textContent = 'P tile';
     views.p.clear(r.kind === 'scores' ? (materialises(h.variant) ? 'P does not exist yet: phase 2 computes it.' : 'P does not exist yet: pass 2 computes it, once the row max is known.') : 'No P tile in this step.');
@@ -696,7 +713,18 @@ const ROW_HEADS = {
   mMax: ['m = \\max_c S', 'm, the largest score of the row'],
   lSum: ['l = \\textstyle\\sum_c e^{S - m}', 'l, the sum over the row of e to the S minus m'],
   mSoFar: ['m = \\max S \\text{ so far}', 'm, the largest score so far'],
+  tileMax: ['\\max S \\text{ (this tile)}', 'the row\'s largest score in this tile'],
+  sumP: ['\\textstyle\\sum p \\text{ (this tile)}', 'the sum of the row\'s p in this tile'],
 };
+
+// tilesUnreadable says whether the S and P tiles shown print no numbers
+// in their cells (too many columns for the room: a 64-key tile): the rows
+// table then gives what a student needs of them, each row's largest score
+// and its sum of p in the tile.
+function tilesUnreadable() {
+  const shown = ['s', 'p'].filter((v) => !$(`${v}-tile`).closest('[data-panel]').hidden);
+  return shown.length > 0 && shown.every((v) => views[v].canvas.dataset.fontPx === '0');
+}
 
 function drawRows(h, m, r) {
   const online = know.knows('online');
@@ -723,6 +751,12 @@ function drawRows(h, m, r) {
     addCol('mNew', 'm-new', (x) => r.m_new[x], (x) => (r.m_new[x] > r.m_old[x] ? 'grew' : ''));
     addCol('alpha', 'alpha', (x) => r.alpha[x]);
     addCol('l', 'l', (x) => r.l[x]);
+    if (r.s && r.p && tilesUnreadable()) {
+      const cells = (a, x) => a.subarray(x * h.Bc, x * h.Bc + r.colsValid);
+      addCol('tileMax', 'tile-max', (x) => cells(r.s, x).reduce((a, v) => Math.max(a, v), -Infinity));
+      addCol('sumP', 'sum-p', (x) => cells(r.p, x).reduce((a, v) => a + v, 0));
+      note.textContent = `The tiles have ${r.colsValid} columns, too many to print each score: the last two columns give each row's largest score in this tile and the sum of its p here (hover over a cell of S or P for its own value).`;
+    }
   } else if (r.kind === 'epilogue') {
     const last = !materialises(h.variant) ? lastFlashStep(m, r) : softmaxStep(m, r);
     if (last) {
@@ -801,7 +835,7 @@ function drawRows(h, m, r) {
     td.textContent = `… ${h.Br - shown} more rows`;
   }
   // −∞ is where a max starts before any score, or a row masked whole: no error.
-  if (negInf) note.textContent = '−∞: no score seen yet, where every max starts (or every score masked). Not an error.';
+  if (negInf) note.textContent = [note.textContent, '−∞: no score seen yet, where every max starts (or every score masked). Not an error.'].filter(Boolean).join(' ');
 }
 
 function drawFinal(h, m, r) {

@@ -80,11 +80,17 @@ export function fitSize(box, fallbackW, fallbackH, reserveH = 0) {
 // to read, and the value of any cell on hover. A fitting heatmap sizes its
 // cells to the room its box has, so a projector gets large numbers.
 export class Heatmap {
-  constructor(container, { maxWidth = 360, maxHeight = 300, caption = '', fit = false } = {}) {
+  // labels: print row and column indices along the left and top edges
+  // (every one where they fit, else every few, always the first and the
+  // last); digits: the most significant digits a cell's value is printed
+  // with, where they fit (fewer where they do not, never under two).
+  constructor(container, { maxWidth = 360, maxHeight = 300, caption = '', fit = false, labels = false, digits = 3 } = {}) {
     this.box = container;
     this.maxWidth = maxWidth;
     this.maxHeight = maxHeight;
     this.fit = fit;
+    this.labels = labels;
+    this.digits = Math.max(2, Math.min(7, Math.round(digits) || 3));
     this.canvas = document.createElement('canvas');
     this.scaleBar = document.createElement('div');
     this.scaleBar.className = 'scale';
@@ -103,7 +109,8 @@ export class Heatmap {
 
   // draw: values (Float32Array, row stride cols), rows, cols, rowsValid,
   // colsValid, scale, max, name, rowIndex(r) and colIndex(c) for global
-  // indices in the tooltip.
+  // indices in the labels and the tooltip, colWord for what a column is
+  // ("key"; "column" by default).
   draw(opts) {
     this.opts = opts;
     const { rows, cols, values } = opts;
@@ -115,6 +122,11 @@ export class Heatmap {
       maxH = room.h;
       maxCell = 160;
     }
+    // The index labels take a margin on the left (as wide as the widest
+    // row index) and on top (a line of text); the cells share the rest.
+    const pad = this.labelRoom(opts);
+    maxW = Math.max(40, maxW - pad.left);
+    maxH = Math.max(40, maxH - pad.top);
     const cell = Math.max(1, Math.min(maxCell, Math.floor(maxW / cols), Math.floor(maxH / rows)));
     // Large matrices get fractional cells: draw one pixel per cell, then scale.
     // Cells may widen (up to 2.2 times their height) into spare width:
@@ -127,12 +139,13 @@ export class Heatmap {
     this.cellW = w / cols;
     this.cellH = hgt / rows;
 
+    this.pad = pad;
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
-    c.width = Math.round(w * dpr);
-    c.height = Math.round(hgt * dpr);
-    c.style.width = `${w}px`;
-    c.style.height = `${hgt}px`;
+    c.width = Math.round((w + pad.left) * dpr);
+    c.height = Math.round((hgt + pad.top) * dpr);
+    c.style.width = `${w + pad.left}px`;
+    c.style.height = `${hgt + pad.top}px`;
     const g = c.getContext('2d');
     const img = new ImageData(cols, rows);
     for (let r = 0; r < rows; r++) {
@@ -146,10 +159,13 @@ export class Heatmap {
     const off = new OffscreenCanvas(cols, rows);
     off.getContext('2d').putImageData(img, 0, 0);
     g.imageSmoothingEnabled = false;
-    g.drawImage(off, 0, 0, c.width, c.height);
+    g.drawImage(off, Math.round(pad.left * dpr), Math.round(pad.top * dpr), Math.round(w * dpr), Math.round(hgt * dpr));
     g.scale(dpr, dpr);
+    if (pad.left || pad.top) this.printLabels(g, opts, w, hgt);
+    g.translate(pad.left, pad.top);
     if (this.cellW >= 8) this.hatchPadding(g, opts);
     this.canvas.dataset.fontPx = '0';
+    this.canvas.dataset.digits = '0';
     if (this.cellW >= 34 && this.cellH >= 18) this.printValues(g, opts);
     const scale = opts.scale === 'sequential'
       ? `colour: 0 … ${fmt(opts.max)}`
@@ -187,64 +203,131 @@ export class Heatmap {
   // digits, or two where three do not fit; never smaller than MIN_FONT_PX:
   // where even two digits would be smaller, no value is printed and the
   // pointer reads them.
+  // Every number of a panel is printed at one size, the largest at which
+  // the longest of them fits its cell, so that no value looks more
+  // important than its neighbours for being shorter.
   printValues(g, { rows, cols, values, rowsValid, colsValid, scale, max }) {
     const cap = this.fit ? 40 : 13;
     // Monospace glyphs are about 0.6 em wide: fit the text in the cell.
     const sizeOf = (text) => Math.min(cap, this.cellH * 0.42, (this.cellW - 6) / (0.62 * text.length));
-    let digits = 0;
-    for (const d of [3, 2]) {
-      let fits = true;
-      for (let r = 0; r < rowsValid && fits; r++) {
+    // The size the longest value of the panel gets with d digits.
+    const sizeWith = (d) => {
+      let px = Infinity;
+      for (let r = 0; r < rowsValid; r++) {
         for (let k = 0; k < colsValid; k++) {
           const v = values[r * cols + k];
-          if (!Number.isNaN(v) && sizeOf(fmt(v, d)) < MIN_FONT_PX) { fits = false; break; }
+          if (!Number.isNaN(v)) px = Math.min(px, sizeOf(fmt(v, d)));
         }
       }
-      if (fits) { digits = d; break; }
+      return px;
+    };
+    let digits = 0, px = 0;
+    for (let d = this.digits; d >= 2; d--) {
+      px = sizeWith(d);
+      if (px >= MIN_FONT_PX) { digits = d; break; }
     }
-    if (!digits) return;
+    if (!digits || px === Infinity) return;
     g.save();
     g.textAlign = 'center';
     g.textBaseline = 'middle';
-    let smallest = Infinity;
+    g.font = `${px}px ui-monospace, "DejaVu Sans Mono", monospace`;
     for (let r = 0; r < rowsValid; r++) {
       for (let k = 0; k < colsValid; k++) {
         const v = values[r * cols + k];
         if (Number.isNaN(v)) continue; // not written yet: left blank
         const [R, G, B] = colourFor(v, scale, max);
-        const text = fmt(v, digits);
-        const px = sizeOf(text);
-        smallest = Math.min(smallest, px);
-        g.font = `${px}px ui-monospace, "DejaVu Sans Mono", monospace`;
         g.fillStyle = 0.299 * R + 0.587 * G + 0.114 * B > 140 ? '#111' : '#fff';
-        g.fillText(text, (k + 0.5) * this.cellW, (r + 0.5) * this.cellH);
+        g.fillText(fmt(v, digits), (k + 0.5) * this.cellW, (r + 0.5) * this.cellH);
       }
     }
-    // The smallest number printed, in CSS pixels: tests hold the projector
-    // layout to a size a room can read.
-    if (smallest < Infinity) this.canvas.dataset.fontPx = smallest.toFixed(1);
+    // The size of the numbers printed, in CSS pixels (tests hold the
+    // projector layout to a size a room can read), and their significant
+    // digits.
+    this.canvas.dataset.fontPx = px.toFixed(1);
+    this.canvas.dataset.digits = String(digits);
     g.restore();
+  }
+
+  // labelRoom is the margin the index labels need: the widest row index
+  // on the left, a line on top; none without labels.
+  labelRoom({ rows, cols, rowIndex, colIndex }) {
+    if (!this.labels || !rows || !cols) return { left: 0, top: 0 };
+    const g = this.canvas.getContext('2d');
+    g.font = LABEL_FONT;
+    const widest = Math.max(...[0, rows - 1].map((r) => g.measureText(String(rowIndex ? rowIndex(r) : r)).width));
+    return { left: Math.ceil(widest) + 6, top: MIN_FONT_PX + 5 };
+  }
+
+  // printLabels writes the row indices down the left edge and the column
+  // indices along the top, in the run's own numbering (a tile's rows are
+  // the queries it holds, its columns the keys): every index where a
+  // label fits beside the next, else every 2nd, 4th, 8th…, and always the
+  // first and the last real row and column.
+  printLabels(g, { rowsValid, colsValid, rowIndex, colIndex }, w, hgt) {
+    const { left, top } = this.pad;
+    const rowName = (r) => String(rowIndex ? rowIndex(r) : r);
+    const colName = (k) => String(colIndex ? colIndex(k) : k);
+    g.save();
+    g.font = LABEL_FONT;
+    g.fillStyle = '#4a5058';
+    const widestCol = Math.max(...[0, colsValid - 1].map((k) => g.measureText(colName(k)).width)) + 6;
+    const every = (room, need, n) => {
+      let k = 1;
+      while (k < n && room * k < need) k *= 2;
+      return k;
+    };
+    const picked = (n, k, room, need) => {
+      const out = [];
+      for (let x = 0; x < n; x += k) out.push(x);
+      // The last, and no label so close before it that the two touch.
+      if (out.at(-1) !== n - 1) {
+        if (out.length > 1 && (n - 1 - out.at(-1)) * room < need) out.pop();
+        out.push(n - 1);
+      }
+      return out;
+    };
+    g.textBaseline = 'middle';
+    g.textAlign = 'right';
+    const rowNeed = MIN_FONT_PX + 2;
+    for (const r of picked(rowsValid, every(this.cellH, rowNeed, rowsValid), this.cellH, rowNeed)) {
+      g.fillText(rowName(r), left - 4, Math.min(Math.max(top + (r + 0.5) * this.cellH, top + MIN_FONT_PX / 2), top + hgt - MIN_FONT_PX / 2));
+    }
+    g.textAlign = 'center';
+    g.textBaseline = 'alphabetic';
+    for (const k of picked(colsValid, every(this.cellW, widestCol, colsValid), this.cellW, widestCol)) {
+      const x = left + (k + 0.5) * this.cellW;
+      g.fillText(colName(k), Math.min(Math.max(x, left + widestCol / 2), left + w - widestCol / 2), top - 4);
+    }
+    g.restore();
+    this.canvas.dataset.labels = '1';
   }
 
   hover(ev) {
     const o = this.opts;
     if (!o) return;
     const rect = this.canvas.getBoundingClientRect();
-    const k = Math.floor((ev.clientX - rect.left) / (rect.width / o.cols));
-    const r = Math.floor((ev.clientY - rect.top) / (rect.height / o.rows));
+    // The canvas may be drawn narrower than its size (max-width): scale.
+    const pad = this.pad || { left: 0, top: 0 };
+    const sx = rect.width / (o.cols * this.cellW + pad.left), sy = rect.height / (o.rows * this.cellH + pad.top);
+    const k = Math.floor(((ev.clientX - rect.left) / sx - pad.left) / this.cellW);
+    const r = Math.floor(((ev.clientY - rect.top) / sy - pad.top) / this.cellH);
     if (r < 0 || k < 0 || r >= o.rows || k >= o.cols) return hideTip();
-    const where = `${o.name}[${o.rowIndex ? o.rowIndex(r) : r}, ${o.colIndex ? o.colIndex(k) : k}]`;
+    // "S: row 4, key 9", as the labels along the edges number them.
+    const where = `${o.name}: row ${o.rowIndex ? o.rowIndex(r) : r}, ${o.colWord || 'column'} ${o.colIndex ? o.colIndex(k) : k}`;
     if (r >= o.rowsValid || k >= o.colsValid) return showTip(ev, `${where}: padding, not data`);
     const v = o.values[r * o.cols + k];
-    if (v === -Infinity) return showTip(ev, `${where} = −∞ (masked)`);
+    if (v === -Infinity) return showTip(ev, `${where}: −∞ (masked)`);
     if (Number.isNaN(v)) return showTip(ev, `${where}: not written yet`);
-    showTip(ev, `${where} = ${v}`);
+    showTip(ev, `${where}: ${v}`);
   }
 }
 
 // MIN_FONT_PX is the smallest a number is printed in a view: 12 CSS
 // pixels, legible in a lesson's frame on a laptop.
 export const MIN_FONT_PX = 12;
+
+// LABEL_FONT is the font of a heatmap's row and column indices.
+const LABEL_FONT = `${MIN_FONT_PX}px system-ui, sans-serif`;
 
 // hasMaskedValue says whether a heatmap shows a −∞ (a masked score).
 function hasMaskedValue({ values, cols, rowsValid, colsValid }) {
@@ -256,6 +339,9 @@ function hasMaskedValue({ values, cols, rowsValid, colsValid }) {
 
 // Naive's finished tiles keep a colour of their own: its S and P stay in
 // device memory to the end, where flash's tiles left the chip as O only.
+// CAUSAL_LINE is the colour of the tile grid's dashed causal diagonal.
+export const CAUSAL_LINE = '#8a5a00';
+
 const TILE_COLOURS = {
   pending: '#ffffff', done: '#c9d8f2', current: '#dbe6ff', 'current-row': '#eef3ff',
   skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0', consumed: '#b48ad8', scanned: '#e8efc4',
@@ -354,19 +440,10 @@ export class TileGrid {
           g.lineWidth = 1;
           g.strokeRect(x + 0.5, y + 0.5, w - 1, hh - 1);
         }
-        // A tile's (i, j), where it fits at a legible size.
-        if (w / 3.2 >= MIN_FONT_PX && hh >= 22) {
-          g.fillStyle = '#58606a';
-          c.dataset.fontPx = String(Math.min(22, Math.floor(w / 3.2)));
-          g.font = `${c.dataset.fontPx}px system-ui, sans-serif`;
-          g.textAlign = 'center';
-          g.textBaseline = 'middle';
-          g.fillText(`${i},${j}`, x + w / 2, y + hh / 2);
-        }
       }
     }
     if (h.causal) {
-      g.strokeStyle = '#8a5a00';
+      g.strokeStyle = CAUSAL_LINE;
       g.setLineDash([5, 4]);
       g.beginPath();
       g.moveTo(0, 0);
@@ -374,6 +451,33 @@ export class TileGrid {
       g.stroke();
       g.setLineDash([]);
     }
+    // Each tile's (i, j), where it fits at a legible size, on a plate of
+    // its tile's colour: the causal diagonal runs under the label, never
+    // through it.
+    const labels = [];
+    for (let i = 0; i < h.Tr; i++) {
+      for (let j = 0; j < h.Tc; j++) {
+        const x = j * h.Bc * px, y = i * h.Br * px;
+        const w = Math.min(h.Bc, h.N - j * h.Bc) * px, hh = Math.min(h.Br, h.N - i * h.Br) * px;
+        if (w / 3.2 < MIN_FONT_PX || hh < 22) continue;
+        const fpx = Math.min(22, Math.floor(w / 3.2));
+        c.dataset.fontPx = String(fpx);
+        g.font = `${fpx}px system-ui, sans-serif`;
+        const text = `${i},${j}`;
+        const tw = g.measureText(text).width;
+        const box = [x + w / 2 - tw / 2 - 3, y + hh / 2 - fpx / 2 - 2, tw + 6, fpx + 4];
+        g.fillStyle = TILE_COLOURS[states[i * h.Tc + j]];
+        g.fillRect(...box);
+        g.fillStyle = '#58606a';
+        g.textAlign = 'center';
+        g.textBaseline = 'middle';
+        g.fillText(text, x + w / 2, y + hh / 2);
+        labels.push(box.map((v) => Math.round(v)).join(' '));
+      }
+    }
+    // Where the labels sit, in CSS pixels (x y w h; …): tests hold them
+    // clear of the diagonal.
+    c.dataset.labelBoxes = labels.join(';');
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
         if (states[i * h.Tc + j] !== 'current') continue;
