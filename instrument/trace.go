@@ -26,6 +26,15 @@ const (
 	// VariantFlash3WGMMA is flash2_fast's loop and arithmetic on Hopper's
 	// warpgroup products (wgmma), the ladder's seventh rung.
 	VariantFlash3WGMMA Variant = 8
+	// VariantFlash3TMA is flash3_wgmma with its loads done by the tensor
+	// memory accelerator (TMA) and counted off mbarriers: rung 8.
+	VariantFlash3TMA Variant = 9
+	// VariantFlash3WS is flash3_tma with a producer warpgroup that only
+	// copies and consumer warpgroups that only compute: rung 9.
+	VariantFlash3WS Variant = 10
+	// VariantFlash3PingPong is flash3_ws with its consumer warpgroups taking
+	// turns on the tensor cores: rung 10.
+	VariantFlash3PingPong Variant = 11
 )
 
 // DType is the element type the kernel computed in.
@@ -57,7 +66,7 @@ const (
 var (
 	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast", VariantNaiveMMA: "naive_mma",
 		VariantNaiveRow: "naive_row", VariantFlash1: "flash1", VariantFlash2MMA: "flash2_mma",
-		VariantFlash3WGMMA: "flash3_wgmma"}
+		VariantFlash3WGMMA: "flash3_wgmma", VariantFlash3TMA: "flash3_tma", VariantFlash3WS: "flash3_ws", VariantFlash3PingPong: "flash3_pingpong"}
 	dtypeNames   = map[DType]string{DTypeF32: "f32", DTypeBF16: "bf16"}
 	sourceNames  = map[Source]string{SourceCPUMirror: "cpu", SourceGPU: "gpu", SourceRecording: "recording"}
 	patternNames = map[Pattern]string{PatternNormal: "normal", PatternPeaked: "peaked", PatternLarge: "large"}
@@ -70,7 +79,7 @@ func (p Pattern) String() string { return enumName(patternNames, p) }
 
 // Variants, Patterns list the valid values in order, for forms and tests.
 var (
-	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA, VariantFlash3WGMMA}
+	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA, VariantFlash3WGMMA, VariantFlash3TMA, VariantFlash3WS, VariantFlash3PingPong}
 	Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
 )
 

@@ -30,25 +30,9 @@
 // later rungs' idea. docs/LADDER.md has the measurements.
 #include "instrument.cuh"
 #include "wgmma.cuh"
+#include "hopper_tile.cuh"
 
 namespace hopper {
-
-// wgmma_s is S (+)= Q·Kᵀ for one k-step of 16, at this tile's width.
-template <int BC> __device__ __forceinline__ void wgmma_s(float (&s)[BC / 2], uint64_t a, uint64_t b, int scale_d);
-template <> __device__ __forceinline__ void wgmma_s<64>(float (&s)[32], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_ss_n64(s, a, b, scale_d);
-}
-template <> __device__ __forceinline__ void wgmma_s<128>(float (&s)[64], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_ss_n128(s, a, b, scale_d);
-}
-// wgmma_o is O += P·V for one k-step of 16 kv rows, at this head dim.
-template <int D> __device__ __forceinline__ void wgmma_o(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t b);
-template <> __device__ __forceinline__ void wgmma_o<64>(float (&o)[32], const uint32_t (&a)[4], uint64_t b) {
-  wgmma_rs_n64_tb(o, a, b);
-}
-template <> __device__ __forceinline__ void wgmma_o<128>(float (&o)[64], const uint32_t (&a)[4], uint64_t b) {
-  wgmma_rs_n128_tb(o, a, b);
-}
 
 // Shared memory of one block, in bytes: Q_i, then two stages of K_j and V_j,
 // in bf16, and 1024 bytes to align the first panel to the swizzle's period.
@@ -79,7 +63,7 @@ __device__ __forceinline__ void flash3_wgmma_block(const bf16 *__restrict__ Q, c
   const int r0 = qtile * BR;
   const size_t base = (size_t)bh * N * D;
   const float sl2 = scale * 1.4426950408889634f;
-  const int wr0 = warp * 16; // the warp's first row: warpgroup w/4, warp w%4 of it
+  const Rows w{r0, warp * 16, g, t}; // the warp's first row: warpgroup warp/4, warp warp%4 of it
 
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
             const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
@@ -134,72 +118,12 @@ __device__ __forceinline__ void flash3_wgmma_block(const bf16 *__restrict__ Q, c
     keep(s);
 
     //> scores: masks on the ragged last tile and on the tiles that cross the diagonal
-    const int c0 = j * BC;
-    if (c0 + BC > N || (CAUSAL && c0 + BC - 1 > r0)) {
-#pragma unroll
-      for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int row = r0 + wr0 + g + (e >> 1) * 8;
-          const int col = c0 + ni * 8 + 2 * t + (e & 1);
-          if (col >= N || (CAUSAL && col > row)) s[ni * 4 + e] = -INFINITY;
-        }
-    }
+    mask_scores<NI, CAUSAL>(s, w, j * BC, N);
+    FS_TRACED(if (full) trace_scores<NI, BR, BC, D>(fs_payload(cur), s, w, scale, N);)
 
-#ifdef FS_TRACE
-    if (full) {
-      float *pl = fs_payload(cur) + fs_flash_step_s(BR, BC, D, N);
-#pragma unroll
-      for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) pl[(wr0 + g + (e >> 1) * 8) * BC + ni * 8 + 2 * t + (e & 1)] = s[ni * 4 + e] * scale;
-    }
-#endif
-
-    //> softmax: row max across the quad, α = 2^((m_old − m_new)·scale·log2 e), P = 2^(…), l = α·l + Σ P, O = α·O
+    //> softmax: row max across the quad, α = 2^((m_old − m_new)·scale·log2 e), P = 2^(…), l = α·l + Σ P, O = α·O (hopper_tile.cuh)
     uint32_t pk[NI][2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float mx = m[h];
-#pragma unroll
-      for (int ni = 0; ni < NI; ni++) mx = fmaxf(mx, fmaxf(s[ni * 4 + 2 * h], s[ni * 4 + 2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-      const float mb = mx == -INFINITY ? 0.f : mx * sl2; // a row masked so far: exp2(−inf) = 0, never NaN
-      const float alpha = fast::ex2(fmaf(m[h], sl2, -mb));
-      FS_TRACED(if (full && t == 0) {
-        float *pl = fs_payload(cur);
-        const int r = wr0 + g + h * 8;
-        pl[fs_flash_step_m_old(BR, BC, D, N) + r] = m[h] * scale;
-        pl[fs_flash_step_m_new(BR, BC, D, N) + r] = mx * scale;
-        pl[fs_flash_step_alpha(BR, BC, D, N) + r] = alpha;
-      })
-      m[h] = mx;
-      float rs = 0.f;
-#pragma unroll
-      for (int ni = 0; ni < NI; ni++) {
-        const float p0 = fast::ex2(fmaf(s[ni * 4 + 2 * h], sl2, -mb));
-        const float p1 = fast::ex2(fmaf(s[ni * 4 + 2 * h + 1], sl2, -mb));
-        pk[ni][h] = fast::pack_bf16(p0, p1);
-        rs += p0 + p1;
-        FS_TRACED(if (full) {
-          float *pl = fs_payload(cur) + fs_flash_step_p(BR, BC, D, N) + (wr0 + g + h * 8) * BC + ni * 8 + 2 * t;
-          pl[0] = p0;
-          pl[1] = p1;
-        })
-      }
-      l[h] = fmaf(l[h], alpha, rs); // this thread's part of the row; the quad adds up at the end
-      FS_TRACED(if (full) {
-        float lq = l[h] + __shfl_xor_sync(0xffffffff, l[h], 1);
-        lq += __shfl_xor_sync(0xffffffff, lq, 2);
-        if (t == 0) fs_payload(cur)[fs_flash_step_l(BR, BC, D, N) + wr0 + g + h * 8] = lq;
-      })
-#pragma unroll
-      for (int di = 0; di < DI; di++) {
-        o[di * 4 + 2 * h] *= alpha;
-        o[di * 4 + 2 * h + 1] *= alpha;
-      }
-    }
+    online_softmax<NI, DI, BR, BC, D>(s, m, l, o, pk, sl2, w, scale FS_TRACED(, full ? fs_payload(cur) : nullptr, N));
 
     //> pv: O += bf16(P)·V_j, P from registers, V read transposed from shared memory
     const uint32_t vBase = fast::smem_addr(sV);
@@ -214,62 +138,23 @@ __device__ __forceinline__ void flash3_wgmma_block(const bf16 *__restrict__ Q, c
     wgmma_wait<0>();
     keep(o);
     //> end
-#ifdef FS_TRACE
-    if (cur.rec) {
-      if (full) {
-        float *pl = fs_payload(cur) + fs_flash_step_o(BR, BC, D, N);
-#pragma unroll
-        for (int di = 0; di < DI; di++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) pl[(wr0 + g + (e >> 1) * 8) * D + di * 8 + 2 * t + (e & 1)] = o[di * 4 + e];
-        if (tid == 0) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
-      }
-    }
-#endif
+    FS_TRACED(if (full) {
+      trace_o<DI, BR, BC, D>(fs_payload(cur), o, w, N);
+      if (tid == 0) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
+    })
     __syncthreads(); // every warpgroup is done with stage j before tile j+2 is loaded into it
-#ifdef FS_TRACE
-    if (cur.rec) {
+    FS_TRACED(if (cur.rec) {
       if (tid == 0) {
         const int colsValid = min(BC, N - j * BC);
-        const unsigned long long rd = 2ull * colsValid * D * 2 + (j == 0 ? (unsigned long long)rowsValid * D * 2 : 0);
-        fs_write_header(cur, FS_KIND_FLASH_STEP, bh, qtile, j, rowsValid, colsValid, rd, 0);
+        fs_write_header(cur, FS_KIND_FLASH_STEP, bh, qtile, j, rowsValid, colsValid, step_read_bytes(j, colsValid, rowsValid, D), 0);
       }
       cur.rec += stepBytes;
-    }
-#endif
+    })
   }
 
   //> epilogue: the quad's partial sums make l; O / l in bf16 and the LSE to device memory
   FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    float lt = l[h];
-    lt += __shfl_xor_sync(0xffffffff, lt, 1);
-    lt += __shfl_xor_sync(0xffffffff, lt, 2);
-    const float inv = lt == 0.f ? 0.f : 1.f / lt;
-    const int row = r0 + wr0 + g + h * 8;
-    const float lse = lt == 0.f ? -INFINITY : fmaf(m[h], scale, logf(lt));
-    if (row < N) {
-      bf16 *out = O + base + (size_t)row * D;
-#pragma unroll
-      for (int di = 0; di < DI; di++)
-        *reinterpret_cast<__nv_bfloat162 *>(out + di * 8 + 2 * t) =
-            __floats2bfloat162_rn(o[di * 4 + 2 * h] * inv, o[di * 4 + 2 * h + 1] * inv);
-      if (t == 0) LSE[(size_t)bh * N + row] = lse;
-    }
-#ifdef FS_TRACE
-    if (full) {
-      float *pl = fs_payload(cur);
-      const int r = wr0 + g + h * 8;
-#pragma unroll
-      for (int di = 0; di < DI; di++) {
-        pl[fs_epilogue_o(BR, BC, D, N) + r * D + di * 8 + 2 * t] = o[di * 4 + 2 * h] * inv;
-        pl[fs_epilogue_o(BR, BC, D, N) + r * D + di * 8 + 2 * t + 1] = o[di * 4 + 2 * h + 1] * inv;
-      }
-      if (t == 0) pl[fs_epilogue_lse(BR, BC, D, N) + r] = lse;
-    }
-#endif
-  }
+  epilogue<DI, BR, BC, D>(o, m, l, O + base, LSE + (size_t)bh * N, w, N, scale FS_TRACED(, full ? fs_payload(cur) : nullptr));
   FS_TRACED(if (cur.rec) {
     if (full && tid == 0) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
     __syncthreads();

@@ -38,12 +38,37 @@ const (
 	NumBuffers
 )
 
-// Arg is one kernel argument: a buffer's device address, or a value. Every
-// argument takes an 8-byte slot.
+// Arg is one kernel argument: a buffer's device address, a value, or a
+// tensor map of a buffer. An address or a value takes an 8-byte slot (the
+// driver copies the parameter's own size out of it); a tensor map is passed
+// by value, 128 bytes.
 type Arg struct {
 	Buffer Buffer
 	IsBuf  bool
 	Value  uint64
+	Map    *TensorMap
+}
+
+// TensorMap describes a bf16 buffer of a run to Hopper's tensor memory
+// accelerator (TMA): a 3-D tensor of D columns × N rows × BH batch-heads,
+// innermost first, copied in boxes of 64 columns × Rows rows of one
+// batch-head into 128-byte swizzled panels (kernels/tma.cuh); rows past N
+// arrive as zeros. The worker encodes it into the driver's 128-byte tensor
+// map (cuTensorMapEncodeTiled) once the buffer has an address.
+type TensorMap struct {
+	Buffer   Buffer
+	D, N, BH int
+	Rows     int
+}
+
+// TensorMapBoxCols is a box's width: 64 bf16, the 128 bytes of one swizzled
+// panel row.
+const TensorMapBoxCols = 64
+
+// TMap is buffer b (Q, K or V of c) as a tensor map copied rows rows at a
+// time.
+func TMap(b Buffer, c *Config, rows int) Arg {
+	return Arg{Map: &TensorMap{Buffer: b, D: c.D, N: c.N, BH: c.Batch * c.Heads, Rows: rows}}
 }
 
 // Buf is the address of buffer b as an argument; Val an integer; Bits a

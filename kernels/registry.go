@@ -150,6 +150,27 @@ func ModuleArch(module string) Arch {
 	return ""
 }
 
+// ModuleUsesTMA says whether a PTX module's kernels take tensor maps
+// (Arg.Map): the worker runs them only where the driver can encode one.
+func ModuleUsesTMA(module string) bool {
+	for _, v := range rungs {
+		if module != v.Module() && module != v.Module()+"_traced" {
+			continue
+		}
+		for _, t := range v.Tiles {
+			c := Config{Variant: v.Variant, N: t.Br, D: t.D, Br: t.Br, Bc: t.Bc, Batch: 1, Heads: 1}
+			for _, k := range v.Launches(&c, t).Kernels {
+				for _, a := range k.Args {
+					if a.Map != nil {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
 // LoopOrder is how a kernel walks the tiles, as the traffic model needs it.
 type LoopOrder int
 
@@ -214,6 +235,9 @@ var rungs = []*VariantInfo{
 	flash2MMARung,
 	flash2FastRung,
 	flash3WGMMARung,
+	flash3TMARung,
+	flash3WSRung,
+	flash3PingPongRung,
 	naiveMMARung,
 }
 

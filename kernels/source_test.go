@@ -34,8 +34,25 @@ var phaseCode = map[string]map[string][]string{
 	},
 	"flash3_wgmma.cu": {
 		"load-q": {"load_panels<BR, D, NT>(sQ"}, "load-kv": {"load_panels<BC, D, NT>(sK0 + (stage ^ 1)", "load_panels<BC, D, NT>(sV0 + (stage ^ 1)"},
-		"scores": {"wgmma_s<BC>(s, a, b, kk > 0)", "s[ni * 4 + e] = -INFINITY"}, "softmax": {"fast::ex2(fmaf(m[h], sl2, -mb))", "o[di * 4 + 2 * h] *= alpha"},
-		"pv": {"wgmma_o<D>(o, a, desc(vBase"}, "epilogue": {"LSE[(size_t)bh * N + row] = lse"},
+		"scores": {"wgmma_s<BC>(s, a, b, kk > 0)", "mask_scores<NI, CAUSAL>(s, w, j * BC, N)"}, "softmax": {"online_softmax<NI, DI, BR, BC, D>("},
+		"pv": {"wgmma_o<D>(o, a, desc(vBase"}, "epilogue": {"epilogue<DI, BR, BC, D>("},
+	},
+	"flash3_tma.cu": {
+		"load-q": {"tma_load_panels<BR, D>(sQ, tmQ, r0, bh, &fullQ)", "mbar_init_fence()"}, "load-kv": {"tma_load_panels<BC, D>(sK0 + (stage ^ 1)", "tma_load_panels<BC, D>(sV0 + (stage ^ 1)"},
+		"scores": {"mbar_wait(&fullK[stage], parity)", "wgmma_s<BC>(s, a, b, kk > 0)", "mask_scores<NI, CAUSAL>(s, w, j * BC, N)"}, "softmax": {"online_softmax<NI, DI, BR, BC, D>("},
+		"pv": {"mbar_wait(&fullV[stage], parity)", "wgmma_o<D>(o, a, desc(vBase"}, "epilogue": {"epilogue<DI, BR, BC, D>("},
+	},
+	"flash3_ws.cu": {
+		"load-kv": {"regs_dec<PR>()", "mbar_wait(&emptyK[s], (j / ST - 1) & 1)", "tma_load_panels<BC, D>(sV0 + s * BC * D"},
+		"load-q":  {"regs_inc<CR>()", "mbar_wait(&fullQ, 0)"},
+		"scores":  {"mbar_wait(&fullK[stage], parity)", "mbar_arrive(&emptyK[stage])", "mask_scores<NI, CAUSAL>(s, w, j * BC, N)"}, "softmax": {"online_softmax<NI, DI, BR, BC, D>("},
+		"pv": {"mbar_wait(&fullV[stage], parity)", "mbar_arrive(&emptyV[stage])"}, "epilogue": {"epilogue<DI, BR, BC, D>("},
+	},
+	"flash3_pingpong.cu": {
+		"load-kv": {"regs_dec<PR>()", "mbar_wait(&emptyK[s], (j / ST - 1) & 1)"},
+		"load-q":  {"regs_inc<CR>()", "if (c == 1) turn_pass(0)"},
+		"scores":  {"turn_wait(c)", "turn_pass(c ^ 1)", "mbar_arrive(&emptyK[stage])"}, "softmax": {"online_softmax<NI, DI, BR, BC, D>("},
+		"pv": {"turn_wait(c)", "if (c == 0 || j + 1 < jEnd) turn_pass(c ^ 1)", "mbar_arrive(&emptyV[stage])"}, "epilogue": {"epilogue<DI, BR, BC, D>("},
 	},
 }
 
@@ -55,13 +72,17 @@ func TestSourcePhases(t *testing.T) {
 		}
 	}
 	kinds := map[instrument.Variant][]instrument.Kind{
-		instrument.VariantFlash2:     {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
-		instrument.VariantFlash2Fast: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
-		instrument.VariantNaive:      {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
-		instrument.VariantNaiveMMA:   {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
-		instrument.VariantNaiveRow:   {instrument.KindScores, instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
-		instrument.VariantFlash1:     {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
-		instrument.VariantFlash2MMA:  {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash2:         {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash2Fast:     {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantNaive:          {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
+		instrument.VariantNaiveMMA:       {instrument.KindScores, instrument.KindSoftmax, instrument.KindPV, instrument.KindEpilogue},
+		instrument.VariantNaiveRow:       {instrument.KindScores, instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash1:         {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash2MMA:      {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash3WGMMA:    {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash3TMA:      {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash3WS:       {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash3PingPong: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 	}
 	for _, info := range rungs {
 		v, file := info.Variant, info.Name()+".cu"

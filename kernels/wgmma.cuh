@@ -118,6 +118,23 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
+// wgmma_s is S (+)= Q·Kᵀ for one k-step of 16, at this tile's width.
+template <int BC> __device__ __forceinline__ void wgmma_s(float (&s)[BC / 2], uint64_t a, uint64_t b, int scale_d);
+template <> __device__ __forceinline__ void wgmma_s<64>(float (&s)[32], uint64_t a, uint64_t b, int scale_d) {
+  wgmma_ss_n64(s, a, b, scale_d);
+}
+template <> __device__ __forceinline__ void wgmma_s<128>(float (&s)[64], uint64_t a, uint64_t b, int scale_d) {
+  wgmma_ss_n128(s, a, b, scale_d);
+}
+// wgmma_o is O += P·V for one k-step of 16 kv rows, at this head dim.
+template <int D> __device__ __forceinline__ void wgmma_o(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t b);
+template <> __device__ __forceinline__ void wgmma_o<64>(float (&o)[32], const uint32_t (&a)[4], uint64_t b) {
+  wgmma_rs_n64_tb(o, a, b);
+}
+template <> __device__ __forceinline__ void wgmma_o<128>(float (&o)[64], const uint32_t (&a)[4], uint64_t b) {
+  wgmma_rs_n128_tb(o, a, b);
+}
+
 } // namespace hopper
 
 #endif // FLASHSTEP_WGMMA_CUH

@@ -36,7 +36,7 @@ type Spec struct {
 
 // Limits of a sweep.
 const (
-	MaxPoints   = 256
+	MaxPoints   = 320 // the default GPU sweep: 7 Ns × 2 head dims × 2 masks × every fast rung, and the slow rungs up to N = 4096
 	MaxRepeats  = 20
 	MaxGPUN     = 32768
 	MaxCPUN     = 1024

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
@@ -154,6 +155,13 @@ func TestBusyIsExplicit(t *testing.T) {
 	run := func(seed int) string { return "variant=flash2&n=16&d=4&br=4&bc=4&seed=" + strconv.Itoa(seed) }
 	running := dial(t, wsURL(ts.URL, run(1)))
 	defer running.Close()
+	// The first run holds the one slot before the second arrives: two
+	// connections dialled back to back may be served in either order.
+	for deadline := time.Now().Add(10 * time.Second); cr.runs.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first run never started")
+		}
+	}
 	waiting := dial(t, wsURL(ts.URL, run(2)))
 	defer waiting.Close()
 	_, msg, err := waiting.ReadMessage()

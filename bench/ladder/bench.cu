@@ -13,13 +13,27 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include <cuda.h>
 
 #include "../../kernels/flash2_fast.cu"
 #include "../../kernels/naive_mma.cu"
 #include "../../kernels/flash2_mma.cu"
 #include "../../kernels/flash3_wgmma.cu"
+#include "../../kernels/flash3_tma.cu"
+#include "../../kernels/flash3_ws.cu"
+#include "../../kernels/flash3_pingpong.cu"
+
+// The worker passes cuTensorMapEncodeTiled these enums as numbers
+// (cmd/gpuworker/device.go), its cuda.h being too old to name them.
+static_assert(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 == 9 && CU_TENSOR_MAP_INTERLEAVE_NONE == 0 &&
+                  CU_TENSOR_MAP_SWIZZLE_128B == 3 && CU_TENSOR_MAP_L2_PROMOTION_L2_128B == 2 &&
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE == 0,
+              "the worker's tensor-map enum values");
 
 // Every tile shape the bench tries, as a kernel of its own.
 template <int D, int BR, int BC, int NW, bool CAUSAL, bool QREG, bool SW, bool EXP2, bool SKIP, bool ASYNC>
@@ -35,6 +49,29 @@ __global__ void __launch_bounds__(BR * 2) wg_variant(const fast::bf16 *__restric
                                                      const fast::bf16 *__restrict__ V, fast::bf16 *__restrict__ O,
                                                      float *__restrict__ LSE, int N, float scale) {
   hopper::flash3_wgmma_block<D, BR, BC, CAUSAL>(Q, K, V, O, LSE, N, scale);
+}
+
+// Rungs 8 and 9 at other tiles, as kernels of their own.
+template <int D, int BR, int BC, bool CAUSAL>
+__global__ void __launch_bounds__(BR * 2)
+    tma_variant(const __grid_constant__ hopper::TensorMap tq, const __grid_constant__ hopper::TensorMap tk,
+                const __grid_constant__ hopper::TensorMap tv, fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N,
+                float scale) {
+  hopper::flash3_tma_block<D, BR, BC, CAUSAL>(&tq, &tk, &tv, O, LSE, N, scale);
+}
+template <int D, int BR, int BC, bool CAUSAL>
+__global__ void __launch_bounds__(BR * 2 + 128, 1)
+    pp_variant(const __grid_constant__ hopper::TensorMap tq, const __grid_constant__ hopper::TensorMap tk,
+               const __grid_constant__ hopper::TensorMap tv, fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N,
+               float scale) {
+  hopper::flash3_pingpong_block<D, BR, BC, CAUSAL>(&tq, &tk, &tv, O, LSE, N, scale);
+}
+template <int D, int BR, int BC, bool CAUSAL>
+__global__ void __launch_bounds__(BR * 2 + 128, 1)
+    ws_variant(const __grid_constant__ hopper::TensorMap tq, const __grid_constant__ hopper::TensorMap tk,
+               const __grid_constant__ hopper::TensorMap tv, fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N,
+               float scale) {
+  hopper::flash3_ws_block<D, BR, BC, CAUSAL>(&tq, &tk, &tv, O, LSE, N, scale);
 }
 
 #define CHECK(x)                                                                                   \
@@ -211,6 +248,81 @@ template <int D, int BR, int BC, bool C> Variant makeWG(bool shipped = false) {
                  }};
 }
 
+// tensorMap is a bf16 buffer of BH heads of N×D as the worker describes it
+// to the copy engine (kernels.TensorMap): boxes of 64 columns × rows rows,
+// the 128-byte swizzle, zeros past N. Encoded once per buffer and shape, so
+// no encoding falls inside a timing.
+static hopper::TensorMap tensorMap(const bf16 *p, int D, int N, int BH, int rows) {
+  static std::map<std::tuple<const void *, int, int, int, int>, hopper::TensorMap> cache;
+  auto key = std::make_tuple((const void *)p, D, N, BH, rows);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  hopper::TensorMap m;
+  const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)N, (cuuint64_t)BH};
+  const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)D * N * 2};
+  const cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, unit[3] = {1, 1, 1};
+  CUresult r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap *>(&m), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                                      const_cast<bf16 *>(p), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "cuTensorMapEncodeTiled: CUDA error %d\n", (int)r);
+    exit(1);
+  }
+  return cache[key] = m;
+}
+
+using TMAKernel = void (*)(const hopper::TensorMap, const hopper::TensorMap, const hopper::TensorMap, bf16 *, float *,
+                           int, float);
+
+// makeTMAFamily is a rung that reads through tensor maps (8: flash3_tma, 9:
+// flash3_ws) at tile BR×BC, threads a block, launched as the worker
+// launches it.
+template <int D, int BR, int BC, bool C>
+Variant makeTMAFamily(const char *family, TMAKernel k, int threads, int smem, bool shipped) {
+  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  char name[96];
+  snprintf(name, sizeof name, "%s_d%d_br%d_bc%d%s%s", family, D, BR, BC, shipped ? "" : "_tile", C ? "_causal" : "");
+  return Variant{name, D, BR, BC, threads / 32, C,
+                 [k, threads, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n,
+                                    float sc) {
+                   const int bh = grid.y;
+                   k<<<grid, threads, smem>>>(tensorMap(q, D, n, bh, BR), tensorMap(kk, D, n, bh, BC),
+                                              tensorMap(v, D, n, bh, BC), o, l, n, sc);
+                 }};
+}
+
+// makeTMA is rung 8 at tile BR×BC; shipped names the extern "C" kernel the
+// worker loads at that tile, which it then times instead.
+template <int D, int BR, int BC, bool C> Variant makeTMA(bool shipped = false) {
+  TMAKernel k = tma_variant<D, BR, BC, C>;
+  if (shipped) {
+    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_tma_br128_bc128_d64_causal : flash3_tma_br128_bc128_d64;
+    if (D == 128 && BR == 128 && BC == 64) k = C ? flash3_tma_br128_bc64_d128_causal : flash3_tma_br128_bc64_d128;
+  }
+  return makeTMAFamily<D, BR, BC, C>("flash3_tma", k, BR * 2, hopper::tma_smem_bytes(D, BR, BC), shipped);
+}
+
+// makeWS is rung 9 at tile BR×BC, likewise.
+template <int D, int BR, int BC, bool C> Variant makeWS(bool shipped = false) {
+  TMAKernel k = ws_variant<D, BR, BC, C>;
+  if (shipped) {
+    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_ws_br128_bc128_d64_causal : flash3_ws_br128_bc128_d64;
+    if (D == 128 && BR == 128 && BC == 128) k = C ? flash3_ws_br128_bc128_d128_causal : flash3_ws_br128_bc128_d128;
+  }
+  return makeTMAFamily<D, BR, BC, C>("flash3_ws", k, BR * 2 + 128, hopper::ws_smem_bytes(D, BR, BC), shipped);
+}
+
+// makePP is rung 10 at tile BR×BC, likewise.
+template <int D, int BR, int BC, bool C> Variant makePP(bool shipped = false) {
+  TMAKernel k = pp_variant<D, BR, BC, C>;
+  if (shipped) {
+    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_pingpong_br128_bc128_d64_causal : flash3_pingpong_br128_bc128_d64;
+    if (D == 128 && BR == 128 && BC == 128) k = C ? flash3_pingpong_br128_bc128_d128_causal : flash3_pingpong_br128_bc128_d128;
+  }
+  return makeTMAFamily<D, BR, BC, C>("flash3_pingpong", k, BR * 2 + 128, hopper::pingpong_smem_bytes(D, BR, BC), shipped);
+}
+
 int main(int argc, char **argv) {
   int N = argc > 1 ? atoi(argv[1]) : 4096;
   int iters = argc > 2 ? atoi(argv[2]) : 30;
@@ -225,6 +337,16 @@ int main(int argc, char **argv) {
       // Rung 7 as shipped, then at other tiles.
       makeWG<64, 128, 128, false>(true), makeWG<64, 128, 128, true>(true), makeWG<128, 128, 64, false>(true),
       makeWG<128, 128, 64, true>(true),
+      // Rungs 8 and 9 as shipped, then at other tiles.
+      makeTMA<64, 128, 128, false>(true), makeTMA<64, 128, 128, true>(true), makeTMA<128, 128, 64, false>(true),
+      makeTMA<128, 128, 64, true>(true),
+      makeWS<64, 128, 128, false>(true), makeWS<64, 128, 128, true>(true), makeWS<128, 128, 128, false>(true),
+      makeWS<128, 128, 128, true>(true),
+      // Rung 10 as shipped, then at another tile.
+      makePP<64, 128, 128, false>(true), makePP<64, 128, 128, true>(true), makePP<128, 128, 128, false>(true),
+      makePP<128, 128, 128, true>(true), makePP<128, 128, 64, false>(),
+      makeTMA<128, 128, 128, false>(), makeWS<128, 128, 64, false>(), makeWS<64, 192, 128, false>(),
+      makeWS<128, 192, 64, false>(),
       makeWG<64, 192, 128, false>(), makeWG<64, 128, 64, false>(), makeWG<128, 128, 128, false>(),
       makeWG<128, 192, 64, false>(),
       make<64, 128, 128, 4, false, false, false>(), make<64, 128, 128, 4, true, false, false>(),

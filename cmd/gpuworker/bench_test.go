@@ -74,6 +74,15 @@ func BenchmarkFlash2Fast(b *testing.B) { benchRung(b, instrument.VariantFlash2Fa
 // BenchmarkFlash3WGMMA times rung 7 (Hopper's wgmma) the same way.
 func BenchmarkFlash3WGMMA(b *testing.B) { benchRung(b, instrument.VariantFlash3WGMMA) }
 
+// BenchmarkFlash3TMA times rung 8 (TMA loads) the same way.
+func BenchmarkFlash3TMA(b *testing.B) { benchRung(b, instrument.VariantFlash3TMA) }
+
+// BenchmarkFlash3WS times rung 9 (warp specialisation) the same way.
+func BenchmarkFlash3WS(b *testing.B) { benchRung(b, instrument.VariantFlash3WS) }
+
+// BenchmarkFlash3PingPong times rung 10 (ping-pong) the same way.
+func BenchmarkFlash3PingPong(b *testing.B) { benchRung(b, instrument.VariantFlash3PingPong) }
+
 // benchRung times a tensor-core rung at its compiled tiles and the
 // benchmark shapes: untraced, two q-tiles of one batch-head traced in full, every block
 // timestamped.

@@ -5,6 +5,8 @@ package main
 /*
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
+#include <stdlib.h>
+#include <string.h>
 
 // cu has no wrapper for cuFuncSetAttribute: without it a kernel cannot use
 // more than 48 KB of dynamic shared memory.
@@ -14,6 +16,50 @@ static CUresult fs_set_max_dynamic_shared(CUfunction f, int bytes) {
 
 static CUresult fs_shared_optin(CUdevice d, int *bytes) {
 	return cuDeviceGetAttribute(bytes, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d);
+}
+
+// fs_launch launches f with params, each a pointer to the parameter's
+// bytes in C memory.
+static CUresult fs_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned shared,
+                          void **params) {
+	return cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, shared, 0, params, 0);
+}
+
+// cuTensorMapEncodeTiled (CUDA 12.0) is newer than the cuda.h the worker is
+// built against (Debian's 11.8): it is taken from the driver at run time,
+// through this prototype, with its enums passed as their values.
+typedef CUresult (*fs_encode_tiled_fn)(void *tensorMap, int dataType, cuuint32_t rank, void *globalAddress,
+                                       const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                       const cuuint32_t *boxDim, const cuuint32_t *elementStrides, int interleave,
+                                       int swizzle, int l2Promotion, int oobFill);
+static fs_encode_tiled_fn fs_encode_tiled;
+
+static CUresult fs_find_encode_tiled(void) {
+	void *fn = 0;
+#if CUDA_VERSION >= 12000
+	CUresult r = cuGetProcAddress("cuTensorMapEncodeTiled", &fn, 12000, 0, 0);
+#else
+	CUresult r = cuGetProcAddress("cuTensorMapEncodeTiled", &fn, 12000, 0);
+#endif
+	if (r == CUDA_SUCCESS && fn == 0) r = CUDA_ERROR_NOT_FOUND;
+	if (r == CUDA_SUCCESS) fs_encode_tiled = (fs_encode_tiled_fn)fn;
+	return r;
+}
+
+// fs_encode_bf16_panels encodes into map (128 bytes, 64-byte aligned) a bf16
+// tensor of d columns × n rows × bh batch-heads at addr, copied in boxes of
+// cols × rows of one batch-head with the 128-byte swizzle; out-of-bounds
+// rows read as zeros (kernels.TensorMap, kernels/tma.cuh).
+static CUresult fs_encode_bf16_panels(void *map, CUdeviceptr addr, cuuint64_t d, cuuint64_t n, cuuint64_t bh,
+                                      cuuint32_t cols, cuuint32_t rows) {
+	const cuuint64_t dims[3] = {d, n, bh};
+	const cuuint64_t strides[2] = {d * 2, d * n * 2}; // bytes from one row, and one batch-head, to the next
+	const cuuint32_t box[3] = {cols, rows, 1};
+	const cuuint32_t elementStrides[3] = {1, 1, 1};
+	enum { BFLOAT16 = 9, INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_128B = 2, OOB_FILL_ZEROS = 0 };
+	if (!fs_encode_tiled) return CUDA_ERROR_NOT_FOUND;
+	return fs_encode_tiled(map, BFLOAT16, 3, (void *)addr, dims, strides, box, elementStrides, INTERLEAVE_NONE,
+	                       SWIZZLE_128B, L2_PROMOTION_128B, OOB_FILL_ZEROS);
 }
 */
 import "C"
@@ -74,6 +120,9 @@ func openDevice() (*device, error) {
 	}
 	d.sharedMax = int(optin)
 	h.PTXHash = kernels.PTXHash()
+	// Without cuTensorMapEncodeTiled (a driver older than CUDA 12) the
+	// rungs that copy by TMA cannot run; the rest can.
+	encodeErr := C.fs_find_encode_tiled()
 	major, err := d.dev.Attribute(cu.ComputeCapabilityMajor)
 	if err != nil {
 		return nil, err
@@ -85,6 +134,10 @@ func openDevice() (*device, error) {
 	for _, m := range kernels.Modules {
 		if err := kernels.ModuleArch(m).Runs(major, minor); err != nil {
 			d.unavailable[m] = err
+			continue
+		}
+		if encodeErr != 0 && kernels.ModuleUsesTMA(m) {
+			d.unavailable[m] = fmt.Errorf("needs cuTensorMapEncodeTiled, which this driver does not have (CUDA error %d): a driver for CUDA 12 or newer", int(encodeErr))
 			continue
 		}
 		if err := d.load(m); err != nil {
@@ -153,13 +206,16 @@ func (d *device) load(module string) error {
 	return nil
 }
 
-func setMaxDynamicShared(fn cu.Function, bytes int) error {
-	// cu.Function is a struct holding only the CUfunction handle.
+// cfunc is fn's CUfunction handle: cu.Function is a struct holding only it.
+func cfunc(fn cu.Function) C.CUfunction {
 	if unsafe.Sizeof(fn) != unsafe.Sizeof(C.CUfunction(nil)) {
 		panic("gorgonia.org/cu changed its Function layout")
 	}
-	h := *(*C.CUfunction)(unsafe.Pointer(&fn))
-	if r := C.fs_set_max_dynamic_shared(h, C.int(bytes)); r != 0 {
+	return *(*C.CUfunction)(unsafe.Pointer(&fn))
+}
+
+func setMaxDynamicShared(fn cu.Function, bytes int) error {
+	if r := C.fs_set_max_dynamic_shared(cfunc(fn), C.int(bytes)); r != 0 {
 		return fmt.Errorf("cuFuncSetAttribute(max dynamic shared = %d): CUDA error %d", bytes, int(r))
 	}
 	return nil
@@ -186,6 +242,61 @@ func (d *device) probe() error {
 	d.hello.SMIDs = int(res[0])
 	if res[2] > 0 {
 		d.hello.TimerTickNs = float64(res[1])
+	}
+	return nil
+}
+
+// kernelParam is one argument of a launch: an 8-byte value, or the
+// parameter's whole bytes in C memory (a 128-byte tensor map).
+type kernelParam struct {
+	value uint64
+	bytes unsafe.Pointer
+}
+
+// launchKernel launches fn on the default stream. cu's Function.Launch
+// copies 8 bytes of each parameter, which a tensor map is not, so the
+// worker hands the driver its parameters itself: a C array of pointers,
+// each to its parameter's bytes in C memory, which cuLaunchKernel copies
+// before it returns.
+func launchKernel(fn cu.Function, grid [3]int, threads, shared int, params []kernelParam) error {
+	n := len(params)
+	mem := C.malloc(C.size_t(16 * max(n, 1))) // n pointers, then n 8-byte values
+	defer C.free(mem)
+	ptrs := unsafe.Slice((*unsafe.Pointer)(mem), n)
+	vals := unsafe.Slice((*uint64)(unsafe.Add(mem, 8*n)), n)
+	for i, p := range params {
+		if p.bytes != nil {
+			ptrs[i] = p.bytes
+			continue
+		}
+		vals[i] = p.value
+		ptrs[i] = unsafe.Pointer(&vals[i])
+	}
+	if r := C.fs_launch(cfunc(fn), C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]), C.uint(threads), C.uint(shared), (*unsafe.Pointer)(mem)); r != 0 {
+		return fmt.Errorf("cuLaunchKernel: CUDA error %d", int(r))
+	}
+	return nil
+}
+
+// hostAlloc is bytes of zeroed C memory aligned to align (a power of two);
+// hostFree gives it back.
+func hostAlloc(bytes, align int) unsafe.Pointer {
+	p := C.aligned_alloc(C.size_t(align), C.size_t((bytes+align-1)/align*align))
+	if p == nil {
+		panic("out of host memory")
+	}
+	C.memset(p, 0, C.size_t(bytes))
+	return p
+}
+
+func hostFree(p unsafe.Pointer) { C.free(p) }
+
+// encodeTensorMap writes m of the buffer at addr into dst, 128 bytes
+// aligned to 64.
+func encodeTensorMap(dst unsafe.Pointer, m *kernels.TensorMap, addr cu.DevicePtr) error {
+	if r := C.fs_encode_bf16_panels(dst, C.CUdeviceptr(addr), C.cuuint64_t(m.D), C.cuuint64_t(m.N), C.cuuint64_t(m.BH),
+		C.cuuint32_t(kernels.TensorMapBoxCols), C.cuuint32_t(m.Rows)); r != 0 {
+		return fmt.Errorf("cuTensorMapEncodeTiled (%d×%d×%d, box %d×%d): CUDA error %d", m.D, m.N, m.BH, kernels.TensorMapBoxCols, m.Rows, int(r))
 	}
 	return nil
 }

@@ -28,16 +28,27 @@ func isFatal(err error) bool {
 	return errors.As(err, &f)
 }
 
-// allocs frees every device buffer of a run at its end.
-type allocs []cu.DevicePtr
+// allocs frees every device buffer of a run at its end, and the host
+// memory of its tensor maps.
+type allocs struct {
+	dev  []cu.DevicePtr
+	host []unsafe.Pointer
+}
 
 func (a *allocs) alloc(bytes int64) (cu.DevicePtr, error) {
 	p, err := cu.MemAlloc(max(bytes, 8))
 	if err != nil {
 		return 0, fmt.Errorf("allocating %s of device memory: %w", kernels.FormatBytes(bytes), err)
 	}
-	*a = append(*a, p)
+	a.dev = append(a.dev, p)
 	return p, nil
+}
+
+// hostBytes is bytes of zeroed C memory aligned to align, outside Go's heap.
+func (a *allocs) hostBytes(bytes, align int) unsafe.Pointer {
+	p := hostAlloc(bytes, align)
+	a.host = append(a.host, p)
+	return p
 }
 
 func (a *allocs) upload(host []float32) (cu.DevicePtr, error) {
@@ -60,10 +71,13 @@ func (a *allocs) uploadBF16(host []float32) (cu.DevicePtr, error) {
 }
 
 func (a *allocs) free() {
-	for _, p := range *a {
+	for _, p := range a.dev {
 		cu.MemFree(p)
 	}
-	*a = nil
+	for _, p := range a.host {
+		hostFree(p)
+	}
+	*a = allocs{}
 }
 
 // problem is one configuration's inputs, outputs and scratch buffers in
@@ -74,6 +88,9 @@ type problem struct {
 	inputs []*kernels.Inputs // per batch-head, on the host
 	bufs   [len(launch.Plan{}.Buffers)]cu.DevicePtr
 	mem    allocs
+	// maps holds the encoded tensor map of each Arg.Map of the plan, in
+	// host memory the C allocator aligned (mem frees it).
+	maps map[*kernels.TensorMap]unsafe.Pointer
 }
 
 // newProblem plans the run, generates the inputs on the host (in parallel)
@@ -135,8 +152,32 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 			return nil, err
 		}
 	}
+	if err := pr.encodeMaps(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return pr, nil
+}
+
+// encodeMaps encodes the plan's tensor maps once its buffers have their
+// addresses: every launch of the problem passes the same 128 bytes.
+func (pr *problem) encodeMaps() error {
+	for _, k := range pr.plan.Kernels {
+		for _, a := range k.Args {
+			if a.Map == nil {
+				continue
+			}
+			dst := pr.mem.hostBytes(128, 64)
+			if err := encodeTensorMap(dst, a.Map, pr.bufs[a.Map.Buffer]); err != nil {
+				return err
+			}
+			if pr.maps == nil {
+				pr.maps = map[*kernels.TensorMap]unsafe.Pointer{}
+			}
+			pr.maps[a.Map] = dst
+		}
+	}
+	return nil
 }
 
 // traceArgs are a traced launch's extra arguments.
@@ -147,8 +188,8 @@ type traceArgs struct {
 }
 
 // launch runs the plan's kernels once, from the traced module when tr is
-// not nil. Every argument takes its own 8-byte slot: cu copies 8 bytes per
-// argument.
+// not nil. An address or a value takes its own 8-byte slot, of which the
+// driver copies the parameter's size.
 func (d *device) launch(pr *problem, tr *traceArgs) error {
 	module := pr.plan.Module
 	if tr != nil {
@@ -159,12 +200,19 @@ func (d *device) launch(pr *problem, tr *traceArgs) error {
 		if err != nil {
 			return err
 		}
-		args := make([]uint64, 0, len(k.Args)+3)
+		params := make([]kernelParam, 0, len(k.Args)+3)
 		for _, a := range k.Args {
-			if a.IsBuf {
-				args = append(args, uint64(pr.bufs[a.Buffer]))
-			} else {
-				args = append(args, a.Value)
+			switch {
+			case a.Map != nil:
+				m := pr.maps[a.Map]
+				if m == nil {
+					return fmt.Errorf("launching %s: its tensor map of buffer %d was not encoded", k.Name, a.Map.Buffer)
+				}
+				params = append(params, kernelParam{bytes: m})
+			case a.IsBuf:
+				params = append(params, kernelParam{value: uint64(pr.bufs[a.Buffer])})
+			default:
+				params = append(params, kernelParam{value: a.Value})
 			}
 		}
 		if tr != nil {
@@ -172,13 +220,9 @@ func (d *device) launch(pr *problem, tr *traceArgs) error {
 			if tr.timing {
 				mode = 1
 			}
-			args = append(args, uint64(tr.buf), uint64(tr.offsets[li]), mode)
+			params = append(params, kernelParam{value: uint64(tr.buf)}, kernelParam{value: uint64(tr.offsets[li])}, kernelParam{value: mode})
 		}
-		ptrs := make([]unsafe.Pointer, len(args))
-		for i := range args {
-			ptrs[i] = unsafe.Pointer(&args[i])
-		}
-		if err := fn.Launch(k.Grid[0], k.Grid[1], k.Grid[2], k.Threads, 1, 1, k.Shared, cu.NoStream, ptrs); err != nil {
+		if err := launchKernel(fn, k.Grid, k.Threads, k.Shared, params); err != nil {
 			return fatalError{fmt.Errorf("launching %s: %w", k.Name, err)}
 		}
 	}

@@ -69,6 +69,10 @@ var ownBounds = map[instrument.Variant]func(*Bounds, *instrument.Record) map[str
 	// only the order inside a 16-term product may differ, which
 	// Flash2FastStep's bound already allows.
 	instrument.VariantFlash3WGMMA: (*Bounds).Flash2FastStep,
+	// flash3_tma and flash3_ws change only how the operands arrive.
+	instrument.VariantFlash3TMA:      (*Bounds).Flash2FastStep,
+	instrument.VariantFlash3WS:       (*Bounds).Flash2FastStep,
+	instrument.VariantFlash3PingPong: (*Bounds).Flash2FastStep,
 }
 
 // NewBounds starts a walk over a trace with header h.

@@ -1,0 +1,56 @@
+package kernels
+
+import (
+	"fmt"
+
+	"flashstep/instrument"
+)
+
+// Rung 7's loop with its loads done by Hopper's tensor memory accelerator
+// (TMA), bf16: the ladder's rung 8, flash3_tma.cu. One thread asks the copy
+// engine for each whole tile, which lands swizzled and is counted off an
+// mbarrier the warpgroups wait on. What a thread computes is rung 7's, so
+// its mirror is flash2_fast's block walk and its bound flash2_fast's.
+
+// flash3TMARung is the ladder's eighth rung.
+var flash3TMARung = &VariantInfo{
+	Variant:       instrument.VariantFlash3TMA,
+	Title:         "wgmma loop, TMA loads (bf16)",
+	Summary:       "Rung 7 with its loads handed to Hopper's copy engine: one thread asks for a whole K or V tile with one instruction, the tile lands swizzled, and an mbarrier tells the warpgroups when its bytes are in.",
+	DType:         instrument.DTypeBF16,
+	Loop:          LoopFused,
+	HeaviestFirst: true,
+	Rung:          8,
+	Arch:          ArchHopper,
+	Idea:          "TMA: one thread asks the copy engine for a whole tile (one instruction a 64-column panel, swizzled on arrival, rows past N zero-filled) and an mbarrier counts its bytes in; the warpgroups wait for K before S and for V before P·V, and no thread computes a load address.",
+	Bench:         true,
+	StepRun:       "/step?variant=flash3_tma&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",
+	Colour:        "#ad1457",
+	GPURate:       350e12, CPURate: 0.4e9,
+	// Rung 7's tiles (docs/LADDER.md). TestInstancesMatchSource checks
+	// flash3_tma.cu agrees.
+	Tiles: []Tile{{128, 128, 64, 256}, {128, 64, 128, 256}},
+	Instance: func(t Tile) string {
+		return fmt.Sprintf("FLASH3_TMA_INSTANCE(%d, %d, %d)", t.Br, t.Bc, t.D)
+	},
+	Launches: func(c *Config, t Tile) Launches {
+		return hopperLaunch(c, t, "flash3_tma", 2*(t.Br*t.D+4*t.Bc*t.D)+1024)
+	},
+	Traffic: flash2FastTraffic,
+	phases:  onePhase,
+	records: flash2Records,
+	block:   flash2FastBlock,
+}
+
+// hopperLaunch is the one launch of a Hopper rung that reads Q, K and V
+// through tensor maps: a block per (q-tile, batch-head), the kernel named
+// prefix_br…_bc…_d…[_causal], with shared bytes of dynamic shared memory.
+func hopperLaunch(c *Config, t Tile, prefix string, shared int) Launches {
+	name := fmt.Sprintf("%s_br%d_bc%d_d%d", prefix, t.Br, t.Bc, t.D)
+	if c.Causal {
+		name += "_causal"
+	}
+	args := []Arg{TMap(BufQ, c, t.Br), TMap(BufK, c, t.Bc), TMap(BufV, c, t.Bc), Buf(BufO), Buf(BufLSE), Val(c.N), ScaleArg(c)}
+	return Launches{Kernels: []Launch{{Name: name, Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
+		Threads: t.Threads, Shared: shared, Args: args}}}
+}

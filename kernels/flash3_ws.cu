@@ -1,0 +1,221 @@
+// needs: sm_90a
+// Rung 8's TMA loads given to a warpgroup of their own: the ladder's ninth
+// rung, warp specialisation, whose CPU mirror is flash2_fast's
+// (flash3_ws.go). Needs sm_90a; scripts/ptx-hopper builds its PTX.
+//
+// In rung 8 one thread of the computing warps issues the copies, and every
+// warpgroup meets the others at a __syncthreads per kv-tile so that no copy
+// overwrites a stage still being read. Here the block's first warpgroup is
+// a producer that only copies, and the other BR/64 are consumers that only
+// compute. Two kinds of mbarrier pass the stages between them:
+//
+//   full[s]:  the producer's copy into stage s has landed (TMA counts the
+//             bytes off it), so the consumers may read it;
+//   empty[s]: every consumer thread is done reading stage s, so the
+//             producer may copy the next tile into it.
+//
+// So no warpgroup waits for another, only for its data: a consumer that is
+// ahead goes on while the other finishes its softmax. The producer needs a
+// handful of registers and the consumers many, and setmaxnreg moves them:
+// the producer gives its warpgroup's down to 24 a thread, the consumers
+// take theirs up to 240, within the 64K of the SM (one block of 384 threads
+// per SM; with three consumer warpgroups, 32 and 160).
+//
+// A consumer's rows, columns and arithmetic are rung 7's (and rung 6's), so
+// its mirror and bound are theirs. docs/LADDER.md has the measurements.
+#include "instrument.cuh"
+#include "wgmma.cuh"
+#include "tma.cuh"
+#include "hopper_tile.cuh"
+#include "warpspec.cuh"
+
+namespace hopper {
+
+// Shared memory of one block, in bytes: Q_i, then STAGES stages of K_j and
+// V_j, in bf16, and 1024 bytes to align the first panel to the swizzle's
+// period. The mbarriers are static shared memory.
+constexpr int ws_stages = 2;
+constexpr int ws_smem_bytes(int D, int BR, int BC) { return 2 * (BR * D + 2 * ws_stages * BC * D) + 1024; }
+
+template <int D, int BR, int BC, bool CAUSAL>
+__device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const TensorMap *tmK, const TensorMap *tmV,
+                                                bf16 *__restrict__ O, float *__restrict__ LSE, int N,
+                                                float scale FS_TRACE_PARAMS) {
+  constexpr int NC = BR * 2; // consumer threads: a warpgroup per 64 rows
+  constexpr int NI = BC / 8; // column atoms of S
+  constexpr int DI = D / 8;  // column atoms of O
+  constexpr int ST = ws_stages;
+  // Registers a thread, by role: the SM's 65,536 shared by the producer's
+  // 128 threads and the consumers' NC (24·128 + 240·256 = 64,512, or
+  // 32·128 + 160·384 = 65,536 with three consumer warpgroups).
+  constexpr int PR = NC == 256 ? 24 : 32, CR = NC == 256 ? 240 : 160;
+  static_assert(NC == 256 || NC == 384, "two or three consumer warpgroups");
+  static_assert(BR % 64 == 0 && D % 64 == 0 && BC % 64 == 0, "whole warpgroups and whole panels");
+  static_assert(BR <= 256 && BC <= 256, "a TMA box has at most 256 rows");
+
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (fast::smem_addr(smem_raw) & 1023)) & 1023);
+  bf16 *sQ = reinterpret_cast<bf16 *>(smem);
+  bf16 *sK0 = sQ + BR * D;       // K_j of stage j%ST at sK0 + (j%ST)·BC·D
+  bf16 *sV0 = sK0 + ST * BC * D; // likewise V_j
+  __shared__ __align__(8) uint64_t fullQ, fullK[ST], fullV[ST], emptyK[ST], emptyV[ST];
+
+  const int Tr = (N + BR - 1) / BR;
+  const int qtile = CAUSAL ? Tr - 1 - blockIdx.x : blockIdx.x; // heaviest first
+  const int bh = blockIdx.y;
+  const int r0 = qtile * BR;
+  const int Tc = (N + BC - 1) / BC;
+  const int jEnd = CAUSAL ? min(Tc, (min(N, r0 + BR) - 1) / BC + 1) : Tc;
+  constexpr unsigned kvBytes = BC * D * 2; // a K or V tile, zero-filled rows included
+
+  if (threadIdx.x == 0) {
+    mbar_init(&fullQ, 1);
+    for (int s = 0; s < ST; s++) {
+      mbar_init(&fullK[s], 1);
+      mbar_init(&fullV[s], 1);
+      mbar_init(&emptyK[s], NC);
+      mbar_init(&emptyV[s], NC);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads(); // the barriers are initialised before anyone uses them; the last block-wide barrier
+
+  if (threadIdx.x < 128) {
+    //> load-kv: the producer: the first warpgroup gives up its registers; one thread copies Q_i, then each K_j and V_j into a stage the consumers have freed
+    regs_dec<PR>();
+    if (threadIdx.x == 0) {
+      tma_prefetch(tmK);
+      tma_prefetch(tmV);
+      mbar_expect(&fullQ, BR * D * 2);
+      tma_load_panels<BR, D>(sQ, tmQ, r0, bh, &fullQ);
+      for (int j = 0; j < jEnd; j++) {
+        const int s = j % ST;
+        // Stage s last held tile j − ST: wait until every consumer has
+        // released it (its (j/ST − 1)-th emptying).
+        if (j >= ST) mbar_wait(&emptyK[s], (j / ST - 1) & 1);
+        mbar_expect(&fullK[s], kvBytes);
+        tma_load_panels<BC, D>(sK0 + s * BC * D, tmK, j * BC, bh, &fullK[s]);
+        if (j >= ST) mbar_wait(&emptyV[s], (j / ST - 1) & 1);
+        mbar_expect(&fullV[s], kvBytes);
+        tma_load_panels<BC, D>(sV0 + s * BC * D, tmV, j * BC, bh, &fullV[s]);
+      }
+    }
+    return;
+  }
+  //> end
+
+  //> load-q: the consumers take the registers the producer gave up; wait for Q_i; m, l and O start empty
+  regs_inc<CR>();
+  const int tid = threadIdx.x - 128, lane = tid & 31, warp = tid >> 5;
+  const float sl2 = scale * 1.4426950408889634f;
+  const Rows w{r0, warp * 16, lane >> 2, lane & 3}; // consumer warp w is warp w%4 of consumer warpgroup w/4
+
+  FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
+            const int rowsValid = min(BR, N - r0);)
+
+  float o[D / 2];
+#pragma unroll
+  for (int x = 0; x < D / 2; x++) o[x] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const uint32_t qBase = fast::smem_addr(sQ) + (warp >> 2) * 64 * 128;
+  mbar_wait(&fullQ, 0);
+
+  for (int j = 0; j < jEnd; j++) {
+    FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
+    const int stage = j % ST;
+    const unsigned parity = (j / ST) & 1; // stage s is filled for the (j/ST)-th time
+    const bf16 *sK = sK0 + stage * BC * D;
+    const bf16 *sV = sV0 + stage * BC * D;
+
+    //> scores: wait for K_j; S = Q_i K_jᵀ, d/16 wgmma from shared memory, waited for; K's stage released
+    mbar_wait(&fullK[stage], parity);
+    float s[BC / 2];
+    const uint32_t kBase = fast::smem_addr(sK);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t a = desc(qBase + (kk >> 2) * BR * 128 + (kk & 3) * 32, 16, 1024);
+      const uint64_t b = desc(kBase + (kk >> 2) * BC * 128 + (kk & 3) * 32, 16, 1024);
+      wgmma_s<BC>(s, a, b, kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep(s);
+    mbar_arrive(&emptyK[stage]);
+
+    //> scores: masks on the ragged last tile and on the tiles that cross the diagonal
+    mask_scores<NI, CAUSAL>(s, w, j * BC, N);
+    FS_TRACED(if (full) trace_scores<NI, BR, BC, D>(fs_payload(cur), s, w, scale, N);)
+
+    //> softmax: row max across the quad, α = 2^((m_old − m_new)·scale·log2 e), P = 2^(…), l = α·l + Σ P, O = α·O (hopper_tile.cuh)
+    uint32_t pk[NI][2];
+    online_softmax<NI, DI, BR, BC, D>(s, m, l, o, pk, sl2, w, scale FS_TRACED(, full ? fs_payload(cur) : nullptr, N));
+
+    //> pv: wait for V_j; O += bf16(P)·V_j, P from registers, V read transposed; V's stage released
+    mbar_wait(&fullV[stage], parity);
+    const uint32_t vBase = fast::smem_addr(sV);
+    wgmma_fence();
+    keep(o);
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) {
+      const uint32_t a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+      wgmma_o<D>(o, a, desc(vBase + kk * 16 * 128, BC * 128, 1024));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep(o);
+    mbar_arrive(&emptyV[stage]);
+    //> end
+#ifdef FS_TRACE
+    // A step's record is written when both consumer warpgroups are done
+    // with it: the traced build alone makes them meet.
+    if (cur.rec) {
+      if (full) {
+        trace_o<DI, BR, BC, D>(fs_payload(cur), o, w, N);
+        if (tid == 0) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
+      }
+      consumers_sync<NC>();
+      if (tid == 0) {
+        const int colsValid = min(BC, N - j * BC);
+        fs_write_header(cur, FS_KIND_FLASH_STEP, bh, qtile, j, rowsValid, colsValid, step_read_bytes(j, colsValid, rowsValid, D), 0);
+      }
+      cur.rec += stepBytes;
+    }
+#endif
+  }
+
+  //> epilogue: the quad's partial sums make l; O / l in bf16 and the LSE to device memory
+  FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
+  epilogue<DI, BR, BC, D>(o, m, l, O + (size_t)bh * N * D, LSE + (size_t)bh * N, w, N, scale FS_TRACED(, full ? fs_payload(cur) : nullptr));
+  FS_TRACED(if (cur.rec) {
+    if (full && tid == 0) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
+    consumers_sync<NC>();
+    if (tid == 0)
+      fs_write_header(cur, FS_KIND_EPILOGUE, bh, qtile, FS_NO_TILE, rowsValid, 0, 0,
+                      (unsigned long long)rowsValid * D * 2 + (unsigned long long)rowsValid * 4);
+  })
+}
+//> end
+
+} // namespace hopper
+
+// The compiled instantiations, extern "C" so the worker finds each by name;
+// a plain and a causal kernel per tile (TestInstancesMatchSource holds these
+// lines to the registry's Tiles). One block an SM: the producer's warpgroup
+// and BR/64 consumers.
+#define FLASH3_WS_KERNEL(NAME, BR, BC, D, CAUSAL)                                                                    \
+  extern "C" __global__ void __launch_bounds__(BR * 2 + 128, 1)                                                        \
+      NAME(const __grid_constant__ hopper::TensorMap tmQ, const __grid_constant__ hopper::TensorMap tmK,              \
+           const __grid_constant__ hopper::TensorMap tmV, hopper::bf16 *__restrict__ O, float *__restrict__ LSE, int N, \
+           float scale FS_TRACE_PARAMS) {                                                                              \
+    hopper::flash3_ws_block<D, BR, BC, CAUSAL>(&tmQ, &tmK, &tmV, O, LSE, N, scale FS_TRACED(, fs_trace, fs_offsets, fs_mode)); \
+  }
+#define FLASH3_WS_INSTANCE(BR, BC, D)                                                                               \
+  FLASH3_WS_KERNEL(flash3_ws_br##BR##_bc##BC##_d##D, BR, BC, D, false)                                               \
+  FLASH3_WS_KERNEL(flash3_ws_br##BR##_bc##BC##_d##D##_causal, BR, BC, D, true)
+
+FLASH3_WS_INSTANCE(128, 128, 64)
+FLASH3_WS_INSTANCE(128, 128, 128)
