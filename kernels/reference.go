@@ -7,26 +7,26 @@ import "math"
 // log-sum-exp of S. Rows whose every score is masked get O = 0, LSE = −Inf.
 // It is the oracle the mirrors and the GPU kernels are held to.
 func Reference(in *Inputs, n, d int, causal bool) (o []float64, lse []float64) {
+	return attention64(widen(in.Q), widen(in.K), widen(in.V), n, d, causal)
+}
+
+// widen is x in float64, exactly.
+func widen(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// attention64 is Reference on float64 inputs (q, k, v: n×d row-major), which
+// the gradient's finite differences need (ReferenceGrad).
+func attention64(q, k, v []float64, n, d int, causal bool) (o []float64, lse []float64) {
 	o = make([]float64, n*d)
 	lse = make([]float64, n)
-	scale := 1 / math.Sqrt(float64(d))
 	s := make([]float64, n)
 	for r := 0; r < n; r++ {
-		m := math.Inf(-1)
-		q := in.Q[r*d : (r+1)*d]
-		for c := 0; c < n; c++ {
-			if causal && c > r {
-				s[c] = math.Inf(-1)
-				continue
-			}
-			var dot float64
-			k := in.K[c*d : (c+1)*d]
-			for x := range q {
-				dot += float64(q[x]) * float64(k[x])
-			}
-			s[c] = dot * scale
-			m = math.Max(m, s[c])
-		}
+		m := scores64(q, k, n, d, causal, r, s)
 		if math.IsInf(m, -1) {
 			lse[r] = m
 			continue
@@ -39,9 +39,9 @@ func Reference(in *Inputs, n, d int, causal bool) (o []float64, lse []float64) {
 			if p == 0 {
 				continue
 			}
-			v := in.V[c*d : (c+1)*d]
+			vc := v[c*d : (c+1)*d]
 			for x := range row {
-				row[x] += p * float64(v[x])
+				row[x] += p * vc[x]
 			}
 		}
 		for x := range row {
@@ -50,4 +50,26 @@ func Reference(in *Inputs, n, d int, causal bool) (o []float64, lse []float64) {
 		lse[r] = m + math.Log(l)
 	}
 	return o, lse
+}
+
+// scores64 fills s with row r of S = QKᵀ/√d (−Inf where causal masks it)
+// and returns the row's max.
+func scores64(q, k []float64, n, d int, causal bool, r int, s []float64) float64 {
+	scale := 1 / math.Sqrt(float64(d))
+	m := math.Inf(-1)
+	qr := q[r*d : (r+1)*d]
+	for c := 0; c < n; c++ {
+		if causal && c > r {
+			s[c] = math.Inf(-1)
+			continue
+		}
+		var dot float64
+		kc := k[c*d : (c+1)*d]
+		for x := range qr {
+			dot += qr[x] * kc[x]
+		}
+		s[c] = dot * scale
+		m = math.Max(m, s[c])
+	}
+	return m
 }

@@ -1,0 +1,73 @@
+package kernels
+
+import "math"
+
+// Grad is attention's gradient for one batch-head: dQ, dK and dV (n×d
+// row-major) given the output's gradient dO, and D, the row sums of
+// dO ∘ O that FlashAttention's backward computes first.
+type Grad struct {
+	DQ, DK, DV []float64
+	D          []float64
+}
+
+// ReferenceGrad is the exact gradient in float64 of Reference's O with
+// respect to Q, K and V, over float32 inputs and a float32 dO: the oracle
+// the backward kernels are held to. With P = softmax(S), S = QKᵀ/√d (masked
+// above the diagonal when causal):
+//
+//	dV = Pᵀ dO,  dP = dO Vᵀ,  D_i = Σ_x dO_ix O_ix,
+//	dS = P ∘ (dP − D),  dQ = dS K / √d,  dK = dSᵀ Q / √d.
+//
+// D_i equals Σ_j P_ij dP_ij (since O_i = Σ_j P_ij V_j), which is why the
+// backward needs no row of P to find it. It stores P whole: it is for
+// checking, at the sizes tests and the GPU checks use.
+func ReferenceGrad(in *Inputs, dO []float32, n, d int, causal bool) Grad {
+	return grad64(widen(in.Q), widen(in.K), widen(in.V), widen(dO), n, d, causal)
+}
+
+func grad64(q, k, v, dO []float64, n, d int, causal bool) Grad {
+	o, lse := attention64(q, k, v, n, d, causal)
+	g := Grad{DQ: make([]float64, n*d), DK: make([]float64, n*d), DV: make([]float64, n*d), D: make([]float64, n)}
+	scale := 1 / math.Sqrt(float64(d))
+	s := make([]float64, n)
+	ds := make([]float64, n)
+	for r := 0; r < n; r++ {
+		if math.IsInf(lse[r], -1) { // a row with no key: O = 0 whatever Q, K and V
+			continue
+		}
+		dor := dO[r*d : (r+1)*d]
+		for x := 0; x < d; x++ {
+			g.D[r] += dor[x] * o[r*d+x]
+		}
+		scores64(q, k, n, d, causal, r, s)
+		for c := 0; c < n; c++ {
+			p := math.Exp(s[c] - lse[r]) // P from the log-sum-exp, as the backward recomputes it
+			if p == 0 {
+				ds[c] = 0
+				continue
+			}
+			var dp float64
+			vc := v[c*d : (c+1)*d]
+			dv := g.DV[c*d : (c+1)*d]
+			for x := 0; x < d; x++ {
+				dp += dor[x] * vc[x]
+				dv[x] += p * dor[x]
+			}
+			ds[c] = p * (dp - g.D[r])
+		}
+		dq := g.DQ[r*d : (r+1)*d]
+		qr := q[r*d : (r+1)*d]
+		for c := 0; c < n; c++ {
+			if ds[c] == 0 {
+				continue
+			}
+			kc := k[c*d : (c+1)*d]
+			dk := g.DK[c*d : (c+1)*d]
+			for x := 0; x < d; x++ {
+				dq[x] += ds[c] * kc[x] * scale
+				dk[x] += ds[c] * qr[x] * scale
+			}
+		}
+	}
+	return g
+}
