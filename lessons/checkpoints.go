@@ -49,6 +49,13 @@ const (
 	// of the recordings) and the floors' arithmetic (roofline.go).
 	AskLadderSpeedup = "ladder-speedup" // how many times faster one row of the ladder is than another on a shape
 	AskLadderFloor   = "ladder-floor"   // what percentage of a floor (compute or memory) a row reaches on a shape
+
+	// Asks answered by the arithmetic of the Hopper rungs' copies,
+	// barriers and registers (hopper.go).
+	AskTxBytes    = "tx-bytes"   // the bytes an mbarrier is told to expect (expect_tx) for one TMA-copied tile
+	AskTMACopies  = "tma-copies" // how many TMA copy instructions one kv-tile's K and V take
+	AskParity     = "parity"     // the stage and phase parity a consumer waits on at a kv-tile (choice)
+	AskSetmaxnreg = "setmaxnreg" // the registers a consumer thread may take once the producer has given its up
 )
 
 // An ask is one kind of checkpoint question: what its directive says, how
@@ -68,15 +75,16 @@ type ask interface {
 }
 
 // computedAsk is an ask answered by arithmetic the server does itself (the
-// playground's, the debugging lesson's loop) or from the ladder's recorded
-// figures: Solve takes a nil trace.
+// playground's, the debugging lesson's loop, the Hopper kernels' copies,
+// barriers and registers) or from the ladder's recorded figures: Solve
+// takes a nil trace.
 type computedAsk interface {
 	ask
 	source(c *Checkpoint) string // where the answer's numbers come from
 }
 
 // onItsOwnInput is an ask that reads no preset's run: the playground's
-// row of logits, the ladder's recorded figures.
+// row of logits, the ladder's recorded figures, the Hopper asks' sizes.
 type onItsOwnInput interface {
 	ask
 	ownInput()
@@ -103,6 +111,10 @@ var asks = []struct {
 	{AskLoopL, loopL{}},
 	{AskLadderSpeedup, ladderSpeedup{}},
 	{AskLadderFloor, ladderFloor{}},
+	{AskTxBytes, txBytes{}},
+	{AskTMACopies, tmaCopies{}},
+	{AskParity, stageParity{}},
+	{AskSetmaxnreg, consumerRegisters{}},
 }
 
 // askNamed is the ask called name, or nil.
@@ -138,6 +150,7 @@ type Checkpoint struct {
 	Playground playground.Settings // overflow: the row
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
 	Ladder     LadderQuestion      // ladder-speedup, ladder-floor: the row, shape and floor
+	Hopper     HopperQuestion      // tx-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
 
 	Choices []grading.Option // choice: the options; tiles: every tile of the grid, row by row
 }
@@ -403,11 +416,14 @@ func (c *Checkpoint) readRow(d *directive) { c.Row = d.whole("row", -1, 0, c.Run
 
 func (c *Checkpoint) readKV(d *directive) { c.KV = d.whole("kv", -1, 0, c.Run.Tc()-1) }
 
-// flashVariant says whether v's trace holds FlashAttention's flash steps
-// (m, α, l, S, P and O at every kv-tile): the float32 flash2 and the
-// tensor-core flash2_fast.
+// flashVariant says whether v's trace holds FlashAttention-2's flash steps
+// (m, α, l, S, P and O at every kv-tile, one block walking its q-tile's
+// kv-tiles): the float32 flash2 and every rung that fuses its loop the same
+// way on the tensor cores (flash2_mma, flash2_fast, the Hopper rungs), as
+// the registry says.
 func flashVariant(v instrument.Variant) bool {
-	return v == instrument.VariantFlash2 || v == instrument.VariantFlash2Fast
+	info := kernels.Info(v)
+	return info != nil && info.Loop == kernels.LoopFused && !info.Materialised
 }
 
 func kindByName(name string) (instrument.Kind, bool) {
@@ -453,8 +469,8 @@ func f3(v float32) string { return strconv.FormatFloat(float64(v), 'f', 3, 32) }
 
 // NeedsTrace says whether Solve reads the trace of c's run; the other asks
 // are answered by arithmetic done here (the playground's, the debugging
-// lesson's loop) or from the ladder's recorded figures, and Solve takes a
-// nil trace.
+// lesson's loop, the Hopper kernels') or from the ladder's recorded
+// figures, and Solve takes a nil trace.
 func (c *Checkpoint) NeedsTrace() bool {
 	_, computed := c.kind().(computedAsk)
 	return !computed

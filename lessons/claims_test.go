@@ -1,13 +1,17 @@
 package lessons_test
 
 import (
+	"fmt"
 	"io/fs"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"flashstep/instrument"
+	"flashstep/kernels"
 	"flashstep/ladder"
 	"flashstep/lessons"
 	"flashstep/lessons/loop"
@@ -17,7 +21,7 @@ import (
 // whose run changes (a new seed, a new preset) fails here rather than
 // tell a student something its widget contradicts.
 
-// Lesson 12, "A bug that hides": on the large-logits run, row 4's max
+// Lesson 13, "A bug that hides": on the large-logits run, row 4's max
 // jumps from about −35 to about 50 at kv-tile 1, where the correct α is
 // about 1e-37 and the stale-max loop's 0, and the two loops agree to the
 // bit; at kv-tile 2 the max stays put, the correct α is 1, the slipped one
@@ -153,6 +157,207 @@ func TestRatioFigure(t *testing.T) {
 	for _, bad := range []string{"ratio ladder naive_mma d=64 ms", "ladder naive_mma d=64 ms / ladder naive_mma d=128 ms", "ratio peak flash2_fast d=64 / ladder naive_mma d=128 ms"} {
 		if _, err := lessons.Figure(bad); err == nil {
 			t.Errorf("%q read as a figure", bad)
+		}
+	}
+}
+
+// Lesson 12, "The same numbers, fed differently": the recordings of the
+// four Hopper rungs on the lesson's run hold rung 6's records bit for bit
+// (all but where and when each ran), as the lesson says, and its checkpoint
+// on the TMA run has lesson 10's run's answer.
+func TestClaimHopperRungsStepLikeRung6(t *testing.T) {
+	t.Parallel()
+	r := engines(t)
+	recorded := func(preset string) *lessons.Trace {
+		t.Helper()
+		c, err := lessons.Runs[preset].Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := traceOf(t, r, c)
+		if tr.H.Source != instrument.SourceRecording {
+			t.Fatalf("%s comes from %v, not its recording", preset, tr.H.Source)
+		}
+		return tr
+	}
+	same := func(a, b []float32) bool {
+		return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+	}
+	base := recorded("fast-real-tiles")
+	for _, preset := range []string{"wgmma-real-tiles", "tma-real-tiles", "ws-real-tiles", "pingpong-real-tiles"} {
+		tr := recorded(preset)
+		if len(tr.Steps) != len(base.Steps) {
+			t.Errorf("%s: %d steps, rung 6's recording %d", preset, len(tr.Steps), len(base.Steps))
+			continue
+		}
+		for k, s := range tr.Steps {
+			b := base.Steps[k]
+			if s.Kind != b.Kind || s.BH != b.BH || s.I != b.I || s.J != b.J || s.RowsValid != b.RowsValid || s.ColsValid != b.ColsValid ||
+				!same(s.S, b.S) || !same(s.P, b.P) || !same(s.MOld, b.MOld) || !same(s.MNew, b.MNew) || !same(s.Alpha, b.Alpha) ||
+				!same(s.L, b.L) || !same(s.O, b.O) || !same(s.LSE, b.LSE) {
+				t.Errorf("%s: step %d differs from rung 6's recording: the lesson says the Hopper rungs hold rung 6's numbers bit for bit", preset, k+1)
+				break
+			}
+		}
+	}
+	text := lessonText(t, "course/12-hopper.md")
+	if !strings.Contains(text, "bit for bit") {
+		t.Error(`lesson 12 no longer says the Hopper rungs' numbers are rung 6's "bit for bit": check the claim it makes instead here`)
+	}
+}
+
+// lessonText is a lesson's Markdown with its whitespace folded.
+func lessonText(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := fs.ReadFile(lessons.CourseFiles, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(raw)), " ")
+}
+
+// Lesson 12's figures, held to the recordings they are read from:
+//   - {{vs-cudnn RUNG}} is the rung's TFLOP/s over cuDNN's in the same row,
+//     lowest and highest over the shapes, and flash3_tma's lies within
+//     0.9 and 1.2 ("about cuDNN's speed, a little past it on some
+//     shapes": past 1 on at least one shape);
+//   - rung 7 is faster than rung 6, and rung 8 than rung 7, on every shape;
+//   - rung 9 is not faster than rung 8 on any shape: more than 5% slower at
+//     d = 64 ("clearly slower"), within 5% at d = 128 ("level with it");
+//   - rung 10 is slower than rung 9 on every shape, by less than 10%
+//     ("a few percent").
+func TestClaimHopperLadder(t *testing.T) {
+	t.Parallel()
+	tab, err := lessons.LadderTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := func(rung string, sh ladder.Shape) ladder.Cell {
+		t.Helper()
+		for _, row := range tab.Rows {
+			if row.Rung.Name == rung {
+				c := row.Cells[slices.Index(tab.Shapes, sh)]
+				if c.Missing || !(c.TFLOPs > 0) {
+					t.Fatalf("%s has no figure at %+v", rung, sh)
+				}
+				return c
+			}
+		}
+		t.Fatalf("the ladder has no rung %s", rung)
+		return ladder.Cell{}
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, sh := range tab.Shapes {
+		c := cell("flash3_tma", sh)
+		lo, hi = min(lo, c.TFLOPs/c.SDPACuDNN), max(hi, c.TFLOPs/c.SDPACuDNN)
+	}
+	if got, err := lessons.Figure("vs-cudnn flash3_tma"); err != nil || got != fmt.Sprintf("%.2f and %.2f", lo, hi) {
+		t.Errorf("{{vs-cudnn flash3_tma}} reads %q (%v); the recording gives %.2f and %.2f", got, err, lo, hi)
+	}
+	if lo < 0.9 || hi > 1.2 || hi <= 1 {
+		t.Errorf("flash3_tma runs at %.2f to %.2f times cuDNN; the lesson says about its speed, a little past it on some shapes", lo, hi)
+	}
+	for _, bad := range []string{"vs-cudnn", "vs-cudnn flash9", "vs-cudnn flash3_tma flash3_ws"} {
+		if _, err := lessons.Figure(bad); err == nil {
+			t.Errorf("{{%s}} reads as a figure", bad)
+		}
+	}
+	for _, sh := range tab.Shapes {
+		fast, wg, tma, ws, pp := cell("flash2_fast", sh), cell("flash3_wgmma", sh), cell("flash3_tma", sh), cell("flash3_ws", sh), cell("flash3_pingpong", sh)
+		if wg.TFLOPs <= fast.TFLOPs || tma.TFLOPs <= wg.TFLOPs {
+			t.Errorf("%+v: rungs 6, 7, 8 at %.1f, %.1f, %.1f TFLOP/s; the lesson says each is faster than the one before", sh, fast.TFLOPs, wg.TFLOPs, tma.TFLOPs)
+		}
+		r := ws.TFLOPs / tma.TFLOPs
+		if r > 1 || (sh.D == 64 && r > 0.95) || (sh.D == 128 && r < 0.95) {
+			t.Errorf("%+v: rung 9 at %.3f times rung 8; the lesson says not faster anywhere, clearly slower at d=64, level at d=128", sh, r)
+		}
+		if r := pp.TFLOPs / ws.TFLOPs; r >= 1 || r < 0.9 {
+			t.Errorf("%+v: rung 10 at %.3f times rung 9; the lesson says slower by a few percent", sh, r)
+		}
+	}
+	text := lessonText(t, "course/12-hopper.md")
+	for _, said := range []string{"about cuDNN's speed, a little past it on some shapes", "not faster than rung 8 on any shape", "clearly slower", "level with it at $d = 128$",
+		"slower than rung 9 on every shape, by a few percent", "the turns did not pay"} {
+		if !strings.Contains(text, said) {
+			t.Errorf("lesson 12 no longer says %q: check the claim it makes instead here", said)
+		}
+	}
+	for _, wrong := range []string{"faster than cuDNN on every shape", "rung 9 is faster", "ping-pong pays"} {
+		if strings.Contains(text, wrong) {
+			t.Errorf("lesson 12 says %q, which its recorded figures contradict", wrong)
+		}
+	}
+}
+
+// Lesson 12's arithmetic is the kernels': its checkpoints' rules give the
+// registers flash3_ws.cu splits between producer and consumers (two
+// consumer warpgroups and three), the parity and bytes the sources compute,
+// the box width the worker encodes tensor maps with, and the ptxas figures
+// the lesson reads: flash3_ws's count is the most that fits its 384
+// threads in 65,536 registers, flash3_tma's fits two blocks of 256.
+func TestClaimHopperArithmeticIsTheKernels(t *testing.T) {
+	t.Parallel()
+	src := func(v instrument.Variant) string {
+		t.Helper()
+		ks, err := kernels.Source(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(ks.Lines, "\n")
+	}
+	ws, tma := src(instrument.VariantFlash3WS), src(instrument.VariantFlash3TMA)
+	m := regexp.MustCompile(`PR = NC == 256 \? (\d+) : (\d+), CR = NC == 256 \? (\d+) : (\d+);`).FindStringSubmatch(ws)
+	if m == nil {
+		t.Fatal("flash3_ws.cu no longer splits its registers as `PR = NC == 256 ? … : …, CR = NC == 256 ? … : …`: check lesson 12's setmaxnreg checkpoints against what it does now")
+	}
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	for k, consumers := range []int{2, 3} {
+		producer, want := atoi(m[1+k]), atoi(m[3+k])
+		c := loadCheckpoint(t, fmt.Sprintf("::: checkpoint id=c ask=setmaxnreg producer=%d consumers=%d\nq\n:::\n", producer, consumers))
+		s, err := c.Solve(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Number != float64(want) {
+			t.Errorf("%d consumers, producer %d: the lesson's rule gives %g registers, flash3_ws.cu asks for %d", consumers, producer, s.Number, want)
+		}
+	}
+	for file, text := range map[string]string{"flash3_ws.cu": ws, "flash3_tma.cu": tma} {
+		for _, expr := range map[string][]string{
+			"flash3_ws.cu":  {"const int stage = j % ST;", "const unsigned parity = (j / ST) & 1;", "constexpr unsigned kvBytes = BC * D * 2;", "mbar_init(&emptyK[s], NC);"},
+			"flash3_tma.cu": {"const int stage = j & 1;", "const unsigned parity = (j >> 1) & 1;", "constexpr unsigned kvBytes = BC * D * 2;"},
+		}[file] {
+			if !strings.Contains(text, expr) {
+				t.Errorf("%s no longer holds %q, which lesson 12's stage, parity and expect_tx checkpoints follow", file, expr)
+			}
+		}
+	}
+	if kernels.TensorMapBoxCols != 64 {
+		t.Errorf("a TMA box is %d columns wide; lesson 12 says 64, the 128 bytes of the swizzle", kernels.TensorMapBoxCols)
+	}
+	fit := func(threads int) int { return 65536 / threads / 8 * 8 }
+	seen := 0
+	for _, f := range kernels.Ptxas() {
+		switch f.Module {
+		case "flash3_ws":
+			seen++
+			if f.Registers != fit(384) || f.Registers != 168 {
+				t.Errorf("%s: %d registers; lesson 12 says 168, the most that fits 384 threads in 65,536", f.Kernel, f.Registers)
+			}
+		case "flash3_tma":
+			seen++
+			if f.Registers > fit(512) {
+				t.Errorf("%s: %d registers; lesson 12 says under 128, so that two blocks of 256 threads fit", f.Kernel, f.Registers)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("ptxas lists no flash3_ws or flash3_tma kernel")
+	}
+	text := lessonText(t, "course/12-hopper.md")
+	for _, said := range []string{"ptxas chose 168", "stays under 128 and fits two", "64 bfloat16 columns"} {
+		if !strings.Contains(text, said) {
+			t.Errorf("lesson 12 no longer says %q: check the claim it makes instead here", said)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 //	{{sweep VARIANT d=D [causal] tflops|ms}} the recorded sweep at the table's N
 //	{{sdpa flash|cudnn d=D [causal]}}        PyTorch's SDPA backend in TFLOP/s, as the table's rows carry it
 //	{{vs-sdpa RUNG}}                         a rung's speed over SDPA's FlashAttention-2 backend, lowest to highest over the shapes
+//	{{vs-cudnn RUNG}}                        the same over SDPA's cuDNN backend, timed in the same run
 //	{{peak RUNG d=D [causal]}}               a rung's TFLOP/s as a percentage of the tensor cores' peak
 //	{{ratio FIGURE / FIGURE}}                one ladder, bench or sweep figure over another: "1.6"
 //
@@ -247,7 +248,7 @@ func Figure(tok string) (string, error) {
 			return fmt.Sprintf("%.1f", c.SDPACuDNN), nil
 		}
 		return "", fmt.Errorf("sdpa is flash or cudnn, got %q", name)
-	case "vs-sdpa":
+	case "vs-sdpa", "vs-cudnn":
 		name, err := one()
 		if err != nil {
 			return "", err
@@ -255,14 +256,21 @@ func Figure(tok string) (string, error) {
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, sh := range t.Shapes {
 			c, _, err := ladderCell(t, name, sh)
-			if err != nil || c.Ratio == 0 {
-				return "", fmt.Errorf("%s at d=%d: no ratio to SDPA", name, sh.D)
+			ratio := c.Ratio
+			if a.kind == "vs-cudnn" {
+				ratio = 0
+				if c.SDPACuDNN > 0 {
+					ratio = c.TFLOPs / c.SDPACuDNN
+				}
 			}
-			lo, hi = min(lo, c.Ratio), max(hi, c.Ratio)
+			if err != nil || ratio == 0 {
+				return "", fmt.Errorf("%s at %s: no ratio to SDPA's %s backend", name, shapeWords(sh), strings.TrimPrefix(a.kind, "vs-"))
+			}
+			lo, hi = min(lo, ratio), max(hi, ratio)
 		}
 		return fmt.Sprintf("%.2f and %.2f", lo, hi), nil
 	}
-	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, sweep, sdpa, vs-sdpa, peak or ratio", a.kind)
+	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, sweep, sdpa, vs-sdpa, vs-cudnn, peak or ratio", a.kind)
 }
 
 func formatUnit(unit string, ms, tflops float64) (string, error) {

@@ -92,7 +92,8 @@ var Glossary = []Term{
 	{ID: "timeline", Forms: []string{"timeline"}, Lesson: "gpu",
 		Meaning: "A timing trace drawn as one row per SM and time to the right: which block ran where, and when."},
 	{ID: "warp", Forms: []string{"warp", "warps"}, Lesson: "tensor-cores",
-		Meaning: "32 threads that execute one instruction together; a block is a few warps."},
+		Meaning: "32 threads that execute one instruction together; a block is a few warps.",
+		Not:     []string{" specialisation"}},
 	{ID: "spill", Forms: []string{"spill", "spills", "spilled"}, Lesson: "registers",
 		Meaning: "Values a thread cannot keep in its registers, moved to local memory (device memory, cached): slow."},
 	{ID: "local-memory", Forms: []string{"local memory"}, Lesson: "registers",
@@ -121,6 +122,26 @@ var Glossary = []Term{
 		Meaning: "The least time a run's traffic can take: the bytes it must move to and from device memory divided by the memory's bandwidth (3.35 TB/s on an H100 SXM5)."},
 	{ID: "ridge-point", Forms: []string{"ridge point", "ridge"}, Lesson: "roofline",
 		Meaning: "The arithmetic intensity at which a kernel's two floors are equal: the peak FLOP rate over the memory bandwidth, about 295 FLOPs per byte in bf16 on an H100. A kernel below it is memory-bound, one above it compute-bound."},
+	{ID: "warpgroup", Forms: []string{"warpgroup", "warpgroups"}, Lesson: "hopper",
+		Meaning: "Four consecutive warps of a block, 128 threads, that issue Hopper's wgmma together: warps 0–3 are the first warpgroup, 4–7 the second."},
+	{ID: "wgmma", Forms: []string{"wgmma"}, Lesson: "hopper", Code: true,
+		Meaning: "Hopper's warpgroup product (wgmma.mma_async): a warpgroup multiplies a 64×16 tile by a 16×N one (N up to 256) into a 64×N float32 accumulator held in its registers, with B, and A if it is not in registers, read by the tensor cores from shared memory through a descriptor. It runs asynchronously until the warps wait for it."},
+	{ID: "tma", Forms: []string{"TMA", "Tensor Memory Accelerator"}, Lesson: "hopper",
+		Meaning: "Hopper's tensor memory accelerator: a copy engine on each SM that moves a whole box of a tensor between device memory and shared memory on one thread's single instruction, computing every address itself, swizzling on the way in and filling what lies past the tensor's edge with zeros."},
+	{ID: "tensor-map", Forms: []string{"tensor map", "tensor maps"}, Lesson: "hopper",
+		Meaning: "The 128 bytes that describe a tensor to the TMA engine: its address, the size and stride of each dimension, the box one copy moves, the element type, the swizzle and the fill for out-of-bounds elements. The host encodes it (cuTensorMapEncodeTiled) and passes it to the kernel as a parameter."},
+	{ID: "mbarrier", Forms: []string{"mbarrier", "mbarriers"}, Lesson: "hopper",
+		Meaning: "A barrier object of 64 bits in shared memory that counts arrivals of threads and bytes of asynchronous copies; a phase completes when both counts are met, and the next phase starts at once. A waiter names the phase it waits for by its parity."},
+	{ID: "expect-tx", Forms: []string{"expect_tx"}, Lesson: "hopper", Code: true,
+		Meaning: "The part of an mbarrier arrival (mbarrier.arrive.expect_tx) that tells the barrier how many bytes the copies of this phase will count off it: the phase cannot complete until they all have landed."},
+	{ID: "phase-parity", Forms: []string{"phase parity", "parity"}, Lesson: "hopper",
+		Meaning: "The lowest bit of an mbarrier's phase number, which is all a waiter names (mbarrier.try_wait.parity): the k-th use of a barrier, from 0, is phase k, parity k mod 2."},
+	{ID: "warp-specialisation", Forms: []string{"warp specialisation", "warp-specialised"}, Lesson: "hopper",
+		Meaning: "Giving the warpgroups of a block different jobs: a producer warpgroup that only issues copies, consumer warpgroups that only compute, handing buffers to each other through full and empty barriers instead of meeting at __syncthreads."},
+	{ID: "setmaxnreg", Forms: []string{"setmaxnreg"}, Lesson: "hopper", Code: true,
+		Meaning: "A Hopper instruction by which a running warpgroup gives registers back to the SM (setmaxnreg.dec) or takes more (setmaxnreg.inc), to a count from 24 to 256 a thread in steps of 8: a producer that needs few hands them to consumers that need many."},
+	{ID: "ping-pong", Forms: []string{"ping-pong"}, Lesson: "hopper",
+		Meaning: "Two consumer warpgroups taking turns on the tensor cores, passed between them by named barriers, so that one's softmax runs while the other's product does."},
 	{ID: "cpu-mirror", Forms: []string{"CPU mirror"}, Lesson: "tensor-cores",
 		Meaning: "Go code that follows a kernel's own tile order and float32 arithmetic; it computes the trace where there is no GPU, and the tests hold the GPU's trace to it."},
 }
@@ -183,7 +204,9 @@ func linkText(text string, seen map[string]bool) string {
 		}
 		for _, form := range t.Forms {
 			at := wordIndex(text, form)
-			if at < 0 || slices.ContainsFunc(t.Not, func(n string) bool { return strings.HasPrefix(text[at+len(form):], n) }) {
+			// A line break in the Markdown is a space in the sentence.
+			after := func(n string) bool { return strings.HasPrefix(strings.ReplaceAll(text[at+len(form):], "\n", " "), n) }
+			if at < 0 || slices.ContainsFunc(t.Not, after) {
 				continue
 			}
 			seen[t.ID] = true

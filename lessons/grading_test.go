@@ -50,6 +50,9 @@ var askRules = map[string]tolSpec{
 	lessons.AskWritten:       {rule: "rel", rel: 0.01},
 	lessons.AskLadderSpeedup: {rule: "rel", rel: 0.02},
 	lessons.AskLadderFloor:   {rule: "rel", rel: 0.02},
+	lessons.AskTxBytes:       {rule: "exact"},
+	lessons.AskTMACopies:     {rule: "exact"},
+	lessons.AskSetmaxnreg:    {rule: "exact"},
 }
 
 // allowed is how far from x an answer may lie by the rule: a value that is
@@ -494,7 +497,7 @@ var numberToken = regexp.MustCompile(`\d+(?:\.\d+)?(?:[eE][-+−]?\d+)?`)
 
 // publicNumbers are the numbers a student knows before answering: those of
 // the question and of the checkpoint's own parameters (its row, kv-tile,
-// key, batch-head, the run's tile sizes).
+// key, batch-head, the run's tile sizes, a Hopper ask's sizes).
 func publicNumbers(c *lessons.Checkpoint) []float64 {
 	var out []float64
 	for _, tok := range numberToken.FindAllString(c.Question, -1) {
@@ -509,6 +512,8 @@ func publicNumbers(c *lessons.Checkpoint) []float64 {
 	if c.Run.Br > 0 && c.Run.Bc > 0 {
 		sizes = append(sizes, c.Run.Tr(), c.Run.Tc())
 	}
+	h := c.Hopper
+	sizes = append(sizes, h.Rows, h.D, h.N, h.Stages, h.Producer, h.Consumers)
 	for _, n := range append([]int{c.Row, c.KV, c.Key, c.BH, c.Q, c.Row % br, c.Row / br, c.Key % bc, c.Key / bc, c.Run.Br, c.Run.Bc, c.BH / heads, c.BH % heads, c.Ladder.Shape.D}, sizes...) {
 		out = append(out, float64(n))
 	}

@@ -211,6 +211,16 @@ func TestBadDirectivesFail(t *testing.T) {
 		"::: checkpoint id=c ask=ladder-floor rung=flash2 floor=compute d=64\nq\n:::\n":                 "float32 on the CUDA cores",
 		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=dram d=64\nq\n:::\n":               "floor= must be compute or memory",
 		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=compute d=64 preset=toy\nq\n:::\n": "not a preset's run",
+		"::: checkpoint id=c ask=tx-bytes rows=128\nq\n:::\n":                                           "needs d=",
+		"::: checkpoint id=c ask=tx-bytes rows=300 d=64\nq\n:::\n":                                      "rows must be a whole number from 1 to 256",
+		"::: checkpoint id=c ask=tx-bytes rows=128 d=96\nq\n:::\n":                                      "d must be a multiple of 64",
+		"::: checkpoint id=c ask=tma-copies d=128 preset=toy\nq\n:::\n":                                 "not on a preset's run",
+		"::: checkpoint id=c ask=tma-copies d=128 rows=64\nq\n:::\n":                                    `unknown attribute "rows"`,
+		"::: checkpoint id=c ask=parity kv=6\nq\n:::\n":                                                 "needs stages=",
+		"::: checkpoint id=c ask=parity kv=6 stages=1\nq\n:::\n":                                        "stages must be a whole number from 2 to 4",
+		"::: checkpoint id=c ask=setmaxnreg producer=20 consumers=2\nq\n:::\n":                          "producer must be a whole number from 24 to 256",
+		"::: checkpoint id=c ask=setmaxnreg producer=28 consumers=2\nq\n:::\n":                          "producer must be a multiple of 8",
+		"::: checkpoint id=c ask=setmaxnreg producer=24 consumers=1\nq\n:::\n":                          "consumers must be a whole number from 2 to 3",
 		"Cost is $5 today.\n":   "unclosed $",
 		"## Heading with $x$\n": "holds math",
 	} {
@@ -427,7 +437,8 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 
 // computedAnswerMoves changes the input of a checkpoint answered without a
 // trace and sees its answer change: the playground's row shuffled, the
-// loop's run on other seeds, patterns and kv-tile widths.
+// loop's run on other seeds, patterns and kv-tile widths, the Hopper asks'
+// sizes drawn afresh.
 func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint) {
 	t.Helper()
 	want, err := c.Solve(nil)
@@ -443,6 +454,8 @@ func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.C
 	for try := 0; try < 60; try++ {
 		cc := *c
 		switch c.Ask {
+		case lessons.AskTxBytes, lessons.AskTMACopies, lessons.AskParity, lessons.AskSetmaxnreg:
+			cc.Hopper, cc.KV = randomHopper(rng), rng.IntN(64)
 		case lessons.AskOverflow:
 			cc.Playground.Logits = append([]float64(nil), c.Playground.Logits...)
 			rng.Shuffle(len(cc.Playground.Logits), func(i, j int) {

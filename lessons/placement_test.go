@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
@@ -159,7 +160,8 @@ func TestGlossaryHasTheCourseWords(t *testing.T) {
 	t.Parallel()
 	c := course(t)
 	words := []string{"L2 cache", "HBM", "local memory", "fragment", "quad", "ldmatrix", "cp.async", "mma.sync",
-		"compute floor", "memory floor", "ridge point", "underflow", "NaN"}
+		"compute floor", "memory floor", "ridge point", "underflow", "NaN",
+		"warpgroup", "wgmma", "TMA", "tensor map", "mbarrier", "expect_tx", "phase parity", "warp specialisation", "setmaxnreg", "ping-pong"}
 	for _, w := range words {
 		var term *lessons.Term
 		for k := range lessons.Glossary {
@@ -211,5 +213,21 @@ func TestSideBySideCaptionsNameNoSide(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestGlossaryNotAcrossLines: a word that, followed by another, is another
+// word ("block of the" result is no block of threads) is that other word
+// when a line break of the Markdown falls between the two.
+func TestGlossaryNotAcrossLines(t *testing.T) {
+	t.Parallel()
+	front := "---\ntitle: T\nslug: t\norder: 1\nsummary: s\nlearn:\n  - x\ntry:\n  - toy | go\n---\n\n## S\n\n"
+	c, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + "One 16×8 block\nof the result, then four warps of a block of threads.\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := c.Lessons[0].Parts[0].HTML
+	if !strings.Contains(html, "16×8 block\nof the") || !strings.Contains(html, `>block</a> of threads`) {
+		t.Errorf("the glossary linked the block of a matrix, or not the block of threads: %s", html)
 	}
 }

@@ -289,11 +289,15 @@ func (ladderSpeedup) solveFrom(c *Checkpoint, tab *ladder.Table) (grading.Soluti
 	}
 	x := other.Ms / cell.Ms
 	hi := other.Ms / f.ComputeMs
-	return grading.Solution{Number: x, Display: strconv.FormatFloat(x, 'f', 2, 64) + "×", Lo: 0, Hi: hi,
+	shown := strconv.FormatFloat(x, 'f', 2, 64)
+	if x < 1 { // a slowdown: three significant digits, as its tolerance needs
+		shown = c.shown(x)
+	}
+	return grading.Solution{Number: x, Display: shown + "×", Lo: 0, Hi: hi,
 		Why: fmt.Sprintf("a ratio of two times is positive, and %s cannot finish in less than the compute floor of %s, %s ms, so it is at most %s / %s = %.1f times faster than %s",
 			q.Rung, shapeWords(q.Shape), ms(f.ComputeMs), ms(other.Ms), ms(f.ComputeMs), hi, q.Against),
-		Explain: fmt.Sprintf("At %s, %s (%s) took %s ms and %s (%s) %s ms in the %s: %s / %s = %.2f. Both are counted as %.1f GFLOP, so %s ran at %.1f TFLOP/s and %s at %.1f.",
-			fig.shape, q.Against, other.Kernel, ms(other.Ms), q.Rung, cell.Kernel, ms(cell.Ms), fig.source, ms(other.Ms), ms(cell.Ms), x,
+		Explain: fmt.Sprintf("At %s, %s (%s) took %s ms and %s (%s) %s ms in the %s: %s / %s = %s. Both are counted as %.1f GFLOP, so %s ran at %.1f TFLOP/s and %s at %.1f.",
+			fig.shape, q.Against, other.Kernel, ms(other.Ms), q.Rung, cell.Kernel, ms(cell.Ms), fig.source, ms(other.Ms), ms(cell.Ms), shown,
 			f.FLOPs/1e9, q.Rung, cell.TFLOPs, q.Against, other.TFLOPs)}, nil
 }
 

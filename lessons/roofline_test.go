@@ -23,7 +23,7 @@ func ladderRowOf(m map[string]any) string {
 		return v
 	}
 	k, _ := m["kernel"].(string)
-	for _, family := range []string{"flash2_fast", "flash2_mma", "naive_mma"} {
+	for _, family := range []string{"flash2_fast", "flash2_mma", "naive_mma", "flash3_wgmma", "flash3_tma", "flash3_ws", "flash3_pingpong"} {
 		if strings.HasPrefix(k, family) {
 			return family
 		}
@@ -55,13 +55,13 @@ func scaleTimes(v any, factor map[string]float64) {
 
 // doctoredLadder builds the ladder's table, as the ladder page does, from
 // copies of the recordings in which each row's timings are slower by its
-// own random factor (1.05 to 1.5: slower only, so no floor is beaten).
+// own random factor (1.05 and up: slower only, so no floor is beaten).
 func doctoredLadder(t *testing.T, rng *rand.Rand) (*ladder.Table, map[string]float64) {
 	t.Helper()
 	factor := map[string]float64{}
 	// Each row's factor in a band of its own, so no two are near enough to
 	// leave a speed-up's shown value unchanged.
-	for k, row := range []string{"naive", "flash2", "flash2_mma", "flash2_fast", "naive_mma"} {
+	for k, row := range []string{"naive", "flash2", "flash2_mma", "flash2_fast", "naive_mma", "flash3_wgmma", "flash3_tma", "flash3_ws", "flash3_pingpong"} {
 		factor[row] = 1.05 + 0.5*float64(k) + 0.3*rng.Float64()
 	}
 	files := fstest.MapFS{}

@@ -259,6 +259,79 @@ func TestBrowserLessonTensorCores(t *testing.T) {
 	}
 }
 
+// TestBrowserLessonHopper: the Hopper lesson's stepper shows flash3_tma's
+// own source with its step's phases lit (one thread's copies behind tid 0,
+// the waits on K's and V's barriers), and its register checkpoint, answered
+// by arithmetic on the server, grades a wrong count with a hint, then the
+// right one, and shows what it means once answered.
+func TestBrowserLessonHopper(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lessons/hopper"), chromedp.ScrollIntoView(chromedp.CSS("#tma-source iframe"))); err != nil {
+		t.Fatal(err)
+	}
+	frame := `document.querySelector('#tma-source iframe').contentDocument`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](frame+`?.querySelectorAll('#kernel-source .lit').length > 0`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the source panel lights no line: %v", err)
+	}
+	type sourceView struct {
+		Caption string
+		Lines   string
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[sourceView](`(() => { const d = `+frame+`; return {
+		caption: d.getElementById('source-caption').textContent,
+		lines: [...d.querySelectorAll('#kernel-source .lit')].map((l) => l.textContent).join('\n') }; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tma_load_panels", "mbar_expect", "mbar_wait(&fullK[stage], parity)", "mbar_wait(&fullV[stage], parity)"} {
+		if !strings.Contains(got.Lines, want) {
+			t.Errorf("step 2 of the TMA run (%q): the lit lines hold no %q", got.Caption, want)
+		}
+	}
+	if !strings.Contains(got.Caption, "flash3_tma.cu") {
+		t.Errorf("the source panel is captioned %q", got.Caption)
+	}
+
+	const id = "ws-registers"
+	right := revealed(t, base, "hopper", id)
+	cp := "#" + id
+	answer := func(s string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), s),
+			chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.ScrollIntoView(chromedp.CSS(cp))); err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(right)
+	if err != nil {
+		t.Fatalf("the answer %q is not a whole number", right)
+	}
+	const held = "It is what flash3_ws.cu asks for"
+	if visible, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`)); strings.Contains(visible, held) {
+		t.Error("the text about the checkpoint's answer shows before it is answered")
+	}
+	answer(strconv.Itoa(n + 8))
+	waitText(ctx, t, cp+" .verdict", "Not quite. The SM's 65,536 registers")
+	answer("300")
+	waitText(ctx, t, cp+" .verdict", "cannot be right")
+	answer(right)
+	waitText(ctx, t, cp+" .verdict", "Correct")
+	waitText(ctx, t, cp+" .explanation", "setmaxnreg counts in steps of 8")
+	if visible, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(visible, held) {
+		t.Error("the text held back until the checkpoint is answered does not show")
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the lesson logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
 // textNumber reads a number as the playground writes it (− for minus,
 // "inf", "NaN").
 func textNumber(t *testing.T, s string) float64 {

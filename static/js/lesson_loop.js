@@ -1,4 +1,4 @@
-// Lesson 12's loop widget: the tiled-attention loop of one q-tile run on
+// The debugging lesson's loop widget: the tiled-attention loop of one q-tile run on
 // the server (GET /api/loop) correctly and with the slips switched on, the
 // two side by side per kv-tile for one row, every number that differs
 // marked, and the kv-tile where they first part named. Switching a slip off
