@@ -100,6 +100,11 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A rung this GPU or driver cannot run says so before any upload (or
+	// tensor map) is made for it.
+	if err := d.unavailable[plan.Module]; err != nil {
+		return nil, fmt.Errorf("%s %w", plan.Module, err)
+	}
 	free, _, err := cu.MemInfo()
 	if err != nil {
 		return nil, fatalError{err}
