@@ -41,16 +41,3 @@ var flash3TMARung = &VariantInfo{
 	records: flash2Records,
 	block:   flash2FastBlock,
 }
-
-// hopperLaunch is the one launch of a Hopper rung that reads Q, K and V
-// through tensor maps: a block per (q-tile, batch-head), the kernel named
-// prefix_br…_bc…_d…[_causal], with shared bytes of dynamic shared memory.
-func hopperLaunch(c *Config, t Tile, prefix string, shared int) Launches {
-	name := fmt.Sprintf("%s_br%d_bc%d_d%d", prefix, t.Br, t.Bc, t.D)
-	if c.Causal {
-		name += "_causal"
-	}
-	args := []Arg{TMap(BufQ, c, t.Br), TMap(BufK, c, t.Bc), TMap(BufV, c, t.Bc), Buf(BufO), Buf(BufLSE), Val(c.N), ScaleArg(c)}
-	return Launches{Kernels: []Launch{{Name: name, Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
-		Threads: t.Threads, Shared: shared, Args: args}}}
-}

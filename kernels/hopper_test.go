@@ -93,3 +93,20 @@ func TestArchRuns(t *testing.T) {
 		t.Error("ModuleArch does not follow the registry")
 	}
 }
+
+// The worker runs a module that takes tensor maps only where the driver can
+// encode one: ModuleUsesTMA must name exactly the rungs whose launches pass
+// maps, traced build and all.
+func TestModuleUsesTMA(t *testing.T) {
+	t.Parallel()
+	for _, m := range Modules {
+		base := strings.TrimSuffix(m, "_traced")
+		want := base == "flash3_tma" || base == "flash3_ws" || base == "flash3_pingpong"
+		if got := ModuleUsesTMA(m); got != want {
+			t.Errorf("ModuleUsesTMA(%q) = %v, want %v", m, got, want)
+		}
+	}
+	if ModuleUsesTMA("no_such_module") {
+		t.Error("an unknown module takes tensor maps")
+	}
+}
