@@ -47,7 +47,7 @@ import (
 // flash2FastRung is the ladder's sixth rung.
 var flash2FastRung = &VariantInfo{
 	Variant:       instrument.VariantFlash2Fast,
-	Title:         "FlashAttention-2, tensor cores (bf16)", // the stepper's projector select holds about 37 characters
+	Title:         "FlashAttention-2, tensor cores (bf16)", // the stepper's variant select holds about 50 characters (layout_test.go measures it)
 	Summary:       "FlashAttention-2's loop on tensor cores: bf16 Q, K, V and P through mma.sync with float32 accumulation, exp2 with the scale folded in.",
 	DType:         instrument.DTypeBF16,
 	Loop:          LoopFused,

@@ -19,7 +19,7 @@ import (
 // flash3WGMMARung is the ladder's seventh rung.
 var flash3WGMMARung = &VariantInfo{
 	Variant:       instrument.VariantFlash3WGMMA,
-	Title:         "FlashAttention-2 loop, wgmma (bf16)", // the stepper's projector select holds about 37 characters
+	Title:         "FlashAttention-2 loop, wgmma (bf16)", // the stepper's variant select holds about 50 characters (layout_test.go measures it)
 	Summary:       "Rung 6's loop and softmax with Hopper's warpgroup products: each 64-row slice of S = QKᵀ and O += PV is one asynchronous wgmma reading its operands from shared memory, instead of 16×8 mma.sync tiles fed through ldmatrix.",
 	DType:         instrument.DTypeBF16,
 	Loop:          LoopFused,
