@@ -169,6 +169,7 @@ func JSModule() string {
 	p("// %s\n", generatedBy)
 	p("// flashstep trace format v%d; see the doc comment of package instrument.\n\n", FormatVersion)
 	p("export const FORMAT_VERSION = %d;\n", FormatVersion)
+	p("export const MIN_FORMAT_VERSION = %d;\n", MinFormatVersion)
 	p("export const MAGIC = %q;\n", string(Magic[:]))
 	p("export const NO_TILE = 0x%X;\n", uint32(NoTile))
 	p("export const FLAG_CAUSAL = %d;\n", FlagCausal)
@@ -187,10 +188,10 @@ func JSModule() string {
 		}
 		p("});\n")
 	}
-	p("\n// Record kinds: name, whether the record has a q-tile (i) and kv-tile (j)\n// index, and its float32 arrays in wire order with their shapes.\n")
+	p("\n// Record kinds: name, whether the record has a q-tile (i) and kv-tile (j)\n// index, the format version that introduced it, and its float32 arrays in\n// wire order with their shapes.\n")
 	p("export const KINDS = Object.freeze({\n")
 	for _, k := range Kinds {
-		p("  %d: { name: %q, hasI: %t, hasJ: %t, optionalJ: %t, arrays: [", k.Kind, k.Name, k.HasI, k.HasJ, k.OptionalJ)
+		p("  %d: { name: %q, hasI: %t, hasJ: %t, optionalJ: %t, since: %d, arrays: [", k.Kind, k.Name, k.HasI, k.HasJ, k.OptionalJ, max(k.Since, 1))
 		for i, a := range k.Arrays {
 			if i > 0 {
 				p(", ")

@@ -17,6 +17,7 @@ type Decoder struct {
 	r       *bufio.Reader
 	h       Header
 	nread   int
+	version uint16
 	scratch [recordHeaderWireBytes]byte
 }
 
@@ -34,8 +35,8 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if w.Magic != Magic {
 		return nil, formatErr("not a flashstep trace (magic %q)", w.Magic[:])
 	}
-	if w.Version != FormatVersion {
-		return nil, formatErr("format version %d, this build reads version %d", w.Version, FormatVersion)
+	if w.Version < MinFormatVersion || w.Version > FormatVersion {
+		return nil, formatErr("format version %d, this build reads versions %d to %d", w.Version, MinFormatVersion, FormatVersion)
 	}
 	if w.Pad0 != [3]uint8{} || w.Pad1 != [6]uint8{} || w.Flags&^(FlagCausal|FlagTiming) != 0 {
 		return nil, formatErr("header: nonzero padding or unknown flags")
@@ -54,6 +55,7 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if !allZero(rest[w.LabelBytes:]) {
 		return nil, formatErr("header: nonzero padding after label")
 	}
+	d.version = w.Version
 	d.h = Header{
 		Variant:      Variant(w.Variant),
 		DType:        DType(w.DType),
@@ -107,6 +109,9 @@ func (d *Decoder) Next() (*Record, error) {
 	spec, ok := Spec(Kind(w.Kind))
 	if !ok {
 		return nil, formatErr("record %d: unknown kind %d", d.nread, w.Kind)
+	}
+	if since := max(spec.Since, 1); since > d.version {
+		return nil, formatErr("record %d: a %s record in a version-%d trace (the kind is version %d's)", d.nread, spec.Name, d.version, since)
 	}
 	if err := d.h.checkRecord(spec, &w); err != nil {
 		return nil, err

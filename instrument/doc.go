@@ -6,7 +6,7 @@
 // exp(m_old − m_new), the output accumulator O and the score and probability
 // tiles S and P, plus the device-memory bytes that step moved.
 //
-// # Format, version 1
+// # Format, version 2
 //
 // All integers and floats are little-endian; floats are IEEE-754 binary32.
 // A trace is one header followed by Header.Records records. Every part starts
@@ -15,7 +15,10 @@
 //
 // The header is headerWire (96 bytes) followed by LabelBytes of UTF-8 saying
 // where the numbers came from ("CPU mirror", a GPU's name and driver, or a
-// recording). Version is FormatVersion; a decoder refuses any other.
+// recording). Version is FormatVersion when written; a decoder reads every
+// version from MinFormatVersion on. Version 2 added the backward pass's three
+// record kinds and nothing else: a version-1 trace reads as before, and one
+// holding a kind of a later version is malformed.
 //
 // A record is recordHeaderWire (56 bytes) followed by the float32 arrays its
 // kind lists in Kinds, in that order, each sized from the header's N, d, Br
@@ -29,6 +32,12 @@
 //	pv          naive phase 3: P tile read back, O accumulator (Br×d)
 //	epilogue    end of a q-tile: normalised O (Br×d) and log-sum-exp (Br)
 //	timing      no arrays: just the SM and timestamps of a step
+//	bwd_pre     backward, a q-tile's preprocessing: dO and O (Br×d) read,
+//	            L (Br, the forward's log-sum-exp) read, D = rowsum(dO∘O) (Br)
+//	bwd_step    backward, kv-tile j's block at q-tile i: the recomputed S and
+//	            P (Br×Bc), dP and dS (Br×Bc), the dV and dK accumulators
+//	            after the step (Bc×d) and the step's contribution to dQ (Br×d)
+//	bwd_dq      backward, a q-tile's finished dQ (Br×d)
 //
 // m is in natural-log units of the scaled logits S = QKᵀ/√d, so
 // LSE = m + log l. Masked scores are −Inf in S and 0 in P.
@@ -41,7 +50,10 @@
 //
 // Order: the inputs records of the traced batch-heads first, then the steps in
 // kernel order (FlashAttention-2: per batch-head, per q-tile, kv-tiles in
-// order, then that q-tile's epilogue; naive: each phase over the whole grid).
+// order, then that q-tile's epilogue; naive: each phase over the whole grid;
+// the backward: every q-tile's bwd_pre, then each kv-tile's block walking
+// the q-tiles, then every q-tile's bwd_dq). A backward trace's traced
+// q-tiles are the rows whose steps it records, in every kv-tile's block.
 //
 // # One source of truth
 //

@@ -199,6 +199,13 @@ type Record struct {
 	MOld, MNew   []float32 // MNew also holds the naive softmax record's row max
 	Alpha, L     []float32
 	S, P, O, LSE []float32
+
+	// The backward pass: dO and D = rowsum(dO∘O) of a q-tile; a step's dP
+	// and dS tiles, kv-tile j's dV and dK accumulators after it, and dQ
+	// (the step's contribution in a bwd_step, the finished dQ in a bwd_dq).
+	DO, Delta  []float32
+	DP, DS     []float32
+	DV, DK, DQ []float32
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -2,8 +2,14 @@ package instrument
 
 import "fmt"
 
-// FormatVersion is the trace format version this package reads and writes.
-const FormatVersion = 1
+// FormatVersion is the trace format version this package writes; it reads
+// every version from MinFormatVersion on. Version 2 added the backward
+// pass's record kinds (bwd_pre, bwd_step, bwd_dq) and changed nothing else,
+// so a version-1 trace (every recording made before) reads as it always did.
+const (
+	FormatVersion    = 2
+	MinFormatVersion = 1
+)
 
 // Magic opens every trace.
 var Magic = [4]byte{'F', 'S', 'T', 'R'}
@@ -84,6 +90,10 @@ const (
 	KindPV        Kind = 5
 	KindEpilogue  Kind = 6
 	KindTiming    Kind = 7
+	// The backward pass (format version 2).
+	KindBwdPre  Kind = 8
+	KindBwdStep Kind = 9
+	KindBwdDQ   Kind = 10
 )
 
 // Dim is a symbolic dimension of a record array; the header gives its value.
@@ -130,6 +140,9 @@ type KindSpec struct {
 	OptionalJ bool
 	Arrays    []ArraySpec
 	Summary   string
+	// Since is the format version that introduced the kind (0 reads as 1):
+	// a trace of an older version holding one is malformed.
+	Since uint16
 }
 
 // Kinds is the definition of every record kind.
@@ -164,6 +177,24 @@ var Kinds = []KindSpec{
 		{"lse", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.LSE }},
 	}},
 	{Kind: KindTiming, Name: "timing", HasI: true, HasJ: true, OptionalJ: true, Summary: "SM and timestamps of a step, no arrays"},
+	{Kind: KindBwdPre, Name: "bwd_pre", HasI: true, Since: 2, Summary: "backward: a q-tile's dO, O and L read, D = rowsum(dO∘O) written", Arrays: []ArraySpec{
+		{"do", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.DO }},
+		{"o", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.O }},
+		{"lse", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.LSE }},
+		{"delta", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.Delta }},
+	}},
+	{Kind: KindBwdStep, Name: "bwd_step", HasI: true, HasJ: true, Since: 2, Summary: "backward: kv-tile j's block at q-tile i", Arrays: []ArraySpec{
+		{"s", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.S }},
+		{"p", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.P }},
+		{"dp", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.DP }},
+		{"ds", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.DS }},
+		{"dv", []Dim{DimBc, DimD}, func(r *Record) *[]float32 { return &r.DV }},
+		{"dk", []Dim{DimBc, DimD}, func(r *Record) *[]float32 { return &r.DK }},
+		{"dq", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.DQ }},
+	}},
+	{Kind: KindBwdDQ, Name: "bwd_dq", HasI: true, Since: 2, Summary: "backward: a q-tile's finished dQ", Arrays: []ArraySpec{
+		{"dq", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.DQ }},
+	}},
 }
 
 // Spec returns the definition of kind k.

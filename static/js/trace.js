@@ -3,7 +3,7 @@
 // instrument: this file knows no offsets of its own.
 import {
   FORMAT_VERSION, MAGIC, NO_TILE, FLAG_CAUSAL, FLAG_TIMING, HEADER_WIRE_BYTES, RECORD_HEADER_BYTES,
-  HEADER_FIELDS, RECORD_HEADER_FIELDS, KINDS, VARIANTS, DTYPES, SOURCES, PATTERNS,
+  HEADER_FIELDS, RECORD_HEADER_FIELDS, KINDS, MIN_FORMAT_VERSION, VARIANTS, DTYPES, SOURCES, PATTERNS,
 } from './trace_abi.js';
 
 export { KINDS };
@@ -45,7 +45,7 @@ export function decodeHeader(bytes) {
   const w = readStruct(dv, 0, HEADER_FIELDS);
   const magic = String.fromCharCode(...w.magic);
   if (magic !== MAGIC) throw new TraceError('not a flashstep trace');
-  if (w.version !== FORMAT_VERSION) throw new TraceError(`trace format version ${w.version}; this page reads version ${FORMAT_VERSION}`);
+  if (w.version < MIN_FORMAT_VERSION || w.version > FORMAT_VERSION) throw new TraceError(`trace format version ${w.version}; this page reads versions ${MIN_FORMAT_VERSION} to ${FORMAT_VERSION}`);
   if (w.header_bytes !== align8(HEADER_WIRE_BYTES + w.label_bytes)) throw new TraceError('malformed trace header');
   if (bytes.length < w.header_bytes) return null;
   const label = new TextDecoder().decode(bytes.subarray(HEADER_WIRE_BYTES, HEADER_WIRE_BYTES + w.label_bytes));
@@ -57,7 +57,7 @@ export function decodeHeader(bytes) {
     tracedBH: [w.trace_bh0, w.trace_bh1], tracedQ: [w.trace_q0, w.trace_q1],
     seed: w.seed.toString(), scale: w.scale, numSMs: w.num_sms, timerTickNs: w.timer_tick_ns,
     records: w.records, recordedUnix: Number(w.recorded_unix), label,
-    bytes: w.header_bytes,
+    bytes: w.header_bytes, version: w.version,
   };
   if (!h.variant || !h.source || !h.pattern || h.N < 1 || h.D < 1 || h.Br < 1 || h.Bc < 1) throw new TraceError('malformed trace header');
   h.Tr = Math.ceil(h.N / h.Br);
@@ -91,6 +91,7 @@ export function decodeRecord(h, bytes, off) {
   const w = readStruct(dv, off, RECORD_HEADER_FIELDS);
   const spec = KINDS[w.kind];
   if (!spec) throw new TraceError(`unknown record kind ${w.kind}`);
+  if (spec.since > h.version) throw new TraceError(`a ${spec.name} record in a version-${h.version} trace`);
   const size = recordBytes(h, w.kind);
   if (bytes.length - off < size) return null;
   const r = {
