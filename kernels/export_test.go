@@ -33,6 +33,31 @@ func MirrorBF16FlashWith(v instrument.Variant, c Config, mma func(acc float32, a
 	return recs
 }
 
+// MirrorFlash2BwdWith runs flash2_bwd's mirror over c with another expf
+// and another order of the blocks' adds into dQ, and returns its whole
+// trace in order: a stand-in for the GPU.
+func MirrorFlash2BwdWith(c Config, exp func(float32) float32, blockOrder func(tc int) []int) []*instrument.Record {
+	c.Variant = instrument.VariantFlash2Bwd
+	a := bwdArith{exp: exp, blockOrder: blockOrder}
+	recs, ins := inputsRecords(&c)
+	heads := map[int]*bwdHead{}
+	for bh := range ins {
+		heads[bh] = a.head(&c, ins[bh], bh)
+	}
+	for _, s := range Schedule(&c) {
+		h := heads[s.BH]
+		switch s.Kind {
+		case instrument.KindBwdPre:
+			recs = append(recs, h.pre[s.I])
+		case instrument.KindBwdStep:
+			recs = append(recs, h.steps[[2]int{s.I, s.J}])
+		case instrument.KindBwdDQ:
+			recs = append(recs, h.dq[s.I])
+		}
+	}
+	return recs
+}
+
 // inputsRecords is a trace's opening, the inputs record of every traced
 // batch-head, and those inputs by batch-head.
 func inputsRecords(c *Config) ([]*instrument.Record, map[int]*Inputs) {

@@ -3,13 +3,26 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"flashstep/instrument"
 )
 
-// Inputs are the Q, K and V of one batch-head, N×d row-major float32.
+// Inputs are the Q, K and V of one batch-head, N×d row-major float32, and
+// for a backward run what the backward starts from: the output's gradient
+// dO (N×d), drawn from the seed like Q, K and V, and the forward's O (N×d)
+// and log-sum-exp L (N), exact attention rounded to float32 (O to bf16 for
+// a bf16 kernel). Taking O and L exact, rather than from one forward
+// kernel or another, keeps a backward trace the backward's arithmetic alone.
 type Inputs struct {
 	Q, K, V []float32
+
+	DO, O, LSE []float32
+
+	bwd struct { // a backward mirror's walk of the batch-head, done once
+		once sync.Once
+		head *bwdHead
+	}
 }
 
 // largeLogitStd is the standard deviation of the entries of Q and K in the
@@ -31,10 +44,41 @@ const peakLogit = 10
 // numbers and the reference measures the kernel's arithmetic alone.
 func InputsFor(c *Config, bh int) *Inputs {
 	in := GenerateInputs(c, bh)
-	if v := variantInfo[c.Variant]; v != nil && v.DType == instrument.DTypeBF16 {
+	v := variantInfo[c.Variant]
+	bf16 := v != nil && v.DType == instrument.DTypeBF16
+	if bf16 {
 		in.Q, in.K, in.V = roundBF16All(in.Q), roundBF16All(in.K), roundBF16All(in.V)
 	}
+	if v != nil && v.Backward {
+		in.DO = GenerateDO(c, bh)
+		o, lse := Reference(in, c.N, c.D, c.Causal)
+		in.O, in.LSE = narrow(o), narrow(lse)
+		if bf16 {
+			in.DO, in.O = roundBF16All(in.DO), roundBF16All(in.O)
+		}
+	}
 	return in
+}
+
+// GenerateDO draws the output's gradient dO of batch-head bh, N×d entries of
+// N(0, 1), from a stream of the seed apart from Q, K and V's: a loss whose
+// gradient is noise, which reaches every row and column alike.
+func GenerateDO(c *Config, bh int) []float32 {
+	rng := rand.New(rand.NewPCG(c.Seed, uint64(bh)|1<<63))
+	x := make([]float32, c.N*c.D)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// narrow is x rounded to float32.
+func narrow(x []float64) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(v)
+	}
+	return out
 }
 
 // GenerateInputs draws the inputs of batch-head bh from the run's seed, in

@@ -34,6 +34,9 @@ var Ladder, NaiveMMA = ladder()
 
 func ladder() (rungsInOrder []Rung, partner Rung) {
 	for _, v := range rungs {
+		if v.Backward { // the backward's kernels climb no forward ladder
+			continue
+		}
 		r := v.ladderRung()
 		if v.Rung == 0 {
 			partner = r

@@ -35,6 +35,14 @@ const (
 	BufS                 // the materialised rungs' S
 	BufP                 // the materialised rungs' P
 	BufML                // m then l, N float32 each per batch-head (flash1's state between steps)
+	// The backward pass's: dO, an input like Q (O and the LSE are inputs
+	// too, uploaded rather than computed); D = rowsum(dO∘O), N float32 per
+	// batch-head; and the gradients dQ, dK and dV, N×d per batch-head.
+	BufDO
+	BufDelta
+	BufDQ
+	BufDK
+	BufDV
 	NumBuffers
 )
 

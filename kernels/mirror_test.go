@@ -138,6 +138,27 @@ func runsOf(rng *rand.Rand, vs []instrument.Variant, full, least int, draw func(
 	return cs
 }
 
+// forwardVariants are the kernels of attention's forward pass; forwardConfig
+// draws randomConfig's runs of them alone. The backward's kernels have
+// tests of their own (flash2_bwd_test.go).
+func forwardVariants() []instrument.Variant {
+	var out []instrument.Variant
+	for _, v := range instrument.Variants {
+		if !Info(v).Backward {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func forwardConfig(rng *rand.Rand) Config {
+	c := randomConfig(rng)
+	for Info(c.Variant).Backward {
+		c.Variant = instrument.Variants[rng.IntN(len(instrument.Variants))]
+	}
+	return c
+}
+
 // withVariant draws randomConfig's runs of v alone.
 func withVariant(v instrument.Variant) func(*rand.Rand) Config {
 	return func(rng *rand.Rand) Config {
@@ -214,7 +235,7 @@ func TestMirrorsMatchReference(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
 	worst := map[instrument.Pattern]float64{}
-	for _, c := range runsOf(rng, instrument.Variants, 300, 30, randomConfig) {
+	for _, c := range runsOf(rng, forwardVariants(), 300, 30, forwardConfig) {
 		h, recs := runTrace(t, c)
 		noNaN(t, c, recs)
 		bhs, qs := c.TracedBH(), c.TracedQ()
@@ -448,7 +469,7 @@ func TestFlash2OnlineSoftmaxInvariants(t *testing.T) {
 func TestTraceStructure(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	for _, c := range runsOf(rng, instrument.Variants, 300, 30, randomConfig) {
+	for _, c := range runsOf(rng, forwardVariants(), 300, 30, forwardConfig) {
 		h, recs := runTrace(t, c)
 		type tile struct{ bh, i, j int }
 		got := map[instrument.Kind][]tile{}
@@ -600,6 +621,14 @@ func TestTraffic(t *testing.T) {
 		case instrument.VariantFlash2Fast, instrument.VariantFlash2MMA, instrument.VariantFlash3WGMMA, instrument.VariantFlash3TMA, instrument.VariantFlash3WS, instrument.VariantFlash3PingPong: // Q, K, V and O in bf16, the LSE in float32
 			wantR = 2 * (N*d + 2*tr*N*d)
 			wantW = 2*N*d + 4*N
+		case instrument.VariantFlash2Bwd:
+			// pre: dO, O and L read, D and the zeroed dQ written. A step
+			// reads Q_i, dO_i, L_i and D_i and adds into dQ_i; each block
+			// reads K_j, V_j once and writes dK_j, dV_j once. dq: dQ read
+			// and written.
+			tc := uint64(c.Tc())
+			wantR = 4*(2*N*d+N) + 4*tc*(2*N*d+2*N) + 4*2*N*d + 4*N*d
+			wantW = 4*(N+N*d) + 4*tc*N*d + 4*2*N*d + 4*N*d
 		case instrument.VariantNaiveMMA: // Q, K, V, P and O in bf16; S, the LSE in float32
 			tc := uint64(c.Tc())
 			wantR = 2*(N*d*tc+N*d*tr) + 4*3*N*N + 2*N*N + 2*tr*N*d

@@ -22,6 +22,11 @@ type VariantInfo struct {
 	// variants take Q, K and V rounded to bf16 (InputsFor).
 	DType instrument.DType
 
+	// Backward: the kernel is attention's backward pass. Its inputs add dO
+	// and the forward's O and L (Inputs), its trace holds the backward's
+	// record kinds, and it is no rung of the forward's ladder.
+	Backward bool
+
 	// Materialised: S and P go through device memory (naive's three phases),
 	// rather than living one tile at a time on chip.
 	Materialised bool
@@ -239,6 +244,7 @@ var rungs = []*VariantInfo{
 	flash3WSRung,
 	flash3PingPongRung,
 	naiveMMARung,
+	flash2BwdKernel,
 }
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {

@@ -95,7 +95,34 @@ func Source(v instrument.Variant) (*KernelSource, error) {
 		}
 	}
 	ks.Steps[instrument.KindFlashStep.String()+":first"] = StepPhases(v, instrument.KindFlashStep, 0)
+	if Info(v).Backward {
+		for _, k := range []instrument.Kind{instrument.KindBwdPre, instrument.KindBwdDQ} {
+			ks.Steps[k.String()] = StepPhases(v, k, -1)
+		}
+		step := instrument.KindBwdStep.String()
+		ks.Steps[step] = BwdStepPhases(false, false)
+		ks.Steps[step+":first"] = BwdStepPhases(true, false)
+		ks.Steps[step+":last"] = BwdStepPhases(false, true)
+		ks.Steps[step+":only"] = BwdStepPhases(true, true)
+	}
 	return ks, nil
+}
+
+// BwdStepPhases names the phases a backward step lights: every step loads
+// its q-tile and runs the loop's body; the block's first q-tile also loads
+// K_j and V_j, and its last writes dK_j and dV_j (a block that sees one
+// q-tile does both). The pages key them "bwd_step", "bwd_step:first",
+// "bwd_step:last" and "bwd_step:only".
+func BwdStepPhases(first, last bool) []string {
+	var out []string
+	if first {
+		out = append(out, "load-kv")
+	}
+	out = append(out, "load-q", "recompute", "dv", "dp-ds", "dk", "dq")
+	if last {
+		out = append(out, "write-dkdv")
+	}
+	return out
 }
 
 // StepPhases names the phases of a variant's source that a record's step
@@ -137,6 +164,12 @@ func StepPhases(v instrument.Variant, kind instrument.Kind, j int) []string {
 		return []string{"pv"}
 	case instrument.KindEpilogue:
 		return []string{"epilogue"}
+	case instrument.KindBwdPre:
+		return []string{"pre"}
+	case instrument.KindBwdStep:
+		return BwdStepPhases(false, false) // the pages choose among BwdStepPhases' four
+	case instrument.KindBwdDQ:
+		return []string{"dq-scale"}
 	}
 	return nil
 }

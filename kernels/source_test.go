@@ -48,6 +48,18 @@ var phaseCode = map[string]map[string][]string{
 		"scores":  {"mbar_wait(&fullK[stage], parity)", "mbar_arrive(&emptyK[stage])", "mask_scores<NI, CAUSAL>(s, w, j * BC, N)"}, "softmax": {"online_softmax<NI, DI, BR, BC, D>("},
 		"pv": {"mbar_wait(&fullV[stage], parity)", "mbar_arrive(&emptyV[stage])"}, "epilogue": {"epilogue<DI, BR, BC, D>("},
 	},
+	"flash2_bwd.cu": {
+		"pre":        {"flash2_bwd_pre(", "Delta[(size_t)bh * N + r0 + tid] = acc", "dQ[base + (size_t)r0 * D + e] = 0.f"},
+		"load-kv":    {"sK[c * KS + x] = in ?", "sV[c * KS + x] = in ?", "dk[t] = dv[t] = 0.f"},
+		"load-q":     {"sQ[e] = in ?", "sDO[e] = in ?", "sL[tid] =", "sD[tid] ="},
+		"recompute":  {"s = __fmul_rn(acc, scale)", "p = expf(__fsub_rn(s, sL[r]))"},
+		"dv":         {"dv[t] = __fadd_rn(dv[t], __fmul_rn(sP[r * PS + c], sDO[r * D + x]))"},
+		"dp-ds":      {"__fmul_rn(sDO[r * D + x], sV[c * KS + x])", "ds = __fmul_rn(sP[r * PS + c], __fsub_rn(dp, sD[r]))"},
+		"dk":         {"dk[t] = __fadd_rn(dk[t], __fmul_rn(sDS[r * PS + c], sQ[r * D + x]))"},
+		"dq":         {"__fmul_rn(sDS[r * PS + c], sK[c * KS + x])", "atomicAdd(&dQ["},
+		"write-dkdv": {"__fmul_rn(dk[t], scale)", "dV[base + (size_t)c0 * D + e] = dv[t]"},
+		"dq-scale":   {"flash2_bwd_dq(", "__fmul_rn(__ldcg(&dQ[base + e]), scale)"},
+	},
 	"flash3_pingpong.cu": {
 		"load-kv": {"regs_dec<PR>()", "mbar_wait(&emptyK[s], (j / ST - 1) & 1)"},
 		"load-q":  {"regs_inc<CR>()", "if (c == 1) turn_pass(0)"},
@@ -83,6 +95,7 @@ func TestSourcePhases(t *testing.T) {
 		instrument.VariantFlash3TMA:      {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash3WS:       {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash3PingPong: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash2Bwd:      {instrument.KindBwdPre, instrument.KindBwdStep, instrument.KindBwdDQ},
 	}
 	for _, info := range rungs {
 		v, file := info.Variant, info.Name()+".cu"
@@ -139,6 +152,26 @@ func TestSourcePhases(t *testing.T) {
 				t.Errorf("%s: phase %q has no code it must hold in phaseCode", file, name)
 			}
 		}
+	}
+	// A backward block's first q-tile loads K_j and V_j, its last writes
+	// dK_j and dV_j; every phase of the backward's source is lit by some
+	// step.
+	bwd, _ := Source(instrument.VariantFlash2Bwd)
+	lit := map[string]bool{}
+	for _, names := range bwd.Steps {
+		for _, n := range names {
+			lit[n] = true
+		}
+	}
+	for _, p := range bwd.Phases {
+		if !lit[p.Name] {
+			t.Errorf("flash2_bwd.cu: no step lights phase %q", p.Name)
+		}
+	}
+	if slices.Contains(bwd.Steps["bwd_step"], "load-kv") || !slices.Contains(bwd.Steps["bwd_step:first"], "load-kv") ||
+		slices.Contains(bwd.Steps["bwd_step:first"], "write-dkdv") || !slices.Contains(bwd.Steps["bwd_step:last"], "write-dkdv") ||
+		len(bwd.Steps["bwd_step:only"]) != len(bwd.Steps["bwd_step"])+2 {
+		t.Errorf("backward steps light %v", bwd.Steps)
 	}
 	if got := StepPhases(instrument.VariantFlash2, instrument.KindFlashStep, 0); !slices.Contains(got, "load-q") {
 		t.Errorf("the first kv-tile's step does not light the load of Q: %v", got)

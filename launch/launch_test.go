@@ -57,6 +57,10 @@ func TestGPUTraceLayout(t *testing.T) {
 				k.slot = block*(c.Tc()+1) + c.Tc()
 			case c.Variant == instrument.VariantFlash1:
 				k.slot = block*(c.Tc()+1) + r.J
+			case r.Kind == instrument.KindBwdStep: // a slot per (kv-tile, q-tile) of grid (Tc, B·H)
+				k = slotKey{1, (r.BH*c.Tc()+r.J)*c.Tr() + r.I}
+			case r.Kind == instrument.KindBwdDQ: // the third kernel, grid (Tr, B·H)
+				k.launch = 2
 			case materialised && r.Kind == instrument.KindScores: // grid (Tc, Tr, B·H)
 				k.slot = block*c.Tc() + r.J
 			case materialised && r.Kind == instrument.KindSoftmax:

@@ -140,6 +140,9 @@ func (s *Spec) Estimate() time.Duration {
 func sweptVariants(engine string) []instrument.Variant {
 	var out []instrument.Variant
 	for _, info := range kernels.Variants() {
+		if info.Backward {
+			continue // not timed yet: its speed is the worker's to measure (docs/LADDER.md)
+		}
 		if engine == kernels.EngineGPU || info.SweptOnCPU {
 			out = append(out, info.Variant)
 		}
@@ -266,10 +269,16 @@ func ParseSpec(v url.Values) (Spec, error) {
 		s.Variants = nil
 		for _, f := range strings.Split(raw, ",") {
 			vr, ok := instrument.ParseVariant(strings.TrimSpace(f))
+			if ok && kernels.Info(vr).Backward {
+				add(FieldVariants, "the sweep times the forward pass's kernels; %s is a backward kernel, which it does not time yet", vr)
+				break
+			}
 			if !ok {
 				var names []string
 				for _, v := range kernels.Variants() {
-					names = append(names, v.Variant.String())
+					if !v.Backward {
+						names = append(names, v.Variant.String())
+					}
 				}
 				add(FieldVariants, "variants must be a comma-separated list of %s (got %q)", strings.Join(names, ", "), trunc(f))
 				break

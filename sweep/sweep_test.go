@@ -19,12 +19,14 @@ import (
 	"flashstep/kernels"
 )
 
-// rungNames is every rung's name, in the registry's order, as an error
-// lists them.
+// rungNames is every forward kernel's name, in the registry's order, as an
+// error lists them.
 func rungNames() string {
 	var names []string
 	for _, v := range kernels.Variants() {
-		names = append(names, v.Name())
+		if !v.Backward {
+			names = append(names, v.Name())
+		}
 	}
 	return strings.Join(names, ", ")
 }
@@ -39,6 +41,7 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 		{"d=96", FieldDs, "64 or 128"},
 		{"causal=2", FieldCausal, "0, 1"},
 		{"variants=flash3", FieldVariants, rungNames()}, // every rung, from the registry
+		{"variants=flash2,flash2_bwd", FieldVariants, "flash2_bwd is a backward kernel"},
 		{"variants=naive_row,flash1&n=8192", FieldNs, "timed up to N=4096"},
 		{"repeats=50", FieldRepeats, "from 1 to 20"},
 		{"engine=cpu&n=1024&d=256&heads=8&repeats=20", FieldNs, "would take about"},

@@ -55,6 +55,7 @@ type Bounds struct {
 	// naiveMMA walks naive_mma's rows (NaiveMMAStep).
 	naiveMMA map[[2]int]*naiveMMAState
 	flash1   map[[2]int]*flashState // flash1's q-tiles, O normalised at every step (Flash1Step)
+	bwd      map[int]*bwdState      // a backward's batch-heads (Flash2BwdStep)
 }
 
 // ownBounds are the rungs whose records (all but the inputs) follow bounds
@@ -73,6 +74,7 @@ var ownBounds = map[instrument.Variant]func(*Bounds, *instrument.Record) map[str
 	instrument.VariantFlash3TMA:      (*Bounds).Flash2FastStep,
 	instrument.VariantFlash3WS:       (*Bounds).Flash2FastStep,
 	instrument.VariantFlash3PingPong: (*Bounds).Flash2FastStep,
+	instrument.VariantFlash2Bwd:      (*Bounds).Flash2BwdStep,
 }
 
 // NewBounds starts a walk over a trace with header h.
@@ -252,6 +254,9 @@ func CompareRecords(h *instrument.Header, g, m *instrument.Record, bnd map[strin
 			if len(a.Shape) == 2 && a.Shape[1] == instrument.DimBc && c >= g.ColsValid {
 				continue // a padding column
 			}
+			if a.Shape[0] == instrument.DimBc && r >= g.ColsValid {
+				continue // a padding row of a kv-tile's dK or dV
+			}
 			x, y := float64(ga[k]), float64(ma[k])
 			if math.IsNaN(x) {
 				return fmt.Errorf("%s (%d, %d) %s[%d]: NaN on the GPU", g.Kind, g.I, g.J, a.Name, k)
@@ -274,5 +279,6 @@ func CompareRecords(h *instrument.Header, g, m *instrument.Record, bnd map[strin
 
 func recordArrays(r *instrument.Record) map[string][]float32 {
 	return map[string][]float32{"q": r.Q, "k": r.K, "v": r.V, "m_old": r.MOld, "m_new": r.MNew, "m": r.MNew,
-		"alpha": r.Alpha, "l": r.L, "s": r.S, "p": r.P, "o": r.O, "lse": r.LSE}
+		"alpha": r.Alpha, "l": r.L, "s": r.S, "p": r.P, "o": r.O, "lse": r.LSE,
+		"do": r.DO, "delta": r.Delta, "dp": r.DP, "ds": r.DS, "dv": r.DV, "dk": r.DK, "dq": r.DQ}
 }

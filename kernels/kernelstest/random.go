@@ -50,6 +50,9 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 		lo = rng.IntN(c.Tr())
 		c.TraceQ = instrument.Range{Lo: lo, Hi: lo + 1 + rng.IntN(c.Tr()-lo)}
 	}
+	if kernels.Info(c.Variant).Backward {
+		c.TraceQ = instrument.Range{} // the bounds walk every step of a block (Flash2BwdStep)
+	}
 	return fit(c)
 }
 
@@ -76,14 +79,25 @@ func EdgeGPUConfigs(rng *rand.Rand) []kernels.Config {
 			p.Batch, p.Causal, p.Seed = 2, false, rng.Uint64()
 			p.TraceBH = instrument.Range{Lo: 1, Hi: 3}
 			p.TraceQ = instrument.Range{Lo: min(1, p.Tr()-1), Hi: p.Tr()}
+			if kernels.Info(v).Backward {
+				p.TraceQ = instrument.Range{} // its bounds walk every step of a block; the batch-heads stay a part
+			}
 			out = append(out, fit(c), fit(p))
 		}
 	}
 	return out
 }
 
-// fit narrows c's traced part until its trace is within the limit.
+// fit narrows c's traced part until its trace is within the limit: the
+// batch-heads, and the q-tiles but of a backward run, whose bounds need
+// them all; a backward run too large for that gets fewer rows.
 func fit(c kernels.Config) kernels.Config {
+	for kernels.Info(c.Variant).Backward && c.TraceBytes() > kernels.MaxTraceBytes {
+		c.TraceBH = instrument.Range{Lo: c.TracedBH().Lo, Hi: c.TracedBH().Lo + 1}
+		if c.TraceBytes() > kernels.MaxTraceBytes {
+			c.N = max(c.Br, c.Bc, c.N/2)
+		}
+	}
 	for c.TraceBytes() > kernels.MaxTraceBytes {
 		c.TraceQ = instrument.Range{Lo: c.TracedQ().Lo, Hi: c.TracedQ().Lo + max(1, c.TracedQ().Len()/2)}
 		c.TraceBH = instrument.Range{Lo: c.TracedBH().Lo, Hi: c.TracedBH().Lo + 1}

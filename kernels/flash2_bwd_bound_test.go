@@ -1,0 +1,112 @@
+package kernels_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/internal/testrand"
+	. "flashstep/kernels"
+	"flashstep/kernels/kernelstest"
+)
+
+// TestFlash2BwdBoundHolds tries the GPU comparison's bound for flash2_bwd
+// on the CPU: a stand-in for the GPU (expf 2 ulp either side, the blocks'
+// adds into dQ in a random order) must lie within kernelstest's bound of
+// the mirror, every element; and one whose expf is 64 ulp off must not.
+func TestFlash2BwdBoundHolds(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	v := instrument.VariantFlash2Bwd
+	var runs []Config
+	for _, c := range append(kernelstest.EdgeGPUConfigs(rng), boundEdges(rng, v)...) {
+		if c.Variant == v {
+			runs = append(runs, c)
+		}
+	}
+	for n := range testrand.Runs(60, 12) {
+		c := gpuConfig(rng, v)
+		if n%2 == 0 { // an odd shape of the mirror's
+			c.N = 1 + rng.IntN(60)
+			c.D, c.Br, c.Bc = 1+rng.IntN(24), 1+rng.IntN(min(c.N, 12)), 1+rng.IntN(min(c.N, 12))
+		}
+		c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
+		runs = append(runs, c)
+	}
+	shuffled := func(g *rand.Rand) func(int) []int { return func(tc int) []int { return g.Perm(tc) } }
+	worst := map[string]float64{}
+	changed, caught, tried := 0, 0, 0
+	for _, c := range runs {
+		c.TraceQ = instrument.Range{} // the bound walks every step of a block
+		mirror := mirrorTrace(t, c)
+		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
+		sim := MirrorFlash2BwdWith(c, g.expf, shuffled(g.rng))
+		differ, err := compareBwd(c, sim, mirror, worst)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if differ > 0 {
+			changed++
+		}
+		// A wrong GPU: expf 64 ulp off. Where it moves some gradient, the
+		// bound must see it.
+		bad := MirrorFlash2BwdWith(c, func(x float32) float32 { return farOff(exactExp(x)) }, shuffled(g.rng))
+		if n, err := compareBwd(c, bad, mirror, map[string]float64{}); n > 0 {
+			tried++
+			if err != nil {
+				caught++
+			}
+		}
+	}
+	if changed < len(runs)*3/4 {
+		t.Fatalf("the simulated GPU changed a gradient in only %d of %d runs", changed, len(runs))
+	}
+	if caught < tried*3/4 || tried < len(runs)/2 {
+		t.Fatalf("a 64-ulp expf was caught in %d of %d runs it changed (of %d)", caught, tried, len(runs))
+	}
+	for name, w := range worst {
+		t.Logf("%-5s worst difference/bound %.3g (%d runs)", name, w, len(runs))
+	}
+}
+
+// compareBwd holds sim to kernelstest's bound around mirror, record by
+// record, and counts the gradient elements (dQ, dK, dV) the two differ in.
+func compareBwd(c Config, sim, mirror []*instrument.Record, worst map[string]float64) (int, error) {
+	h := c.Header(instrument.SourceGPU, "")
+	h.NumSMs = 1
+	bnd := kernelstest.NewBounds(&h)
+	differ := 0
+	var first error
+	for k := range mirror {
+		if mirror[k].Kind != instrument.KindInputs {
+			sim[k].TStart, sim[k].TEnd = 1, 2
+		}
+		if err := kernelstest.CompareRecords(&h, sim[k], mirror[k], bnd.Of(mirror[k]), worst); err != nil && first == nil {
+			first = err
+		}
+		for _, pair := range [][2][]float32{{sim[k].DQ, mirror[k].DQ}, {sim[k].DK, mirror[k].DK}, {sim[k].DV, mirror[k].DV}} {
+			for x := range pair[0] {
+				if pair[0][x] != pair[1][x] {
+					differ++
+				}
+			}
+		}
+	}
+	return differ, first
+}
+
+// farOff moves r 64 ulp away from itself, up or down by its low bit.
+func farOff(r float32) float32 {
+	if r == 0 {
+		return r
+	}
+	toward := float32(0)
+	if math.Float32bits(r)&1 == 0 {
+		toward = float32(math.Inf(1))
+	}
+	for range 64 {
+		r = math.Nextafter32(r, toward)
+	}
+	return r
+}

@@ -1,0 +1,380 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/internal/testrand"
+)
+
+// backwardConfig draws randomConfig's runs of flash2_bwd with every q-tile
+// traced, so the trace holds every gradient; the batch-heads may be a part.
+func backwardConfig(rng *rand.Rand) Config {
+	c := withVariant(instrument.VariantFlash2Bwd)(rng)
+	c.TraceQ = instrument.Range{}
+	return c
+}
+
+// backwardGrads reads a backward trace's gradients of batch-head bh: dQ from
+// the bwd_dq records, dK (× scale, as the kernel writes it) and dV from each
+// kv-tile's last step, at the last q-tile, which every block visits. Every
+// element starts as NaN, so one the trace does not give fails any
+// comparison.
+func backwardGrads(c *Config, recs []*instrument.Record, bh int) (dq, dk, dv []float32) {
+	n, d := c.N, c.D
+	dq, dk, dv = fill(n*d, float32(math.NaN())), fill(n*d, float32(math.NaN())), fill(n*d, float32(math.NaN()))
+	scale := c.Scale()
+	for _, r := range recs {
+		if r.BH != bh {
+			continue
+		}
+		switch {
+		case r.Kind == instrument.KindBwdDQ:
+			copy(dq[r.I*c.Br*d:], r.DQ[:r.RowsValid*d])
+		case r.Kind == instrument.KindBwdStep && r.I == c.Tr()-1:
+			for e := range r.ColsValid * d {
+				dk[r.J*c.Bc*d+e] = float32(r.DK[e] * scale)
+				dv[r.J*c.Bc*d+e] = r.DV[e]
+			}
+		}
+	}
+	return dq, dk, dv
+}
+
+// bwdTolerance bounds a float32 backward's error in units of its gradient's
+// largest element: 2⁻¹⁷ (about 130 units of float32 rounding, for sums
+// over up to a few hundred rows and columns), grown with the scores as the
+// forward's tolerance is, since P = exp(S − L) takes the rounding of S and
+// L, which are hundreds under the large pattern, as an absolute error.
+func bwdTolerance(maxAbsS float64) float64 { return 0x1p-17 * math.Max(1, maxAbsS/16) }
+
+// gradError is max |got − want| over size, the gradient's scale: NaN if any
+// element is NaN.
+func gradError(got []float32, want []float64, size float64) float64 {
+	var diff float64
+	for i := range want {
+		d := math.Abs(float64(got[i]) - want[i])
+		if math.IsNaN(d) {
+			return math.NaN()
+		}
+		diff = math.Max(diff, d)
+	}
+	return diff / math.Max(size, 1e-30)
+}
+
+// gradSizes are the scales a float32 backward's rounding errors are
+// proportional to, one per gradient: the largest element of the sums of
+// absolute terms that make it (in float64, from the exact P, dP and D).
+// dS = P ∘ (dP − D) cancels where dP is near D, so dQ and dK can be small
+// where the numbers they are made of are not; their rounding is not.
+//
+//	dV: Σ_r P_rc |dO_rx|
+//	dK: scale · Σ_r P_rc (|dP_rc| + |D_r|) |Q_rx|
+//	dQ: scale · Σ_c P_rc (|dP_rc| + |D_r|) |K_cx|
+func gradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
+	q, k, v := widen(in.Q), widen(in.K), widen(in.V)
+	o, lse := attention64(q, k, v, n, d, causal)
+	scale := 1 / math.Sqrt(float64(d))
+	sdq, sdk, sdv := make([]float64, n*d), make([]float64, n*d), make([]float64, n*d)
+	s := make([]float64, n)
+	for r := range n {
+		var delta float64
+		for x := range d {
+			delta += float64(dO[r*d+x]) * o[r*d+x]
+		}
+		scores64(q, k, n, d, causal, r, s)
+		for c := range n {
+			p := math.Exp(s[c] - lse[r])
+			if p == 0 {
+				continue
+			}
+			var dp float64
+			for x := range d {
+				dp += float64(dO[r*d+x]) * v[c*d+x]
+			}
+			w := p * (math.Abs(dp) + math.Abs(delta)) * scale
+			for x := range d {
+				sdv[c*d+x] += p * math.Abs(float64(dO[r*d+x]))
+				sdk[c*d+x] += w * math.Abs(q[r*d+x])
+				sdq[r*d+x] += w * math.Abs(k[c*d+x])
+			}
+		}
+	}
+	top := func(x []float64) (m float64) {
+		for _, v := range x {
+			m = math.Max(m, v)
+		}
+		return m
+	}
+	return top(sdq), top(sdk), top(sdv)
+}
+
+// TestFlash2BwdMatchesReferenceGrad holds the backward mirror's dQ, dK and
+// dV, every element, to the float64 gradient of the same inputs: ragged N,
+// causal or not, every input pattern, several batch-heads.
+func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	worst := map[instrument.Pattern]float64{}
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantFlash2Bwd}, 120, 25, backwardConfig) {
+		c.TraceQ = instrument.Range{}
+		h, recs := runTrace(t, c)
+		noNaN(t, c, recs)
+		if h.Records != len(recs) {
+			t.Fatalf("%+v: header promises %d records, trace has %d", c, h.Records, len(recs))
+		}
+		for bh := c.TracedBH().Lo; bh < c.TracedBH().Hi; bh++ {
+			in := InputsFor(&c, bh)
+			ref := ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
+			dq, dk, dv := backwardGrads(&c, recs, bh)
+			tol := bwdTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
+			sq, sk, sv := gradSizes(in, in.DO, c.N, c.D, c.Causal)
+			for _, g := range []struct {
+				name string
+				got  []float32
+				want []float64
+				size float64
+			}{{"dQ", dq, ref.DQ, sq}, {"dK", dk, ref.DK, sk}, {"dV", dv, ref.DV, sv}} {
+				e := gradError(g.got, g.want, g.size)
+				if !(e <= tol) { // NaN fails too
+					t.Fatalf("%+v bh %d: %s off by %.3g of its size, bound %.3g", c, bh, g.name, e, tol)
+				}
+				worst[c.Pattern] = math.Max(worst[c.Pattern], e/tol)
+			}
+		}
+	}
+	for p, w := range worst {
+		t.Logf("pattern %-6s worst error/bound %.3f", p, w)
+	}
+}
+
+// TestFlash2BwdCatchesAForgottenD: the comparison above fails a backward
+// that drops D from dS = P ∘ (dP − D) (so dQ and dK lose the softmax's
+// coupling of the row), and one whose dQ misses a kv-tile's part, on the
+// same inputs the mirror passes on.
+func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for range testrand.Runs(20, 5) {
+		c := backwardConfig(rng)
+		c.N, c.D, c.Br, c.Bc = 8+rng.IntN(40), 2+rng.IntN(30), 4, 4
+		// Normal inputs: under the large pattern P is nearly one-hot, dS
+		// nearly zero, and a missing part is below what any float32
+		// backward can be held to.
+		c.Pattern = instrument.PatternNormal
+		_, recs := runTrace(t, c)
+		bh := c.TracedBH().Lo
+		in := InputsFor(&c, bh)
+		ref := ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
+		tol := bwdTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
+		sq, sk, _ := gradSizes(in, in.DO, c.N, c.D, c.Causal)
+		dq, dk, _ := backwardGrads(&c, recs, bh)
+		if e := gradError(dq, ref.DQ, sq); !(e <= tol) {
+			t.Fatalf("%+v: the mirror itself fails (%.3g)", c, e)
+		}
+		// dK without D: dSᵀQ·scale with dS = P ∘ dP, from the trace's P and dP.
+		noD := make([]float32, len(dk))
+		copy(noD, dk)
+		scale := c.Scale()
+		for j := range c.Tc() {
+			for col := range c.ColsValidOf(j) {
+				for x := range c.D {
+					var acc float64
+					for _, r := range recs {
+						if r.Kind != instrument.KindBwdStep || r.BH != bh || r.J != j {
+							continue
+						}
+						for row := range r.RowsValid {
+							acc += float64(r.P[row*c.Bc+col]) * float64(r.DP[row*c.Bc+col]) * float64(in.Q[(r.I*c.Br+row)*c.D+x])
+						}
+					}
+					noD[(j*c.Bc+col)*c.D+x] = float32(acc * float64(scale))
+				}
+			}
+		}
+		if e := gradError(noD, ref.DK, sk); e <= tol {
+			t.Fatalf("%+v: a dK without D passes (%.3g ≤ %.3g)", c, e, tol)
+		}
+		// dQ missing the part of the kv-tile that adds most to it.
+		short := make([]float32, len(dq))
+		copy(short, dq)
+		last, most := 0, 0.0
+		for _, r := range recs {
+			if r.Kind == instrument.KindBwdStep && r.BH == bh {
+				for _, v := range r.DQ {
+					if math.Abs(float64(v)) > most {
+						last, most = r.J, math.Abs(float64(v))
+					}
+				}
+			}
+		}
+		for _, r := range recs {
+			if r.Kind == instrument.KindBwdStep && r.BH == bh && r.J == last {
+				for e := range r.RowsValid * c.D {
+					short[r.I*c.Br*c.D+e] -= r.DQ[e] * scale
+				}
+			}
+		}
+		if e := gradError(short, ref.DQ, sq); e <= tol {
+			t.Fatalf("%+v: a dQ without kv-tile %d passes (%.3g ≤ %.3g)", c, last, e, tol)
+		}
+	}
+}
+
+// TestFlash2BwdInvariants checks what the backward's trace must hold by the
+// algebra, record by record: P recomputed from the forward's L sums to one
+// over a row's steps, with no running max; D = rowsum(dO ∘ O) equals
+// rowsum(P ∘ dP); dS = P ∘ (dP − D) where it is written; dQ is the sum of
+// its steps' parts times the scale; dK and dV grow step by step by dSᵀQ_i
+// and PᵀdO_i.
+func TestFlash2BwdInvariants(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantFlash2Bwd}, 60, 15, backwardConfig) {
+		c.TraceQ = instrument.Range{} // a block's first traced step is its first
+		_, recs := runTrace(t, c)
+		bh := c.TracedBH().Lo
+		in := InputsFor(&c, bh)
+		mScore := maxAbsScore(in, c.N, c.D, c.Causal)
+		rowP := make([]float64, c.N)      // Σ P over the row
+		rowPdP := make([]float64, c.N)    // Σ P·dP over the row
+		parts := make([]float32, c.N*c.D) // Σ over kv-tiles of the steps' dQ parts, in kv-tile order
+		delta := make([]float32, c.N)
+		var prev map[int]*instrument.Record // each block's previous step
+		prev = map[int]*instrument.Record{}
+		for _, r := range recs {
+			if r.BH != bh {
+				continue
+			}
+			switch r.Kind {
+			case instrument.KindBwdPre:
+				for row := range r.RowsValid {
+					delta[r.I*c.Br+row] = r.Delta[row]
+				}
+			case instrument.KindBwdStep:
+				for row := range r.RowsValid {
+					g := r.I*c.Br + row
+					for col := range r.ColsValid {
+						e := row*c.Bc + col
+						rowP[g] += float64(r.P[e])
+						rowPdP[g] += float64(r.P[e]) * float64(r.DP[e])
+						if want := float32(r.P[e] * float32(r.DP[e]-delta[g])); r.DS[e] != want {
+							t.Fatalf("%+v step (%d,%d) [%d,%d]: dS %v, P∘(dP−D) %v", c, r.I, r.J, row, col, r.DS[e], want)
+						}
+					}
+					for x := range c.D {
+						parts[g*c.D+x] = float32(parts[g*c.D+x] + r.DQ[row*c.D+x])
+					}
+				}
+				// The accumulators grow by this step's products alone.
+				p := prev[r.J]
+				for col := range r.ColsValid {
+					for x := range c.D {
+						var wantV, wantK float64
+						if p != nil {
+							wantV, wantK = float64(p.DV[col*c.D+x]), float64(p.DK[col*c.D+x])
+						}
+						var size float64
+						for row := range r.RowsValid {
+							q, do := float64(in.Q[(r.I*c.Br+row)*c.D+x]), float64(in.DO[(r.I*c.Br+row)*c.D+x])
+							wantV += float64(r.P[row*c.Bc+col]) * do
+							wantK += float64(r.DS[row*c.Bc+col]) * q
+							size += math.Abs(float64(r.P[row*c.Bc+col])*do) + math.Abs(float64(r.DS[row*c.Bc+col])*q)
+						}
+						if p != nil {
+							size += math.Abs(float64(p.DV[col*c.D+x])) + math.Abs(float64(p.DK[col*c.D+x]))
+						}
+						bound := 4*float64(c.N+2)*eps32*size + float64(c.N+2)*0x1p-149 // subnormal sums round absolutely
+						if !(math.Abs(float64(r.DV[col*c.D+x])-wantV) <= bound && math.Abs(float64(r.DK[col*c.D+x])-wantK) <= bound) {
+							t.Fatalf("%+v step (%d,%d) [%d,%d]: dV %v dK %v, want %v %v ± %.3g", c, r.I, r.J, col, x, r.DV[col*c.D+x], r.DK[col*c.D+x], wantV, wantK, bound)
+						}
+					}
+				}
+				prev[r.J] = r
+			case instrument.KindBwdDQ:
+				for e := range r.RowsValid * c.D {
+					g := r.I*c.Br*c.D + e
+					if want := float32(parts[g] * c.Scale()); r.DQ[e] != want {
+						t.Fatalf("%+v dQ of q-tile %d [%d]: %v, the steps' parts × scale give %v", c, r.I, e, r.DQ[e], want)
+					}
+				}
+			}
+		}
+		tol := 1e-5 * math.Max(1, mScore/20) * float64(c.Tc()+1)
+		for g := range c.N {
+			if !(math.Abs(rowP[g]-1) <= tol) {
+				t.Fatalf("%+v row %d: P recomputed from L sums to %v over the row", c, g, rowP[g])
+			}
+			if !(math.Abs(rowPdP[g]-float64(delta[g])) <= tol*(1+math.Abs(float64(delta[g]))+rowAbsDP(recs, &c, bh, g))) {
+				t.Fatalf("%+v row %d: D = %v, rowsum(P∘dP) = %v", c, g, delta[g], rowPdP[g])
+			}
+		}
+	}
+}
+
+// rowAbsDP is max |dP| over row g's steps: the scale of rowsum(P∘dP)'s
+// rounding.
+func rowAbsDP(recs []*instrument.Record, c *Config, bh, g int) float64 {
+	var m float64
+	for _, r := range recs {
+		if r.Kind != instrument.KindBwdStep || r.BH != bh || g/c.Br != r.I {
+			continue
+		}
+		for col := range r.ColsValid {
+			m = math.Max(m, math.Abs(float64(r.DP[(g%c.Br)*c.Bc+col])))
+		}
+	}
+	return m
+}
+
+// TestFlash2BwdTraceOrder: every q-tile's pre first; then each kv-tile's
+// block, q-tiles in order from the first that sees it (under a causal mask
+// none wholly above the diagonal) to the last; then every q-tile's dq.
+func TestFlash2BwdTraceOrder(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantFlash2Bwd}, 100, 20, withVariant(instrument.VariantFlash2Bwd)) {
+		_, recs := runTrace(t, c)
+		var want []string
+		bhs, qs := c.TracedBH(), c.TracedQ()
+		for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+			want = append(want, fmt.Sprintf("inputs %d", bh))
+		}
+		for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+			for i := qs.Lo; i < qs.Hi; i++ {
+				want = append(want, fmt.Sprintf("bwd_pre %d %d", bh, i))
+			}
+		}
+		for j := range c.Tc() {
+			for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+				for i := qs.Lo; i < qs.Hi; i++ {
+					if !tileFullyMasked(&c, i, j) {
+						want = append(want, fmt.Sprintf("bwd_step %d %d %d", bh, i, j))
+					}
+				}
+			}
+		}
+		for bh := bhs.Lo; bh < bhs.Hi; bh++ {
+			for i := qs.Lo; i < qs.Hi; i++ {
+				want = append(want, fmt.Sprintf("bwd_dq %d %d", bh, i))
+			}
+		}
+		var got []string
+		for _, r := range recs {
+			switch r.Kind {
+			case instrument.KindInputs:
+				got = append(got, fmt.Sprintf("inputs %d", r.BH))
+			case instrument.KindBwdStep:
+				got = append(got, fmt.Sprintf("bwd_step %d %d %d", r.BH, r.I, r.J))
+			default:
+				got = append(got, fmt.Sprintf("%s %d %d", r.Kind, r.BH, r.I))
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%+v: records\n%v\nwant\n%v", c, got, want)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package kernelstest
+
+import (
+	"fmt"
+	"math"
+
+	"flashstep/instrument"
+)
+
+// bwdState is the walk of one backward batch-head: each kv-tile block's dV
+// and dK accumulators with their bounds, and each row's dQ parts so far.
+type bwdState struct {
+	dv, dk, bdv, bdk map[int][]float64 // by kv-tile: Bc×d
+	next             map[int]int       // by kv-tile: the q-tile its next step must be
+	partAbs, partB   []float64         // by row and column of dQ: Σ|part| and Σ its bounds
+	parts            []int             // by row: the parts added
+	delta            []float64         // D by row, from the pre records
+	do               []float64         // dO, N×d, from the pre records
+}
+
+// Flash2BwdStep is Of for flash2_bwd's records. The GPU runs the mirror's
+// float32 operations in the mirror's order, so everything before an exp
+// agrees bit for bit: D, S, dP (bound 0). They part at P = exp(S − L),
+// CUDA's expf against the mirror's (expBound), and from there:
+//
+//	ΔdS = ΔP·|dP − D| + 2u|dS|
+//	dV_j, dK_j: each step adds its rows in order into the accumulator, so
+//	  Δ grows by Σ_r (ΔP·|dO| + 2u|term| + 2u|partial sum|), with ΔdS and
+//	  |Q| for dK
+//	a step's dQ part: Σ_c (ΔdS·|K| + 2u|term| + 2u|partial sum|)
+//	the finished dQ: the parts arrive by atomic adds in the GPU's order,
+//	  not the mirror's kv-tile order, so beyond Σ Δpart each side's sum
+//	  may round by up to (parts)·u·Σ|part|: 2u·parts·Σ|part| apart; then
+//	  the scale, one more rounding: Δ = scale·(that) + 2u|dQ|
+//
+// The walk needs every step of a block, so a trace must hold every q-tile
+// (kernelstest's random and edge runs of a backward kernel do); it panics
+// on a step out of its block's order.
+func (b *Bounds) Flash2BwdStep(m *instrument.Record) map[string][]float64 {
+	h := b.h
+	br, bc, d := h.Br, h.Bc, h.D
+	zero := func(n int) []float64 { return make([]float64, n) }
+	if b.bwd == nil {
+		b.bwd = map[int]*bwdState{}
+	}
+	st := b.bwd[m.BH]
+	if st == nil {
+		st = &bwdState{dv: map[int][]float64{}, dk: map[int][]float64{}, bdv: map[int][]float64{}, bdk: map[int][]float64{},
+			next: map[int]int{}, partAbs: zero(h.N * d), partB: zero(h.N * d), parts: make([]int, h.N), delta: zero(h.N), do: zero(h.N * d)}
+		b.bwd[m.BH] = st
+	}
+	out := map[string][]float64{}
+	switch m.Kind {
+	case instrument.KindBwdPre:
+		out["do"], out["o"], out["lse"], out["delta"] = zero(br*d), zero(br*d), zero(br), zero(br)
+		for r := range m.RowsValid {
+			st.delta[m.I*br+r] = float64(m.Delta[r])
+			for x := range d {
+				st.do[(m.I*br+r)*d+x] = float64(m.DO[r*d+x])
+			}
+		}
+
+	case instrument.KindBwdStep:
+		if h.TracedQ.Lo != 0 || h.TracedQ.Hi != h.Tr() {
+			panic("kernelstest: a backward trace's bounds need every q-tile traced")
+		}
+		first := 0
+		if h.Causal {
+			first = m.J * bc / br
+		}
+		if _, seen := st.next[m.J]; !seen {
+			st.next[m.J] = first
+			st.dv[m.J], st.dk[m.J], st.bdv[m.J], st.bdk[m.J] = zero(bc*d), zero(bc*d), zero(bc*d), zero(bc*d)
+		}
+		if m.I != st.next[m.J] {
+			panic(fmt.Sprintf("kernelstest: kv-tile %d's step at q-tile %d, expected %d", m.J, m.I, st.next[m.J]))
+		}
+		st.next[m.J]++
+		q, k, do := b.q[m.BH], b.k[m.BH], st.do
+		bp, bds := zero(br*bc), zero(br*bc)
+		for r := range m.RowsValid {
+			g := m.I*br + r
+			for c := range m.ColsValid {
+				e := r*bc + c
+				bp[e] = expBound(float64(m.P[e]))
+				bds[e] = bp[e]*math.Abs(float64(m.DP[e])-st.delta[g]) + 2*u*math.Abs(float64(m.DS[e]))
+			}
+		}
+		out["s"], out["dp"], out["p"], out["ds"] = zero(br*bc), zero(br*bc), bp, bds
+		dv, dk, bdv, bdk := st.dv[m.J], st.dk[m.J], st.bdv[m.J], st.bdk[m.J]
+		for c := range m.ColsValid {
+			for x := range d {
+				e := c*d + x
+				for r := range m.RowsValid {
+					row := (m.I*br + r) * d
+					tv := float64(m.P[r*bc+c]) * do[row+x]
+					tk := float64(m.DS[r*bc+c]) * float64(q[row+x])
+					dv[e] += tv
+					dk[e] += tk
+					bdv[e] += bp[r*bc+c]*math.Abs(do[row+x]) + 2*u*math.Abs(tv) + 2*u*math.Abs(dv[e])
+					bdk[e] += bds[r*bc+c]*math.Abs(float64(q[row+x])) + 2*u*math.Abs(tk) + 2*u*math.Abs(dk[e])
+				}
+				dv[e], dk[e] = float64(m.DV[e]), float64(m.DK[e]) // walk on the mirror's own values
+			}
+		}
+		out["dv"], out["dk"] = append([]float64(nil), bdv...), append([]float64(nil), bdk...)
+		bdq := zero(br * d)
+		for r := range m.RowsValid {
+			g := m.I*br + r
+			st.parts[g]++
+			for x := range d {
+				var acc, bound float64
+				for c := range m.ColsValid {
+					kv := float64(k[(m.J*bc+c)*d+x])
+					t := float64(m.DS[r*bc+c]) * kv
+					acc += t
+					bound += bds[r*bc+c]*math.Abs(kv) + 2*u*math.Abs(t) + 2*u*math.Abs(acc)
+				}
+				bdq[r*d+x] = bound
+				st.partAbs[g*d+x] += math.Abs(float64(m.DQ[r*d+x]))
+				st.partB[g*d+x] += bound
+			}
+		}
+		out["dq"] = bdq
+
+	case instrument.KindBwdDQ:
+		scale := float64(h.Scale)
+		bdq := zero(br * d)
+		for r := range m.RowsValid {
+			g := m.I*br + r
+			for x := range d {
+				e := g*d + x
+				sum := st.partB[e] + 2*u*float64(st.parts[g])*st.partAbs[e]
+				bdq[r*d+x] = scale*sum + 2*u*math.Abs(float64(m.DQ[r*d+x]))
+			}
+		}
+		out["dq"] = bdq
+	}
+	return out
+}
