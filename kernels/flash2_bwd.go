@@ -104,18 +104,6 @@ func flash2BwdLaunches(c *Config, t Tile) Launches {
 	}
 }
 
-// backwardBuffers are the buffers every backward run adds to Q, K, V, O and
-// L: dO, dQ, dK and dV (N×d per batch-head, elem bytes each) and D (N
-// float32 per batch-head).
-func backwardBuffers(c *Config, elem int) map[Buffer]int64 {
-	bh, n, d := int64(c.Batch*c.Heads), int64(c.N), int64(c.D)
-	m := map[Buffer]int64{BufDelta: bh * n * 4}
-	for _, b := range []Buffer{BufDO, BufDQ, BufDK, BufDV} {
-		m[b] = bh * n * d * int64(elem)
-	}
-	return m
-}
-
 // flash2BwdSlot: the pre and dq kernels write a record per q-tile block;
 // the main kernel has a slot per step, (kv-tile j, q-tile i), since its
 // block of kv-tile j records only the traced q-tiles of its walk.
@@ -146,16 +134,6 @@ func flash2BwdRecords(c *Config, i int) []kindCount {
 		out = append(out, kindCount{instrument.KindBwdStep, 1, 1 + j, j})
 	}
 	return append(out, kindCount{instrument.KindBwdDQ, 1, c.Tc() + 1, 0})
-}
-
-// bwdFirstQTile is the first q-tile kv-tile j's block visits: 0, or under a
-// causal mask the one holding row j·Bc, the first that sees the tile's
-// first column.
-func bwdFirstQTile(c *Config, j int) int {
-	if !c.Causal {
-		return 0
-	}
-	return j * c.Bc / c.Br
 }
 
 // flash2BwdTraffic is the device-memory traffic of one record: pre reads dO,

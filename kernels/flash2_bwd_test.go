@@ -18,100 +18,6 @@ func backwardConfig(rng *rand.Rand) Config {
 	return c
 }
 
-// backwardGrads reads a backward trace's gradients of batch-head bh: dQ from
-// the bwd_dq records, dK (× scale, as the kernel writes it) and dV from each
-// kv-tile's last step, at the last q-tile, which every block visits. Every
-// element starts as NaN, so one the trace does not give fails any
-// comparison.
-func backwardGrads(c *Config, recs []*instrument.Record, bh int) (dq, dk, dv []float32) {
-	n, d := c.N, c.D
-	dq, dk, dv = fill(n*d, float32(math.NaN())), fill(n*d, float32(math.NaN())), fill(n*d, float32(math.NaN()))
-	scale := c.Scale()
-	for _, r := range recs {
-		if r.BH != bh {
-			continue
-		}
-		switch {
-		case r.Kind == instrument.KindBwdDQ:
-			copy(dq[r.I*c.Br*d:], r.DQ[:r.RowsValid*d])
-		case r.Kind == instrument.KindBwdStep && r.I == c.Tr()-1:
-			for e := range r.ColsValid * d {
-				dk[r.J*c.Bc*d+e] = float32(r.DK[e] * scale)
-				dv[r.J*c.Bc*d+e] = r.DV[e]
-			}
-		}
-	}
-	return dq, dk, dv
-}
-
-// bwdTolerance bounds a float32 backward's error in units of its gradient's
-// largest element: 2⁻¹⁷ (about 130 units of float32 rounding, for sums
-// over up to a few hundred rows and columns), grown with the scores as the
-// forward's tolerance is, since P = exp(S − L) takes the rounding of S and
-// L, which are hundreds under the large pattern, as an absolute error.
-func bwdTolerance(maxAbsS float64) float64 { return 0x1p-17 * math.Max(1, maxAbsS/16) }
-
-// gradError is max |got − want| over size, the gradient's scale: NaN if any
-// element is NaN.
-func gradError(got []float32, want []float64, size float64) float64 {
-	var diff float64
-	for i := range want {
-		d := math.Abs(float64(got[i]) - want[i])
-		if math.IsNaN(d) {
-			return math.NaN()
-		}
-		diff = math.Max(diff, d)
-	}
-	return diff / math.Max(size, 1e-30)
-}
-
-// gradSizes are the scales a float32 backward's rounding errors are
-// proportional to, one per gradient: the largest element of the sums of
-// absolute terms that make it (in float64, from the exact P, dP and D).
-// dS = P ∘ (dP − D) cancels where dP is near D, so dQ and dK can be small
-// where the numbers they are made of are not; their rounding is not.
-//
-//	dV: Σ_r P_rc |dO_rx|
-//	dK: scale · Σ_r P_rc (|dP_rc| + |D_r|) |Q_rx|
-//	dQ: scale · Σ_c P_rc (|dP_rc| + |D_r|) |K_cx|
-func gradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
-	q, k, v := widen(in.Q), widen(in.K), widen(in.V)
-	o, lse := attention64(q, k, v, n, d, causal)
-	scale := 1 / math.Sqrt(float64(d))
-	sdq, sdk, sdv := make([]float64, n*d), make([]float64, n*d), make([]float64, n*d)
-	s := make([]float64, n)
-	for r := range n {
-		var delta float64
-		for x := range d {
-			delta += float64(dO[r*d+x]) * o[r*d+x]
-		}
-		scores64(q, k, n, d, causal, r, s)
-		for c := range n {
-			p := math.Exp(s[c] - lse[r])
-			if p == 0 {
-				continue
-			}
-			var dp float64
-			for x := range d {
-				dp += float64(dO[r*d+x]) * v[c*d+x]
-			}
-			w := p * (math.Abs(dp) + math.Abs(delta)) * scale
-			for x := range d {
-				sdv[c*d+x] += p * math.Abs(float64(dO[r*d+x]))
-				sdk[c*d+x] += w * math.Abs(q[r*d+x])
-				sdq[r*d+x] += w * math.Abs(k[c*d+x])
-			}
-		}
-	}
-	top := func(x []float64) (m float64) {
-		for _, v := range x {
-			m = math.Max(m, v)
-		}
-		return m
-	}
-	return top(sdq), top(sdk), top(sdv)
-}
-
 // TestFlash2BwdMatchesReferenceGrad holds the backward mirror's dQ, dK and
 // dV, every element, to the float64 gradient of the same inputs: ragged N,
 // causal or not, every input pattern, several batch-heads.
@@ -129,16 +35,16 @@ func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
 		for bh := c.TracedBH().Lo; bh < c.TracedBH().Hi; bh++ {
 			in := InputsFor(&c, bh)
 			ref := ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
-			dq, dk, dv := backwardGrads(&c, recs, bh)
-			tol := bwdTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
-			sq, sk, sv := gradSizes(in, in.DO, c.N, c.D, c.Causal)
+			dq, dk, dv := TraceGradients(&c, recs, bh)
+			tol := BackwardTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
+			sq, sk, sv := GradSizes(in, in.DO, c.N, c.D, c.Causal)
 			for _, g := range []struct {
 				name string
 				got  []float32
 				want []float64
 				size float64
 			}{{"dQ", dq, ref.DQ, sq}, {"dK", dk, ref.DK, sk}, {"dV", dv, ref.DV, sv}} {
-				e := gradError(g.got, g.want, g.size)
+				e := GradError(g.got, g.want, g.size)
 				if !(e <= tol) { // NaN fails too
 					t.Fatalf("%+v bh %d: %s off by %.3g of its size, bound %.3g", c, bh, g.name, e, tol)
 				}
@@ -169,10 +75,10 @@ func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
 		bh := c.TracedBH().Lo
 		in := InputsFor(&c, bh)
 		ref := ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
-		tol := bwdTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
-		sq, sk, _ := gradSizes(in, in.DO, c.N, c.D, c.Causal)
-		dq, dk, _ := backwardGrads(&c, recs, bh)
-		if e := gradError(dq, ref.DQ, sq); !(e <= tol) {
+		tol := BackwardTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
+		sq, sk, _ := GradSizes(in, in.DO, c.N, c.D, c.Causal)
+		dq, dk, _ := TraceGradients(&c, recs, bh)
+		if e := GradError(dq, ref.DQ, sq); !(e <= tol) {
 			t.Fatalf("%+v: the mirror itself fails (%.3g)", c, e)
 		}
 		// dK without D: dSᵀQ·scale with dS = P ∘ dP, from the trace's P and dP.
@@ -195,7 +101,7 @@ func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
 				}
 			}
 		}
-		if e := gradError(noD, ref.DK, sk); e <= tol {
+		if e := GradError(noD, ref.DK, sk); e <= tol {
 			t.Fatalf("%+v: a dK without D passes (%.3g ≤ %.3g)", c, e, tol)
 		}
 		// dQ missing the part of the kv-tile that adds most to it.
@@ -218,7 +124,7 @@ func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
 				}
 			}
 		}
-		if e := gradError(short, ref.DQ, sq); e <= tol {
+		if e := GradError(short, ref.DQ, sq); e <= tol {
 			t.Fatalf("%+v: a dQ without kv-tile %d passes (%.3g ≤ %.3g)", c, last, e, tol)
 		}
 	}

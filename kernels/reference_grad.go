@@ -71,3 +71,71 @@ func grad64(q, k, v, dO []float64, n, d int, causal bool) Grad {
 	}
 	return g
 }
+
+// BackwardTolerance is what a float32 backward's gradients are held to
+// against ReferenceGrad, in units of GradSizes: 2⁻¹⁷ (about 130 units of float32 rounding, for sums
+// over up to a few hundred rows and columns), grown with the scores as the
+// forward's tolerance is, since P = exp(S − L) takes the rounding of S and
+// L, which are hundreds under the large pattern, as an absolute error.
+func BackwardTolerance(maxAbsS float64) float64 { return 0x1p-17 * math.Max(1, maxAbsS/16) }
+
+// GradError is max |got − want| over size, the gradient's scale: NaN if any
+// element is NaN.
+func GradError(got []float32, want []float64, size float64) float64 {
+	var diff float64
+	for i := range want {
+		d := math.Abs(float64(got[i]) - want[i])
+		if math.IsNaN(d) {
+			return math.NaN()
+		}
+		diff = math.Max(diff, d)
+	}
+	return diff / math.Max(size, 1e-30)
+}
+
+// GradSizes are the scales a float32 backward's rounding errors are
+// proportional to, one per gradient: the largest element of the sums of
+// absolute terms that make it (in float64, from the exact P, dP and D).
+// dS = P ∘ (dP − D) cancels where dP is near D, so dQ and dK can be small
+// where the numbers they are made of are not; their rounding is not.
+//
+//	dV: Σ_r P_rc |dO_rx|
+//	dK: scale · Σ_r P_rc (|dP_rc| + |D_r|) |Q_rx|
+//	dQ: scale · Σ_c P_rc (|dP_rc| + |D_r|) |K_cx|
+func GradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
+	q, k, v := widen(in.Q), widen(in.K), widen(in.V)
+	o, lse := attention64(q, k, v, n, d, causal)
+	scale := 1 / math.Sqrt(float64(d))
+	sdq, sdk, sdv := make([]float64, n*d), make([]float64, n*d), make([]float64, n*d)
+	s := make([]float64, n)
+	for r := range n {
+		var delta float64
+		for x := range d {
+			delta += float64(dO[r*d+x]) * o[r*d+x]
+		}
+		scores64(q, k, n, d, causal, r, s)
+		for c := range n {
+			p := math.Exp(s[c] - lse[r])
+			if p == 0 {
+				continue
+			}
+			var dp float64
+			for x := range d {
+				dp += float64(dO[r*d+x]) * v[c*d+x]
+			}
+			w := p * (math.Abs(dp) + math.Abs(delta)) * scale
+			for x := range d {
+				sdv[c*d+x] += p * math.Abs(float64(dO[r*d+x]))
+				sdk[c*d+x] += w * math.Abs(q[r*d+x])
+				sdq[r*d+x] += w * math.Abs(k[c*d+x])
+			}
+		}
+	}
+	top := func(x []float64) (m float64) {
+		for _, v := range x {
+			m = math.Max(m, v)
+		}
+		return m
+	}
+	return top(sdq), top(sdk), top(sdv)
+}

@@ -147,6 +147,9 @@ func compareRun(c kernels.Config, mirror func() (*instrument.Header, []*instrume
 			return fmt.Errorf("record %d: %w", k, err)
 		}
 	}
+	if kernels.Info(c.Variant).Backward {
+		return gradientsHold(c, grecs, worst)
+	}
 	// The GPU's outputs against float64, with the stepper issue's bound
 	// for the float32 kernels; a bf16 kernel against float64 on the same
 	// bf16-rounded inputs, with the ladder issue's: relative error under 1e-2.
@@ -409,4 +412,43 @@ func TestProfileRuns(t *testing.T) {
 		}
 		fmt.Println("profiled", q)
 	}
+}
+
+// gradientsHold holds a backward trace's dQ, dK and dV (every q-tile
+// traced) to the float64 gradient of the same inputs, every element, with
+// the bound the mirror's own test holds it to (kernels.BackwardTolerance).
+func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string]float64) error {
+	for bh := c.TracedBH().Lo; bh < c.TracedBH().Hi; bh++ {
+		in := kernels.InputsFor(&c, bh)
+		ref := kernels.ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
+		sq, sk, sv := kernels.GradSizes(in, in.DO, c.N, c.D, c.Causal)
+		var maxS float64
+		for r := range c.N {
+			for col := range c.N {
+				if c.Causal && col > r {
+					continue
+				}
+				var dot float64
+				for x := range c.D {
+					dot += float64(in.Q[r*c.D+x]) * float64(in.K[col*c.D+x])
+				}
+				maxS = math.Max(maxS, math.Abs(dot/math.Sqrt(float64(c.D))))
+			}
+		}
+		tol := kernels.BackwardTolerance(maxS)
+		dq, dk, dv := kernels.TraceGradients(&c, recs, bh)
+		for _, g := range []struct {
+			name string
+			got  []float32
+			want []float64
+			size float64
+		}{{"dQ", dq, ref.DQ, sq}, {"dK", dk, ref.DK, sk}, {"dV", dv, ref.DV, sv}} {
+			e := kernels.GradError(g.got, g.want, g.size)
+			if !(e <= tol) { // NaN fails too
+				return fmt.Errorf("bh %d: %s off by %.3g of its size, bound %.3g", bh, g.name, e, tol)
+			}
+			worst["gradients vs float64"] = math.Max(worst["gradients vs float64"], e/tol)
+		}
+	}
+	return nil
 }

@@ -144,11 +144,20 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 		launch.BufK: func(in *kernels.Inputs) []float32 { return in.K },
 		launch.BufV: func(in *kernels.Inputs) []float32 { return in.V },
 	}
+	if kernels.Info(c.Variant).Backward {
+		// The backward starts from dO and the forward's O, in the kernel's
+		// element type, and L, float32 whatever the kernel.
+		inputs[kernels.BufDO] = func(in *kernels.Inputs) []float32 { return in.DO }
+		inputs[launch.BufO] = func(in *kernels.Inputs) []float32 { return in.O }
+		inputs[launch.BufLSE] = func(in *kernels.Inputs) []float32 { return in.LSE }
+	}
 	for b, bytes := range plan.Buffers {
 		if bytes == 0 {
 			continue
 		}
-		if pick, ok := inputs[launch.Buffer(b)]; ok {
+		if pick, ok := inputs[launch.Buffer(b)]; ok && launch.Buffer(b) == launch.BufLSE {
+			pr.bufs[b], err = pr.mem.upload(join(pick))
+		} else if ok {
 			pr.bufs[b], err = upload(join(pick))
 		} else {
 			pr.bufs[b], err = pr.mem.alloc(bytes)
