@@ -120,7 +120,7 @@ type TileState struct {
 // StepWords tell one kind of step. The page fills in {i} and {j} (the
 // q-tile and kv-tile), {rows} and {keys} (their ranges, "4–7"), {head} (the
 // batch-head in words) and the subscripted tiles {Q_i}, {K_j}, {V_j},
-// {O_i}. First ends Body on the kv-tile 0 step, Later on every other.
+// {O_i}, and the backward's {dO_i}, {L_i}, {D_i}, {dQ_i}, {dK_j}, {dV_j}. First ends Body on the kv-tile 0 step, Later on every other.
 type StepWords struct {
 	Title string `json:"title"`
 	Body  string `json:"body"`
@@ -399,6 +399,9 @@ type PageRung struct {
 	BytesNote string `json:"bytes_note,omitempty"`
 	// Materialised, as VariantInfo's: S and P through device memory.
 	Materialised bool `json:"materialised"`
+	// Backward: the kernel is attention's backward pass (static/js/backward.js
+	// draws its steps).
+	Backward bool `json:"backward,omitempty"`
 	// The rung's own words (Words), steps by the record kind's name.
 	Steps       map[string]StepWords `json:"steps,omitempty"`
 	TileStates  []TileState          `json:"tile_states,omitempty"`
@@ -415,7 +418,7 @@ func RungsForPages() []PageRung {
 		for k, w := range v.Words.Steps {
 			steps[k.String()] = w
 		}
-		out = append(out, PageRung{Name: v.Name(), Title: v.Title, DType: v.DType.String(), Colour: v.Colour, BytesNote: v.BytesNote, Materialised: v.Materialised,
+		out = append(out, PageRung{Name: v.Name(), Title: v.Title, DType: v.DType.String(), Colour: v.Colour, BytesNote: v.BytesNote, Materialised: v.Materialised, Backward: v.Backward,
 			Steps: steps, TileStates: v.Words.TileStates, OCaption: v.Words.OCaption, RowsCaption: v.Words.RowsCaption})
 	}
 	return out

@@ -3,6 +3,7 @@
 // byte counts and an index from (batch-head, q-tile) to its steps. It grows
 // as records stream in.
 import { materialises } from './steps.js';
+import { BackwardState, isBackward, tileStates as backwardTileStates } from './backward.js';
 
 export class TraceModel {
   constructor(header) {
@@ -17,6 +18,7 @@ export class TraceModel {
     this.epilogueAt = new Map(); // "bh,i" -> step index of its epilogue
     this.absMax = new Map(); // cache of max |value| per "bh,array"
     this.visited = new Set(); // "bh,i,j" of every flash step received
+    this.backward = isBackward(header) ? new BackwardState(header) : null; // a backward trace's rows and dQ
   }
 
   add(r) {
@@ -30,6 +32,12 @@ export class TraceModel {
     this.cumWritten.push((k ? this.cumWritten[k - 1] : 0) + r.bytesWritten);
     const key = `${r.bh},${r.i}`;
     if (!this.blockStart.has(key)) this.blockStart.set(key, k);
+    if (this.backward) {
+      // A backward's blocks are kv-tiles: the selector jumps to a block's
+      // first step.
+      if (r.kind === 'bwd_step' && !this.blockStart.has(`${r.bh},kv${r.j}`)) this.blockStart.set(`${r.bh},kv${r.j}`, k);
+      this.backward.add(r, k);
+    }
     if (r.kind === 'flash_step' || (r.kind === 'timing' && r.j >= 0)) this.visited.add(`${r.bh},${r.i},${r.j}`);
     if (r.kind === 'timing' && r.j < 0) this.epilogueAt.set(key, k);
     if (r.kind === 'epilogue') {
@@ -78,6 +86,7 @@ export class TraceModel {
   // 'consumed' that P·V has read it (S and P still sit in device memory).
   // For naive_row, 'scanned' means pass 1 has taken the tile's row maxima.
   tileStates(k) {
+    if (this.backward) return backwardTileStates(this, k);
     const h = this.h;
     const cur = this.steps[k];
     const states = new Array(h.Tr * h.Tc).fill('pending');

@@ -7,6 +7,7 @@ import { batchHead, batchHeadShort, describe, fill, materialises, sub } from './
 import { reportSize } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { rung } from './rungs.js';
+import * as backward from './backward.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('page-data').textContent);
@@ -413,6 +414,15 @@ function setupSelectors(h) {
     o.title = batchHead(h, b);
     bh.add(o);
   }
+  if (backward.isBackward(h)) {
+    // A backward's blocks are kv-tiles: the box picks one, and jumps to
+    // its first step.
+    $('sel-q-label').textContent = 'kv-tile';
+    const q = $('sel-q');
+    q.replaceChildren();
+    for (let j = 0; j < h.Tc; j++) q.add(new Option(`${j} (keys ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1})`, `kv${j}`));
+    return;
+  }
   // Before tiles are taught, a q-tile is its rows.
   const tiles = know.knows('tiles');
   $('sel-q-label').textContent = tiles ? 'Q-tile' : 'Rows';
@@ -428,7 +438,7 @@ function jumpToBlock() {
   const m = state.model;
   if (!m) return;
   const k = m.blockStart.get(`${$('sel-bh').value},${$('sel-q').value}`);
-  if (k === undefined) return setStatus('That q-tile has not arrived yet.');
+  if (k === undefined) return setStatus(backward.isBackward(m.h) ? 'That kv-tile\'s block has not arrived yet.' : 'That q-tile has not arrived yet.');
   pause();
   go(k);
 }
@@ -538,7 +548,8 @@ function scrollCodeTo(line) {
   box.scrollTop = line.offsetTop - 8; // the box is the lines' offset parent
 }
 
-function stepKey(r) {
+function stepKey(h, r) {
+  if (backward.isBackward(h)) return backward.stepKey(h, r);
   if (r.kind === 'timing') return r.j < 0 ? 'epilogue' : r.j === 0 ? 'flash_step:first' : 'flash_step';
   return r.kind === 'flash_step' && r.j === 0 ? 'flash_step:first' : r.kind;
 }
@@ -546,7 +557,7 @@ function stepKey(r) {
 function drawKernelSource(h, r) {
   const src = kernelSources.get(h.variant);
   if (!src || $('kernel-source').dataset.variant !== h.variant) return;
-  const lit = new Set(src.steps[stepKey(r)] || []);
+  const lit = new Set(src.steps[stepKey(h, r)] || []);
   let first = null;
   for (const line of $('kernel-source').children) {
     const on = lit.has(line.dataset.phase);
@@ -584,16 +595,21 @@ function render() {
   const r = m.steps[state.k];
   updateLabel();
   $('sel-bh').value = String(r.bh);
-  $('sel-q').value = String(r.i);
+  $('sel-q').value = backward.isBackward(h) ? (r.j >= 0 ? `kv${r.j}` : $('sel-q').value) : String(r.i);
   const [title, explain] = describe(h, r, know);
   $('step-title').textContent = title;
   $('step-explain').textContent = explain;
   placeViews();
   views.grid.draw(h, m.tileStates(state.k));
-  drawInputs(h, m, r);
-  drawTiles(h, m, r);
-  drawRows(h, m, r);
-  drawFinal(h, m, r);
+  if (backward.isBackward(h)) {
+    backward.draw({ h, m, r, k: state.k, views, $ });
+  } else {
+    restoreFinal();
+    drawInputs(h, m, r);
+    drawTiles(h, m, r);
+    drawRows(h, m, r);
+    drawFinal(h, m, r);
+  }
   if (know.knows('gpu')) views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h));
   drawKernelSource(h, r);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
@@ -837,6 +853,17 @@ function drawRows(h, m, r) {
   // −∞ is where a max starts before any score, or a row masked whole: no error.
   if (negInf) note.textContent = [note.textContent, '−∞: no score seen yet, where every max starts (or every score masked). Not an error.'].filter(Boolean).join(' ');
 }
+
+// restoreFinal gives the final panel back to the forward's O after a
+// backward run drew its own views there.
+function restoreFinal() {
+  const box = $('o-final');
+  if (box.contains(views.final.canvas)) return;
+  box.classList.remove('qkv');
+  box.replaceChildren(views.final.canvas, views.final.scaleBar);
+  box.closest('figure').querySelector('figcaption').textContent = FINAL_CAPTION;
+}
+const FINAL_CAPTION = document.querySelector('[data-panel="final"] figcaption').textContent;
 
 function drawFinal(h, m, r) {
   const o = m.finalO.get(r.bh);

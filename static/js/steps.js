@@ -24,6 +24,7 @@ export function fill(text, h, r, head = batchHead(h, r.bh)) {
     i: r.i, j: r.j, head,
     rows: rowsOf(h, r.i).slice(5), keys: colsOf(h, r.j).slice(5),
     Q_i: `Q${sub(r.i)}`, K_j: `K${sub(r.j)}`, V_j: `V${sub(r.j)}`, O_i: `O${sub(r.i)}`,
+    dO_i: `dO${sub(r.i)}`, L_i: `L${sub(r.i)}`, D_i: `D${sub(r.i)}`, dQ_i: `dQ${sub(r.i)}`, dK_j: `dK${sub(r.j)}`, dV_j: `dV${sub(r.j)}`,
   };
   return (text ?? '').replace(/\{(\w+)\}/g, (all, name) => (name in names ? String(names[name]) : all));
 }
@@ -35,7 +36,9 @@ export function describe(h, r, know = everything) {
   }
   const own = rung(h.variant)?.steps?.[r.kind];
   if (own) {
-    const body = own.body + ((r.j === 0 ? own.first : own.later) ?? '');
+    // A backward block's first step is its first q-tile's, not kv-tile 0's.
+    const first = r.kind === 'bwd_step' ? r.i === firstQTile(h, r.j) : r.j === 0;
+    const body = own.body + ((first ? own.first : own.later) ?? '');
     return [fill(own.title, h, r, head), fill(body, h, r, head)];
   }
   switch (r.kind) {
@@ -90,6 +93,11 @@ function untaughtFlash(h, r, head, know) {
   return [title, `${what}, then their weights P and their part of the output O${know.knows('memory') ? ', all on chip' : ''}. ` +
     `How each row's weights still come out right when its keys arrive a few at a time: ${know.lesson('online')}.`];
 }
+
+// firstQTile is the first q-tile a backward's kv-tile j block visits:
+// under a causal mask the one holding row j·Bc (those above see none of
+// its keys; kernels.bwdFirstQTile).
+export const firstQTile = (h, j) => (h.causal ? Math.floor((j * h.Bc) / h.Br) : 0);
 
 // materialises: a naive kernel, whose S and P go through device memory; the
 // others keep them on chip (the flash loops, and naive_row, whose scores

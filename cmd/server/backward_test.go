@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/internal/testrand"
+	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
+)
+
+// TestBrowserBackwardStepper steps through a backward run in Chromium, on
+// the CPU mirror, at a fresh seed: each step the page shows is the
+// mirror's (title, tile, lit source), the rows table's L, D and sums of P
+// are the trace's, a row's Σp so far is 1 once every kv-tile's block has
+// visited it, the block's dP, dV_j, dK_j and dQ part are drawn, a dq step
+// shows the finished dQ, and nothing on the page overflows or logs a
+// problem.
+func TestBrowserBackwardStepper(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	base, _ := startServer(t, "-worker", "none")
+	ctx := browserSized(t, 1024, 768)
+	problems := watchConsole(ctx)
+	query := fmt.Sprintf("variant=flash2_bwd&n=9&d=4&br=2&bc=3&causal=1&pattern=normal&seed=%d", rng.Uint64())
+	c, err := kernels.ParseConfig(mustQuery(query))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []*instrument.Record
+	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
+		if r.Kind != instrument.KindInputs {
+			steps = append(steps, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Σp of row g over the steps up to k (from 0): the page's "so far".
+	sumSoFar := func(k, g int) float64 {
+		var s float64
+		for _, r := range steps[:k+1] {
+			if r.Kind == instrument.KindBwdStep && r.I == g/c.Br {
+				for col := range r.ColsValid {
+					s += float64(r.P[(g%c.Br)*c.Bc+col])
+				}
+			}
+		}
+		return s
+	}
+	// The steps to look at: a block's first (it loads K_j and V_j), a
+	// random one, each q-tile's last step (where its rows' Σp reaches 1),
+	// a pre and a dq.
+	lastOf := map[int]int{}
+	var looks []int
+	for k, r := range steps {
+		if r.Kind == instrument.KindBwdStep {
+			lastOf[r.I] = k
+		}
+		if r.Kind == instrument.KindBwdStep && r.J == 1 && r.I == c.Bc/c.Br || k == 0 || k == len(steps)-1 {
+			looks = append(looks, k)
+		}
+	}
+	for _, k := range lastOf {
+		looks = append(looks, k)
+	}
+	looks = append(looks, c.Tr()+rng.IntN(len(steps)-2*c.Tr()))
+	for _, k := range looks {
+		r := steps[k]
+		navigate(ctx, t, fmt.Sprintf("%s/step?%s&step=%d", base, query, k+1))
+		waitText(ctx, t, "#run-status", "Trace complete")
+		waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", k+1, len(steps)))
+		title := evalJS[string](ctx, t, `document.getElementById('step-title').textContent`)
+		lit := evalJS[string](ctx, t, `document.getElementById('kernel-source').dataset.lit`)
+		switch r.Kind {
+		case instrument.KindBwdStep:
+			if !strings.Contains(title, fmt.Sprintf("kv-tile %d", r.J)) || !strings.Contains(title, fmt.Sprintf("q-tile %d", r.I)) {
+				t.Errorf("step %d shows %q, the mirror's is (q-tile %d, kv-tile %d)", k+1, title, r.I, r.J)
+			}
+			first := r.I == c.Bc*r.J/c.Br
+			if strings.Contains(lit, "load-kv") != first || !strings.Contains(lit, "dk") || !strings.Contains(lit, "dq") ||
+				strings.Contains(lit, "write-dkdv") != (r.I == c.Tr()-1) {
+				t.Errorf("step %d (q-tile %d, kv-tile %d) lights %q", k+1, r.I, r.J, lit)
+			}
+			for _, part := range []string{"dp", "dv", "dk", "dq"} {
+				if !evalJS[bool](ctx, t, fmt.Sprintf(`!!document.querySelector('[data-testid="bwd-%s"] canvas')?.width`, part)) {
+					t.Errorf("step %d: no %s drawn", k+1, part)
+				}
+			}
+			for x := range r.RowsValid {
+				g := r.I*c.Br + x
+				got := cellValue(ctx, t, fmt.Sprintf("sum-p-so-far-%d", x))
+				want := sumSoFar(k, g)
+				if !(math.Abs(got-want) <= 1e-5) {
+					t.Errorf("step %d row %d: Σp so far %v, the trace's %v", k+1, g, got, want)
+				}
+				if k == lastOf[r.I] && !(math.Abs(got-1) <= 1e-5) {
+					t.Errorf("step %d is q-tile %d's last: row %d's Σp so far is %v, not 1", k+1, r.I, g, got)
+				}
+			}
+		case instrument.KindBwdPre:
+			if !strings.Contains(title, fmt.Sprintf("Preprocessing q-tile %d", r.I)) || lit != "pre" {
+				t.Errorf("step %d, q-tile %d's pre: title %q, lit %q", k+1, r.I, title, lit)
+			}
+			for x := range r.RowsValid {
+				if got := cellValue(ctx, t, fmt.Sprintf("d-%d", x)); float32(got) != r.Delta[x] {
+					t.Errorf("pre of q-tile %d row %d: D shown %v, the trace's %v", r.I, x, got, r.Delta[x])
+				}
+				if got := cellValue(ctx, t, fmt.Sprintf("l-%d", x)); float32(got) != r.LSE[x] {
+					t.Errorf("pre of q-tile %d row %d: L shown %v, the trace's %v", r.I, x, got, r.LSE[x])
+				}
+			}
+		case instrument.KindBwdDQ:
+			caption := evalJS[string](ctx, t, `document.getElementById('o-caption').textContent`)
+			if !strings.Contains(title, fmt.Sprintf("dQ of q-tile %d finished", r.I)) || !strings.Contains(caption, "dQ") || lit != "dq-scale" {
+				t.Errorf("step %d, q-tile %d's dq: title %q, caption %q, lit %q", k+1, r.I, title, caption, lit)
+			}
+		}
+		if p := layoutProblems(ctx, t); len(p) > 0 {
+			t.Errorf("step %d:\n%s", k+1, strings.Join(p, "\n"))
+		}
+		if r.Kind == instrument.KindBwdStep && k == looks[len(looks)-1] {
+			saveShot(ctx, t, "stepper-backward.png")
+		}
+	}
+	// The kv-tile box jumps to a block's first step.
+	navigate(ctx, t, fmt.Sprintf("%s/step?%s&step=1", base, query))
+	waitText(ctx, t, "#run-status", "Trace complete")
+	evalJS[bool](ctx, t, `(() => { const s = document.getElementById('sel-q'); s.value = 'kv2'; s.dispatchEvent(new Event('change')); return true; })()`)
+	want := 0
+	for k, r := range steps {
+		if r.Kind == instrument.KindBwdStep && r.J == 2 {
+			want = k
+			break
+		}
+	}
+	waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", want+1, len(steps)))
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}

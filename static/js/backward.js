@@ -1,0 +1,296 @@
+// The stepper's views of a backward run (kernels/flash2_bwd.go): the same
+// panels as a forward run, holding what a backward step has. A kv-tile's
+// block keeps K_j, V_j, dK_j and dV_j on chip and walks the q-tiles; each
+// step recomputes S and P = exp(S − L) from Q_i, K_j and the forward's L,
+// forms dP and dS, grows dK_j and dV_j, and adds its part into dQ_i in
+// device memory.
+import { Heatmap, fmt, tex } from './views.js';
+import { rung } from './rungs.js';
+import { firstQTile, sub } from './steps.js';
+
+// isBackward says whether a trace's kernel is a backward one.
+export const isBackward = (h) => Boolean(rung(h.variant)?.backward);
+
+// stepKey names the phases a backward step lights (kernels.BwdStepPhases):
+// the block's first q-tile loads K_j and V_j, its last writes dK_j and dV_j.
+export function stepKey(h, r) {
+  if (r.kind !== 'bwd_step') return r.kind;
+  const first = r.i === firstQTile(h, r.j), last = r.i === h.Tr - 1;
+  return first && last ? 'bwd_step:only' : first ? 'bwd_step:first' : last ? 'bwd_step:last' : 'bwd_step';
+}
+
+// tileStates is TraceModel.tileStates for a backward trace: a tile is done
+// once its block has used it, skipped (wholly above the diagonal) once its
+// block has begun without it; a pre or dq step lights its q-tile's row.
+export function tileStates(m, k) {
+  const h = m.h;
+  const cur = m.steps[k];
+  const states = new Array(h.Tr * h.Tc).fill('pending');
+  if (!cur) return states;
+  const begun = new Set();
+  for (let s = 0; s <= k; s++) {
+    const r = m.steps[s];
+    if (r.bh !== cur.bh) continue;
+    if (r.kind === 'bwd_step' || (r.kind === 'timing' && r.j >= 0)) {
+      states[r.i * h.Tc + r.j] = 'done';
+      begun.add(r.j);
+    }
+  }
+  for (let i = 0; i < h.Tr; i++) {
+    for (let j = 0; j < h.Tc; j++) {
+      if (i < h.tracedQ[0] || i >= h.tracedQ[1]) states[i * h.Tc + j] = 'untraced';
+      else if (begun.has(j) && i < firstQTile(h, j)) states[i * h.Tc + j] = 'skipped';
+    }
+  }
+  if (cur.j >= 0) states[cur.i * h.Tc + cur.j] = 'current';
+  else for (let j = 0; j < h.Tc; j++) if (states[cur.i * h.Tc + j] !== 'skipped') states[cur.i * h.Tc + j] = 'current-row';
+  return states;
+}
+
+// BackwardState is what a backward trace gives beyond its steps, per
+// batch-head: dO, O, L and D of the rows whose pre step has arrived, and
+// dQ of the rows whose dq step has.
+export class BackwardState {
+  constructor(h) {
+    this.h = h;
+    this.rows = new Map(); // bh -> { dO, o, l, d }
+    this.dq = new Map(); // bh -> Float32Array N×D, NaN until written
+    this.dqAt = new Map(); // "bh,i" -> step index of its dq
+    this.stepsOfQ = new Map(); // "bh,i" -> step indices of its bwd_steps
+  }
+
+  add(r, k) {
+    const { N, D, Br } = this.h;
+    if (r.kind === 'bwd_pre') {
+      if (!this.rows.has(r.bh)) {
+        this.rows.set(r.bh, { dO: new Float32Array(N * D).fill(NaN), o: new Float32Array(N * D).fill(NaN),
+          l: new Float32Array(N).fill(NaN), d: new Float32Array(N).fill(NaN) });
+      }
+      const t = this.rows.get(r.bh);
+      for (let x = 0; x < r.rowsValid; x++) {
+        const g = r.i * Br + x;
+        t.dO.set(r.do.subarray(x * D, (x + 1) * D), g * D);
+        t.o.set(r.o.subarray(x * D, (x + 1) * D), g * D);
+        t.l[g] = r.lse[x];
+        t.d[g] = r.delta[x];
+      }
+    } else if (r.kind === 'bwd_step') {
+      const key = `${r.bh},${r.i}`;
+      if (!this.stepsOfQ.has(key)) this.stepsOfQ.set(key, []);
+      this.stepsOfQ.get(key).push(k);
+    } else if (r.kind === 'bwd_dq') {
+      if (!this.dq.has(r.bh)) this.dq.set(r.bh, new Float32Array(N * D).fill(NaN));
+      this.dq.get(r.bh).set(r.dq.subarray(0, r.rowsValid * D), r.i * Br * D);
+      this.dqAt.set(`${r.bh},${r.i}`, k);
+    }
+  }
+}
+
+// draw fills the stepper's panels for backward step r (the k-th): S and P
+// recomputed, dS in the O panel, the rows' L, D and Σp in the table, and
+// the block's dP, dV_j, dK_j and dQ part where the forward shows the
+// finished O.
+export function draw({ h, m, r, k, views, $ }) {
+  const rowIndex = (x) => r.i * h.Br + x;
+  const colIndex = (x) => r.j * h.Bc + x;
+  const tile = (values, rows, cols, rowsValid, colsValid, name, extra = {}) => ({
+    values, rows, cols, rowsValid, colsValid, name, rowIndex, ...extra,
+  });
+  // Input tiles: what the step reads from device memory.
+  drawReads(h, m, r, $);
+
+  if (r.kind === 'bwd_step') {
+    $('s-caption').textContent = `S (${r.i}, ${r.j}) = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d, recomputed`;
+    views.s.draw(tile(r.s, h.Br, h.Bc, r.rowsValid, r.colsValid, 'S',
+      { scale: 'diverging', max: m.maxAbs(r.bh, 's'), colIndex, colWord: 'key', masked: '−∞: masked' }));
+    $('p-caption').textContent = `P = exp(S − L${sub(r.i)}): final weights, no running max`;
+    views.p.draw(tile(r.p, h.Br, h.Bc, r.rowsValid, r.colsValid, 'P', { scale: 'sequential', max: 1, colIndex, colWord: 'key' }));
+    $('o-caption').textContent = 'dS = P ∘ (dP − D)';
+    views.o.draw(tile(r.ds, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dS',
+      { scale: 'diverging', max: m.maxAbs(r.bh, 'ds'), colIndex, colWord: 'key' }));
+  } else {
+    $('s-caption').textContent = 'S tile';
+    $('p-caption').textContent = 'P tile';
+    const why = r.kind === 'bwd_pre' ? 'Preprocessing reads no K or V: no S or P yet.' : 'dQ is finished: no S or P in this step.';
+    views.s.clear(why);
+    views.p.clear(why);
+    if (r.kind === 'bwd_pre') {
+      $('o-caption').textContent = `O${sub(r.i)}, the forward's output, read`;
+      views.o.draw(tile(r.o, h.Br, h.D, r.rowsValid, h.D, 'O', { scale: 'diverging', max: m.maxAbs(r.bh, 'o') }));
+    } else if (r.kind === 'bwd_dq') {
+      $('o-caption').textContent = `dQ${sub(r.i)}, finished (× 1/√d)`;
+      views.o.draw(tile(r.dq, h.Br, h.D, r.rowsValid, h.D, 'dQ', { scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq') }));
+    } else {
+      $('o-caption').textContent = 'dS';
+      views.o.clear('A timing trace records no arrays.');
+    }
+  }
+  drawRows(h, m, r, k, $);
+  drawOnChip(h, m, r, k, $);
+}
+
+// drawReads shows the tiles the step reads from device memory.
+function drawReads(h, m, r, $) {
+  const box = $('qkv');
+  const inp = m.inputs.get(r.bh);
+  const rows = m.backward.rows.get(r.bh);
+  const mats = [];
+  const slice = (src, t, n) => {
+    const v = new Float32Array(n * h.D);
+    v.set(src.subarray(t * n * h.D, Math.min(h.N, (t + 1) * n) * h.D));
+    return v;
+  };
+  if (r.kind === 'bwd_step' && inp && rows) {
+    mats.push(['Q', slice(inp.q, r.i, h.Br), h.Br, r.rowsValid, r.i, `Q${sub(r.i)}`, m.maxAbs(r.bh, 'q')]);
+    mats.push(['dO', slice(rows.dO, r.i, h.Br), h.Br, r.rowsValid, r.i, `dO${sub(r.i)}`, m.maxAbs(r.bh, 'do')]);
+    if (r.i === firstQTile(h, r.j)) {
+      mats.push(['K', slice(inp.k, r.j, h.Bc), h.Bc, r.colsValid, r.j, `K${sub(r.j)} (once per block)`, m.maxAbs(r.bh, 'k')]);
+      mats.push(['V', slice(inp.v, r.j, h.Bc), h.Bc, r.colsValid, r.j, `V${sub(r.j)} (once per block)`, m.maxAbs(r.bh, 'v')]);
+    }
+  } else if (r.kind === 'bwd_pre') {
+    mats.push(['dO', r.do, h.Br, r.rowsValid, r.i, `dO${sub(r.i)}`, m.maxAbs(r.bh, 'do')]);
+  }
+  const key = mats.map((t) => t[5]).join() + r.bh;
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  if (!mats.length) {
+    box.textContent = r.kind === 'bwd_dq' ? 'Reads dQ back, every kv-tile\'s part added in.' : 'No input tiles in this step.';
+    return;
+  }
+  box.replaceChildren();
+  for (const [name, values, n, valid, t, label, max] of mats) {
+    const wrap = document.createElement('div');
+    wrap.className = 'mat';
+    const cap = document.createElement('span');
+    cap.textContent = `${label} (${n}×${h.D})`;
+    const hm = document.createElement('div');
+    wrap.append(cap, hm);
+    box.append(wrap);
+    new Heatmap(hm, { maxWidth: 220, maxHeight: 220 }).draw({
+      values, rows: n, cols: h.D, rowsValid: valid, colsValid: h.D, scale: 'diverging', max, name, rowIndex: (x) => t * n + x,
+    });
+  }
+}
+
+const HEADS = {
+  row: ['\\text{row}', 'row'],
+  l: ['L', 'L, the forward\'s log-sum-exp'],
+  d: ['D = \\textstyle\\sum_x dO \\cdot O', 'D, the row sum of dO times O'],
+  sumP: ['\\textstyle\\sum p \\text{ (this tile)}', 'the sum of the row\'s p in this tile'],
+  sumPSoFar: ['\\textstyle\\sum p \\text{ so far}', 'the sum of the row\'s p over the tiles so far'],
+};
+
+// drawRows: per row of the q-tile, L and D (read from device memory), and
+// on a step the sum of its p in this tile and over every tile so far,
+// which reaches 1 when the last kv-tile's block has visited: P is final
+// from the start, with no running max to rescale it.
+function drawRows(h, m, r, k, $) {
+  $('rows-caption').textContent = 'Per row of the q-tile: L, D, and P\'s sums';
+  const table = $('rows');
+  table.replaceChildren();
+  $('rows-note').textContent = r.kind === 'bwd_step'
+    ? 'Σp so far reaches 1 once every kv-tile has visited the row: P = exp(S − L) is already normalised.'
+    : '';
+  const rows = m.backward.rows.get(r.bh);
+  if (r.kind === 'timing' || !rows) return;
+  const cols = [['row', 'row', (x) => r.i * h.Br + x], ['l', 'l', (x) => rows.l[r.i * h.Br + x]], ['d', 'd', (x) => rows.d[r.i * h.Br + x]]];
+  if (r.kind === 'bwd_step') {
+    const sumOf = (s, x) => { let t = 0; for (let c = 0; c < s.colsValid; c++) t += s.p[x * h.Bc + c]; return t; };
+    const before = (m.backward.stepsOfQ.get(`${r.bh},${r.i}`) ?? []).filter((at) => at <= k).map((at) => m.steps[at]);
+    cols.push(['sumP', 'sum-p', (x) => sumOf(r, x)]);
+    cols.push(['sumPSoFar', 'sum-p-so-far', (x) => before.reduce((a, s) => a + sumOf(s, x), 0)]);
+  }
+  const head = table.createTHead().insertRow();
+  for (const [name] of cols) {
+    const [formula, words] = HEADS[name];
+    const th = head.appendChild(document.createElement('th'));
+    th.scope = 'col';
+    const said = th.appendChild(document.createElement('span'));
+    said.className = 'sr-only';
+    said.textContent = words;
+    const drawn = th.appendChild(document.createElement('span'));
+    drawn.setAttribute('aria-hidden', 'true');
+    tex(drawn, formula, { output: 'html' });
+  }
+  const body = table.createTBody();
+  const shown = Math.min(h.Br, 64);
+  for (let x = 0; x < shown; x++) {
+    const tr = body.insertRow();
+    if (x >= r.rowsValid) {
+      const td = tr.insertCell();
+      tr.className = 'pad';
+      td.colSpan = cols.length;
+      td.textContent = `row ${r.i * h.Br + x}: padding (past N), not data`;
+      continue;
+    }
+    for (const [name, testid, get] of cols) {
+      const td = tr.insertCell();
+      const v = get(x);
+      td.dataset.testid = `${testid}-${x}`;
+      if (name === 'row') {
+        td.textContent = String(v);
+        continue;
+      }
+      td.dataset.value = String(v);
+      td.textContent = fmt(v, 6);
+      td.title = String(v);
+    }
+  }
+  if (h.Br > shown) {
+    const td = body.insertRow().insertCell();
+    td.colSpan = cols.length;
+    td.textContent = `… ${h.Br - shown} more rows`;
+  }
+}
+
+// drawOnChip: on a step, dP, the block's dV_j and dK_j so far and the
+// part the step adds into dQ_i; on a dq step, dQ as its q-tiles finish.
+function drawOnChip(h, m, r, k, $) {
+  const fig = $('o-final').closest('figure');
+  const box = $('o-final');
+  const caption = fig.querySelector('figcaption');
+  if (r.kind === 'bwd_step') {
+    caption.textContent = `In kv-tile ${r.j}'s block: dP, the accumulators dV${sub(r.j)} and dK${sub(r.j)} (× 1/√d at the end), and the part added into dQ${sub(r.i)}`;
+    const panes = [
+      ['dP = dO·Vᵀ', r.dp, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dP', 'dp', (x) => r.i * h.Br + x],
+      [`dV${sub(r.j)} so far`, r.dv, h.Bc, h.D, r.colsValid, h.D, 'dV', 'dv', (x) => r.j * h.Bc + x],
+      [`dK${sub(r.j)} so far`, r.dk, h.Bc, h.D, r.colsValid, h.D, 'dK', 'dk', (x) => r.j * h.Bc + x],
+      [`added into dQ${sub(r.i)}`, r.dq, h.Br, h.D, r.rowsValid, h.D, 'dQ part', 'dq', (x) => r.i * h.Br + x],
+    ];
+    box.replaceChildren();
+    box.classList.add('qkv');
+    for (const [label, values, rows, cols, rowsValid, colsValid, name, array, rowIndex] of panes) {
+      const wrap = document.createElement('div');
+      wrap.className = 'mat';
+      wrap.dataset.testid = `bwd-${array}`;
+      const cap = document.createElement('span');
+      cap.textContent = label;
+      const hm = document.createElement('div');
+      wrap.append(cap, hm);
+      box.append(wrap);
+      new Heatmap(hm, { maxWidth: 220, maxHeight: 220 }).draw({
+        values, rows, cols, rowsValid, colsValid, scale: 'diverging', max: m.maxAbs(r.bh, array, 'bwd_step'), name, rowIndex,
+      });
+    }
+    return;
+  }
+  caption.textContent = 'dQ, filled in as q-tiles finish';
+  box.classList.remove('qkv');
+  const dq = m.backward.dq.get(r.bh);
+  const values = new Float32Array(h.N * h.D).fill(NaN);
+  let written = 0;
+  for (const [key, at] of m.backward.dqAt) {
+    const [bh, i] = key.split(',').map(Number);
+    if (bh !== r.bh || at > k || !dq) continue;
+    const lo = i * h.Br * h.D, hi = Math.min(h.N, (i + 1) * h.Br) * h.D;
+    values.set(dq.subarray(lo, hi), lo);
+    written++;
+  }
+  box.replaceChildren();
+  const hm = new Heatmap(box, { maxWidth: 520, maxHeight: 320, labels: true });
+  if (!written) {
+    hm.clear(r.kind === 'bwd_pre' ? 'dQ is zero: the kv-tiles\' blocks have not added to it yet.' : 'No q-tile\'s dQ has finished yet.');
+    return;
+  }
+  hm.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'), name: 'dQ' });
+}
