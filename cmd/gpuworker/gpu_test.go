@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -451,4 +453,75 @@ func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string
 		}
 	}
 	return nil
+}
+
+var gradDump = flag.String("grad-dump", "", "TestGPUBackwardDump writes backward runs' inputs and GPU gradients here, for bench/backward/autograd.py")
+
+// TestGPUBackwardDump runs backward kernels on the GPU, causal and not, at
+// d = 64 and 128 with ragged N, and writes for each run its inputs (Q, K,
+// V, dO) and the gradients the GPU's trace holds (dQ, dK, dV), raw
+// little-endian float32 N×d per batch-head, with a manifest.json, into
+// -grad-dump: bench/backward/autograd.py holds them to PyTorch's autograd
+// of scaled_dot_product_attention on the same inputs, a reference nobody
+// here wrote. Without -grad-dump it does nothing.
+func TestGPUBackwardDump(t *testing.T) {
+	if *gradDump == "" {
+		t.Skip("-grad-dump names no folder")
+	}
+	if err := os.MkdirAll(*gradDump, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		Name, Variant              string
+		N, D, Br, Bc, Batch, Heads int
+		Causal                     bool
+		Seed                       uint64
+		Scale                      float32
+	}
+	var runs []run
+	for _, v := range instrument.Variants {
+		info := kernels.Info(v)
+		if !info.Backward {
+			continue
+		}
+		for k, d := range []int{64, 128} {
+			t0, ok := info.SweepTile(d)
+			if !ok {
+				continue
+			}
+			for _, causal := range []bool{false, true} {
+				c := kernels.Config{Variant: v, N: 3*t0.Br + 17 + 8*k, D: d, Br: t0.Br, Bc: t0.Bc, Batch: 2, Heads: 1,
+					Causal: causal, Pattern: instrument.PatternNormal, Seed: rand.Uint64()}
+				tr, err := onGPU(func(dv *device) (*gpuTrace, error) { return dv.traceConfig(c) })
+				if err != nil {
+					t.Fatalf("%+v: %v", c, err)
+				}
+				_, recs, err := instrument.ReadAll(bytes.NewReader(tr.bytes))
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("%s_d%d_n%d_causal%v", v, d, c.N, causal)
+				for bh := range c.Batch * c.Heads {
+					in := kernels.InputsFor(&c, bh)
+					dq, dk, dv := kernels.TraceGradients(&c, recs, bh)
+					for part, x := range map[string][]float32{"q": in.Q, "k": in.K, "v": in.V, "do": in.DO, "dq": dq, "dk": dk, "dv": dv} {
+						buf := make([]byte, 4*len(x))
+						for e, f := range x {
+							binary.LittleEndian.PutUint32(buf[4*e:], math.Float32bits(f))
+						}
+						if err := os.WriteFile(filepath.Join(*gradDump, fmt.Sprintf("%s_bh%d_%s.f32", name, bh, part)), buf, 0o644); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				runs = append(runs, run{Name: name, Variant: v.String(), N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: c.Batch, Heads: c.Heads,
+					Causal: causal, Seed: c.Seed, Scale: c.Scale()})
+			}
+		}
+	}
+	manifest, _ := json.MarshalIndent(runs, "", "  ")
+	if err := os.WriteFile(filepath.Join(*gradDump, "manifest.json"), manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d backward runs written to %s", len(runs), *gradDump)
 }
