@@ -4,8 +4,9 @@
 // (flash3_tma.go). Needs sm_90a; scripts/ptx-hopper builds its PTX.
 //
 // In rung 7 every thread loads: each computes the addresses of its 16-byte
-// chunks of Q, K and V, swizzles them, and issues a cp.async per chunk (32
-// of them per thread per kv-tile at d=128), then waits for its own and
+// chunks of Q, K and V, swizzles them, and issues a cp.async per chunk (8
+// of them per thread per kv-tile, 4 of K_j and 4 of V_j, at either head
+// dim), then waits for its own and
 // meets the others at a __syncthreads. Here one thread asks the copy engine
 // for a whole tile (tma.cuh): one instruction per 64-column panel, the
 // swizzle done by the engine on arrival, rows past N filled with zeros by
