@@ -16,8 +16,8 @@
 // The header is headerWire (96 bytes) followed by LabelBytes of UTF-8 saying
 // where the numbers came from ("CPU mirror", a GPU's name and driver, or a
 // recording). Version is FormatVersion when written; a decoder reads every
-// version from MinFormatVersion on. Version 2 added the backward pass's three
-// record kinds and nothing else: a version-1 trace reads as before, and one
+// version from MinFormatVersion on. Version 2 added the backward pass's record
+// kinds and nothing else: a version-1 trace reads as before, and one
 // holding a kind of a later version is malformed.
 //
 // A record is recordHeaderWire (56 bytes) followed by the float32 arrays its
@@ -38,6 +38,11 @@
 //	            P (Br×Bc), dP and dS (Br×Bc), the dV and dK accumulators
 //	            after the step (Bc×d) and the step's contribution to dQ (Br×d)
 //	bwd_dq      backward, a q-tile's finished dQ (Br×d)
+//	bwd_dp      naive backward phase 1: a dP tile written (Br×Bc)
+//	bwd_ds      naive backward phase 2: a q-tile's D (Br) from whole rows of
+//	            P and dP, and its rows of dS written
+//	bwd_kv      naive backward phase 4: kv-tile j's block reads q-tile i's P
+//	            and dS tiles back (Br×Bc each): dV and dK so far (Bc×d)
 //
 // m is in natural-log units of the scaled logits S = QKᵀ/√d, so
 // LSE = m + log l. Masked scores are −Inf in S and 0 in P.

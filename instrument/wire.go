@@ -4,7 +4,8 @@ import "fmt"
 
 // FormatVersion is the trace format version this package writes; it reads
 // every version from MinFormatVersion on. Version 2 added the backward
-// pass's record kinds (bwd_pre, bwd_step, bwd_dq) and changed nothing else,
+// pass's record kinds (bwd_pre, bwd_step, bwd_dq; the naive backward's bwd_dp,
+// bwd_ds, bwd_kv) and changed nothing else,
 // so a version-1 trace (every recording made before) reads as it always did.
 const (
 	FormatVersion    = 2
@@ -94,6 +95,10 @@ const (
 	KindBwdPre  Kind = 8
 	KindBwdStep Kind = 9
 	KindBwdDQ   Kind = 10
+	// The naive backward's, which reads the forward's P back.
+	KindBwdDP Kind = 11
+	KindBwdDS Kind = 12
+	KindBwdKV Kind = 13
 )
 
 // Dim is a symbolic dimension of a record array; the header gives its value.
@@ -194,6 +199,18 @@ var Kinds = []KindSpec{
 	}},
 	{Kind: KindBwdDQ, Name: "bwd_dq", HasI: true, Since: 2, Summary: "backward: a q-tile's finished dQ", Arrays: []ArraySpec{
 		{"dq", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.DQ }},
+	}},
+	{Kind: KindBwdDP, Name: "bwd_dp", HasI: true, HasJ: true, Since: 2, Summary: "naive backward: a dP tile written to device memory", Arrays: []ArraySpec{
+		{"dp", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.DP }},
+	}},
+	{Kind: KindBwdDS, Name: "bwd_ds", HasI: true, Since: 2, Summary: "naive backward: a q-tile's D = rowsum(P∘dP) from whole rows, dS written", Arrays: []ArraySpec{
+		{"delta", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.Delta }},
+	}},
+	{Kind: KindBwdKV, Name: "bwd_kv", HasI: true, HasJ: true, Since: 2, Summary: "naive backward: kv-tile j's block reads P and dS of q-tile i back", Arrays: []ArraySpec{
+		{"p", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.P }},
+		{"ds", []Dim{DimBr, DimBc}, func(r *Record) *[]float32 { return &r.DS }},
+		{"dv", []Dim{DimBc, DimD}, func(r *Record) *[]float32 { return &r.DV }},
+		{"dk", []Dim{DimBc, DimD}, func(r *Record) *[]float32 { return &r.DK }},
 	}},
 }
 

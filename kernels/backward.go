@@ -35,7 +35,7 @@ func bwdFirstQTile(c *Config, j int) int {
 // TraceGradients reads a backward trace's gradients of batch-head bh (a
 // trace of every q-tile): dQ from
 // the bwd_dq records, dK (× scale, as the kernel writes it) and dV from each
-// kv-tile's last step, at the last q-tile, which every block visits. Every
+// kv-tile's last step (bwd_step, or the naive backward's bwd_kv), at the last q-tile, which every block visits. Every
 // element starts as NaN, so one the trace does not give fails any
 // comparison.
 func TraceGradients(c *Config, recs []*instrument.Record, bh int) (dq, dk, dv []float32) {
@@ -49,7 +49,7 @@ func TraceGradients(c *Config, recs []*instrument.Record, bh int) (dq, dk, dv []
 		switch {
 		case r.Kind == instrument.KindBwdDQ:
 			copy(dq[r.I*c.Br*d:], r.DQ[:r.RowsValid*d])
-		case r.Kind == instrument.KindBwdStep && r.I == c.Tr()-1:
+		case (r.Kind == instrument.KindBwdStep || r.Kind == instrument.KindBwdKV) && r.I == c.Tr()-1:
 			for e := range r.ColsValid * d {
 				dk[r.J*c.Bc*d+e] = float32(r.DK[e] * scale)
 				dv[r.J*c.Bc*d+e] = r.DV[e]
@@ -57,4 +57,37 @@ func TraceGradients(c *Config, recs []*instrument.Record, bh int) (dq, dk, dv []
 		}
 	}
 	return dq, dk, dv
+}
+
+// bwdHead is a backward mirror's records of one batch-head, made once by
+// walking every kv-tile's block in order: the mirror's unit of work is a
+// q-tile (RunMirror), but a step's dK_j and dV_j hold every earlier q-tile's
+// part, and dQ_i every kv-tile's. Records of the traced q-tiles only, by
+// (kind, i) and by (kind, i, j).
+type bwdHead struct {
+	q     map[[2]int]*instrument.Record
+	tiles map[[3]int]*instrument.Record
+}
+
+func newBwdHead() *bwdHead {
+	return &bwdHead{q: map[[2]int]*instrument.Record{}, tiles: map[[3]int]*instrument.Record{}}
+}
+
+// backwardBlock emits q-tile i's records of batch-head bh, each in its
+// phase, in the order records lists them, from the batch-head's walk (head,
+// run once per batch-head).
+func backwardBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record),
+	records func(c *Config, i int) []kindCount, head func() *bwdHead) {
+	in.bwd.once.Do(func() { in.bwd.head = head() })
+	h := in.bwd.head
+	for _, kc := range records(c, i) {
+		spec, _ := instrument.Spec(kc.kind)
+		for k := range kc.n {
+			if spec.HasJ {
+				emit(kc.phase, h.tiles[[3]int{int(kc.kind), i, kc.j0 + k}])
+			} else {
+				emit(kc.phase, h.q[[2]int{int(kc.kind), i}])
+			}
+		}
+	}
 }

@@ -46,13 +46,10 @@ func MirrorFlash2BwdWith(c Config, exp func(float32) float32, blockOrder func(tc
 	}
 	for _, s := range Schedule(&c) {
 		h := heads[s.BH]
-		switch s.Kind {
-		case instrument.KindBwdPre:
-			recs = append(recs, h.pre[s.I])
-		case instrument.KindBwdStep:
-			recs = append(recs, h.steps[[2]int{s.I, s.J}])
-		case instrument.KindBwdDQ:
-			recs = append(recs, h.dq[s.I])
+		if s.J >= 0 {
+			recs = append(recs, h.tiles[[3]int{int(s.Kind), s.I, s.J}])
+		} else {
+			recs = append(recs, h.q[[2]int{int(s.Kind), s.I}])
 		}
 	}
 	return recs

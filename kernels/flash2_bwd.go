@@ -164,25 +164,10 @@ func flash2BwdTraffic(c *Config, r *instrument.Record) (read, written uint64) {
 	return 0, 0
 }
 
-// bwdHead is a backward mirror's records of one batch-head, made once by
-// walking every kv-tile's block in order: the mirror's unit of work is a
-// q-tile (RunMirror), but a step's dK_j and dV_j hold every earlier q-tile's
-// part, and dQ_i every kv-tile's.
-type bwdHead struct {
-	pre, dq []*instrument.Record          // by q-tile, traced ones only
-	steps   map[[2]int]*instrument.Record // by (i, j), traced q-tiles only
-}
-
 // flash2BwdBlock emits q-tile i's records of batch-head bh, each in its
-// phase, from the batch-head's walk.
+// phase, from the batch-head's walk (bwdHead).
 func flash2BwdBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
-	in.bwd.once.Do(func() { in.bwd.head = flash2BwdMirror.head(c, in, bh) })
-	h := in.bwd.head
-	emit(0, h.pre[i])
-	for j := range flash2KVTiles(c, i) {
-		emit(1+j, h.steps[[2]int{i, j}])
-	}
-	emit(c.Tc()+1, h.dq[i])
+	backwardBlock(c, in, bh, i, emit, flash2BwdRecords, func() *bwdHead { return flash2BwdMirror.head(c, in, bh) })
 }
 
 // bwdArith is what the backward kernel leaves to the GPU: its expf, and the
@@ -208,7 +193,7 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 	br, bc, d, n := c.Br, c.Bc, c.D, c.N
 	scale := c.Scale()
 	traced := c.TracedQ()
-	h := &bwdHead{pre: make([]*instrument.Record, c.Tr()), dq: make([]*instrument.Record, c.Tr()), steps: map[[2]int]*instrument.Record{}}
+	h := newBwdHead()
 	record := func(r *instrument.Record) *instrument.Record {
 		r.BytesRead, r.BytesWritten = flash2BwdTraffic(c, r)
 		return r
@@ -221,7 +206,7 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 	}
 	for i := traced.Lo; i < traced.Hi; i++ {
 		r0, rows := i*br, c.RowsValidOf(i)
-		h.pre[i] = record(&instrument.Record{Kind: instrument.KindBwdPre, BH: bh, I: i, J: -1, RowsValid: rows,
+		h.q[[2]int{int(instrument.KindBwdPre), i}] = record(&instrument.Record{Kind: instrument.KindBwdPre, BH: bh, I: i, J: -1, RowsValid: rows,
 			DO: tileRows(in.DO, d, r0, rows, br), O: tileRows(in.O, d, r0, rows, br),
 			LSE: tileRows(in.LSE, 1, r0, rows, br), Delta: tileRows(delta, 1, r0, rows, br)})
 	}
@@ -292,7 +277,7 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 			if keep {
 				copy(rec.DS, ds)
 				rec.DV, rec.DK = append([]float32(nil), dv...), append([]float32(nil), dk...)
-				h.steps[[2]int{i, j}] = record(rec)
+				h.tiles[[3]int{int(instrument.KindBwdStep), i, j}] = record(rec)
 			}
 		}
 	}
@@ -304,7 +289,7 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 		for e := range rows * d {
 			rec.DQ[e] = float32(dq[r0*d+e] * scale)
 		}
-		h.dq[i] = record(rec)
+		h.q[[2]int{int(instrument.KindBwdDQ), i}] = record(rec)
 	}
 	return h
 }

@@ -18,14 +18,20 @@ func backwardConfig(rng *rand.Rand) Config {
 	return c
 }
 
-// TestFlash2BwdMatchesReferenceGrad holds the backward mirror's dQ, dK and
-// dV, every element, to the float64 gradient of the same inputs: ragged N,
+// TestFlash2BwdMatchesReferenceGrad holds the backward mirrors' dQ, dK and
+// dV (flash2_bwd's and naive_bwd's), every element, to the float64 gradient of the same inputs: ragged N,
 // causal or not, every input pattern, several batch-heads.
 func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	worst := map[instrument.Pattern]float64{}
-	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantFlash2Bwd}, 120, 25, backwardConfig) {
+	worst := map[string]float64{}
+	backward := []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantNaiveBwd}
+	draw := func(rng *rand.Rand) Config {
+		c := backwardConfig(rng)
+		c.Variant = backward[rng.IntN(len(backward))]
+		return c
+	}
+	for _, c := range runsOf(rng, backward, 120, 25, draw) {
 		c.TraceQ = instrument.Range{}
 		h, recs := runTrace(t, c)
 		noNaN(t, c, recs)
@@ -48,12 +54,13 @@ func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
 				if !(e <= tol) { // NaN fails too
 					t.Fatalf("%+v bh %d: %s off by %.3g of its size, bound %.3g", c, bh, g.name, e, tol)
 				}
-				worst[c.Pattern] = math.Max(worst[c.Pattern], e/tol)
+				key := c.Variant.String() + " " + c.Pattern.String()
+				worst[key] = math.Max(worst[key], e/tol)
 			}
 		}
 	}
-	for p, w := range worst {
-		t.Logf("pattern %-6s worst error/bound %.3f", p, w)
+	for k, w := range worst {
+		t.Logf("%-17s worst error/bound %.3f", k, w)
 	}
 }
 

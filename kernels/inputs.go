@@ -18,6 +18,9 @@ type Inputs struct {
 	Q, K, V []float32
 
 	DO, O, LSE []float32
+	// P is the forward's P (N×N), exact and rounded to float32, for a
+	// backward that reads it back rather than recomputing it (naive_bwd).
+	P []float32
 
 	bwd struct { // a backward mirror's walk of the batch-head, done once
 		once sync.Once
@@ -53,6 +56,9 @@ func InputsFor(c *Config, bh int) *Inputs {
 		in.DO = GenerateDO(c, bh)
 		o, lse := Reference(in, c.N, c.D, c.Causal)
 		in.O, in.LSE = narrow(o), narrow(lse)
+		if v.Materialised {
+			in.P = narrow(probabilities64(widen(in.Q), widen(in.K), lse, c.N, c.D, c.Causal))
+		}
 		if bf16 {
 			in.DO, in.O = roundBF16All(in.DO), roundBF16All(in.O)
 		}

@@ -43,6 +43,8 @@ const (
 	BufDQ
 	BufDK
 	BufDV
+	BufDP // the naive backward's dP and dS, N×N float32 per batch-head
+	BufDS
 	NumBuffers
 )
 

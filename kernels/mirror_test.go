@@ -629,6 +629,14 @@ func TestTraffic(t *testing.T) {
 			tc := uint64(c.Tc())
 			wantR = 4*(2*N*d+N) + 4*tc*(2*N*d+2*N) + 4*2*N*d + 4*N*d
 			wantW = 4*(N+N*d) + 4*tc*N*d + 4*2*N*d + 4*N*d
+		case instrument.VariantNaiveBwd:
+			// dp reads dO_i and V_j per tile and writes dP; ds reads rows of
+			// P and dP twice and writes dS; dq reads dS's rows and all of K
+			// per q-tile; dkv reads the P and dS tiles with Q_i and dO_i and
+			// writes dK_j, dV_j once.
+			tc := uint64(c.Tc())
+			wantR = 4 * (N*d*(tc+tr) + 4*N*N + N*N + tr*N*d + 2*N*N + 2*tc*N*d)
+			wantW = 4 * (N*N + N*N + N*d + 2*N*d)
 		case instrument.VariantNaiveMMA: // Q, K, V, P and O in bf16; S, the LSE in float32
 			tc := uint64(c.Tc())
 			wantR = 2*(N*d*tc+N*d*tr) + 4*3*N*N + 2*N*N + 2*tr*N*d

@@ -73,3 +73,17 @@ func scores64(q, k []float64, n, d int, causal bool, r int, s []float64) float64
 	}
 	return m
 }
+
+// probabilities64 is P = softmax(S) in float64 (N×N), from the row's
+// log-sum-exp: P_rc = exp(S_rc − LSE_r), 0 where causal masks it.
+func probabilities64(q, k, lse []float64, n, d int, causal bool) []float64 {
+	p := make([]float64, n*n)
+	s := make([]float64, n)
+	for r := range n {
+		scores64(q, k, n, d, causal, r, s)
+		for c := range n {
+			p[r*n+c] = math.Exp(s[c] - lse[r])
+		}
+	}
+	return p
+}

@@ -245,6 +245,7 @@ var rungs = []*VariantInfo{
 	flash3PingPongRung,
 	naiveMMARung,
 	flash2BwdKernel,
+	naiveBwdKernel,
 }
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {

@@ -96,7 +96,7 @@ func Source(v instrument.Variant) (*KernelSource, error) {
 	}
 	ks.Steps[instrument.KindFlashStep.String()+":first"] = StepPhases(v, instrument.KindFlashStep, 0)
 	if Info(v).Backward {
-		for _, k := range []instrument.Kind{instrument.KindBwdPre, instrument.KindBwdDQ} {
+		for _, k := range []instrument.Kind{instrument.KindBwdPre, instrument.KindBwdDQ, instrument.KindBwdDP, instrument.KindBwdDS, instrument.KindBwdKV} {
 			ks.Steps[k.String()] = StepPhases(v, k, -1)
 		}
 		step := instrument.KindBwdStep.String()
@@ -169,7 +169,16 @@ func StepPhases(v instrument.Variant, kind instrument.Kind, j int) []string {
 	case instrument.KindBwdStep:
 		return BwdStepPhases(false, false) // the pages choose among BwdStepPhases' four
 	case instrument.KindBwdDQ:
+		if v == instrument.VariantNaiveBwd {
+			return []string{"dq"} // its dq kernel computes dQ whole; flash2_bwd's only scales it
+		}
 		return []string{"dq-scale"}
+	case instrument.KindBwdDP:
+		return []string{"dp"}
+	case instrument.KindBwdDS:
+		return []string{"ds"}
+	case instrument.KindBwdKV:
+		return []string{"dkv"}
 	}
 	return nil
 }

@@ -60,6 +60,12 @@ var phaseCode = map[string]map[string][]string{
 		"write-dkdv": {"__fmul_rn(dk[t], scale)", "dV[base + (size_t)c0 * D + e] = dv[t]"},
 		"dq-scale":   {"flash2_bwd_dq(", "__fmul_rn(__ldcg(&dQ[base + e]), scale)"},
 	},
+	"naive_bwd.cu": {
+		"dp":  {"naive_bwd_dp(", "dP[((size_t)bh * N + r0 + r) * N + c0 + c] = acc"},
+		"ds":  {"naive_bwd_ds(", "d = __fadd_rn(d, __fmul_rn(__ldcg(&P[row + c]), __ldcg(&dP[row + c])))", "__fsub_rn(__ldcg(&dP[row + c]), d)"},
+		"dq":  {"naive_bwd_dq(", "__fmul_rn(sDS[r * Bc + c], sK[c * D + x])", "__fmul_rn(acc[t], scale)"},
+		"dkv": {"naive_bwd_dkv(", "__fmul_rn(sP[r * Bc + c], sDO[r * D + x])", "__fmul_rn(sDS[r * Bc + c], sQ[r * D + x])", "__fmul_rn(sDK[e], scale)"},
+	},
 	"flash3_pingpong.cu": {
 		"load-kv": {"regs_dec<PR>()", "mbar_wait(&emptyK[s], (j / ST - 1) & 1)"},
 		"load-q":  {"regs_inc<CR>()", "if (c == 1) turn_pass(0)"},
@@ -96,6 +102,7 @@ func TestSourcePhases(t *testing.T) {
 		instrument.VariantFlash3WS:       {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash3PingPong: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash2Bwd:      {instrument.KindBwdPre, instrument.KindBwdStep, instrument.KindBwdDQ},
+		instrument.VariantNaiveBwd:       {instrument.KindBwdDP, instrument.KindBwdDS, instrument.KindBwdDQ, instrument.KindBwdKV},
 	}
 	for _, info := range rungs {
 		v, file := info.Variant, info.Name()+".cu"

@@ -32,6 +32,7 @@
 #define FS_VARIANT_FLASH3_WS 10
 #define FS_VARIANT_FLASH3_PINGPONG 11
 #define FS_VARIANT_FLASH2_BWD 12
+#define FS_VARIANT_NAIVE_BWD 13
 
 #define FS_DTYPE_F32 1
 #define FS_DTYPE_BF16 2
@@ -54,6 +55,9 @@
 #define FS_KIND_BWD_PRE 8 /* backward: a q-tile's dO, O and L read, D = rowsum(dO∘O) written */
 #define FS_KIND_BWD_STEP 9 /* backward: kv-tile j's block at q-tile i */
 #define FS_KIND_BWD_DQ 10 /* backward: a q-tile's finished dQ */
+#define FS_KIND_BWD_DP 11 /* naive backward: a dP tile written to device memory */
+#define FS_KIND_BWD_DS 12 /* naive backward: a q-tile's D = rowsum(P∘dP) from whole rows, dS written */
+#define FS_KIND_BWD_KV 13 /* naive backward: kv-tile j's block reads P and dS of q-tile i back */
 
 typedef struct fs_header {
   uint8_t magic[4];
@@ -194,5 +198,17 @@ FS_HD static inline uint32_t fs_bwd_step_record_bytes(uint32_t Br, uint32_t Bc, 
 
 FS_HD static inline uint32_t fs_bwd_dq_dq(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return 0u; } /* [Br][D] */
 FS_HD static inline uint32_t fs_bwd_dq_record_bytes(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return (56u + 4u*(Br*D) + 7u) & ~7u; }
+
+FS_HD static inline uint32_t fs_bwd_dp_dp(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return 0u; } /* [Br][Bc] */
+FS_HD static inline uint32_t fs_bwd_dp_record_bytes(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return (56u + 4u*(Br*Bc) + 7u) & ~7u; }
+
+FS_HD static inline uint32_t fs_bwd_ds_delta(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return 0u; } /* [Br] */
+FS_HD static inline uint32_t fs_bwd_ds_record_bytes(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return (56u + 4u*(Br) + 7u) & ~7u; }
+
+FS_HD static inline uint32_t fs_bwd_kv_p(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return 0u; } /* [Br][Bc] */
+FS_HD static inline uint32_t fs_bwd_kv_ds(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return Br*Bc; } /* [Br][Bc] */
+FS_HD static inline uint32_t fs_bwd_kv_dv(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return Br*Bc + Br*Bc; } /* [Bc][D] */
+FS_HD static inline uint32_t fs_bwd_kv_dk(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return Br*Bc + Br*Bc + Bc*D; } /* [Bc][D] */
+FS_HD static inline uint32_t fs_bwd_kv_record_bytes(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return (56u + 4u*(Br*Bc + Br*Bc + Bc*D + Bc*D) + 7u) & ~7u; }
 
 #endif // FLASHSTEP_TRACE_ABI_H

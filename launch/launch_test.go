@@ -59,6 +59,12 @@ func TestGPUTraceLayout(t *testing.T) {
 				k.slot = block*(c.Tc()+1) + r.J
 			case r.Kind == instrument.KindBwdStep: // a slot per (kv-tile, q-tile) of grid (Tc, B·H)
 				k = slotKey{1, (r.BH*c.Tc()+r.J)*c.Tr() + r.I}
+			case r.Kind == instrument.KindBwdDP: // naive_bwd's first kernel, grid (Tc, Tr, B·H)
+				k.slot = block*c.Tc() + r.J
+			case r.Kind == instrument.KindBwdDS:
+				k.launch = 1
+			case r.Kind == instrument.KindBwdKV: // its fourth, a slot per (kv-tile, q-tile)
+				k = slotKey{3, (r.BH*c.Tc()+r.J)*c.Tr() + r.I}
 			case r.Kind == instrument.KindBwdDQ: // the third kernel, grid (Tr, B·H)
 				k.launch = 2
 			case materialised && r.Kind == instrument.KindScores: // grid (Tc, Tr, B·H)
@@ -154,6 +160,9 @@ func TestTimingModeSize(t *testing.T) {
 func TestForBenchmarkShapes(t *testing.T) {
 	t.Parallel()
 	for _, v := range instrument.Variants {
+		if kernels.Info(v).Backward {
+			continue // the sweep times the forward's kernels alone
+		}
 		for _, d := range []int{64, 128} {
 			for _, n := range []int{512, 4096, 32768} {
 				c := kernels.Config{Variant: v, N: n, D: d, Br: 64, Bc: 64, Batch: max(1, 16384/n), Heads: 2048 / d, Pattern: instrument.PatternNormal}
@@ -176,14 +185,15 @@ func TestForBenchmarkShapes(t *testing.T) {
 }
 
 // TestDynamicSharedCoversEveryKernel: the ladder page says each compiled
-// kernel's shared memory; every kernel but naive's two tiled ones has a
-// figure, and it is what the plan launches it with.
+// kernel's shared memory; every kernel has a figure but those whose tiles
+// are the run's (naive's and naive_bwd's), and it is what the plan
+// launches it with.
 func TestDynamicSharedCoversEveryKernel(t *testing.T) {
 	t.Parallel()
 	shared := DynamicShared()
 	for m, names := range Kernels() {
 		for _, k := range names {
-			if _, ok := shared[k]; !ok && k != "fs_probe" && k != "naive_scores" && k != "naive_pv" { // naive's tiles are the run's
+			if _, ok := shared[k]; !ok && k != "fs_probe" && !runTiled(m) { // naive's tiles are the run's
 				t.Errorf("%s/%s has no shared-memory figure", m, k)
 			}
 		}
@@ -288,4 +298,15 @@ func TestInstancesMatchSource(t *testing.T) {
 			t.Errorf("module %s holds %v, the worker loads %v", m, got, want)
 		}
 	}
+}
+
+// runTiled says whether a PTX module's kernels take their tiles from the
+// run (a variant compiled at no tiles): their shared memory is the run's.
+func runTiled(module string) bool {
+	for _, info := range kernels.Variants() {
+		if module == info.Module() || module == info.Module()+"_traced" {
+			return info.Tiles == nil
+		}
+	}
+	return false
 }

@@ -146,16 +146,19 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 	}
 	if kernels.Info(c.Variant).Backward {
 		// The backward starts from dO and the forward's O, in the kernel's
-		// element type, and L, float32 whatever the kernel.
+		// element type, and L (and a stored P), float32 whatever the kernel.
 		inputs[kernels.BufDO] = func(in *kernels.Inputs) []float32 { return in.DO }
 		inputs[launch.BufO] = func(in *kernels.Inputs) []float32 { return in.O }
 		inputs[launch.BufLSE] = func(in *kernels.Inputs) []float32 { return in.LSE }
+		if kernels.Info(c.Variant).Materialised { // naive_bwd reads the forward's P back
+			inputs[launch.BufP] = func(in *kernels.Inputs) []float32 { return in.P }
+		}
 	}
 	for b, bytes := range plan.Buffers {
 		if bytes == 0 {
 			continue
 		}
-		if pick, ok := inputs[launch.Buffer(b)]; ok && launch.Buffer(b) == launch.BufLSE {
+		if pick, ok := inputs[launch.Buffer(b)]; ok && (launch.Buffer(b) == launch.BufLSE || launch.Buffer(b) == launch.BufP) {
 			pr.bufs[b], err = pr.mem.upload(join(pick))
 		} else if ok {
 			pr.bufs[b], err = upload(join(pick))

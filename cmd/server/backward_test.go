@@ -139,6 +139,62 @@ func TestBrowserBackwardStepper(t *testing.T) {
 		}
 	}
 	waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", want+1, len(steps)))
+
+	// The naive backward, which reads the forward's P back: a step of each
+	// of its phases says which it is, shows what it read and wrote, and its
+	// rows' D is the trace's.
+	naive := strings.Replace(query, "flash2_bwd", "naive_bwd", 1)
+	nc, _ := kernels.ParseConfig(mustQuery(naive))
+	var nsteps []*instrument.Record
+	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, nc), func(r *instrument.Record) error {
+		if r.Kind != instrument.KindInputs {
+			nsteps = append(nsteps, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[instrument.Kind]bool{}
+	for k, r := range nsteps {
+		if seen[r.Kind] || (r.Kind == instrument.KindBwdKV && r.J == 0) {
+			continue
+		}
+		seen[r.Kind] = true
+		navigate(ctx, t, fmt.Sprintf("%s/step?%s&step=%d", base, naive, k+1))
+		waitText(ctx, t, "#run-status", "Trace complete")
+		waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", k+1, len(nsteps)))
+		title := evalJS[string](ctx, t, `document.getElementById('step-title').textContent`)
+		lit := evalJS[string](ctx, t, `document.getElementById('kernel-source').dataset.lit`)
+		want := map[instrument.Kind][2]string{instrument.KindBwdDP: {"phase 1", "dp"}, instrument.KindBwdDS: {"phase 2", "ds"},
+			instrument.KindBwdDQ: {"phase 3", "dq"}, instrument.KindBwdKV: {"phase 4", "dkv"}}[r.Kind]
+		if !strings.Contains(title, want[0]) || lit != want[1] {
+			t.Errorf("naive_bwd step %d (%s): title %q, lit %q", k+1, r.Kind, title, lit)
+		}
+		if r.Kind == instrument.KindBwdKV {
+			saveShot(ctx, t, "stepper-naive-backward.png")
+			explain := evalJS[string](ctx, t, `document.getElementById('step-explain').textContent`)
+			if strings.Contains(explain, "start at zero") != (r.I == 0) {
+				t.Errorf("naive_bwd step %d (q-tile %d of kv-tile %d's walk) says %q", k+1, r.I, r.J, explain)
+			}
+			caption := evalJS[string](ctx, t, `document.getElementById('p-caption').textContent`)
+			if !strings.Contains(caption, "read back") || !evalJS[bool](ctx, t, `!!document.querySelector('[data-testid="bwd-dk"] canvas')?.width`) {
+				t.Errorf("naive_bwd step %d: P caption %q, or no dK drawn", k+1, caption)
+			}
+		}
+		if r.Kind == instrument.KindBwdDS {
+			for x := range r.RowsValid {
+				if got := cellValue(ctx, t, fmt.Sprintf("d-%d", x)); float32(got) != r.Delta[x] {
+					t.Errorf("naive_bwd D of row %d: shown %v, the trace's %v", r.I*nc.Br+x, got, r.Delta[x])
+				}
+			}
+		}
+		if p := layoutProblems(ctx, t); len(p) > 0 {
+			t.Errorf("naive_bwd step %d:\n%s", k+1, strings.Join(p, "\n"))
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("naive_bwd's steps looked at: %v", seen)
+	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
 	}

@@ -75,6 +75,7 @@ var ownBounds = map[instrument.Variant]func(*Bounds, *instrument.Record) map[str
 	instrument.VariantFlash3WS:       (*Bounds).Flash2FastStep,
 	instrument.VariantFlash3PingPong: (*Bounds).Flash2FastStep,
 	instrument.VariantFlash2Bwd:      (*Bounds).Flash2BwdStep,
+	instrument.VariantNaiveBwd:       (*Bounds).NaiveBwdStep,
 }
 
 // NewBounds starts a walk over a trace with header h.

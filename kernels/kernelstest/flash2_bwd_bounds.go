@@ -138,3 +138,16 @@ func (b *Bounds) Flash2BwdStep(m *instrument.Record) map[string][]float64 {
 	}
 	return out
 }
+
+// NaiveBwdStep is Of for naive_bwd's records: zero for every element. The
+// naive backward has no exp; its every operation is a float32 product or
+// sum in the mirror's order, and dQ is summed by one thread in column
+// order, so the GPU's trace must be the mirror's bit for bit.
+func (b *Bounds) NaiveBwdStep(m *instrument.Record) map[string][]float64 {
+	spec, _ := instrument.Spec(m.Kind)
+	out := map[string][]float64{}
+	for i := range spec.Arrays {
+		out[spec.Arrays[i].Name] = make([]float64, b.h.ArrayLen(&spec.Arrays[i]))
+	}
+	return out
+}

@@ -34,7 +34,9 @@ export function tileStates(m, k) {
     if (r.kind === 'bwd_step' || (r.kind === 'timing' && r.j >= 0)) {
       states[r.i * h.Tc + r.j] = 'done';
       begun.add(r.j);
-    }
+    } else if (r.kind === 'bwd_dp') states[r.i * h.Tc + r.j] = 'stored'; // the naive backward's: dP written
+    else if (r.kind === 'bwd_ds') for (let j = 0; j < h.Tc; j++) states[r.i * h.Tc + j] = 'normalised'; // dS written
+    else if (r.kind === 'bwd_kv') states[r.i * h.Tc + r.j] = 'consumed'; // P and dS read back
   }
   for (let i = 0; i < h.Tr; i++) {
     for (let j = 0; j < h.Tc; j++) {
@@ -57,6 +59,7 @@ export class BackwardState {
     this.dq = new Map(); // bh -> Float32Array N×D, NaN until written
     this.dqAt = new Map(); // "bh,i" -> step index of its dq
     this.stepsOfQ = new Map(); // "bh,i" -> step indices of its bwd_steps
+    this.naive = Boolean(rung(h.variant)?.materialised); // reads the forward's P back
   }
 
   add(r, k) {
@@ -74,10 +77,19 @@ export class BackwardState {
         t.l[g] = r.lse[x];
         t.d[g] = r.delta[x];
       }
+    } else if (r.kind === 'bwd_ds') {
+      // The naive backward's D, from whole rows of P and dP; it reads no
+      // O or L.
+      if (!this.rows.has(r.bh)) this.rows.set(r.bh, { dO: null, o: null, l: null, d: new Float32Array(N).fill(NaN) });
+      const t = this.rows.get(r.bh);
+      for (let x = 0; x < r.rowsValid; x++) t.d[r.i * Br + x] = r.delta[x];
     } else if (r.kind === 'bwd_step') {
       const key = `${r.bh},${r.i}`;
       if (!this.stepsOfQ.has(key)) this.stepsOfQ.set(key, []);
       this.stepsOfQ.get(key).push(k);
+    } else if (r.kind === 'bwd_ds') {
+      $('o-caption').textContent = 'dS';
+      views.o.clear('dS of these rows is written to device memory, N values a row.');
     } else if (r.kind === 'bwd_dq') {
       if (!this.dq.has(r.bh)) this.dq.set(r.bh, new Float32Array(N * D).fill(NaN));
       this.dq.get(r.bh).set(r.dq.subarray(0, r.rowsValid * D), r.i * Br * D);
@@ -108,15 +120,34 @@ export function draw({ h, m, r, k, views, $ }) {
     $('o-caption').textContent = 'dS = P ∘ (dP − D)';
     views.o.draw(tile(r.ds, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dS',
       { scale: 'diverging', max: m.maxAbs(r.bh, 'ds'), colIndex, colWord: 'key' }));
+  } else if (r.kind === 'bwd_dp' || r.kind === 'bwd_kv') {
+    // The naive backward never forms S: it reads the P the forward stored.
+    $('s-caption').textContent = 'S tile';
+    views.s.clear('The naive backward never forms S: the forward stored P.');
+    if (r.kind === 'bwd_dp') {
+      $('p-caption').textContent = 'P tile';
+      views.p.clear('Phase 1 reads no P: phases 2 and 4 read it back.');
+      $('o-caption').textContent = `dP (${r.i}, ${r.j}) = dO${sub(r.i)}V${sub(r.j)}ᵀ, written to device memory`;
+      views.o.draw(tile(r.dp, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dP', { scale: 'diverging', max: m.maxAbs(r.bh, 'dp'), colIndex, colWord: 'key' }));
+    } else {
+      $('p-caption').textContent = `P (${r.i}, ${r.j}), read back from device memory`;
+      views.p.draw(tile(r.p, h.Br, h.Bc, r.rowsValid, r.colsValid, 'P', { scale: 'sequential', max: 1, colIndex, colWord: 'key' }));
+      $('o-caption').textContent = `dS (${r.i}, ${r.j}), read back from device memory`;
+      views.o.draw(tile(r.ds, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dS', { scale: 'diverging', max: m.maxAbs(r.bh, 'ds'), colIndex, colWord: 'key' }));
+    }
   } else {
     $('s-caption').textContent = 'S tile';
     $('p-caption').textContent = 'P tile';
-    const why = r.kind === 'bwd_pre' ? 'Preprocessing reads no K or V: no S or P yet.' : 'dQ is finished: no S or P in this step.';
+    const why = r.kind === 'bwd_pre' ? 'Preprocessing reads no K or V: no S or P yet.'
+      : r.kind === 'bwd_ds' ? 'Phase 2 reads whole rows of P and dP, not tiles.' : 'dQ is finished: no S or P in this step.';
     views.s.clear(why);
     views.p.clear(why);
     if (r.kind === 'bwd_pre') {
       $('o-caption').textContent = `O${sub(r.i)}, the forward's output, read`;
       views.o.draw(tile(r.o, h.Br, h.D, r.rowsValid, h.D, 'O', { scale: 'diverging', max: m.maxAbs(r.bh, 'o') }));
+    } else if (r.kind === 'bwd_ds') {
+      $('o-caption').textContent = 'dS';
+      views.o.clear('dS of these rows is written to device memory, N values a row.');
     } else if (r.kind === 'bwd_dq') {
       $('o-caption').textContent = `dQ${sub(r.i)}, finished (× 1/√d)`;
       views.o.draw(tile(r.dq, h.Br, h.D, r.rowsValid, h.D, 'dQ', { scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq') }));
@@ -149,12 +180,17 @@ function drawReads(h, m, r, $) {
     }
   } else if (r.kind === 'bwd_pre') {
     mats.push(['dO', r.do, h.Br, r.rowsValid, r.i, `dO${sub(r.i)}`, m.maxAbs(r.bh, 'do')]);
+  } else if (r.kind === 'bwd_dp' && inp) {
+    mats.push(['V', slice(inp.v, r.j, h.Bc), h.Bc, r.colsValid, r.j, `V${sub(r.j)}`, m.maxAbs(r.bh, 'v')]);
+  } else if (r.kind === 'bwd_kv' && inp) {
+    mats.push(['Q', slice(inp.q, r.i, h.Br), h.Br, r.rowsValid, r.i, `Q${sub(r.i)}`, m.maxAbs(r.bh, 'q')]);
   }
   const key = mats.map((t) => t[5]).join() + r.bh;
   if (box.dataset.key === key) return;
   box.dataset.key = key;
   if (!mats.length) {
-    box.textContent = r.kind === 'bwd_dq' ? 'Reads dQ back, every kv-tile\'s part added in.' : 'No input tiles in this step.';
+    box.textContent = r.kind === 'bwd_dq' ? (m.backward.naive ? 'Reads its rows of dS back, and every K_j.' : 'Reads dQ back, every kv-tile\'s part added in.')
+      : r.kind === 'bwd_ds' ? 'Reads whole rows of P and dP back from device memory.' : 'No input tiles in this step.';
     return;
   }
   box.replaceChildren();
@@ -176,6 +212,7 @@ const HEADS = {
   row: ['\\text{row}', 'row'],
   l: ['L', 'L, the forward\'s log-sum-exp'],
   d: ['D = \\textstyle\\sum_x dO \\cdot O', 'D, the row sum of dO times O'],
+  dNaive: ['D = \\textstyle\\sum_c P \\cdot dP', 'D, the row sum of P times dP'],
   sumP: ['\\textstyle\\sum p \\text{ (this tile)}', 'the sum of the row\'s p in this tile'],
   sumPSoFar: ['\\textstyle\\sum p \\text{ so far}', 'the sum of the row\'s p over the tiles so far'],
 };
@@ -185,7 +222,7 @@ const HEADS = {
 // which reaches 1 when the last kv-tile's block has visited: P is final
 // from the start, with no running max to rescale it.
 function drawRows(h, m, r, k, $) {
-  $('rows-caption').textContent = 'Per row of the q-tile: L, D, and P\'s sums';
+  $('rows-caption').textContent = m.backward.naive ? 'Per row of the q-tile: D, from the whole row' : 'Per row of the q-tile: L, D, and P\'s sums';
   const table = $('rows');
   table.replaceChildren();
   $('rows-note').textContent = r.kind === 'bwd_step'
@@ -193,7 +230,9 @@ function drawRows(h, m, r, k, $) {
     : '';
   const rows = m.backward.rows.get(r.bh);
   if (r.kind === 'timing' || !rows) return;
-  const cols = [['row', 'row', (x) => r.i * h.Br + x], ['l', 'l', (x) => rows.l[r.i * h.Br + x]], ['d', 'd', (x) => rows.d[r.i * h.Br + x]]];
+  const cols = [['row', 'row', (x) => r.i * h.Br + x]];
+  if (rows.l) cols.push(['l', 'l', (x) => rows.l[r.i * h.Br + x]]);
+  cols.push([rows.l ? 'd' : 'dNaive', 'd', (x) => rows.d[r.i * h.Br + x]]);
   if (r.kind === 'bwd_step') {
     const sumOf = (s, x) => { let t = 0; for (let c = 0; c < s.colsValid; c++) t += s.p[x * h.Bc + c]; return t; };
     const before = (m.backward.stepsOfQ.get(`${r.bh},${r.i}`) ?? []).filter((at) => at <= k).map((at) => m.steps[at]);
@@ -249,6 +288,25 @@ function drawOnChip(h, m, r, k, $) {
   const fig = $('o-final').closest('figure');
   const box = $('o-final');
   const caption = fig.querySelector('figcaption');
+  if (r.kind === 'bwd_kv') {
+    caption.textContent = `In kv-tile ${r.j}'s block: the accumulators dV${sub(r.j)} and dK${sub(r.j)} (× 1/√d at the end)`;
+    box.replaceChildren();
+    box.classList.add('qkv');
+    for (const [label, values, name, array] of [[`dV${sub(r.j)} so far`, r.dv, 'dV', 'dv'], [`dK${sub(r.j)} so far`, r.dk, 'dK', 'dk']]) {
+      const wrap = document.createElement('div');
+      wrap.className = 'mat';
+      wrap.dataset.testid = `bwd-${array}`;
+      const cap = document.createElement('span');
+      cap.textContent = label;
+      const hm = document.createElement('div');
+      wrap.append(cap, hm);
+      box.append(wrap);
+      new Heatmap(hm, { maxWidth: 220, maxHeight: 220 }).draw({
+        values, rows: h.Bc, cols: h.D, rowsValid: r.colsValid, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, array, 'bwd_kv'), name, rowIndex: (x) => r.j * h.Bc + x,
+      });
+    }
+    return;
+  }
   if (r.kind === 'bwd_step') {
     caption.textContent = `In kv-tile ${r.j}'s block: dP, the accumulators dV${sub(r.j)} and dK${sub(r.j)} (× 1/√d at the end), and the part added into dQ${sub(r.i)}`;
     const panes = [

@@ -36,8 +36,9 @@ export function describe(h, r, know = everything) {
   }
   const own = rung(h.variant)?.steps?.[r.kind];
   if (own) {
-    // A backward block's first step is its first q-tile's, not kv-tile 0's.
-    const first = r.kind === 'bwd_step' ? r.i === firstQTile(h, r.j) : r.j === 0;
+    // A backward block's first step is its first q-tile's, not kv-tile 0's
+    // (the naive backward's visits every q-tile from 0).
+    const first = r.kind === 'bwd_step' ? r.i === firstQTile(h, r.j) : r.kind === 'bwd_kv' ? r.i === 0 : r.j === 0;
     const body = own.body + ((first ? own.first : own.later) ?? '');
     return [fill(own.title, h, r, head), fill(body, h, r, head)];
   }

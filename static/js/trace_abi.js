@@ -58,7 +58,7 @@ export const RECORD_HEADER_FIELDS = Object.freeze([
   ["t_end", "u64", 48, 1],
 ]);
 
-export const VARIANTS = Object.freeze({1: "flash2", 2: "naive", 3: "flash2_fast", 4: "naive_mma", 5: "naive_row", 6: "flash1", 7: "flash2_mma", 8: "flash3_wgmma", 9: "flash3_tma", 10: "flash3_ws", 11: "flash3_pingpong", 12: "flash2_bwd"});
+export const VARIANTS = Object.freeze({1: "flash2", 2: "naive", 3: "flash2_fast", 4: "naive_mma", 5: "naive_row", 6: "flash1", 7: "flash2_mma", 8: "flash3_wgmma", 9: "flash3_tma", 10: "flash3_ws", 11: "flash3_pingpong", 12: "flash2_bwd", 13: "naive_bwd"});
 export const DTYPES = Object.freeze({1: "f32", 2: "bf16"});
 export const SOURCES = Object.freeze({1: "cpu", 2: "gpu", 3: "recording"});
 export const PATTERNS = Object.freeze({1: "normal", 2: "peaked", 3: "large"});
@@ -77,4 +77,7 @@ export const KINDS = Object.freeze({
   8: { name: "bwd_pre", hasI: true, hasJ: false, optionalJ: false, since: 2, arrays: [["do", ["Br", "D"]], ["o", ["Br", "D"]], ["lse", ["Br"]], ["delta", ["Br"]]] },
   9: { name: "bwd_step", hasI: true, hasJ: true, optionalJ: false, since: 2, arrays: [["s", ["Br", "Bc"]], ["p", ["Br", "Bc"]], ["dp", ["Br", "Bc"]], ["ds", ["Br", "Bc"]], ["dv", ["Bc", "D"]], ["dk", ["Bc", "D"]], ["dq", ["Br", "D"]]] },
   10: { name: "bwd_dq", hasI: true, hasJ: false, optionalJ: false, since: 2, arrays: [["dq", ["Br", "D"]]] },
+  11: { name: "bwd_dp", hasI: true, hasJ: true, optionalJ: false, since: 2, arrays: [["dp", ["Br", "Bc"]]] },
+  12: { name: "bwd_ds", hasI: true, hasJ: false, optionalJ: false, since: 2, arrays: [["delta", ["Br"]]] },
+  13: { name: "bwd_kv", hasI: true, hasJ: true, optionalJ: false, since: 2, arrays: [["p", ["Br", "Bc"]], ["ds", ["Br", "Bc"]], ["dv", ["Bc", "D"]], ["dk", ["Bc", "D"]]] },
 });
