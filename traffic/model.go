@@ -103,6 +103,11 @@ func (m CacheModel) DRAM(c *kernels.Config, s kernels.StepRef) (read, write uint
 	const f32 = 4
 	elem := uint64(elementBytes(c)) // Q, K, V and O: float32, or bf16
 	rows, cols, d, n := uint64(s.RowsValid), uint64(s.ColsValid), uint64(c.D), uint64(c.N)
+	if info := kernels.Info(c.Variant); info.Backward {
+		// The backward has no cache model yet: its DRAM figure is the
+		// requests L2 sees, every byte a first touch.
+		return info.Traffic(c, s.Record())
+	}
 	switch kernels.Info(c.Variant).Loop {
 	case kernels.LoopRowThreads:
 		return m.naiveRowDRAM(c, s)
@@ -262,8 +267,12 @@ func (m CacheModel) RunTraffic(c kernels.Config) []Traffic {
 	one := c
 	one.TraceBH = instrument.Range{Lo: 0, Hi: 1}
 	for _, s := range kernels.Schedule(&one) {
-		kernel := info.Name()  // one kernel does it all
-		if info.Materialised { // a kernel per phase: name_scores, name_softmax, name_pv
+		kernel := info.Name() // one kernel does it all
+		switch {
+		case info.Backward: // a kernel per record kind: name_pre, name_main, name_dq; name_dp, name_ds, name_dq, name_dkv
+			kernel += map[instrument.Kind]string{instrument.KindBwdPre: "_pre", instrument.KindBwdStep: "_main", instrument.KindBwdDQ: "_dq",
+				instrument.KindBwdDP: "_dp", instrument.KindBwdDS: "_ds", instrument.KindBwdKV: "_dkv"}[s.Kind]
+		case info.Materialised: // a kernel per phase: name_scores, name_softmax, name_pv
 			kernel += map[instrument.Kind]string{instrument.KindScores: "_scores",
 				instrument.KindSoftmax: "_softmax", instrument.KindPV: "_pv", instrument.KindEpilogue: "_pv"}[s.Kind]
 		}

@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"flashstep/instrument"
@@ -237,5 +238,43 @@ func TestRunStepsCountsTheWalk(t *testing.T) {
 	big := kernels.Config{Variant: instrument.VariantFlash1, N: 4096, D: 1, Br: 1, Bc: 1, Batch: 16, Heads: 64, Pattern: instrument.PatternNormal}
 	if got := RunSteps(big); got != MaxRunSteps+1 {
 		t.Errorf("1×1 tiles at N=4096: RunSteps %d, want the cap %d", got, MaxRunSteps+1)
+	}
+}
+
+// TestBackwardTraffic: a backward run's traffic is told per kernel (flash2_bwd's
+// pre, main and dq; naive_bwd's dp, ds, dq and dkv), its DRAM figure is its
+// L2 requests (no cache model for the backward yet), and the naive backward
+// writes dP and dS, N² floats each per batch-head, where flash2_bwd writes no
+// N×N matrix at all.
+func TestBackwardTraffic(t *testing.T) {
+	t.Parallel()
+	const N, d, bh = 256, 64, 2
+	want := map[instrument.Variant][]string{
+		instrument.VariantFlash2Bwd: {"flash2_bwd_pre", "flash2_bwd_main", "flash2_bwd_dq"},
+		instrument.VariantNaiveBwd:  {"naive_bwd_dp", "naive_bwd_ds", "naive_bwd_dq", "naive_bwd_dkv"},
+	}
+	written := map[instrument.Variant]uint64{}
+	for v, kernelsWanted := range want {
+		c := kernels.Config{Variant: v, N: N, D: d, Br: 64, Bc: 64, Batch: 1, Heads: bh, Pattern: instrument.PatternNormal}
+		var names []string
+		for _, tr := range H100.RunTraffic(c) {
+			names = append(names, tr.Kernel)
+			if tr.DRAMRead != tr.L2Read || tr.DRAMWrite != tr.L2Write {
+				t.Errorf("%s: DRAM %d/%d, L2 %d/%d", tr.Kernel, tr.DRAMRead, tr.DRAMWrite, tr.L2Read, tr.L2Write)
+			}
+			written[v] += tr.L2Write
+		}
+		if fmt.Sprint(names) != fmt.Sprint(kernelsWanted) {
+			t.Errorf("%s: kernels %v, want %v", v, names, kernelsWanted)
+		}
+	}
+	// flash2_bwd writes D, dQ (zeroed, then added once per kv-tile, then
+	// scaled), dK and dV; naive_bwd dP and dS (N² each) and dQ, dK, dV.
+	nd, n2 := uint64(N*d*4*bh), uint64(N*N*4*bh)
+	if f := written[instrument.VariantFlash2Bwd]; f != uint64(N*4*bh)+nd+uint64(N/64)*nd+nd+2*nd {
+		t.Errorf("flash2_bwd wrote %d bytes", f)
+	}
+	if n := written[instrument.VariantNaiveBwd]; n != 2*n2+3*nd {
+		t.Errorf("naive_bwd wrote %d bytes, want dP and dS (%d each) and dQ, dK, dV", n, n2)
 	}
 }
