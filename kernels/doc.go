@@ -11,6 +11,13 @@
 //	6 flash2_fast.cu flash2_fast.go   tuned: swizzle, cp.async, exp2, bf16
 //	  naive_mma.cu   naive_mma.go     naive on tensor cores, rung 6's partner
 //
+// and past the forward's ladder, the backward pass (backward.go holds what
+// its kernels share):
+//
+//	flash2_bwd.cu  flash2_bwd.go    FlashAttention-2's backward, float32: a
+//	                                block per kv-tile recomputes S and P
+//	naive_bwd.cu   naive_bwd.go     the backward that reads a stored P back
+//
 // with the pieces they share: instrument.cuh (trace writes) and mma.cuh
 // (tensor-core fragments) on the CUDA side; float32.go and bf16.go (the
 // arithmetic the mirrors model) on the Go side. The package also owns what a
