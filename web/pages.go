@@ -250,8 +250,10 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 	case "", "f32":
 	case "bf16":
 		flashV, naiveV = instrument.VariantFlash2Fast, instrument.VariantNaiveMMA
+	case "bwd": // the backward pass: recomputing P against reading it back
+		flashV, naiveV = instrument.VariantFlash2Bwd, instrument.VariantNaiveBwd
 	default:
-		v.Errors["pair"] = fmt.Sprintf("pair must be f32 or bf16 (got %q)", truncate(q.Get("pair"), 20))
+		v.Errors["pair"] = fmt.Sprintf("pair must be f32, bf16 or bwd (got %q)", truncate(q.Get("pair"), 20))
 	}
 	v.Values["pair"] = q.Get("pair")
 	q.Set(kernels.FieldVariant, flashV.String())
@@ -289,14 +291,18 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err == nil {
 		v.Summary = strings.TrimPrefix(summary(&flash), flash.Variant.String()+" · ")
-		if flash.Variant == instrument.VariantFlash2Fast {
+		switch flash.Variant {
+		case instrument.VariantFlash2Fast:
 			v.Summary = "bf16 on tensor cores · " + v.Summary
+		case instrument.VariantFlash2Bwd:
+			v.Summary = "the backward pass · " + v.Summary
 		}
 		if flash.TraceQ != (instrument.Range{}) {
 			v.Summary += fmt.Sprintf(" · q-tiles %d–%d traced", flash.TracedQ().Lo, flash.TracedQ().Hi-1)
 		}
 		step, _ := strconv.Atoi(q.Get("step"))
-		v.Data = templates.CompareData{Valid: true, FlashQuery: flash.Values().Encode(), NaiveQuery: naive.Values().Encode(), Step: max(step, 1)}
+		pair := map[instrument.Variant]string{instrument.VariantFlash2: "f32", instrument.VariantFlash2Fast: "bf16", instrument.VariantFlash2Bwd: "bwd"}[flash.Variant]
+		v.Data = templates.CompareData{Valid: true, FlashQuery: flash.Values().Encode(), NaiveQuery: naive.Values().Encode(), Step: max(step, 1), Pair: pair}
 	}
 	v.Data.Embed = q.Get("embed") == "1"
 	pg := s.page("Naive against flash", "compare")

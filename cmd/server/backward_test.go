@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,8 @@ import (
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestBrowserBackwardStepper steps through a backward run in Chromium, on
@@ -194,6 +197,48 @@ func TestBrowserBackwardStepper(t *testing.T) {
 	}
 	if len(seen) != 4 {
 		t.Errorf("naive_bwd's steps looked at: %v", seen)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserCompareBackwardPair: the side by side of the backward pair on
+// the CPU mirror: the naive backward's pane holds P, dP and dS (N×N each) in
+// device memory and flash's none, by the end the naive backward has written
+// more to device memory than flash (the ratio names it), and the two
+// backwards' gradients agree to float32 rounding, every element.
+func TestBrowserCompareBackwardPair(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	base, _ := startServer(t, "-worker", "none")
+	ctx := browserSized(t, 1024, 768)
+	problems := watchConsole(ctx)
+	navigate(ctx, t, fmt.Sprintf("%s/compare?pair=bwd&n=48&d=8&br=8&bc=8&causal=1&pattern=normal&seed=%d", base, rng.Uint64()))
+	waitText(ctx, t, "#c-status", "Both traces are in")
+	waitText(ctx, t, "[data-testid=c-run-summary]", "the backward pass")
+	evalJS[bool](ctx, t, `(() => { const s = document.getElementById('c-scrub'); s.value = String(Math.round(s.max / 2)); s.dispatchEvent(new Event('input')); return true; })()`)
+	saveShot(ctx, t, "compare-backward.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("c-last"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#c-progress", "finishing: 100%")
+	waitText(ctx, t, "[data-testid=naive-buffer]", "P, dP and dS: 3 ×")
+	waitText(ctx, t, "[data-testid=flash2-buffer]", "none N×N")
+	waitText(ctx, t, "#pane-naive .memory-figure figcaption", "Where P, dP and dS live")
+	if r := evalJS[string](ctx, t, `document.getElementById('c-ratio').textContent`); !strings.HasSuffix(r, "×") {
+		t.Errorf("ratio %q", r)
+	} else if x, err := strconv.ParseFloat(strings.TrimSuffix(r, "×"), 64); err != nil || !(x > 1) {
+		t.Errorf("the naive backward wrote %s of flash's bytes", r)
+	}
+	for _, g := range []string{"dq", "dk", "dv"} {
+		s := evalJS[string](ctx, t, fmt.Sprintf(`document.querySelector('[data-testid="diff-%s"]')?.textContent ?? 'missing'`, g))
+		if v, err := strconv.ParseFloat(s, 64); err != nil || !(v < 1e-4) {
+			t.Errorf("max |%s_flash − %s_naive| = %s", g, g, s)
+		}
+	}
+	if p := layoutProblems(ctx, t); len(p) > 0 {
+		t.Errorf("backward pair:\n%s", strings.Join(p, "\n"))
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))

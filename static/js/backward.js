@@ -352,3 +352,23 @@ function drawOnChip(h, m, r, k, $) {
   }
   hm.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'), name: 'dQ' });
 }
+
+// gradients reads a finished backward trace's dQ, dK and dV of batch-head bh
+// (kernels.TraceGradients): dQ from the dq steps, dK (× 1/√d, as the kernel
+// writes it) and dV from each kv-tile's last step. Null until the trace
+// holds them all.
+export function gradients(m, bh) {
+  const h = m.h;
+  const dq = m.backward?.dq.get(bh);
+  if (!dq || dq.some(Number.isNaN)) return null;
+  const dk = new Float32Array(h.N * h.D).fill(NaN), dv = new Float32Array(h.N * h.D).fill(NaN);
+  for (const r of m.steps) {
+    if (r.bh !== bh || (r.kind !== 'bwd_step' && r.kind !== 'bwd_kv') || r.i !== h.Tr - 1) continue;
+    for (let e = 0; e < r.colsValid * h.D; e++) {
+      dk[r.j * h.Bc * h.D + e] = Math.fround(r.dk[e] * h.scale);
+      dv[r.j * h.Bc * h.D + e] = r.dv[e];
+    }
+  }
+  if (dk.some(Number.isNaN)) return null;
+  return { dq, dk, dv };
+}

@@ -9,6 +9,7 @@ import { TraceModel } from './model.js';
 import { TileGrid, fmtBytes } from './views.js';
 import { describe, materialises } from './steps.js';
 import { reportSize } from './embed.js';
+import { gradients } from './backward.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 
 const $ = (id) => document.getElementById(id);
@@ -16,6 +17,8 @@ const page = JSON.parse($('compare-data').textContent);
 // A lesson's frame says how far its course has gone (taught=N): the panes
 // tell their steps in the words read so far.
 const know = new Knowledge(taughtUpTo(location.search));
+// The backward pair: flash2_bwd recomputes P, naive_bwd reads it back.
+const backwardPair = () => page.pair === 'bwd';
 
 const panes = {};
 let positions = []; // the progress values either kernel reaches, sorted
@@ -33,6 +36,7 @@ function makePane(variant, query) {
   };
   panes[variant]?.run?.detach();
   panes[variant] = p;
+  el.querySelector('.memory-figure figcaption').textContent = backwardPair() ? 'Where P, dP and dS live, to scale' : 'Where S and P live, to scale';
   p.status.textContent = 'Starting…';
   // A pane replaced by a newer run ignores what its old run still sends.
   const current = () => panes[variant] === p;
@@ -61,7 +65,9 @@ function makePane(variant, query) {
 // keys places each step of a pane on the shared progress axis.
 function keysOf(model) {
   const steps = model.steps;
-  const computesS = (r) => r.kind === 'flash_step' || r.kind === 'scores';
+  // A tile's first pass: a score tile (a backward's recomputed S, or the
+  // naive backward's dP, its first N×N write).
+  const computesS = (r) => r.kind === 'flash_step' || r.kind === 'scores' || r.kind === 'bwd_step' || r.kind === 'bwd_dp';
   const total = steps.filter(computesS).length;
   let lastS = -1;
   steps.forEach((r, k) => { if (computesS(r)) lastS = k; });
@@ -114,9 +120,10 @@ function go(i) {
   at = Math.max(0, Math.min(i, positions.length - 1));
   $('c-scrub').value = String(at + 1);
   const x = positions[at];
+  const tiles = backwardPair() ? 'tiles (flash: S recomputed; naive: dP written)' : 'score tiles';
   $('c-progress').textContent = x <= 1
-    ? `${Math.round(x * 100)}% of score tiles computed`
-    : `all score tiles computed; finishing: ${Math.round((x - 1) * 100)}%`;
+    ? `${Math.round(x * 100)}% of ${tiles} computed`
+    : `all ${tiles} computed; finishing: ${Math.round((x - 1) * 100)}%`;
   const ks = {};
   for (const p of Object.values(panes)) {
     ks[p.variant] = shown(p);
@@ -126,7 +133,7 @@ function go(i) {
   document.dispatchEvent(new CustomEvent('flashstep:step', { detail: { step: at + 1, total: positions.length, query: page.flash_query } }));
   const q = new URLSearchParams(page.flash_query);
   q.delete('variant');
-  if (new URLSearchParams(page.flash_query).get('variant') === 'flash2_fast') q.set('pair', 'bf16');
+  if (page.pair && page.pair !== 'f32') q.set('pair', page.pair);
   if (page.embed) q.set('embed', '1');
   if (know.upTo < Infinity) q.set('taught', String(know.upTo));
   q.set('step', String(at + 1));
@@ -155,7 +162,9 @@ function drawRace(ks) {
   const ratio = $('c-ratio'), words = $('c-ratio-words');
   if (nw === 0 && fw === 0) {
     ratio.textContent = '–';
-    words.textContent = 'Step forward: naive writes every score to device memory; flash writes only its output.';
+    words.textContent = backwardPair()
+      ? 'Step forward: the naive backward writes dP and dS, N×N each, to device memory; flash writes D and the gradients.'
+      : 'Step forward: naive writes every score to device memory; flash writes only its output.';
   } else if (fw === 0) {
     ratio.textContent = `${fmtBytes(nw)} : 0 B`;
     words.textContent = 'naive has written S to device memory; flash has written nothing yet: its S and P never leave the chip, and O leaves once per q-tile.';
@@ -189,8 +198,10 @@ function drawMemory(p, states) {
   g.textBaseline = 'top';
   const hbmW = W - 110;
   const naive = materialises(h.variant);
-  const squares = naive ? ['S', 'P'].map((name) => ({ name, label: `${name} ${fmtBytes(h.N * h.N * (name === 'P' && h.dtype === 'bf16' ? 2 : 4))}` })) : [];
-  const words = ['no S, no P here: only', 'Q, K, V in and O out'];
+  const backward = backwardPair();
+  const names = backward ? ['P', 'dP', 'dS'] : ['S', 'P'];
+  const squares = naive ? names.map((name) => ({ name, label: `${name} ${fmtBytes(h.N * h.N * (name === 'P' && h.dtype === 'bf16' ? 2 : 4))}` })) : [];
+  const words = backward ? ['no P, dP or dS here: only', 'Q, K, V, dO, O, L in; D, dQ, dK, dV'] : ['no S, no P here: only', 'Q, K, V in and O out'];
   const textW = (t) => g.measureText(t).width;
   // Where the strips and squares of a given side end, labels included.
   const layout = (side) => {
@@ -204,7 +215,7 @@ function drawMemory(p, states) {
     const end = naive ? x - 12 : x + Math.max(...words.map(textW));
     return { strip, at, end };
   };
-  let side = Math.max(40, Math.min(110, (W - 230) / 2.4)); // the N×N squares
+  let side = Math.max(40, Math.min(110, (W - 230) / (backward ? 3.6 : 2.4))); // the N×N squares
   while (side > 16 && layout(side).end > hbmW - 6) side--;
   const { strip, at, end } = layout(side);
   c.dataset.contentRight = String(Math.ceil(end));
@@ -225,8 +236,14 @@ function drawMemory(p, states) {
   }
   x += 6;
   if (naive) {
-    const fills = { S: ['stored', 'normalised', 'consumed', 'current'], P: ['normalised', 'consumed'] };
-    const colour = { S: '#e8a15c', P: '#9d6fcf' };
+    // The forward's S fills as its tiles are written, P as its rows are
+    // normalised; the backward's P was there before it began (the forward
+    // stored it), dP fills as its tiles are written, dS as its rows are.
+    const all = ['pending', 'stored', 'normalised', 'consumed', 'current', 'current-row'];
+    const fills = backward
+      ? { P: all, dP: ['stored', 'normalised', 'consumed', 'current'], dS: ['normalised', 'consumed'] }
+      : { S: ['stored', 'normalised', 'consumed', 'current'], P: ['normalised', 'consumed'] };
+    const colour = { S: '#e8a15c', P: '#9d6fcf', dP: '#e8a15c', dS: '#c05a8a' };
     squares.forEach(({ name, label }, n) => {
       x = at[n];
       g.fillStyle = '#fff';
@@ -278,9 +295,13 @@ function drawPane(p, k) {
     p.dram.textContent = `${fmtBytes(c[2])} read, ${fmtBytes(c[3])} written`;
   }
   const bh = h.batch * h.heads;
-  p.buffer.textContent = materialises(h.variant)
-    ? `S and P: ${fmtBytes(bh * h.N * h.N * 4)} + ${fmtBytes(bh * h.N * h.N * (h.dtype === 'bf16' ? 2 : 4))} in device memory`
-    : `none beyond Q, K, V, O; S and P tiles: ${fmtBytes(2 * h.Br * h.Bc * 4)} on chip per block`;
+  const nn = bh * h.N * h.N;
+  p.buffer.textContent = backwardPair()
+    ? (materialises(h.variant) ? `P, dP and dS: 3 × ${fmtBytes(nn * 4)} in device memory`
+      : `none N×N: D (${fmtBytes(bh * h.N * 4)}) beyond the inputs and gradients; S, P, dP and dS tiles: ${fmtBytes(4 * h.Br * h.Bc * 4)} on chip per block`)
+    : materialises(h.variant)
+      ? `S and P: ${fmtBytes(nn * 4)} + ${fmtBytes(nn * (h.dtype === 'bf16' ? 2 : 4))} in device memory`
+      : `none beyond Q, K, V, O; S and P tiles: ${fmtBytes(2 * h.Br * h.Bc * 4)} on chip per block`;
   const m = p.traffic.measured;
   p.measured.textContent = m
     ? `Measured on ${m.gpu} (${m.recorded}) for this run: ` + m.measured.map((x) => `${x.kernel} L2 ${fmtBytes(x.l2_read)} read, DRAM ${fmtBytes(x.dram_read)} read, ${fmtBytes(x.dram_write)} written`).join('; ')
@@ -292,6 +313,26 @@ function summary() {
   const f = panes.flash2.model, n = panes.naive.model;
   const h = f.h;
   const lines = [];
+  if (backwardPair()) {
+    // The two backwards' gradients against each other: one recomputed P
+    // from L, the other read the exact P back.
+    for (let bh = h.tracedBH[0]; bh < h.tracedBH[1]; bh++) {
+      const gf = gradients(f, bh), gn = gradients(n, bh);
+      if (!gf || !gn) continue;
+      for (const name of ['dq', 'dk', 'dv']) {
+        let diff = 0, norm = 0;
+        for (let x = 0; x < gf[name].length; x++) {
+          diff = Math.max(diff, Math.abs(gf[name][x] - gn[name][x]));
+          norm = Math.max(norm, Math.abs(gn[name][x]));
+        }
+        const label = { dq: 'dQ', dk: 'dK', dv: 'dV' }[name];
+        lines.push([`batch-head ${bh}: max |${label}_flash − ${label}_naive|`, diff.toExponential(2), `diff-${name}`],
+          [`max |${label}|`, norm.toExponential(2), '']);
+      }
+    }
+    showSummary(lines, 'Gradients');
+    return;
+  }
   for (let bh = h.tracedBH[0]; bh < h.tracedBH[1]; bh++) {
     const of = f.finalO.get(bh), on = n.finalO.get(bh);
     const inp = f.inputs.get(bh);
@@ -310,6 +351,11 @@ function summary() {
       ['max |O_naive − O_float64|', en.toExponential(2), 'diff-naive-ref'],
       ['max |O_float64|', norm.toExponential(2), '']);
   }
+  showSummary(lines, 'Outputs');
+}
+
+function showSummary(lines, heading) {
+  $('c-summary').querySelector('h2').textContent = heading;
   const dl = $('c-diffs');
   dl.replaceChildren();
   for (const [k, v, id] of lines) {
@@ -379,11 +425,12 @@ document.addEventListener('flashstep:go', (ev) => { if (positions.length) { paus
 document.addEventListener('flashstep:run', (ev) => {
   const q = new URLSearchParams(ev.detail.query);
   q.delete('step');
-  // The room keeps the page's pair: float32, or bf16 on tensor cores.
-  const bf16 = new URLSearchParams(page.flash_query).get('variant') === 'flash2_fast';
-  q.set('variant', bf16 ? 'flash2_fast' : 'flash2');
+  // The room keeps the page's pair: float32, bf16 on tensor cores, or the
+  // backward pass.
+  const [flashV, naiveV] = { bf16: ['flash2_fast', 'naive_mma'], bwd: ['flash2_bwd', 'naive_bwd'] }[page.pair] ?? ['flash2', 'naive'];
+  q.set('variant', flashV);
   const flash = q.toString();
-  q.set('variant', bf16 ? 'naive_mma' : 'naive');
+  q.set('variant', naiveV);
   const naive = q.toString();
   if (flash === page.flash_query && positions.length) return go(Number(ev.detail.step ?? 1) - 1);
   pause();
