@@ -35,10 +35,12 @@ func (skippedTiles) solve(c *Checkpoint, t *Trace) (grading.Solution, error) {
 		if r.BH != c.BH {
 			continue
 		}
+		// A backward's tile is visited by its kv-tile's block (bwd_step),
+		// and its q-tile is finished when its dQ is (bwd_dq).
 		switch r.Kind {
-		case instrument.KindFlashStep, instrument.KindScores, instrument.KindPV:
+		case instrument.KindFlashStep, instrument.KindScores, instrument.KindPV, instrument.KindBwdStep:
 			visited[fmt.Sprintf("%d,%d", r.I, r.J)] = true
-		case instrument.KindEpilogue:
+		case instrument.KindEpilogue, instrument.KindBwdDQ:
 			finished[r.I] = true
 		case instrument.KindTiming:
 			if r.J >= 0 {
@@ -75,7 +77,7 @@ func (c *Checkpoint) readKind(d *directive) {
 	c.Kind = d.text("kind")
 	k, ok := kindByName(c.Kind)
 	if !ok || k == instrument.KindInputs || k == instrument.KindTiming {
-		d.failf("kind must name a step's record kind (flash_step, scores, softmax, pv, epilogue), got %q", c.Kind)
+		d.failf("kind must name a step's record kind (flash_step, scores, softmax, pv, epilogue; a backward's bwd_pre, bwd_step, bwd_dq), got %q", c.Kind)
 	}
 }
 
@@ -123,6 +125,9 @@ func (c *Checkpoint) countRule() string {
 		"pv":         {"P·V steps", "one for each tile of P·V"},
 		"softmax":    {"softmax steps", "one for each group of rows"},
 		"epilogue":   {"closing steps", "one for each group of rows, when it is finished"},
+		"bwd_step":   {"backward tile steps", "one each time a kv-tile's block, walking the groups of rows, visits one"},
+		"bwd_pre":    {"preprocessing steps", "one for each group of rows, before the blocks of kv-tiles start"},
+		"bwd_dq":     {"finishing steps", "one for each group of rows, once its dQ is whole"},
 	}
 	k, ok := kinds[c.Kind]
 	if !ok {

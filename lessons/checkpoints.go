@@ -56,6 +56,13 @@ const (
 	AskTMACopies  = "tma-copies" // how many TMA copy instructions one kv-tile's K and V take
 	AskParity     = "parity"     // the stage and phase parity a consumer waits on at a kv-tile (choice)
 	AskSetmaxnreg = "setmaxnreg" // the registers a consumer thread may take once the producer has given its up
+
+	// Asks about a backward run's trace: its bwd_pre, bwd_step and bwd_dq
+	// records (backward.go).
+	AskPLeft     = "p-left"     // what the kv-tiles after one add to a row's Σp, P = exp(S − L) being final
+	AskDS        = "ds"         // a row's dS = p·(dP − D) on a key
+	AskDQ        = "dq"         // a row's finished dQ in a column: every kv-tile's part, summed, times the scale
+	AskFirstLoad = "first-load" // the step at which a kv-tile's block loads K_j and V_j
 )
 
 // An ask is one kind of checkpoint question: what its directive says, how
@@ -115,6 +122,10 @@ var asks = []struct {
 	{AskTMACopies, tmaCopies{}},
 	{AskParity, stageParity{}},
 	{AskSetmaxnreg, consumerRegisters{}},
+	{AskPLeft, pLeft{}},
+	{AskDS, scoreGradient{}},
+	{AskDQ, finishedDQ{}},
+	{AskFirstLoad, firstLoad{}},
 }
 
 // askNamed is the ask called name, or nil.
@@ -151,6 +162,7 @@ type Checkpoint struct {
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
 	Ladder     LadderQuestion      // ladder-speedup, ladder-floor: the row, shape and floor
 	Hopper     HopperQuestion      // tx-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
+	Col        int                 // dq: the column of dQ asked about
 
 	Choices []grading.Option // choice: the options; tiles: every tile of the grid, row by row
 }
@@ -420,10 +432,11 @@ func (c *Checkpoint) readKV(d *directive) { c.KV = d.whole("kv", -1, 0, c.Run.Tc
 // (m, α, l, S, P and O at every kv-tile, one block walking its q-tile's
 // kv-tiles): the float32 flash2 and every rung that fuses its loop the same
 // way on the tensor cores (flash2_mma, flash2_fast, the Hopper rungs), as
-// the registry says.
+// the registry says. A backward kernel fuses its loop too, but its trace
+// holds backward steps, which backward.go's asks read, not flash steps.
 func flashVariant(v instrument.Variant) bool {
 	info := kernels.Info(v)
-	return info != nil && info.Loop == kernels.LoopFused && !info.Materialised
+	return info != nil && info.Loop == kernels.LoopFused && !info.Materialised && !info.Backward
 }
 
 func kindByName(name string) (instrument.Kind, bool) {

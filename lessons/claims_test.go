@@ -21,7 +21,7 @@ import (
 // whose run changes (a new seed, a new preset) fails here rather than
 // tell a student something its widget contradicts.
 
-// Lesson 13, "A bug that hides": on the large-logits run, row 4's max
+// Lesson 14, "A bug that hides": on the large-logits run, row 4's max
 // jumps from about −35 to about 50 at kv-tile 1, where the correct α is
 // about 1e-37 and the stale-max loop's 0, and the two loops agree to the
 // bit; at kv-tile 2 the max stays put, the correct α is 1, the slipped one

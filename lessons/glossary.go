@@ -142,6 +142,14 @@ var Glossary = []Term{
 		Meaning: "A Hopper instruction by which a running warpgroup gives registers back to the SM (setmaxnreg.dec) or takes more (setmaxnreg.inc), to a count from 24 to 256 a thread in steps of 8: a producer that needs few hands them to consumers that need many."},
 	{ID: "ping-pong", Forms: []string{"ping-pong"}, Lesson: "hopper",
 		Meaning: "Two consumer warpgroups taking turns on the tensor cores, passed between them by named barriers, so that one's softmax runs while the other's product does."},
+	{ID: "recompute", Forms: []string{"recomputes", "recompute", "recomputed", "recomputation"}, Lesson: "backward",
+		Meaning: "To compute again what was computed once already instead of storing it: FlashAttention's backward recomputes S and P tile by tile from Q, K and the forward's log-sum-exp L, rather than reading back an N×N P the forward never wrote."},
+	{ID: "row-term-d", Forms: []string{"D"}, Lesson: "backward",
+		Meaning: "In the backward pass, one number per row: D_i = rowsum(dO_i ∘ O_i), the dot product of the row's output gradient with its output. It equals the row's sum of P ∘ dP over every key, so dS = P ∘ (dP − D) needs no whole row of P."},
+	{ID: "ds", Forms: []string{"dS"}, Lesson: "backward",
+		Meaning: "The gradient of the loss with respect to the scores S: dS = P ∘ (dP − D), element by element. Multiplied by K it gives dQ, and transposed, by Q, dK (both times 1/√d)."},
+	{ID: "atomic-add", Forms: []string{"atomic add", "atomic adds", "atomically"}, Lesson: "backward",
+		Meaning: "An add into device memory that the hardware performs as one indivisible read, add and write (CUDA's atomicAdd), so that blocks adding into the same number at once lose none of the parts. The order in which the parts land is the GPU's, and since float addition is not associative the sum may differ in its last bits from run to run."},
 	{ID: "cpu-mirror", Forms: []string{"CPU mirror"}, Lesson: "tensor-cores",
 		Meaning: "Go code that follows a kernel's own tile order and float32 arithmetic; it computes the trace where there is no GPU, and the tests hold the GPU's trace to it."},
 }
@@ -158,7 +166,7 @@ func GlossaryTerm(id string) (Term, bool) {
 
 // reWordChar is what may not touch a term's form on either side for it to
 // be that word (q-tile in "q-tiles" is the plural's, not a match).
-var reTags = regexp.MustCompile(`(?s)<(code|pre|a|h[1-6]|span class="math[^"]*")[^>]*>.*?</(code|pre|a|h[1-6]|span)>|<[^>]+>`)
+var reTags = regexp.MustCompile(`(?s)<(code|pre|a|h[1-6]|span class="math[^"]*"|div class="math[^"]*")[^>]*>.*?</(code|pre|a|h[1-6]|span|div)>|<[^>]+>`)
 
 // linkTerms links the first mention of each glossary term in a lesson's
 // prose to its entry: text inside code, math, links, headings and tags is

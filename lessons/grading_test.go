@@ -53,6 +53,10 @@ var askRules = map[string]tolSpec{
 	lessons.AskTxBytes:       {rule: "exact"},
 	lessons.AskTMACopies:     {rule: "exact"},
 	lessons.AskSetmaxnreg:    {rule: "exact"},
+	lessons.AskPLeft:         {rule: "abs", abs: 0.01},
+	lessons.AskDS:            {rule: "small", abs: 0.01, rel: 0.02},
+	lessons.AskDQ:            {rule: "small", abs: 0.01, rel: 0.02},
+	lessons.AskFirstLoad:     {rule: "exact"},
 }
 
 // allowed is how far from x an answer may lie by the rule: a value that is

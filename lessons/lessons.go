@@ -63,6 +63,8 @@ var Runs = map[string]Preset{
 	"naive-row-toy":          {"One thread per row", "The ladder's first rung (naive_row) on the toy run: two passes over the keys, the max, then exp and the sums.", "variant=naive_row&n=8&d=4&br=2&bc=2&pattern=normal&seed=1"},
 	"naive-row-causal-16":    {"One thread per row, causal", "The ladder's first rung (naive_row) on the causal N=16 run: two passes over the keys, the max, then exp and the sums.", "variant=naive_row&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
 	"flash1-causal-16":       {"FlashAttention-1's loop order", "The causal N=16 run in FlashAttention-1's order (flash1): kv-tiles outside, O, m and l back to device memory at every step.", "variant=flash1&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
+	"bwd-16":                 {"The backward pass", "flash2_bwd on the inputs of lesson 5's run, N=16, d=8, 4×4 tiles: each kv-tile's block walks the q-tiles, recomputing S and P from the forward's L.", "variant=flash2_bwd&n=16&d=8&br=4&bc=4&pattern=normal&seed=5"},
+	"bwd-causal-16":          {"The causal backward", "The same backward under the causal mask: each kv-tile's block starts at the first q-tile that sees its keys.", "variant=flash2_bwd&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
 	"timeline-2048":          {"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
 }
 

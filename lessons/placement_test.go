@@ -26,14 +26,25 @@ func filled(panel string, steps []kernels.StepRef, k int, variant instrument.Var
 	case "qkv":
 		return r.Kind != instrument.KindEpilogue && r.Kind != instrument.KindTiming, "no input tiles"
 	case "s":
-		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindScores || r.Kind == instrument.KindPV, "no S tile"
+		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindScores || r.Kind == instrument.KindPV || r.Kind == instrument.KindBwdStep, "no S tile"
 	case "p":
-		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindScores || r.Kind == instrument.KindPV, "no P tile"
+		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindScores || r.Kind == instrument.KindPV || r.Kind == instrument.KindBwdStep, "no P tile"
 	case "o":
-		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindEpilogue || r.Kind == instrument.KindPV, "O not touched"
+		// A backward step draws dS there, its preprocessing O, its
+		// finishing step dQ (static/js/backward.js).
+		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindEpilogue || r.Kind == instrument.KindPV ||
+			r.Kind == instrument.KindBwdStep || r.Kind == instrument.KindBwdPre || r.Kind == instrument.KindBwdDQ, "O not touched"
 	case "rows":
 		return r.Kind != instrument.KindTiming, "no rows"
 	case "final":
+		// A backward step shows its block's dP, dV_j, dK_j and dQ part; a
+		// finishing step the dQ of the q-tiles done so far.
+		if r.Kind == instrument.KindBwdStep || r.Kind == instrument.KindBwdDQ {
+			return true, ""
+		}
+		if r.Kind == instrument.KindBwdPre {
+			return false, "no dQ yet"
+		}
 		for _, s := range steps[:k+1] {
 			if s.Kind == instrument.KindEpilogue && s.BH == r.BH {
 				return true, ""
@@ -161,7 +172,8 @@ func TestGlossaryHasTheCourseWords(t *testing.T) {
 	c := course(t)
 	words := []string{"L2 cache", "HBM", "local memory", "fragment", "quad", "ldmatrix", "cp.async", "mma.sync",
 		"compute floor", "memory floor", "ridge point", "underflow", "NaN",
-		"warpgroup", "wgmma", "TMA", "tensor map", "mbarrier", "expect_tx", "phase parity", "warp specialisation", "setmaxnreg", "ping-pong"}
+		"warpgroup", "wgmma", "TMA", "tensor map", "mbarrier", "expect_tx", "phase parity", "warp specialisation", "setmaxnreg", "ping-pong",
+		"recomputes", "D", "dS", "atomic add"}
 	for _, w := range words {
 		var term *lessons.Term
 		for k := range lessons.Glossary {

@@ -238,7 +238,7 @@ func TestBrowserLessonReviewFixes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Run("lesson 13: the loop's table fits, its status line is ordinary text", func(t *testing.T) {
+	t.Run("lesson 14: the loop's table fits, its status line is ordinary text", func(t *testing.T) {
 		for _, width := range []int64{1366, 1024} {
 			if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, 900)); err != nil {
 				t.Fatal(err)

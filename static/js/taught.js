@@ -1,5 +1,5 @@
 // What a lesson's reader has been taught. A lesson's widget opens the
-// stepper with taught=N, N the lesson's order in the course (1–14); the
+// stepper with taught=N, N the lesson's order in the course (1–15); the
 // stepper then shows no idea a later lesson teaches as if it were known,
 // and says in its place where it is explained. Without taught= everything
 // is known, as on the stepper's own page.
@@ -31,7 +31,7 @@ export const TAUGHT_IN = {
 // Infinity (everything) when the URL names none or no lesson.
 export function taughtUpTo(search) {
   const n = Number(new URLSearchParams(search).get('taught'));
-  return Number.isInteger(n) && n >= 1 && n <= 14 ? n : Infinity;
+  return Number.isInteger(n) && n >= 1 && n <= 15 ? n : Infinity;
 }
 
 // Knowledge answers, for the lessons read so far, whether an idea is known
