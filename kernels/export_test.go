@@ -33,12 +33,12 @@ func MirrorBF16FlashWith(v instrument.Variant, c Config, mma func(acc float32, a
 	return recs
 }
 
-// MirrorFlash2BwdWith runs flash2_bwd's mirror over c with another expf
-// and another order of the blocks' adds into dQ, and returns its whole
-// trace in order: a stand-in for the GPU.
-func MirrorFlash2BwdWith(c Config, exp func(float32) float32, blockOrder func(tc int) []int) []*instrument.Record {
+// MirrorFlash2BwdWith runs flash2_bwd's mirror over c with another expf,
+// another order of the blocks' adds into dQ and another add, and returns
+// its whole trace in order: a stand-in for the GPU.
+func MirrorFlash2BwdWith(c Config, exp func(float32) float32, blockOrder func(tc int) []int, dqAdd func(dq, part float32) float32) []*instrument.Record {
 	c.Variant = instrument.VariantFlash2Bwd
-	a := bwdArith{exp: exp, blockOrder: blockOrder}
+	a := bwdArith{exp: exp, blockOrder: blockOrder, dqAdd: dqAdd}
 	recs, ins := inputsRecords(&c)
 	heads := map[int]*bwdHead{}
 	for bh := range ins {

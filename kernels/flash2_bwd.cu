@@ -19,8 +19,9 @@
 // Arithmetic order is the mirror's, operation for operation: every product
 // and sum rounded on its own (__fmul_rn, __fadd_rn), dot products over d in
 // order, dV and dK adding the step's rows in order, dS K_j over the tile's
-// columns in order. expf differs from the mirror's (within 2 ulp), and the
-// order in which the blocks' atomic adds reach dQ is the GPU's.
+// columns in order. expf differs from the mirror's (within 2 ulp), the
+// order in which the blocks' atomic adds reach dQ is the GPU's, and the
+// atomic add (atom.add.f32) flushes subnormal numbers to zero.
 //
 // Tracing: the pre and dq blocks write one record each; the main kernel has
 // a trace slot per (kv-tile, q-tile) step, so a block records the traced

@@ -28,7 +28,8 @@ import (
 //
 //     and at the end writes dK_j · scale and dV_j. Every kv-tile's block
 //     adds into each dQ_i, so those adds are atomic: the GPU's order among
-//     blocks is not fixed (the mirror adds in kv-tile order).
+//     blocks is not fixed (the mirror adds in kv-tile order), and its
+//     atomic add flushes subnormal numbers to zero (the mirror's keeps them).
 //  3. dq, one block per q-tile: dQ_i · scale, in place, once every block
 //     has added to it. The scale is applied once at the end, to dK and to
 //     dQ, rather than to every dS.
@@ -177,6 +178,10 @@ func flash2BwdBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *in
 type bwdArith struct {
 	exp        func(float32) float32
 	blockOrder func(tc int) []int
+	// dqAdd is one block's add into dQ in device memory: the mirror's is a
+	// plain rounded sum; the GPU's atom.add.f32 flushes subnormal inputs
+	// and results to zero, which the bound allows for.
+	dqAdd func(dq, part float32) float32
 }
 
 var flash2BwdMirror = bwdArith{exp: exp32, blockOrder: func(tc int) []int {
@@ -185,7 +190,7 @@ var flash2BwdMirror = bwdArith{exp: exp32, blockOrder: func(tc int) []int {
 		order[j] = j
 	}
 	return order
-}}
+}, dqAdd: func(dq, part float32) float32 { return float32(dq + part) }}
 
 // head runs the three kernels over batch-head bh, keeping the records of
 // the traced q-tiles.
@@ -268,7 +273,7 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 					for col := range cols {
 						acc = float32(acc + float32(ds[r*bc+col]*k[col*d+x]))
 					}
-					dq[(r0+r)*d+x] = float32(dq[(r0+r)*d+x] + acc)
+					dq[(r0+r)*d+x] = a.dqAdd(dq[(r0+r)*d+x], acc)
 					if keep {
 						rec.DQ[r*d+x] = acc
 					}

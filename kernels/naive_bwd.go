@@ -42,7 +42,7 @@ var naiveBwdKernel = &VariantInfo{
 	Loop:         LoopMaterialised,
 	StepRun:      "/step?variant=naive_bwd&n=8&d=4&br=2&bc=2&pattern=normal&seed=1",
 	Colour:       "#b5475d",
-	BytesNote:    "The forward left P (N² floats) in device memory; the backward reads it twice and writes dP and dS (N² floats each), reading dP twice and dS twice.",
+	BytesNote:    "The forward left P (N² floats) in device memory; the backward reads it three times and writes dP and dS (N² floats each), reading dP twice and dS twice.",
 	Words: Words{
 		Steps: map[instrument.Kind]StepWords{
 			instrument.KindBwdDP: {Title: "Naive backward phase 1: dP tile ({i}, {j}), {head}",

@@ -2,6 +2,12 @@ package kernels
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"flashstep/instrument"
@@ -80,4 +86,67 @@ func TestNaiveBwdTrace(t *testing.T) {
 			t.Fatalf("%+v: records\n%v\nwant\n%v", c, got, want)
 		}
 	}
+}
+
+// TestBackwardConstantsMatchSource ties the constants the .cu files and the
+// registry each state: naive_bwd.cu's block size and the dQ elements a
+// thread holds against naiveBwdThreads and naiveMaxOutPerThread (a smaller
+// NAIVE_BWD_MAXQ would leave dQ elements unwritten), and flash2_bwd.cu's
+// FLASH2_BWD_SMEM, evaluated at every compiled tile, against
+// flash2BwdSharedBytes.
+func TestBackwardConstantsMatchSource(t *testing.T) {
+	t.Parallel()
+	define := func(file, name string) string {
+		b, err := cuFiles.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^#define ` + name + `(\(BR, BC, D\))? (.*?)(\s*//.*)?$`).FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("%s defines no %s", file, name)
+		}
+		return m[2]
+	}
+	for name, want := range map[string]int{"NAIVE_BWD_THREADS": naiveBwdThreads, "NAIVE_BWD_MAXQ": naiveMaxOutPerThread} {
+		if got := define("naive_bwd.cu", name); got != strconv.Itoa(want) {
+			t.Errorf("naive_bwd.cu: %s is %s, the registry's %d", name, got, want)
+		}
+	}
+	smem := define("flash2_bwd.cu", "FLASH2_BWD_SMEM")
+	for _, tile := range Float32Tiles {
+		expr := strings.NewReplacer("BR", strconv.Itoa(tile.Br), "BC", strconv.Itoa(tile.Bc), "D", strconv.Itoa(tile.D)).Replace(smem)
+		e, err := parser.ParseExpr(expr)
+		if err != nil {
+			t.Fatalf("FLASH2_BWD_SMEM %q: %v", expr, err)
+		}
+		if got, want := evalInt(t, e), flash2BwdSharedBytes(tile); got != want {
+			t.Errorf("tile %v: FLASH2_BWD_SMEM is %d bytes, flash2BwdSharedBytes %d", tile, got, want)
+		}
+	}
+}
+
+// evalInt evaluates an integer expression of +, −, * and parentheses.
+func evalInt(t *testing.T, e ast.Expr) int {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		n, err := strconv.Atoi(e.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	case *ast.ParenExpr:
+		return evalInt(t, e.X)
+	case *ast.BinaryExpr:
+		x, y := evalInt(t, e.X), evalInt(t, e.Y)
+		switch e.Op {
+		case token.ADD:
+			return x + y
+		case token.SUB:
+			return x - y
+		case token.MUL:
+			return x * y
+		}
+	}
+	t.Fatalf("cannot evaluate %T", e)
+	return 0
 }

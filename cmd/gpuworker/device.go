@@ -88,6 +88,10 @@ type device struct {
 	// unavailable holds, for each module this GPU cannot run (a Hopper
 	// rung's on another architecture), why not; the rest work.
 	unavailable map[string]error
+	// keepGradients: a traced backward run also reads back the dQ, dK
+	// and dV its kernels wrote to device memory (gpuTrace.gradients), for
+	// the tests to hold them to the trace's.
+	keepGradients bool
 }
 
 func openDevice() (*device, error) {

@@ -128,7 +128,10 @@ func mirrorTrace(c kernels.Config, label string) (*instrument.Header, []*instrum
 // compareRun runs c on the GPU and holds its trace to the mirror's, and its
 // outputs to the float64 reference.
 func compareRun(c kernels.Config, mirror func() (*instrument.Header, []*instrument.Record, error), worst map[string]float64) error {
-	tr, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(c) })
+	tr, err := onGPU(func(d *device) (*gpuTrace, error) {
+		d.keepGradients = true
+		return d.traceConfig(c)
+	})
 	if err != nil {
 		return fmt.Errorf("GPU run: %w", err)
 	}
@@ -150,6 +153,9 @@ func compareRun(c kernels.Config, mirror func() (*instrument.Header, []*instrume
 		}
 	}
 	if kernels.Info(c.Variant).Backward {
+		if err := writtenAsTraced(c, tr, grecs); err != nil {
+			return err
+		}
 		return gradientsHold(c, grecs, worst)
 	}
 	// The GPU's outputs against float64, with the stepper issue's bound
@@ -524,4 +530,28 @@ func TestGPUBackwardDump(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d backward runs written to %s", len(runs), *gradDump)
+}
+
+// writtenAsTraced holds the dQ, dK and dV a backward run's kernels wrote to
+// device memory to the gradients its trace holds (kernels.TraceGradients),
+// bit for bit: the trace's dK is the last step's accumulator times the
+// scale in one float32 multiply, as the kernel's final write is. It checks
+// the kernels' own writes, which no trace record shows.
+func writtenAsTraced(c kernels.Config, tr *gpuTrace, recs []*instrument.Record) error {
+	if tr.gradients == nil {
+		return fmt.Errorf("the worker kept no gradients of the run")
+	}
+	nd := c.N * c.D
+	for bh := c.TracedBH().Lo; bh < c.TracedBH().Hi; bh++ {
+		dq, dk, dv := kernels.TraceGradients(&c, recs, bh)
+		for b, want := range map[kernels.Buffer][]float32{kernels.BufDQ: dq, kernels.BufDK: dk, kernels.BufDV: dv} {
+			got := tr.gradients[b][bh*nd : (bh+1)*nd]
+			for e := range want {
+				if math.Float32bits(got[e]) != math.Float32bits(want[e]) {
+					return fmt.Errorf("bh %d: buffer %d element %d: device memory holds %v, the trace %v", bh, b, e, got[e], want[e])
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -282,6 +282,10 @@ type gpuTrace struct {
 	header   instrument.Header
 	bytes    []byte // header, inputs records, then the kernels' records
 	kernelMs float64
+	// gradients are a float32 backward run's dQ, dK and dV as its kernels
+	// left them in device memory (every batch-head, N×d each), when the
+	// device keeps them (device.keepGradients).
+	gradients map[kernels.Buffer][]float32
 }
 
 // traceRun runs r traced and assembles its trace: the header and the inputs
@@ -329,6 +333,17 @@ func (d *device) traceRun(r kernels.Run) (*gpuTrace, error) {
 			return nil, fatalError{err}
 		}
 	}
+	var grads map[kernels.Buffer][]float32
+	if d.keepGradients && kernels.Info(c.Variant).Backward && c.GPUElementBytes() == 4 {
+		grads = map[kernels.Buffer][]float32{}
+		for _, b := range []kernels.Buffer{kernels.BufDQ, kernels.BufDK, kernels.BufDV} {
+			g := make([]float32, c.Batch*c.Heads*c.N*c.D)
+			if err := cu.MemcpyDtoH(unsafe.Pointer(&g[0]), pr.bufs[b], int64(4*len(g))); err != nil {
+				return nil, fatalError{err}
+			}
+			grads[b] = g
+		}
+	}
 
 	h := c.Header(instrument.SourceGPU, fmt.Sprintf("%s, driver %s", d.hello.GPU, d.hello.Driver))
 	h.NumSMs = d.hello.SMIDs
@@ -352,7 +367,7 @@ func (d *device) traceRun(r kernels.Run) (*gpuTrace, error) {
 	} else if len(got) != h.Records {
 		return nil, fmt.Errorf("the kernels wrote %d records, the layout has %d", len(got), h.Records)
 	}
-	return &gpuTrace{header: h, bytes: out, kernelMs: ms}, nil
+	return &gpuTrace{header: h, bytes: out, kernelMs: ms, gradients: grads}, nil
 }
 
 // chunks splits an assembled trace for sending: the header alone, then runs

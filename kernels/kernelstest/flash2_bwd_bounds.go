@@ -30,8 +30,10 @@ type bwdState struct {
 //	a step's dQ part: Σ_c (ΔdS·|K| + 2u|term| + 2u|partial sum|)
 //	the finished dQ: the parts arrive by atomic adds in the GPU's order,
 //	  not the mirror's kv-tile order, so beyond Σ Δpart each side's sum
-//	  may round by up to (parts)·u·Σ|part|: 2u·parts·Σ|part| apart; then
-//	  the scale, one more rounding: Δ = scale·(that) + 2u|dQ|
+//	  may round by up to (parts)·u·Σ|part|: 2u·parts·Σ|part| apart; and
+//	  atom.add.f32 flushes subnormal inputs and results to zero, up to
+//	  2⁻¹²⁶ lost twice per add (a one-hot row's dQ can be all subnormal
+//	  parts); then the scale, one more rounding: Δ = scale·(that) + 2u|dQ|
 //
 // The walk needs every step of a block, so a trace must hold every q-tile
 // (kernelstest's random and edge runs of a backward kernel do); it panics
@@ -130,7 +132,10 @@ func (b *Bounds) Flash2BwdStep(m *instrument.Record) map[string][]float64 {
 			g := m.I*br + r
 			for x := range d {
 				e := g*d + x
-				sum := st.partB[e] + 2*u*float64(st.parts[g])*st.partAbs[e]
+				// atom.add.f32 flushes subnormal inputs and results to
+				// zero: each add may lose up to 2⁻¹²⁶ on the way in and
+				// again on the way out.
+				sum := st.partB[e] + 2*u*float64(st.parts[g])*st.partAbs[e] + 2*0x1p-126*float64(st.parts[g])
 				bdq[r*d+x] = scale*sum + 2*u*math.Abs(float64(m.DQ[r*d+x]))
 			}
 		}

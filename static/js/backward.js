@@ -309,15 +309,16 @@ function drawOnChip(h, m, r, k, $) {
   }
   if (r.kind === 'bwd_step') {
     caption.textContent = `In kv-tile ${r.j}'s block: dP, the accumulators dV${sub(r.j)} and dK${sub(r.j)} (× 1/√d at the end), and the part added into dQ${sub(r.i)}`;
+    const keyIndex = (x) => r.j * h.Bc + x;
     const panes = [
-      ['dP = dO·Vᵀ', r.dp, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dP', 'dp', (x) => r.i * h.Br + x],
-      [`dV${sub(r.j)} so far`, r.dv, h.Bc, h.D, r.colsValid, h.D, 'dV', 'dv', (x) => r.j * h.Bc + x],
-      [`dK${sub(r.j)} so far`, r.dk, h.Bc, h.D, r.colsValid, h.D, 'dK', 'dk', (x) => r.j * h.Bc + x],
-      [`added into dQ${sub(r.i)}`, r.dq, h.Br, h.D, r.rowsValid, h.D, 'dQ part', 'dq', (x) => r.i * h.Br + x],
+      ['dP = dO·Vᵀ', r.dp, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dP', 'dp', (x) => r.i * h.Br + x, keyIndex],
+      [`dV${sub(r.j)} so far`, r.dv, h.Bc, h.D, r.colsValid, h.D, 'dV', 'dv', keyIndex, undefined],
+      [`dK${sub(r.j)} so far`, r.dk, h.Bc, h.D, r.colsValid, h.D, 'dK', 'dk', keyIndex, undefined],
+      [`added into dQ${sub(r.i)}`, r.dq, h.Br, h.D, r.rowsValid, h.D, 'dQ part', 'dq', (x) => r.i * h.Br + x, undefined],
     ];
     box.replaceChildren();
     box.classList.add('qkv');
-    for (const [label, values, rows, cols, rowsValid, colsValid, name, array, rowIndex] of panes) {
+    for (const [label, values, rows, cols, rowsValid, colsValid, name, array, rowIndex, colIndex] of panes) {
       const wrap = document.createElement('div');
       wrap.className = 'mat';
       wrap.dataset.testid = `bwd-${array}`;
@@ -326,8 +327,11 @@ function drawOnChip(h, m, r, k, $) {
       const hm = document.createElement('div');
       wrap.append(cap, hm);
       box.append(wrap);
-      new Heatmap(hm, { maxWidth: 220, maxHeight: 220 }).draw({
-        values, rows, cols, rowsValid, colsValid, scale: 'diverging', max: m.maxAbs(r.bh, array, 'bwd_step'), name, rowIndex,
+      // Labelled, and wide enough at toy sizes for the digits a lesson's
+      // question reads off them.
+      new Heatmap(hm, { maxWidth: 300, maxHeight: 240, labels: true }).draw({
+        values, rows, cols, rowsValid, colsValid, scale: 'diverging', max: m.maxAbs(r.bh, array, 'bwd_step'), name, rowIndex, colIndex,
+        colWord: colIndex ? 'key' : 'column',
       });
     }
     return;
