@@ -884,7 +884,8 @@ func TestBrowserWidgetLegibility(t *testing.T) {
 			navigate(ctx, t, base+"/lessons/"+l.Slug)
 			evalJS[int](ctx, t, `(document.querySelectorAll('iframe').forEach((f) => { f.loading = 'eager'; }), 0)`)
 			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](framesDone, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-				t.Fatalf("%s at %d×%d: the frames did not finish their runs: %v", l.Slug, sc.w, sc.h, err)
+				st := evalJS[[]string](ctx, t, `[...document.querySelectorAll('iframe')].map((f) => { const d = f.contentDocument; const s = d && (d.getElementById('run-status') || d.getElementById('c-status')); return f.src.slice(-80) + ' :: ' + (s ? s.textContent.slice(0, 80) : 'no status'); })`)
+				t.Fatalf("%s at %d×%d: the frames did not finish their runs: %v\n%s", l.Slug, sc.w, sc.h, err, strings.Join(st, "\n"))
 			}
 			if p := evalJS[[]string](ctx, t, legibleJS); len(p) > 0 {
 				t.Errorf("%s at %d×%d:\n%s", l.Slug, sc.w, sc.h, strings.Join(p, "\n"))
