@@ -73,6 +73,17 @@ func newBwdHead() *bwdHead {
 	return &bwdHead{q: map[[2]int]*instrument.Record{}, tiles: map[[3]int]*instrument.Record{}}
 }
 
+// stopped says whether the run the inputs belong to has stopped (its
+// client gone): a backward's walk checks it between blocks and gives up.
+func (in *Inputs) stopped() bool {
+	select {
+	case <-in.bwd.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // backwardBlock emits q-tile i's records of batch-head bh, each in its
 // phase, in the order records lists them, from the batch-head's walk (head,
 // run once per batch-head).
@@ -80,6 +91,9 @@ func backwardBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *ins
 	records func(c *Config, i int) []kindCount, head func() *bwdHead) {
 	in.bwd.once.Do(func() { in.bwd.head = head() })
 	h := in.bwd.head
+	if h == nil { // the run stopped: RunMirror says so
+		return
+	}
 	for _, kc := range records(c, i) {
 		spec, _ := instrument.Spec(kc.kind)
 		for k := range kc.n {

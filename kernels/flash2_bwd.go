@@ -217,14 +217,21 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 	}
 
 	// main: kv-tile j's block, q-tiles in order; dQ gathers every block's
-	// part in the order the blocks run (kv-tile order, in the mirror).
+	// part in the order the blocks run (kv-tile order, in the mirror). A
+	// traced step needs the block's earlier q-tiles (dK_j and dV_j hold
+	// them) and no later one, so the walk stops at the last traced q-tile;
+	// dQ is summed for the traced rows alone. It gives up when the run
+	// stops (nil: nothing is emitted).
 	dq := make([]float32, n*d)
 	p, ds := make([]float32, br*bc), make([]float32, br*bc)
 	for _, j := range a.blockOrder(c.Tc()) {
+		if in.stopped() {
+			return nil
+		}
 		c0, cols := j*bc, c.ColsValidOf(j)
 		k, v := tileRows(in.K, d, c0, cols, bc), tileRows(in.V, d, c0, cols, bc)
 		dk, dv := make([]float32, bc*d), make([]float32, bc*d)
-		for i := bwdFirstQTile(c, j); i < c.Tr(); i++ {
+		for i := bwdFirstQTile(c, j); i < traced.Hi; i++ {
 			r0, rows := i*br, c.RowsValidOf(i)
 			keep := traced.Contains(i)
 			var rec *instrument.Record
@@ -266,8 +273,9 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 				}
 			}
 			// dQ_i += dS K_j: the step's sum over its columns in order, then
-			// one add into device memory.
-			for r := range rows {
+			// one add into device memory (of a traced q-tile's rows: no
+			// other row's dQ is shown).
+			for r := range rows * btoi(keep) {
 				for x := range d {
 					var acc float32
 					for col := range cols {
@@ -297,4 +305,12 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 		h.q[[2]int{int(instrument.KindBwdDQ), i}] = record(rec)
 	}
 	return h
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

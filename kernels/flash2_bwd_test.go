@@ -1,10 +1,13 @@
 package kernels
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
@@ -288,6 +291,30 @@ func TestFlash2BwdTraceOrder(t *testing.T) {
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%+v: records\n%v\nwant\n%v", c, got, want)
+		}
+	}
+}
+
+// TestBackwardMirrorsStopWithTheirRun: a backward mirror walks a whole
+// batch-head (at N=4096, d=128, tracing the last q-tile, 12 to 18 s of
+// float32 in Go) and must stop soon after its client leaves, reporting
+// the run cut short rather than a finished trace.
+func TestBackwardMirrorsStopWithTheirRun(t *testing.T) {
+	t.Parallel()
+	for _, v := range []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantNaiveBwd} {
+		c := Config{Variant: v, N: MaxN, D: 128, Br: 64, Bc: 64, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal,
+			Seed: testrand.New(t).Uint64(), TraceQ: instrument.Range{Lo: MaxN/64 - 1, Hi: MaxN / 64}}
+		r, err := c.Check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		records := 0
+		err = RunMirror(ctx, r, func(*instrument.Record) error { records++; return nil })
+		cancel()
+		if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 3*time.Second {
+			t.Errorf("%s stopped at 100 ms: returned %v after %v, %d records", v, err, took, records)
 		}
 	}
 }

@@ -24,7 +24,10 @@ type Inputs struct {
 
 	bwd struct { // a backward mirror's walk of the batch-head, done once
 		once sync.Once
-		head *bwdHead
+		head *bwdHead // nil if the run was stopped before the walk ended
+		// stop closes when the run's client has gone (RunMirror): the
+		// walk, seconds long at N=4096, checks it at every kv-tile.
+		stop <-chan struct{}
 	}
 }
 
@@ -45,7 +48,14 @@ const peakLogit = 10
 // mirror, the trace's inputs record, the GPU upload and the float64
 // reference all take their inputs from here, so all four see the same
 // numbers and the reference measures the kernel's arithmetic alone.
-func InputsFor(c *Config, bh int) *Inputs {
+func InputsFor(c *Config, bh int) *Inputs { return inputsFor(c, bh, c.N, nil) }
+
+// inputsFor is InputsFor with a backward's O, L (and P) of rows [0, rows)
+// alone, the rest zero: the CPU mirror needs the rows up to the last q-tile
+// it traces, and the exact forward is seconds of float64 at N=4096. It
+// stops early once stop (if not nil) closes, leaving the rest zero: the
+// mirror's run has ended and will use none of it.
+func inputsFor(c *Config, bh, rows int, stop <-chan struct{}) *Inputs {
 	in := GenerateInputs(c, bh)
 	v := variantInfo[c.Variant]
 	bf16 := v != nil && v.DType == instrument.DTypeBF16
@@ -54,10 +64,12 @@ func InputsFor(c *Config, bh int) *Inputs {
 	}
 	if v != nil && v.Backward {
 		in.DO = GenerateDO(c, bh)
-		o, lse := Reference(in, c.N, c.D, c.Causal)
+		q, k := widen(in.Q), widen(in.K)
+		in.bwd.stop = stop
+		o, lse := attentionRows64(q, k, widen(in.V), c.N, c.D, c.Causal, rows, in.stopped)
 		in.O, in.LSE = narrow(o), narrow(lse)
 		if v.Materialised {
-			in.P = narrow(probabilities64(widen(in.Q), widen(in.K), lse, c.N, c.D, c.Causal))
+			in.P = narrow(probabilities64(q, k, lse, c.N, c.D, c.Causal, rows, in.stopped))
 		}
 		if bf16 {
 			in.DO, in.O = roundBF16All(in.DO), roundBF16All(in.O)

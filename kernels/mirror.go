@@ -31,7 +31,12 @@ func RunMirror(ctx context.Context, r Run, sink func(*instrument.Record) error) 
 	inputs := make([]func() *Inputs, bhs.Len())
 	for k := range inputs {
 		bh := bhs.Lo + k
-		inputs[k] = sync.OnceValue(func() *Inputs { return InputsFor(&c, bh) })
+		inputs[k] = sync.OnceValue(func() *Inputs {
+			// A backward's exact forward is needed up to the last traced
+			// q-tile's rows (its walk goes no further), and its walk of
+			// the batch-head stops with the run.
+			return inputsFor(&c, bh, min(c.N, qs.Hi*c.Br), ctx.Done())
+		})
 	}
 
 	type block struct {
@@ -100,5 +105,7 @@ func RunMirror(ctx context.Context, r Run, sink func(*instrument.Record) error) 
 			}
 		}
 	}
-	return nil
+	// A block stopped with the run leaves its phases empty: the trace was
+	// cut short, not finished.
+	return ctx.Err()
 }

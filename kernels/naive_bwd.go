@@ -193,7 +193,10 @@ func naiveBwdTraffic(c *Config, r *instrument.Record) (read, written uint64) {
 }
 
 // naiveBwdHead runs the four kernels over batch-head bh, keeping the
-// records of the traced q-tiles.
+// records of the traced q-tiles. Only the rows up to the last traced
+// q-tile are needed (a traced dkv step holds dK_j and dV_j of the q-tiles
+// before it, and no later one's), and nothing once the run has stopped
+// (nil: nothing is emitted).
 func naiveBwdHead(c *Config, in *Inputs, bh int) *bwdHead {
 	br, bc, d, n := c.Br, c.Bc, c.D, c.N
 	scale := c.Scale()
@@ -204,16 +207,20 @@ func naiveBwdHead(c *Config, in *Inputs, bh int) *bwdHead {
 		return r
 	}
 
-	// dp: dP = dO Vᵀ, every tile.
+	// dp: dP = dO Vᵀ, every tile of the rows needed.
+	last := min(n, traced.Hi*br) // rows [0, last) are needed
 	dp := make([]float32, n*n)
-	for r := range n {
+	for r := range last {
+		if r%br == 0 && in.stopped() {
+			return nil
+		}
 		for col := range n {
 			dp[r*n+col] = dot32(in.DO[r*d:(r+1)*d], in.V[col*d:(col+1)*d])
 		}
 	}
 	// ds: D from whole rows, then dS.
 	delta, ds := make([]float32, n), make([]float32, n*n)
-	for r := range n {
+	for r := range last {
 		var acc float32
 		for col := range n {
 			acc = float32(acc + float32(in.P[r*n+col]*dp[r*n+col]))
@@ -255,9 +262,12 @@ func naiveBwdHead(c *Config, in *Inputs, bh int) *bwdHead {
 	// dkv: kv-tile j's block over every q-tile, rows in order into dV_j
 	// and dK_j.
 	for j := range c.Tc() {
+		if in.stopped() {
+			return nil
+		}
 		c0, cols := j*bc, c.ColsValidOf(j)
 		dv, dk := make([]float32, bc*d), make([]float32, bc*d)
-		for i := range c.Tr() {
+		for i := range traced.Hi {
 			r0, rows := i*br, c.RowsValidOf(i)
 			for col := range cols {
 				for x := range d {

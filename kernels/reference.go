@@ -22,10 +22,20 @@ func widen(x []float32) []float64 {
 // attention64 is Reference on float64 inputs (q, k, v: n×d row-major), which
 // the gradient's finite differences need (ReferenceGrad).
 func attention64(q, k, v []float64, n, d int, causal bool) (o []float64, lse []float64) {
+	return attentionRows64(q, k, v, n, d, causal, n, nil)
+}
+
+// attentionRows64 is attention64 of rows [0, rows) alone (each row's O and
+// LSE depend on that row of Q and all of K and V); the rest stay zero. It
+// stops early, every 64 rows, once stop (if not nil) says so.
+func attentionRows64(q, k, v []float64, n, d int, causal bool, rows int, stop func() bool) (o []float64, lse []float64) {
 	o = make([]float64, n*d)
 	lse = make([]float64, n)
 	s := make([]float64, n)
-	for r := 0; r < n; r++ {
+	for r := 0; r < rows; r++ {
+		if r%64 == 0 && stop != nil && stop() {
+			break
+		}
 		m := scores64(q, k, n, d, causal, r, s)
 		if math.IsInf(m, -1) {
 			lse[r] = m
@@ -75,11 +85,15 @@ func scores64(q, k []float64, n, d int, causal bool, r int, s []float64) float64
 }
 
 // probabilities64 is P = softmax(S) in float64 (N×N), from the row's
-// log-sum-exp: P_rc = exp(S_rc − LSE_r), 0 where causal masks it.
-func probabilities64(q, k, lse []float64, n, d int, causal bool) []float64 {
+// log-sum-exp: P_rc = exp(S_rc − LSE_r), 0 where causal masks it; rows
+// [0, rows) alone, the rest zero; it stops early as attentionRows64 does.
+func probabilities64(q, k, lse []float64, n, d int, causal bool, rows int, stop func() bool) []float64 {
 	p := make([]float64, n*n)
 	s := make([]float64, n)
-	for r := range n {
+	for r := range rows {
+		if r%64 == 0 && stop != nil && stop() {
+			break
+		}
 		scores64(q, k, n, d, causal, r, s)
 		for c := range n {
 			p[r*n+c] = math.Exp(s[c] - lse[r])
