@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
-	"flashstep/kernels/kernelstest"
 
 	"github.com/chromedp/chromedp"
 )
@@ -34,15 +32,7 @@ func TestBrowserBackwardStepper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var steps []*instrument.Record
-	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
-		if r.Kind != instrument.KindInputs {
-			steps = append(steps, r)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	steps := mirrorSteps(t, c)
 	// Σp of row g over the steps up to k (from 0): the page's "so far".
 	sumSoFar := func(k, g int) float64 {
 		var s float64
@@ -154,15 +144,7 @@ func TestBrowserBackwardStepper(t *testing.T) {
 	// rows' D is the trace's.
 	naive := strings.Replace(query, "flash2_bwd", "naive_bwd", 1)
 	nc, _ := kernels.ParseConfig(mustQuery(naive))
-	var nsteps []*instrument.Record
-	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, nc), func(r *instrument.Record) error {
-		if r.Kind != instrument.KindInputs {
-			nsteps = append(nsteps, r)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	nsteps := mirrorSteps(t, nc)
 	seen := map[instrument.Kind]bool{}
 	for k, r := range nsteps {
 		// Under -short, the two phases with numbers to check (D, and the

@@ -203,16 +203,8 @@ func TestBrowserStepNumbering(t *testing.T) {
 	base, _ := startServer(t)
 	ctx := browserSized(t, 1024, 768)
 	problems := watchConsole(ctx)
-	var steps []*instrument.Record
 	c, _ := kernels.ParseConfig(mustQuery(toyRun))
-	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
-		if r.Kind != instrument.KindInputs {
-			steps = append(steps, r)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	steps := mirrorSteps(t, c)
 	k := 2 + rand.IntN(len(steps)-3) // a step from 1, as the URL names it
 	navigate(ctx, t, fmt.Sprintf("%s/step?%s&step=%d", base, toyRun, k))
 	waitText(ctx, t, "#run-status", "Trace complete")

@@ -272,15 +272,7 @@ func TestBrowserStepper(t *testing.T) {
 
 	c := kernels.Config{Variant: instrument.VariantFlash2, N: 10, D: 4, Br: 3, Bc: 2, Batch: 1, Heads: 1,
 		Pattern: instrument.Patterns[rand.IntN(3)], Seed: rand.Uint64()}
-	var steps []*instrument.Record
-	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
-		if r.Kind != instrument.KindInputs {
-			steps = append(steps, r)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	steps := mirrorSteps(t, c)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step?"+c.Values().Encode())); err != nil {
 		t.Fatal(err)
@@ -364,15 +356,7 @@ func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
 	}
 	c := kernels.Config{Variant: instrument.VariantFlash2, N: 9, D: 3, Br: 2, Bc: 4, Batch: 1, Heads: 2, Causal: true,
 		Pattern: instrument.PatternNormal, Seed: rand.Uint64(), TraceBH: instrument.Range{Lo: 1, Hi: 2}}
-	var steps []*instrument.Record
-	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
-		if r.Kind != instrument.KindInputs {
-			steps = append(steps, r)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	steps := mirrorSteps(t, c)
 	// The link names a step: the first that rescales (a second kv-tile).
 	k := 0
 	for steps[k].Kind != instrument.KindFlashStep || steps[k].J == 0 {
@@ -717,4 +701,20 @@ func TestBrowserShowsItsPlaceInTheQueue(t *testing.T) {
 	}
 	waitText(ctx, t, "#run-status", "Waiting")
 	waitText(ctx, t, "#run-status", "Trace complete")
+}
+
+// mirrorSteps is the CPU mirror's trace of c, every record but the inputs:
+// the steps the stepper counts, in its order.
+func mirrorSteps(t *testing.T, c kernels.Config) []*instrument.Record {
+	t.Helper()
+	var steps []*instrument.Record
+	if err := kernels.RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error {
+		if r.Kind != instrument.KindInputs {
+			steps = append(steps, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return steps
 }
