@@ -68,8 +68,8 @@ func inputsFor(c *Config, bh, rows int, stop <-chan struct{}) *Inputs {
 		in.bwd.stop = stop
 		o, lse := attentionRows64(q, k, widen(in.V), c.N, c.D, c.Causal, rows, in.stopped)
 		in.O, in.LSE = narrow(o), narrow(lse)
-		if v.Materialised {
-			in.P = narrow(probabilities64(q, k, lse, c.N, c.D, c.Causal, rows, in.stopped))
+		if v.Materialised && !in.stopped() {
+			in.P = probabilities(q, k, lse, c.N, c.D, c.Causal, rows, in.stopped)
 		}
 		if bf16 {
 			in.DO, in.O = roundBF16All(in.DO), roundBF16All(in.O)

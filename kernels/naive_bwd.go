@@ -221,6 +221,9 @@ func naiveBwdHead(c *Config, in *Inputs, bh int) *bwdHead {
 	// ds: D from whole rows, then dS.
 	delta, ds := make([]float32, n), make([]float32, n*n)
 	for r := range last {
+		if r%br == 0 && in.stopped() {
+			return nil
+		}
 		var acc float32
 		for col := range n {
 			acc = float32(acc + float32(in.P[r*n+col]*dp[r*n+col]))

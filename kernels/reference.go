@@ -84,11 +84,14 @@ func scores64(q, k []float64, n, d int, causal bool, r int, s []float64) float64
 	return m
 }
 
-// probabilities64 is P = softmax(S) in float64 (N×N), from the row's
-// log-sum-exp: P_rc = exp(S_rc − LSE_r), 0 where causal masks it; rows
-// [0, rows) alone, the rest zero; it stops early as attentionRows64 does.
-func probabilities64(q, k, lse []float64, n, d int, causal bool, rows int, stop func() bool) []float64 {
-	p := make([]float64, n*n)
+// probabilities is P = softmax(S) (N×N), exact in float64 from the row's
+// log-sum-exp and rounded once to float32: P_rc = exp(S_rc − LSE_r), 0
+// where causal masks it; rows [0, rows) alone, the rest zero; it stops
+// early as attentionRows64 does. It writes float32 directly because at
+// N=4096 a float64 N×N and its rounding copy cost half a second of page
+// faults, which a stopped run would pay after its client left.
+func probabilities(q, k, lse []float64, n, d int, causal bool, rows int, stop func() bool) []float32 {
+	p := make([]float32, n*n) // untouched rows stay unfaulted zero pages
 	s := make([]float64, n)
 	for r := range rows {
 		if r%64 == 0 && stop != nil && stop() {
@@ -96,7 +99,7 @@ func probabilities64(q, k, lse []float64, n, d int, causal bool, rows int, stop 
 		}
 		scores64(q, k, n, d, causal, r, s)
 		for c := range n {
-			p[r*n+c] = math.Exp(s[c] - lse[r])
+			p[r*n+c] = float32(math.Exp(s[c] - lse[r]))
 		}
 	}
 	return p
