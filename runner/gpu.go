@@ -92,7 +92,35 @@ type process struct {
 	frames chan frame     // what it sends, until it closes
 	exited chan struct{}
 	exit   error
-	ended  atomic.Bool // the server ended it (lost, Close): no surprise
+	ended  atomic.Bool            // the server ended it (lost, Close): no surprise
+	why    atomic.Pointer[string] // why the server ended it, its first reason (end)
+}
+
+// end records that the server is ending p and why, before it does anything
+// that ends it, and returns the reason that stands: the first recorded. The
+// worker's pipe closes because of what the server did, and the run in
+// flight may see that first (Close ends the worker from its own goroutine):
+// runOne then reports this reason, not a death. A worker already seen to
+// have exited ended on its own: nothing is recorded, it died.
+func (p *process) end(why string) string {
+	p.ended.Store(true)
+	select {
+	case <-p.exited:
+	default:
+		p.why.CompareAndSwap(nil, &why)
+	}
+	if w := p.why.Load(); w != nil {
+		return *w
+	}
+	return why
+}
+
+// endedWhy is why the server ended p, or "" while it has not.
+func (p *process) endedWhy() string {
+	if w := p.why.Load(); w != nil {
+		return *w
+	}
+	return ""
 }
 
 type frame struct {
@@ -199,21 +227,26 @@ func (g *GPU) spawn() (*process, worker.Hello, error) {
 		}
 		var hello worker.Hello
 		if f.t != worker.TypeHello || json.Unmarshal(f.payload, &hello) != nil {
-			p.kill()
-			return nil, worker.Hello{}, fmt.Errorf("the GPU worker did not say hello but sent a %s frame", f.t)
+			err := fmt.Errorf("the GPU worker did not say hello but sent a %s frame", f.t)
+			p.kill(err.Error())
+			return nil, worker.Hello{}, err
 		}
 		return p, hello, nil
 	case <-timer.C:
-		p.kill()
-		return nil, worker.Hello{}, fmt.Errorf("the GPU worker said nothing for %v at start-up", g.opts.HelloTimeout)
+		err := fmt.Errorf("the GPU worker said nothing for %v at start-up", g.opts.HelloTimeout)
+		p.kill(err.Error())
+		return nil, worker.Hello{}, err
 	}
 }
 
-func (p *process) kill() {
-	p.ended.Store(true)
+// kill ends p for why and waits until it has exited. It returns the reason
+// that stands (end).
+func (p *process) kill(why string) string {
+	why = p.end(why)
 	p.req.Close()
 	p.cmd.Process.Kill()
 	<-p.exited
+	return why
 }
 
 // exitedIdle replaces a worker that exited on its own between runs, so that
@@ -262,7 +295,7 @@ func (g *GPU) close() {
 	case <-time.After(time.Second):
 		g.procMu.Lock()
 		if p := g.proc; p != nil {
-			p.ended.Store(true)
+			p.end("the run was still in flight a second later, so the GPU worker was ended")
 			p.cmd.Process.Kill()
 		}
 		g.procMu.Unlock()
@@ -270,12 +303,12 @@ func (g *GPU) close() {
 	}
 	g.procMu.Lock()
 	if g.proc != nil {
-		g.proc.ended.Store(true)
+		g.proc.end("the server is shutting down")
 		g.proc.req.Close() // the worker exits on EOF
 		select {
 		case <-g.proc.exited:
 		case <-time.After(time.Second):
-			g.proc.kill()
+			g.proc.kill("the GPU worker did not exit when the server shut down")
 		}
 		g.proc = nil
 	}
@@ -370,6 +403,9 @@ func (g *GPU) runOne(j *gpuJob) error {
 	for {
 		select {
 		case f, ok := <-p.frames:
+			if why := p.endedWhy(); why != "" && (!ok || f.err != nil) {
+				return g.lost(p, why) // the server ended it: its pipe closed for that
+			}
 			if ok && f.err != nil && !errors.Is(f.err, io.EOF) && !errors.Is(f.err, io.ErrUnexpectedEOF) {
 				return g.lost(p, fmt.Sprintf("the GPU worker broke the protocol (%v)", f.err))
 			}
@@ -448,8 +484,8 @@ func (g *GPU) worker() (*process, error) {
 // lost fails the run in flight for what happened to the worker, kills it and
 // starts the next one at once, so the next run finds it ready.
 func (g *GPU) lost(p *process, why string) error {
+	why = p.kill(why) // an earlier decision of the server's stands
 	g.log.Error("GPU worker lost", "why", why)
-	p.kill()
 	g.procMu.Lock()
 	if g.proc == p {
 		g.proc = nil

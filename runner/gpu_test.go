@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,6 +42,10 @@ func fakeWorker(mode string) int {
 	}
 	req := bufio.NewReader(os.NewFile(worker.RequestFD, "req"))
 	rep := os.NewFile(worker.ReplyFD, "rep")
+	// Until the worker exits: a hung worker no longer writes to rep, and the
+	// GC would close fd 4 under a dead variable, which the server rightly
+	// reports as a death ("its pipe closed"), not a hang.
+	defer runtime.KeepAlive(rep)
 	worker.WriteJSON(rep, worker.TypeHello, worker.Hello{GPU: "Fake GPU", Driver: "0.0", SMs: 4, SMIDs: 4, PTXHash: kernels.PTXHash()})
 	state := os.Getenv("FLASHSTEP_FAKE_STATE")
 	for runs := 0; ; runs++ {
@@ -69,7 +74,8 @@ func fakeWorker(mode string) int {
 		}
 		switch act {
 		case "hang":
-			atGate(false) // the test knows the run is in flight
+			atGate(false)    // the test knows the run is in flight
+			collectGarbage() // all that the hung worker no longer holds is gone
 			io.Copy(io.Discard, req)
 			return 0 // hung, saying nothing, until the server hung up
 		case "garbage":
@@ -101,6 +107,25 @@ func fakeWorker(mode string) int {
 		if mode == "exit-after-run" {
 			atGate(true) // until the test has the run's end: the server is idle
 			os.Exit(3)   // dies between runs, as a killed or crashed worker would
+		}
+	}
+}
+
+// collectGarbage runs the GC and waits until the finalizers it queued have
+// run: a file the worker no longer holds is closed by then. Finalizers run
+// on one goroutine, those of one collection before those of a later one
+// (within one, in no set order): once the second round's sentinel has run,
+// the first round's finalizers all have.
+func collectGarbage() {
+	for range 2 {
+		ran := make(chan struct{})
+		// Unreachable at once, and not a tiny allocation: its finalizer runs.
+		runtime.SetFinalizer(new([64]byte), func(*[64]byte) { close(ran) })
+		runtime.GC()
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			return
 		}
 	}
 }
@@ -422,5 +447,32 @@ func TestCloseDoesNotWaitForARunInFlight(t *testing.T) {
 	var we *WorkerError
 	if err := <-done; !errors.As(err, &we) || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("the run in flight: %v", err)
+	}
+}
+
+// A worker the server ends is not a worker that died: the reason the server
+// recorded when it decided to end it is what the run is told, not the
+// closed pipe that follows. Close ends a worker whose run is still in flight
+// a second later from its own goroutine, and the run learns of it only by
+// the worker's pipe closing: the closed pipe always comes first here.
+func TestWorkerEndedByTheServerIsNotReportedDead(t *testing.T) {
+	t.Parallel()
+	opts := GPUOptions{IdleTimeout: time.Minute}
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "hang", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := collect(context.Background(), g, toy); done <- err }()
+	arrive(t, gate) // the run is on the worker, which will never answer
+	g.Close()
+	err = <-done
+	var we *WorkerError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "still in flight") || strings.Contains(err.Error(), "died") {
+		t.Fatalf("the run the shutdown cut off: %v", err)
+	}
+	if _, why := g.Status(); !strings.Contains(why, "still in flight") || strings.Contains(why, "died") {
+		t.Fatalf("the status says %q", why)
 	}
 }
