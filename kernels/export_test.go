@@ -39,12 +39,28 @@ func MirrorBF16FlashWith(v instrument.Variant, c Config, mma func(acc float32, a
 func MirrorFlash2BwdWith(c Config, exp func(float32) float32, blockOrder func(tc int) []int, dqAdd func(dq, part float32) float32) []*instrument.Record {
 	c.Variant = instrument.VariantFlash2Bwd
 	a := bwdArith{exp: exp, blockOrder: blockOrder, dqAdd: dqAdd}
-	recs, ins := inputsRecords(&c)
+	return backwardTrace(&c, func(in *Inputs, bh int) *bwdHead { return a.head(&c, in, bh) })
+}
+
+// MirrorFlash2BwdMMAWith runs flash2_bwd_mma's mirror over c with another
+// mma sum, ex2, order of the blocks' adds into dQ and add: a stand-in for
+// the GPU, its whole trace in order.
+func MirrorFlash2BwdMMAWith(c Config, mma func(acc float32, a, b []float32, stride int) float32, ex2 func(float32) float32,
+	blockOrder func(tc int) []int, dqAdd func(dq, part float32) float32) []*instrument.Record {
+	c.Variant = instrument.VariantFlash2BwdMMA
+	a := mmaBwdArith{mma: mma, ex2: ex2, blockOrder: blockOrder, dqAdd: dqAdd}
+	return backwardTrace(&c, func(in *Inputs, bh int) *bwdHead { return a.head(&c, in, bh) })
+}
+
+// backwardTrace is a backward mirror's whole trace in order, from the
+// batch-heads' walks that head makes.
+func backwardTrace(c *Config, head func(in *Inputs, bh int) *bwdHead) []*instrument.Record {
+	recs, ins := inputsRecords(c)
 	heads := map[int]*bwdHead{}
 	for bh := range ins {
-		heads[bh] = a.head(&c, ins[bh], bh)
+		heads[bh] = head(ins[bh], bh)
 	}
-	for _, s := range Schedule(&c) {
+	for _, s := range Schedule(c) {
 		h := heads[s.BH]
 		if s.J >= 0 {
 			recs = append(recs, h.tiles[[3]int{int(s.Kind), s.I, s.J}])

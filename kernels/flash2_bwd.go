@@ -225,13 +225,13 @@ func (a bwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 	dq := make([]float32, n*d)
 	p, ds := make([]float32, br*bc), make([]float32, br*bc)
 	for _, j := range a.blockOrder(c.Tc()) {
-		if in.stopped() {
-			return nil
-		}
 		c0, cols := j*bc, c.ColsValidOf(j)
 		k, v := tileRows(in.K, d, c0, cols, bc), tileRows(in.V, d, c0, cols, bc)
 		dk, dv := make([]float32, bc*d), make([]float32, bc*d)
 		for i := bwdFirstQTile(c, j); i < traced.Hi; i++ {
+			if in.stopped() { // a block's walk is seconds at N=4096
+				return nil
+			}
 			r0, rows := i*br, c.RowsValidOf(i)
 			keep := traced.Contains(i)
 			var rec *instrument.Record

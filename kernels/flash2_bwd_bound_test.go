@@ -120,3 +120,65 @@ func farOff(r float32) float32 {
 	}
 	return r
 }
+
+// TestFlash2BwdMMABoundHolds tries flash2_bwd_mma's GPU bound on the CPU: a
+// stand-in for the GPU (each mma summed in another order, rounding or
+// truncating; ex2 2 ulp either side; the blocks' adds into dQ in a random
+// order, flushing subnormals) must lie within the bound of the mirror,
+// every element; one whose ex2 is 2⁻¹⁰ off must not. (64 ulp, what
+// flash2_bwd's test tries, is below what the mma sums' slack lets S move,
+// and so P, by: some hundreds of ulp at d = 64.)
+func TestFlash2BwdMMABoundHolds(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	v := instrument.VariantFlash2BwdMMA
+	var runs []Config
+	for _, c := range append(kernelstest.EdgeGPUConfigs(rng), boundEdges(rng, v)...) {
+		if c.Variant == v {
+			runs = append(runs, c)
+		}
+	}
+	for n := range testrand.Runs(30, 6) {
+		runs = append(runs, bf16BoundConfig(rng, n, v))
+	}
+	shuffled := func(g *rand.Rand) func(int) []int { return func(tc int) []int { return g.Perm(tc) } }
+	ftz := func(x float32) float32 {
+		if x != 0 && math.Abs(float64(x)) < 0x1p-126 {
+			return float32(math.Copysign(0, float64(x)))
+		}
+		return x
+	}
+	atomicAdd := func(dq, part float32) float32 { return ftz(float32(ftz(dq) + ftz(part))) }
+	worst := map[string]float64{}
+	changed, caught, tried := 0, 0, 0
+	for _, c := range runs {
+		c.TraceQ = instrument.Range{}
+		mirror := mirrorTrace(t, c)
+		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
+		sim := MirrorFlash2BwdMMAWith(c, g.mma, g.ex2, shuffled(g.rng), atomicAdd)
+		differ, err := compareBwd(c, sim, mirror, worst)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if differ > 0 {
+			changed++
+		}
+		far := func(x float32) float32 { return float32(float64(Ex2(x)) * (1 + 0x1p-10)) }
+		bad := MirrorFlash2BwdMMAWith(c, g.mma, far, shuffled(g.rng), atomicAdd)
+		if n, err := compareBwd(c, bad, mirror, map[string]float64{}); n > 0 {
+			tried++
+			if err != nil {
+				caught++
+			}
+		}
+	}
+	if changed < len(runs)*3/4 {
+		t.Fatalf("the simulated GPU changed a gradient in only %d of %d runs", changed, len(runs))
+	}
+	if caught < tried*3/4 || tried < len(runs)/2 {
+		t.Fatalf("an ex2 2⁻¹⁰ off was caught in %d of %d runs it changed (of %d)", caught, tried, len(runs))
+	}
+	for name, w := range worst {
+		t.Logf("%-5s worst difference/bound %.3g (%d runs)", name, w, len(runs))
+	}
+}

@@ -22,16 +22,22 @@ func backwardConfig(rng *rand.Rand) Config {
 }
 
 // TestFlash2BwdMatchesReferenceGrad holds the backward mirrors' dQ, dK and
-// dV (flash2_bwd's and naive_bwd's), every element, to the float64 gradient of the same inputs: ragged N,
-// causal or not, every input pattern, several batch-heads.
+// dV (flash2_bwd's, naive_bwd's and flash2_bwd_mma's), every element, to
+// the float64 gradient of the same inputs: ragged N, causal or not, every
+// input pattern, several batch-heads; flash2_bwd_mma also at its kernel's
+// tiles (64×64, d = 64 and 128), which the random shapes seldom draw.
 func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
 	worst := map[string]float64{}
-	backward := []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantNaiveBwd}
+	backward := []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantNaiveBwd, instrument.VariantFlash2BwdMMA}
 	draw := func(rng *rand.Rand) Config {
 		c := backwardConfig(rng)
 		c.Variant = backward[rng.IntN(len(backward))]
+		if c.Variant == instrument.VariantFlash2BwdMMA && rng.IntN(2) == 0 {
+			c.N, c.D, c.Br, c.Bc, c.Batch = 64+rng.IntN(200), []int{64, 128}[rng.IntN(2)], 64, 64, 1
+			c.TraceBH = instrument.Range{}
+		}
 		return c
 	}
 	for _, c := range runsOf(rng, backward, 120, 25, draw) {
@@ -45,8 +51,8 @@ func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
 			in := InputsFor(&c, bh)
 			ref := ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
 			dq, dk, dv := TraceGradients(&c, recs, bh)
-			tol := BackwardTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
-			sq, sk, sv := GradSizes(in, in.DO, c.N, c.D, c.Causal)
+			tol := BackwardToleranceOf(c.Variant, maxAbsScore(in, c.N, c.D, c.Causal))
+			sq, sk, sv := GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
 			for _, g := range []struct {
 				name string
 				got  []float32
@@ -74,8 +80,9 @@ func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
 func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	for range testrand.Runs(20, 5) {
+	for k := range testrand.Runs(40, 10) {
 		c := backwardConfig(rng)
+		c.Variant = []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantFlash2BwdMMA}[k%2]
 		c.N, c.D, c.Br, c.Bc = 8+rng.IntN(40), 2+rng.IntN(30), 4, 4
 		// Normal inputs: under the large pattern P is nearly one-hot, dS
 		// nearly zero, and a missing part is below what any float32
@@ -85,8 +92,8 @@ func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
 		bh := c.TracedBH().Lo
 		in := InputsFor(&c, bh)
 		ref := ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
-		tol := BackwardTolerance(maxAbsScore(in, c.N, c.D, c.Causal))
-		sq, sk, _ := GradSizes(in, in.DO, c.N, c.D, c.Causal)
+		tol := BackwardToleranceOf(c.Variant, maxAbsScore(in, c.N, c.D, c.Causal))
+		sq, sk, _ := GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
 		dq, dk, _ := TraceGradients(&c, recs, bh)
 		if e := GradError(dq, ref.DQ, sq); !(e <= tol) {
 			t.Fatalf("%+v: the mirror itself fails (%.3g)", c, e)
@@ -146,14 +153,30 @@ func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
 // rowsum(P ∘ dP); dS = P ∘ (dP − D) where it is written; dQ is the sum of
 // its steps' parts times the scale; dK and dV grow step by step by dSᵀQ_i
 // and PᵀdO_i.
+//
+// flash2_bwd_mma too, with its products' bf16 operands.
 func TestFlash2BwdInvariants(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantFlash2Bwd}, 60, 15, backwardConfig) {
+	flash := []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantFlash2BwdMMA}
+	draw := func(rng *rand.Rand) Config {
+		c := backwardConfig(rng)
+		c.Variant = flash[rng.IntN(len(flash))]
+		return c
+	}
+	for _, c := range runsOf(rng, flash, 60, 15, draw) {
 		c.TraceQ = instrument.Range{} // a block's first traced step is its first
 		_, recs := runTrace(t, c)
 		bh := c.TracedBH().Lo
 		in := InputsFor(&c, bh)
+		// The operands of dV's and dK's products: P and dS themselves, or
+		// rounded to bf16 on the tensor cores. There D is taken from O
+		// rounded to bf16, which moves it by up to 2⁻⁸·Σ|dO||O| (bf16 keeps
+		// 8 significant bits) from rowsum(P∘dP).
+		operand, bf16 := func(x float32) float32 { return x }, Info(c.Variant).DType == instrument.DTypeBF16
+		if bf16 {
+			operand = RoundBF16
+		}
 		mScore := maxAbsScore(in, c.N, c.D, c.Causal)
 		rowP := make([]float64, c.N)      // Σ P over the row
 		rowPdP := make([]float64, c.N)    // Σ P·dP over the row
@@ -196,9 +219,10 @@ func TestFlash2BwdInvariants(t *testing.T) {
 						var size float64
 						for row := range r.RowsValid {
 							q, do := float64(in.Q[(r.I*c.Br+row)*c.D+x]), float64(in.DO[(r.I*c.Br+row)*c.D+x])
-							wantV += float64(r.P[row*c.Bc+col]) * do
-							wantK += float64(r.DS[row*c.Bc+col]) * q
-							size += math.Abs(float64(r.P[row*c.Bc+col])*do) + math.Abs(float64(r.DS[row*c.Bc+col])*q)
+							pe, dse := float64(operand(r.P[row*c.Bc+col])), float64(operand(r.DS[row*c.Bc+col]))
+							wantV += pe * do
+							wantK += dse * q
+							size += math.Abs(pe*do) + math.Abs(dse*q)
 						}
 						if p != nil {
 							size += math.Abs(float64(p.DV[col*c.D+x])) + math.Abs(float64(p.DK[col*c.D+x]))
@@ -224,7 +248,13 @@ func TestFlash2BwdInvariants(t *testing.T) {
 			if !(math.Abs(rowP[g]-1) <= tol) {
 				t.Fatalf("%+v row %d: P recomputed from L sums to %v over the row", c, g, rowP[g])
 			}
-			if !(math.Abs(rowPdP[g]-float64(delta[g])) <= tol*(1+math.Abs(float64(delta[g]))+rowAbsDP(recs, &c, bh, g))) {
+			roundedO := 0.0
+			if bf16 {
+				for x := range c.D {
+					roundedO += 0x1p-8 * math.Abs(float64(in.DO[g*c.D+x])*float64(in.O[g*c.D+x]))
+				}
+			}
+			if !(math.Abs(rowPdP[g]-float64(delta[g])) <= tol*(1+math.Abs(float64(delta[g]))+rowAbsDP(recs, &c, bh, g))+roundedO) {
 				t.Fatalf("%+v row %d: D = %v, rowsum(P∘dP) = %v", c, g, delta[g], rowPdP[g])
 			}
 		}
@@ -246,13 +276,17 @@ func rowAbsDP(recs []*instrument.Record, c *Config, bh, g int) float64 {
 	return m
 }
 
-// TestFlash2BwdTraceOrder: every q-tile's pre first; then each kv-tile's
+// TestFlash2BwdTraceOrder (flash2_bwd and flash2_bwd_mma): every q-tile's pre first; then each kv-tile's
 // block, q-tiles in order from the first that sees it (under a causal mask
 // none wholly above the diagonal) to the last; then every q-tile's dq.
 func TestFlash2BwdTraceOrder(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	for _, c := range runsOf(rng, []instrument.Variant{instrument.VariantFlash2Bwd}, 100, 20, withVariant(instrument.VariantFlash2Bwd)) {
+	flash := []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantFlash2BwdMMA}
+	draw := func(rng *rand.Rand) Config {
+		return withVariant(flash[rng.IntN(len(flash))])(rng)
+	}
+	for _, c := range runsOf(rng, flash, 100, 20, draw) {
 		_, recs := runTrace(t, c)
 		var want []string
 		bhs, qs := c.TracedBH(), c.TracedQ()

@@ -629,6 +629,10 @@ func TestTraffic(t *testing.T) {
 			tc := uint64(c.Tc())
 			wantR = 4*(2*N*d+N) + 4*tc*(2*N*d+2*N) + 4*2*N*d + 4*N*d
 			wantW = 4*(N+N*d) + 4*tc*N*d + 4*2*N*d + 4*N*d
+		case instrument.VariantFlash2BwdMMA: // flash2_bwd's, with Q, K, V, dO and O in bf16
+			tc := uint64(c.Tc())
+			wantR = 2*2*N*d + 4*N + tc*(2*2*N*d+2*4*N) + 2*2*N*d + 4*N*d
+			wantW = 4*(N+N*d) + 4*tc*N*d + 4*2*N*d + 4*N*d
 		case instrument.VariantNaiveBwd:
 			// dp reads dO_i and V_j per tile and writes dP; ds reads rows of
 			// P and dP twice and writes dS; dq reads dS's rows and all of K

@@ -241,6 +241,9 @@ func naiveBwdHead(c *Config, in *Inputs, bh int) *bwdHead {
 		return t
 	}
 	for i := traced.Lo; i < traced.Hi; i++ {
+		if in.stopped() {
+			return nil
+		}
 		rows := c.RowsValidOf(i)
 		for j := range c.Tc() {
 			h.tiles[[3]int{int(instrument.KindBwdDP), i, j}] = record(&instrument.Record{Kind: instrument.KindBwdDP, BH: bh, I: i, J: j,
@@ -265,12 +268,12 @@ func naiveBwdHead(c *Config, in *Inputs, bh int) *bwdHead {
 	// dkv: kv-tile j's block over every q-tile, rows in order into dV_j
 	// and dK_j.
 	for j := range c.Tc() {
-		if in.stopped() {
-			return nil
-		}
 		c0, cols := j*bc, c.ColsValidOf(j)
 		dv, dk := make([]float32, bc*d), make([]float32, bc*d)
 		for i := range traced.Hi {
+			if in.stopped() {
+				return nil
+			}
 			r0, rows := i*br, c.RowsValidOf(i)
 			for col := range cols {
 				for x := range d {

@@ -1,6 +1,10 @@
 package kernels
 
-import "math"
+import (
+	"math"
+
+	"flashstep/instrument"
+)
 
 // Grad is attention's gradient for one batch-head: dQ, dK and dV (n×d
 // row-major) given the output's gradient dO, and D, the row sums of
@@ -79,6 +83,23 @@ func grad64(q, k, v, dO []float64, n, d int, causal bool) Grad {
 // L, which are hundreds under the large pattern, as an absolute error.
 func BackwardTolerance(maxAbsS float64) float64 { return 0x1p-17 * math.Max(1, maxAbsS/16) }
 
+// BackwardToleranceBF16 is BackwardTolerance for a backward whose products
+// take bf16 operands (flash2_bwd_mma): 2⁻⁷ more, a bound rather than an
+// estimate. Rounding to bf16 (8 significant bits) moves a number by at most
+// u = 2⁻⁸ of itself. P rounded so moves each term of dV by u of itself, so
+// dV by at most u of its GradSize. dK and dQ take dS = P ∘ (dP − D), where D
+// was taken from O rounded to bf16 (off by up to u·Σ_x |dO||O|, which
+// GradSizesOf counts in), and dS is itself rounded: at most 2u in all.
+func BackwardToleranceBF16(maxAbsS float64) float64 { return 0x1p-7 + BackwardTolerance(maxAbsS) }
+
+// BackwardToleranceOf is the tolerance of variant v's gradients.
+func BackwardToleranceOf(v instrument.Variant, maxAbsS float64) float64 {
+	if Info(v).DType == instrument.DTypeBF16 {
+		return BackwardToleranceBF16(maxAbsS)
+	}
+	return BackwardTolerance(maxAbsS)
+}
+
 // GradError is max |got − want| over size, the gradient's scale: NaN if any
 // element is NaN.
 func GradError(got []float32, want []float64, size float64) float64 {
@@ -103,6 +124,18 @@ func GradError(got []float32, want []float64, size float64) float64 {
 //	dK: scale · Σ_r P_rc (|dP_rc| + |D_r|) |Q_rx|
 //	dQ: scale · Σ_c P_rc (|dP_rc| + |D_r|) |K_cx|
 func GradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
+	return gradSizes(in, dO, n, d, causal, false)
+}
+
+// GradSizesOf are variant v's GradSizes. A bf16 backward takes the
+// forward's O rounded to bf16, which moves D by up to 2⁻⁸·Σ_x |dO_rx||O_rx|,
+// a sum that cancellation in D can make far larger than |D| itself: its
+// |D_r| terms are |D_r| + Σ_x |dO_rx||O_rx|.
+func GradSizesOf(v instrument.Variant, in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
+	return gradSizes(in, dO, n, d, causal, Info(v).DType == instrument.DTypeBF16)
+}
+
+func gradSizes(in *Inputs, dO []float32, n, d int, causal, roundedO bool) (dq, dk, dv float64) {
 	q, k, v := widen(in.Q), widen(in.K), widen(in.V)
 	o, lse := attention64(q, k, v, n, d, causal)
 	scale := 1 / math.Sqrt(float64(d))
@@ -110,8 +143,15 @@ func GradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv floa
 	s := make([]float64, n)
 	for r := range n {
 		var delta float64
+		var dTerm float64 // |D_r|, and what O's rounding may move it by
 		for x := range d {
 			delta += float64(dO[r*d+x]) * o[r*d+x]
+			dTerm += math.Abs(float64(dO[r*d+x]) * o[r*d+x])
+		}
+		if roundedO {
+			dTerm += math.Abs(delta)
+		} else {
+			dTerm = math.Abs(delta)
 		}
 		scores64(q, k, n, d, causal, r, s)
 		for c := range n {
@@ -123,7 +163,7 @@ func GradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv floa
 			for x := range d {
 				dp += float64(dO[r*d+x]) * v[c*d+x]
 			}
-			w := p * (math.Abs(dp) + math.Abs(delta)) * scale
+			w := p * (math.Abs(dp) + dTerm) * scale
 			for x := range d {
 				sdv[c*d+x] += p * math.Abs(float64(dO[r*d+x]))
 				sdk[c*d+x] += w * math.Abs(q[r*d+x])

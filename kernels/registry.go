@@ -246,6 +246,7 @@ var rungs = []*VariantInfo{
 	naiveMMARung,
 	flash2BwdKernel,
 	naiveBwdKernel,
+	flash2BwdMMAKernel,
 }
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {

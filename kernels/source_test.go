@@ -60,6 +60,18 @@ var phaseCode = map[string]map[string][]string{
 		"write-dkdv": {"__fmul_rn(dk[t], scale)", "dV[base + (size_t)c0 * D + e] = dv[t]"},
 		"dq-scale":   {"flash2_bwd_dq(", "__fmul_rn(__ldcg(&dQ[base + e]), scale)"},
 	},
+	"flash2_bwd_mma.cu": {
+		"pre":        {"__fmul_rn(__bfloat162float(x[e]), __bfloat162float(y[e]))", "Delta[(size_t)bh * N + r0 + tid] = acc", "dQ[base + (size_t)r0 * D + e] = 0.f"},
+		"load-kv":    {"fast::load_tile<BC, D, NT, true>(sK, K + base, c0, N, tid)", "fast::load_tile<BC, D, NT, true>(sV, V + base, c0, N, tid)", "dv[di][e] = dk[di][e] = 0.f"},
+		"load-q":     {"fast::load_tile<BR, D, NT, true>(sQ + (buf ^ 1) * BR * D", "lb[tid] = __fmul_rn(lNext, 1.4426950408889634f)", "fast::cp_async_wait<1>()"},
+		"recompute":  {"mma_nt<BR, D>(p, sK, wc, q, lane)", "fast::ex2(fmaf(p[ni][e], sl2, -lb[r]))"},
+		"dp-ds":      {"mma_nt<BR, D>(dp, sV, wc, d_o, lane)", "__fmul_rn(p[ni][e], __fsub_rn(dp[ni][e], dd[r]))", "sDS[fast::swz<CS>(r, c >> 3) * 8 + (c & 7)]"},
+		"dv":         {"mma_acc<BR, D>(dv, pk, d_o, lane)"},
+		"dk":         {"mma_acc<BR, D>(dk, dsk, q, lane)"},
+		"dq":         {"fast::mma16816(dq[2 * d2], a, b0, b1)", "atomicAdd(row + di * 8, dq[di][2 * h])"},
+		"write-dkdv": {"__fmul_rn(dk[di][2 * h], scale)", "make_float2(dv[di][2 * h], dv[di][2 * h + 1])"},
+		"dq-scale":   {"__fmul_rn(v.x, scale)", "acc[e] = v"},
+	},
 	"naive_bwd.cu": {
 		"dp":  {"naive_bwd_dp(", "dP[((size_t)bh * N + r0 + r) * N + c0 + c] = acc"},
 		"ds":  {"naive_bwd_ds(", "d = __fadd_rn(d, __fmul_rn(__ldcg(&P[row + c]), __ldcg(&dP[row + c])))", "__fsub_rn(__ldcg(&dP[row + c]), d)"},
@@ -102,6 +114,7 @@ func TestSourcePhases(t *testing.T) {
 		instrument.VariantFlash3WS:       {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash3PingPong: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash2Bwd:      {instrument.KindBwdPre, instrument.KindBwdStep, instrument.KindBwdDQ},
+		instrument.VariantFlash2BwdMMA:   {instrument.KindBwdPre, instrument.KindBwdStep, instrument.KindBwdDQ},
 		instrument.VariantNaiveBwd:       {instrument.KindBwdDP, instrument.KindBwdDS, instrument.KindBwdDQ, instrument.KindBwdKV},
 	}
 	for _, info := range rungs {

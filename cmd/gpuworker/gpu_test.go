@@ -429,7 +429,7 @@ func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string
 	for bh := c.TracedBH().Lo; bh < c.TracedBH().Hi; bh++ {
 		in := kernels.InputsFor(&c, bh)
 		ref := kernels.ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
-		sq, sk, sv := kernels.GradSizes(in, in.DO, c.N, c.D, c.Causal)
+		sq, sk, sv := kernels.GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
 		var maxS float64
 		for r := range c.N {
 			for col := range c.N {
@@ -443,7 +443,7 @@ func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string
 				maxS = math.Max(maxS, math.Abs(dot/math.Sqrt(float64(c.D))))
 			}
 		}
-		tol := kernels.BackwardTolerance(maxS)
+		tol := kernels.BackwardToleranceOf(c.Variant, maxS)
 		dq, dk, dv := kernels.TraceGradients(&c, recs, bh)
 		for _, g := range []struct {
 			name string

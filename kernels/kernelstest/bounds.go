@@ -76,6 +76,7 @@ var ownBounds = map[instrument.Variant]func(*Bounds, *instrument.Record) map[str
 	instrument.VariantFlash3PingPong: (*Bounds).Flash2FastStep,
 	instrument.VariantFlash2Bwd:      (*Bounds).Flash2BwdStep,
 	instrument.VariantNaiveBwd:       (*Bounds).NaiveBwdStep,
+	instrument.VariantFlash2BwdMMA:   (*Bounds).Flash2BwdMMAStep,
 }
 
 // NewBounds starts a walk over a trace with header h.

@@ -15,6 +15,7 @@ type bwdState struct {
 	partAbs, partB   []float64         // by row and column of dQ: Σ|part| and Σ its bounds
 	parts            []int             // by row: the parts added
 	delta            []float64         // D by row, from the pre records
+	lse              []float64         // L by row, from the pre records
 	do               []float64         // dO, N×d, from the pre records
 }
 
@@ -35,49 +36,26 @@ type bwdState struct {
 //	  2⁻¹²⁶ lost twice per add (a one-hot row's dQ can be all subnormal
 //	  parts); then the scale, one more rounding: Δ = scale·(that) + 2u|dQ|
 //
-// The walk needs every step of a block, so a trace must hold every q-tile
-// (kernelstest's random and edge runs of a backward kernel do); it panics
-// on a step out of its block's order.
+// The walk needs every step of a block (bwdState.step).
 func (b *Bounds) Flash2BwdStep(m *instrument.Record) map[string][]float64 {
 	h := b.h
 	br, bc, d := h.Br, h.Bc, h.D
 	zero := func(n int) []float64 { return make([]float64, n) }
-	if b.bwd == nil {
-		b.bwd = map[int]*bwdState{}
-	}
-	st := b.bwd[m.BH]
-	if st == nil {
-		st = &bwdState{dv: map[int][]float64{}, dk: map[int][]float64{}, bdv: map[int][]float64{}, bdk: map[int][]float64{},
-			next: map[int]int{}, partAbs: zero(h.N * d), partB: zero(h.N * d), parts: make([]int, h.N), delta: zero(h.N), do: zero(h.N * d)}
-		b.bwd[m.BH] = st
-	}
+	st := b.bwdHead(m.BH)
 	out := map[string][]float64{}
 	switch m.Kind {
 	case instrument.KindBwdPre:
 		out["do"], out["o"], out["lse"], out["delta"] = zero(br*d), zero(br*d), zero(br), zero(br)
 		for r := range m.RowsValid {
 			st.delta[m.I*br+r] = float64(m.Delta[r])
+			st.lse[m.I*br+r] = float64(m.LSE[r])
 			for x := range d {
 				st.do[(m.I*br+r)*d+x] = float64(m.DO[r*d+x])
 			}
 		}
 
 	case instrument.KindBwdStep:
-		if h.TracedQ.Lo != 0 || h.TracedQ.Hi != h.Tr() {
-			panic("kernelstest: a backward trace's bounds need every q-tile traced")
-		}
-		first := 0
-		if h.Causal {
-			first = m.J * bc / br
-		}
-		if _, seen := st.next[m.J]; !seen {
-			st.next[m.J] = first
-			st.dv[m.J], st.dk[m.J], st.bdv[m.J], st.bdk[m.J] = zero(bc*d), zero(bc*d), zero(bc*d), zero(bc*d)
-		}
-		if m.I != st.next[m.J] {
-			panic(fmt.Sprintf("kernelstest: kv-tile %d's step at q-tile %d, expected %d", m.J, m.I, st.next[m.J]))
-		}
-		st.next[m.J]++
+		dv, dk, bdv, bdk := st.step(h, m)
 		q, k, do := b.q[m.BH], b.k[m.BH], st.do
 		bp, bds := zero(br*bc), zero(br*bc)
 		for r := range m.RowsValid {
@@ -89,7 +67,6 @@ func (b *Bounds) Flash2BwdStep(m *instrument.Record) map[string][]float64 {
 			}
 		}
 		out["s"], out["dp"], out["p"], out["ds"] = zero(br*bc), zero(br*bc), bp, bds
-		dv, dk, bdv, bdk := st.dv[m.J], st.dk[m.J], st.bdv[m.J], st.bdk[m.J]
 		for c := range m.ColsValid {
 			for x := range d {
 				e := c*d + x
@@ -126,22 +103,69 @@ func (b *Bounds) Flash2BwdStep(m *instrument.Record) map[string][]float64 {
 		out["dq"] = bdq
 
 	case instrument.KindBwdDQ:
-		scale := float64(h.Scale)
-		bdq := zero(br * d)
-		for r := range m.RowsValid {
-			g := m.I*br + r
-			for x := range d {
-				e := g*d + x
-				// atom.add.f32 flushes subnormal inputs and results to
-				// zero: each add may lose up to 2⁻¹²⁶ on the way in and
-				// again on the way out.
-				sum := st.partB[e] + 2*u*float64(st.parts[g])*st.partAbs[e] + 2*0x1p-126*float64(st.parts[g])
-				bdq[r*d+x] = scale*sum + 2*u*math.Abs(float64(m.DQ[r*d+x]))
-			}
-		}
-		out["dq"] = bdq
+		out["dq"] = st.finishedDQ(h, m)
 	}
 	return out
+}
+
+// bwdHead is the walk's state of batch-head bh, started at its first record.
+func (b *Bounds) bwdHead(bh int) *bwdState {
+	h := b.h
+	zero := func(n int) []float64 { return make([]float64, n) }
+	if b.bwd == nil {
+		b.bwd = map[int]*bwdState{}
+	}
+	st := b.bwd[bh]
+	if st == nil {
+		st = &bwdState{dv: map[int][]float64{}, dk: map[int][]float64{}, bdv: map[int][]float64{}, bdk: map[int][]float64{},
+			next: map[int]int{}, partAbs: zero(h.N * h.D), partB: zero(h.N * h.D), parts: make([]int, h.N), delta: zero(h.N),
+			lse: zero(h.N), do: zero(h.N * h.D)}
+		b.bwd[bh] = st
+	}
+	return st
+}
+
+// step checks that step m comes next in its block's walk (the walk needs
+// every step of a block, so a trace must hold every q-tile: kernelstest's
+// random and edge runs of a backward kernel do; it panics otherwise) and
+// returns the block's accumulators and their bounds, to be carried forward.
+func (st *bwdState) step(h *instrument.Header, m *instrument.Record) (dv, dk, bdv, bdk []float64) {
+	if h.TracedQ.Lo != 0 || h.TracedQ.Hi != h.Tr() {
+		panic("kernelstest: a backward trace's bounds need every q-tile traced")
+	}
+	first := 0
+	if h.Causal {
+		first = m.J * h.Bc / h.Br
+	}
+	if _, seen := st.next[m.J]; !seen {
+		n := h.Bc * h.D
+		st.next[m.J] = first
+		st.dv[m.J], st.dk[m.J], st.bdv[m.J], st.bdk[m.J] = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	}
+	if m.I != st.next[m.J] {
+		panic(fmt.Sprintf("kernelstest: kv-tile %d's step at q-tile %d, expected %d", m.J, m.I, st.next[m.J]))
+	}
+	st.next[m.J]++
+	return st.dv[m.J], st.dk[m.J], st.bdv[m.J], st.bdk[m.J]
+}
+
+// finishedDQ bounds a bwd_dq record's dQ: the steps' parts, added by
+// atomics in the GPU's order (not the mirror's kv-tile order), then scaled.
+func (st *bwdState) finishedDQ(h *instrument.Header, m *instrument.Record) []float64 {
+	scale := float64(h.Scale)
+	bdq := make([]float64, h.Br*h.D)
+	for r := range m.RowsValid {
+		g := m.I*h.Br + r
+		for x := range h.D {
+			e := g*h.D + x
+			// atom.add.f32 flushes subnormal inputs and results to zero:
+			// each add may lose up to 2⁻¹²⁶ on the way in and again on the
+			// way out.
+			sum := st.partB[e] + 2*u*float64(st.parts[g])*st.partAbs[e] + 2*0x1p-126*float64(st.parts[g])
+			bdq[r*h.D+x] = scale*sum + 2*u*math.Abs(float64(m.DQ[r*h.D+x]))
+		}
+	}
+	return bdq
 }
 
 // NaiveBwdStep is Of for naive_bwd's records: zero for every element. The
