@@ -5,7 +5,7 @@ GO      ?= go
 ADDR    ?= localhost:8080
 VENDOR  := static/vendor
 
-.PHONY: run build test test-long test-prep check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu lab-gpu-build lab-gpu-test
+.PHONY: run build test test-long test-prep check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu bench-backward lab-gpu-build lab-gpu-test
 
 run: build
 	./bin/server -addr $(ADDR)
@@ -104,6 +104,11 @@ bench: assets
 # shapes, in one run, as one table (scripts/bench-gpu; docs/LADDER.md).
 bench-gpu:
 	scripts/bench-gpu
+
+# The tensor-core backward beside SDPA's backward, on the GPU machine
+# (scripts/bench-backward; docs/LADDER.md, "The backward pass").
+bench-backward:
+	scripts/bench-backward
 
 # The lab's kernel track on a GPU, in two steps: `make lab-gpu-build` here
 # (Go builds the GPU tests' binary into .gpu/, which the GPU machine, with

@@ -16,6 +16,7 @@
 //
 //	flash2_bwd.cu  flash2_bwd.go    FlashAttention-2's backward, float32: a
 //	                                block per kv-tile recomputes S and P
+//	flash2_bwd_mma.cu flash2_bwd_mma.go  the same loop on tensor cores, bf16
 //	naive_bwd.cu   naive_bwd.go     the backward that reads a stored P back
 //
 // with the pieces they share: instrument.cuh (trace writes) and mma.cuh

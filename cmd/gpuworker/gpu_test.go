@@ -481,6 +481,7 @@ func TestGPUBackwardDump(t *testing.T) {
 		Name, Variant              string
 		N, D, Br, Bc, Batch, Heads int
 		Causal                     bool
+		BF16                       bool // bf16 operands: kernels.BackwardToleranceBF16 and GradSizesOf
 		Seed                       uint64
 		Scale                      float32
 	}
@@ -521,7 +522,7 @@ func TestGPUBackwardDump(t *testing.T) {
 					}
 				}
 				runs = append(runs, run{Name: name, Variant: v.String(), N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: c.Batch, Heads: c.Heads,
-					Causal: causal, Seed: c.Seed, Scale: c.Scale()})
+					Causal: causal, BF16: info.DType == instrument.DTypeBF16, Seed: c.Seed, Scale: c.Scale()})
 			}
 		}
 	}

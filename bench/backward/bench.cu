@@ -1,0 +1,238 @@
+// Timing bench for the tensor-core backward (kernels/flash2_bwd_mma.cu) on
+// the FlashAttention benchmark shapes (B·N = 16384, H·d = 2048), plain and
+// causal, d = 64 and 128. Each run is checked first: its dQ, dK and dV
+// against a float32 reference backward on the same bf16 inputs, every
+// element of the first and last batch-head, NaN failing. Then the three
+// kernels (pre, main, dq) are timed together by CUDA events, FLOPs counted as 2.5 × the forward's 4·B·H·N²·d (halved
+// when causal), as FlashAttention's benchmarks count them. Run beside
+// bench/backward/sdpa_bwd.py in the same call (scripts/bench-backward), so
+// the ratios to SDPA's backward come from one machine state:
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o bwd-bench bench/backward/bench.cu
+//   ./bwd-bench 4096 30
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../../kernels/flash2_bwd_mma.cu"
+
+using fast::bf16;
+
+#define CHECK(x)                                                                                  \
+  do {                                                                                            \
+    cudaError_t e = (x);                                                                          \
+    if (e != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));          \
+      exit(1);                                                                                    \
+    }                                                                                             \
+  } while (0)
+
+// fill writes values of mean 0 and variance 1, uniform on ±√3, from a hash
+// of (seed, index): the same inputs in every run.
+__global__ void fill(bf16 *x, size_t n, unsigned seed) {
+  for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)e * 2654435761u ^ seed * 2246822519u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    x[e] = __float2bfloat16_rn(((h >> 8) * (1.f / 16777216.f) * 2.f - 1.f) * 1.7320508f);
+  }
+}
+
+// forward is attention's forward in float32, a thread per row, two passes
+// (the row max, then the sums): O (rounded to bf16, as a bf16 forward
+// hands it to the backward) and the log-sum-exp L.
+__global__ void forward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *L, int N, int D, float scale,
+                        int causal, int BH) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
+  if (row >= N || bh >= BH) return;
+  const size_t base = (size_t)bh * N * D;
+  const int last = causal ? row : N - 1;
+  float m = -INFINITY;
+  for (int c = 0; c <= last; c++) {
+    float s = 0.f;
+    for (int x = 0; x < D; x++) s += __bfloat162float(Q[base + (size_t)row * D + x]) * __bfloat162float(K[base + (size_t)c * D + x]);
+    m = fmaxf(m, s * scale);
+  }
+  float l = 0.f, acc[128];
+  for (int x = 0; x < D; x++) acc[x] = 0.f;
+  for (int c = 0; c <= last; c++) {
+    float s = 0.f;
+    for (int x = 0; x < D; x++) s += __bfloat162float(Q[base + (size_t)row * D + x]) * __bfloat162float(K[base + (size_t)c * D + x]);
+    const float p = expf(s * scale - m);
+    l += p;
+    for (int x = 0; x < D; x++) acc[x] += p * __bfloat162float(V[base + (size_t)c * D + x]);
+  }
+  for (int x = 0; x < D; x++) O[base + (size_t)row * D + x] = __float2bfloat16_rn(acc[x] / l);
+  L[(size_t)bh * N + row] = m + logf(l);
+}
+
+// reference_rows is the reference backward's row pass for batch-head bh, a
+// thread per row: D = rowsum(dO ∘ O), then dQ = scale·Σ_c P(dP − D)·K_c.
+__global__ void reference_rows(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, const bf16 *O, const float *L,
+                               float *Delta, float *dQ, int N, int D, float scale, int causal, int bh) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= N) return;
+  const size_t base = (size_t)bh * N * D;
+  float delta = 0.f;
+  for (int x = 0; x < D; x++) delta += __bfloat162float(dO[base + (size_t)r * D + x]) * __bfloat162float(O[base + (size_t)r * D + x]);
+  Delta[r] = delta;
+  float acc[128];
+  for (int x = 0; x < D; x++) acc[x] = 0.f;
+  for (int c = 0; c <= (causal ? r : N - 1); c++) {
+    float s = 0.f, dp = 0.f;
+    for (int x = 0; x < D; x++) {
+      s += __bfloat162float(Q[base + (size_t)r * D + x]) * __bfloat162float(K[base + (size_t)c * D + x]);
+      dp += __bfloat162float(dO[base + (size_t)r * D + x]) * __bfloat162float(V[base + (size_t)c * D + x]);
+    }
+    const float ds = expf(s * scale - L[(size_t)bh * N + r]) * (dp - delta);
+    for (int x = 0; x < D; x++) acc[x] += ds * __bfloat162float(K[base + (size_t)c * D + x]);
+  }
+  for (int x = 0; x < D; x++) dQ[(size_t)r * D + x] = acc[x] * scale;
+}
+
+// reference_cols is its column pass, a thread per kv row c: dV = Σ_r P·dO_r,
+// dK = scale·Σ_r P(dP − D)·Q_r.
+__global__ void reference_cols(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, const float *L,
+                               const float *Delta, float *dK, float *dV, int N, int D, float scale, int causal, int bh) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= N) return;
+  const size_t base = (size_t)bh * N * D;
+  float ak[128], av[128];
+  for (int x = 0; x < D; x++) ak[x] = av[x] = 0.f;
+  for (int r = causal ? c : 0; r < N; r++) {
+    float s = 0.f, dp = 0.f;
+    for (int x = 0; x < D; x++) {
+      s += __bfloat162float(Q[base + (size_t)r * D + x]) * __bfloat162float(K[base + (size_t)c * D + x]);
+      dp += __bfloat162float(dO[base + (size_t)r * D + x]) * __bfloat162float(V[base + (size_t)c * D + x]);
+    }
+    const float p = expf(s * scale - L[(size_t)bh * N + r]), ds = p * (dp - Delta[r]);
+    for (int x = 0; x < D; x++) {
+      av[x] += p * __bfloat162float(dO[base + (size_t)r * D + x]);
+      ak[x] += ds * __bfloat162float(Q[base + (size_t)r * D + x]);
+    }
+  }
+  for (int x = 0; x < D; x++) {
+    dK[(size_t)c * D + x] = ak[x] * scale;
+    dV[(size_t)c * D + x] = av[x];
+  }
+}
+
+struct Shape {
+  int D;
+  bool causal;
+};
+
+// run launches the three kernels of the shipped tile of head dim D.
+template <int D>
+void run(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dO, const bf16 *o, const float *L, float *delta, float *dq,
+         float *dk, float *dv, int N, int BH, float scale, bool causal) {
+  constexpr int BR = 64, BC = 64, NW = 4;
+  const int smem = flash2_bwd_mma::smem_bytes(BR, BC, D);
+  unsigned bits;
+  memcpy(&bits, &scale, 4);
+  const unsigned long long sb = bits;
+  const dim3 rows((N + BR - 1) / BR, BH), cols((N + BC - 1) / BC, BH);
+  if (D == 64) {
+    flash2_bwd_mma_pre_br64_bc64_d64<<<rows, NW * 32>>>(dO, o, L, delta, dq, N);
+    flash2_bwd_mma_main_br64_bc64_d64<<<cols, NW * 32, smem>>>(q, k, v, dO, L, delta, dq, dk, dv, N, sb, causal);
+    flash2_bwd_mma_dq_br64_bc64_d64<<<rows, NW * 32>>>(dq, N, sb);
+  } else {
+    flash2_bwd_mma_pre_br64_bc64_d128<<<rows, NW * 32>>>(dO, o, L, delta, dq, N);
+    flash2_bwd_mma_main_br64_bc64_d128<<<cols, NW * 32, smem>>>(q, k, v, dO, L, delta, dq, dk, dv, N, sb, causal);
+    flash2_bwd_mma_dq_br64_bc64_d128<<<rows, NW * 32>>>(dq, N, sb);
+  }
+}
+
+int main(int argc, char **argv) {
+  const int N = argc > 1 ? atoi(argv[1]) : 4096;
+  const int iters = argc > 2 ? atoi(argv[2]) : 30;
+  CHECK(cudaFuncSetAttribute(flash2_bwd_mma_main_br64_bc64_d64, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             flash2_bwd_mma::smem_bytes(64, 64, 64)));
+  CHECK(cudaFuncSetAttribute(flash2_bwd_mma_main_br64_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             flash2_bwd_mma::smem_bytes(64, 64, 128)));
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings of pre+main+dq after 3 warm-ups\n",
+         prop.name, prop.multiProcessorCount, N, iters);
+  printf("%-36s %8s %9s %10s %10s %10s %s\n", "variant", "ms", "TFLOP/s", "err dQ", "err dK", "err dV", "check");
+  const Shape shapes[] = {{64, false}, {64, true}, {128, false}, {128, true}};
+  for (const Shape &sh : shapes) {
+    const int D = sh.D, B = std::max(1, 16384 / N), H = 2048 / D, BH = B * H;
+    const size_t n = (size_t)BH * N * D;
+    const float scale = 1.f / sqrtf((float)D);
+    bf16 *q, *k, *v, *o, *dO;
+    float *L, *delta, *dq, *dk, *dv, *rq, *rk, *rv, *rd;
+    CHECK(cudaMalloc(&q, n * 2)); CHECK(cudaMalloc(&k, n * 2)); CHECK(cudaMalloc(&v, n * 2));
+    CHECK(cudaMalloc(&o, n * 2)); CHECK(cudaMalloc(&dO, n * 2));
+    CHECK(cudaMalloc(&L, (size_t)BH * N * 4)); CHECK(cudaMalloc(&delta, (size_t)BH * N * 4));
+    CHECK(cudaMalloc(&dq, n * 4)); CHECK(cudaMalloc(&dk, n * 4)); CHECK(cudaMalloc(&dv, n * 4));
+    CHECK(cudaMalloc(&rq, (size_t)N * D * 4)); CHECK(cudaMalloc(&rk, (size_t)N * D * 4));
+    CHECK(cudaMalloc(&rv, (size_t)N * D * 4)); CHECK(cudaMalloc(&rd, (size_t)N * 4));
+    fill<<<1024, 256>>>(q, n, 1u); fill<<<1024, 256>>>(k, n, 2u); fill<<<1024, 256>>>(v, n, 3u);
+    fill<<<1024, 256>>>(dO, n, 4u);
+    forward<<<dim3((N + 127) / 128, BH), 128>>>(q, k, v, o, L, N, D, scale, sh.causal, BH);
+    CHECK(cudaGetLastError());
+    auto launch = [&] {
+      if (D == 64) run<64>(q, k, v, dO, o, L, delta, dq, dk, dv, N, BH, scale, sh.causal);
+      else run<128>(q, k, v, dO, o, L, delta, dq, dk, dv, N, BH, scale, sh.causal);
+    };
+    // The check: NaN everywhere first, so an element not written fails.
+    CHECK(cudaMemset(dq, 0xff, n * 4)); CHECK(cudaMemset(dk, 0xff, n * 4)); CHECK(cudaMemset(dv, 0xff, n * 4));
+    launch();
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    double err[3] = {0, 0, 0}, top[3] = {0, 0, 0};
+    bool nan = false;
+    std::vector<float> got((size_t)N * D), want((size_t)N * D);
+    for (int bh : {0, BH - 1}) {
+      reference_rows<<<(N + 127) / 128, 128>>>(q, k, v, dO, o, L, rd, rq, N, D, scale, sh.causal, bh);
+      reference_cols<<<(N + 127) / 128, 128>>>(q, k, v, dO, L, rd, rk, rv, N, D, scale, sh.causal, bh);
+      CHECK(cudaGetLastError());
+      const float *mine[3] = {dq, dk, dv}, *ref[3] = {rq, rk, rv};
+      for (int g = 0; g < 3; g++) {
+        CHECK(cudaMemcpy(got.data(), mine[g] + (size_t)bh * N * D, got.size() * 4, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(want.data(), ref[g], want.size() * 4, cudaMemcpyDeviceToHost));
+        for (size_t e = 0; e < got.size(); e++) {
+          if (!(std::fabs(got[e]) < 1e30f)) nan = true;
+          err[g] = std::max(err[g], (double)std::fabs(got[e] - want[e]));
+          top[g] = std::max(top[g], (double)std::fabs(want[e]));
+        }
+      }
+    }
+    // bf16 P and dS move each term by up to 2^-8 of itself; 2^-5 of the
+    // largest element bounds a gradient's error with room (the exact bound,
+    // in units of the sums of absolute terms, is the GPU suite's).
+    bool ok = !nan;
+    for (int g = 0; g < 3; g++) ok = ok && err[g] <= 0x1p-5 * top[g];
+    // Timing.
+    std::vector<float> times;
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a)); CHECK(cudaEventCreate(&b));
+    for (int round = -3; round < iters; round++) {
+      CHECK(cudaEventRecord(a));
+      launch();
+      CHECK(cudaEventRecord(b));
+      CHECK(cudaEventSynchronize(b));
+      float ms;
+      CHECK(cudaEventElapsedTime(&ms, a, b));
+      if (round >= 0) times.push_back(ms);
+    }
+    CHECK(cudaGetLastError());
+    std::sort(times.begin(), times.end());
+    const float ms = times[times.size() / 2];
+    const double flops = 2.5 * 4.0 * BH * (double)N * N * D * (sh.causal ? 0.5 : 1.0);
+    char name[64];
+    snprintf(name, sizeof name, "flash2_bwd_mma_d%d%s", D, sh.causal ? "_causal" : "");
+    printf("%-36s %8.3f %9.1f %10.2e %10.2e %10.2e %s\n", name, ms, flops / ms / 1e9, err[0] / top[0], err[1] / top[1],
+           err[2] / top[2], ok ? "ok" : (nan ? "FAIL (NaN)" : "FAIL"));
+    fflush(stdout);
+    for (void *p : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dO, (void *)L, (void *)delta, (void *)dq, (void *)dk,
+                    (void *)dv, (void *)rq, (void *)rk, (void *)rv, (void *)rd})
+      cudaFree(p);
+  }
+  return 0;
+}
