@@ -282,9 +282,10 @@ type gpuTrace struct {
 	header   instrument.Header
 	bytes    []byte // header, inputs records, then the kernels' records
 	kernelMs float64
-	// gradients are a float32 backward run's dQ, dK and dV as its kernels
-	// left them in device memory (every batch-head, N×d each), when the
-	// device keeps them (device.keepGradients).
+	// gradients are a backward run's dQ, dK and dV (float32 in every
+	// backward kernel) as its kernels left them in device memory (every
+	// batch-head, N×d each), when the device keeps them
+	// (device.keepGradients).
 	gradients map[kernels.Buffer][]float32
 }
 
@@ -334,7 +335,7 @@ func (d *device) traceRun(r kernels.Run) (*gpuTrace, error) {
 		}
 	}
 	var grads map[kernels.Buffer][]float32
-	if d.keepGradients && kernels.Info(c.Variant).Backward && c.GPUElementBytes() == 4 {
+	if d.keepGradients && kernels.Info(c.Variant).Backward { // float32 gradients, whatever the kernel's inputs
 		grads = map[kernels.Buffer][]float32{}
 		for _, b := range []kernels.Buffer{kernels.BufDQ, kernels.BufDK, kernels.BufDV} {
 			g := make([]float32, c.Batch*c.Heads*c.N*c.D)
