@@ -103,10 +103,8 @@ func (m CacheModel) DRAM(c *kernels.Config, s kernels.StepRef) (read, write uint
 	const f32 = 4
 	elem := uint64(elementBytes(c)) // Q, K, V and O: float32, or bf16
 	rows, cols, d, n := uint64(s.RowsValid), uint64(s.ColsValid), uint64(c.D), uint64(c.N)
-	if info := kernels.Info(c.Variant); info.Backward {
-		// The backward has no cache model yet: its DRAM figure is the
-		// requests L2 sees, every byte a first touch.
-		return info.Traffic(c, s.Record())
+	if kernels.Info(c.Variant).Backward {
+		return m.backwardDRAM(c, s) // backward.go
 	}
 	switch kernels.Info(c.Variant).Loop {
 	case kernels.LoopRowThreads:
