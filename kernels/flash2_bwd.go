@@ -90,19 +90,29 @@ func flash2BwdSharedBytes(t Tile) int {
 }
 
 func flash2BwdLaunches(c *Config, t Tile) Launches {
-	name := func(k string) string { return fmt.Sprintf("flash2_bwd_%s_br%d_bc%d_d%d", k, t.Br, t.Bc, t.D) }
+	return fusedBwdLaunches(c, t, "flash2_bwd", flash2BwdSharedBytes(t), 4)
+}
+
+// fusedBwdLaunches are a flash backward's three kernels at tile t, named
+// prefix_pre, prefix_main and prefix_dq, its main kernel taking shared
+// bytes of dynamic shared memory and its dO elem bytes an element (its
+// gradients, D and the dQ accumulator are float32 whatever its inputs).
+func fusedBwdLaunches(c *Config, t Tile, prefix string, shared, elem int) Launches {
+	name := func(k string) string { return fmt.Sprintf("%s_%s_br%d_bc%d_d%d", prefix, k, t.Br, t.Bc, t.D) }
 	bh := c.Batch * c.Heads
+	extra := backwardBuffers(c, 4)
+	extra[BufDO] = int64(bh) * int64(c.N) * int64(c.D) * int64(elem)
 	return Launches{
 		Kernels: []Launch{
 			{Name: name("pre"), Grid: [3]int{c.Tr(), bh, 1}, Threads: t.Threads,
 				Args: []Arg{Buf(BufDO), Buf(BufO), Buf(BufLSE), Buf(BufDelta), Buf(BufDQ), Val(c.N)}},
-			{Name: name("main"), Grid: [3]int{c.Tc(), bh, 1}, Threads: t.Threads, Shared: flash2BwdSharedBytes(t),
+			{Name: name("main"), Grid: [3]int{c.Tc(), bh, 1}, Threads: t.Threads, Shared: shared,
 				Args: []Arg{Buf(BufQ), Buf(BufK), Buf(BufV), Buf(BufDO), Buf(BufLSE), Buf(BufDelta), Buf(BufDQ), Buf(BufDK), Buf(BufDV),
 					Val(c.N), ScaleArg(c), CausalArg(c)}},
 			{Name: name("dq"), Grid: [3]int{c.Tr(), bh, 1}, Threads: t.Threads,
 				Args: []Arg{Buf(BufDQ), Val(c.N), ScaleArg(c)}},
 		},
-		Extra: backwardBuffers(c, 4),
+		Extra: extra,
 	}
 }
 
@@ -144,15 +154,21 @@ func flash2BwdRecords(c *Config, i int) []kindCount {
 // add per element, counted as written) and writes dK_j and dV_j at its
 // last; dq reads and writes dQ_i.
 func flash2BwdTraffic(c *Config, r *instrument.Record) (read, written uint64) {
+	return fusedBwdTraffic(c, r, 4)
+}
+
+// fusedBwdTraffic is flash2BwdTraffic with Q, K, V, dO and O elem bytes an
+// element; L, D, dQ, dK and dV are float32 whatever the inputs.
+func fusedBwdTraffic(c *Config, r *instrument.Record, elem uint64) (read, written uint64) {
 	const f32 = 4
 	rows, cols, d := uint64(r.RowsValid), uint64(r.ColsValid), uint64(c.D)
 	switch r.Kind {
 	case instrument.KindBwdPre:
-		return 2*rows*d*f32 + rows*f32, rows*f32 + rows*d*f32
+		return 2*rows*d*elem + rows*f32, rows*f32 + rows*d*f32
 	case instrument.KindBwdStep:
-		read = 2*rows*d*f32 + 2*rows*f32
+		read = 2*rows*d*elem + 2*rows*f32
 		if r.I == bwdFirstQTile(c, r.J) {
-			read += 2 * cols * d * f32
+			read += 2 * cols * d * elem
 		}
 		written = rows * d * f32
 		if r.I == c.Tr()-1 {

@@ -35,23 +35,13 @@ func TestFlash2BwdBoundHolds(t *testing.T) {
 		c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
 		runs = append(runs, c)
 	}
-	shuffled := func(g *rand.Rand) func(int) []int { return func(tc int) []int { return g.Perm(tc) } }
-	// atom.add.f32: round to nearest even, subnormal inputs and results
-	// flushed to zero (with their sign).
-	ftz := func(x float32) float32 {
-		if x != 0 && math.Abs(float64(x)) < 0x1p-126 {
-			return float32(math.Copysign(0, float64(x)))
-		}
-		return x
-	}
-	atomicAdd := func(dq, part float32) float32 { return ftz(float32(ftz(dq) + ftz(part))) }
 	worst := map[string]float64{}
 	changed, caught, tried := 0, 0, 0
 	for _, c := range runs {
 		c.TraceQ = instrument.Range{} // the bound walks every step of a block
 		mirror := mirrorTrace(t, c)
 		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		sim := MirrorFlash2BwdWith(c, g.expf, shuffled(g.rng), atomicAdd)
+		sim := MirrorFlash2BwdWith(c, g.expf, shuffled(g.rng), atomicAddF32)
 		differ, err := compareBwd(c, sim, mirror, worst)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
@@ -61,7 +51,7 @@ func TestFlash2BwdBoundHolds(t *testing.T) {
 		}
 		// A wrong GPU: expf 64 ulp off. Where it moves some gradient, the
 		// bound must see it.
-		bad := MirrorFlash2BwdWith(c, func(x float32) float32 { return farOff(exactExp(x)) }, shuffled(g.rng), atomicAdd)
+		bad := MirrorFlash2BwdWith(c, func(x float32) float32 { return farOff(exactExp(x)) }, shuffled(g.rng), atomicAddF32)
 		if n, err := compareBwd(c, bad, mirror, map[string]float64{}); n > 0 {
 			tried++
 			if err != nil {
@@ -141,21 +131,13 @@ func TestFlash2BwdMMABoundHolds(t *testing.T) {
 	for n := range testrand.Runs(30, 6) {
 		runs = append(runs, bf16BoundConfig(rng, n, v))
 	}
-	shuffled := func(g *rand.Rand) func(int) []int { return func(tc int) []int { return g.Perm(tc) } }
-	ftz := func(x float32) float32 {
-		if x != 0 && math.Abs(float64(x)) < 0x1p-126 {
-			return float32(math.Copysign(0, float64(x)))
-		}
-		return x
-	}
-	atomicAdd := func(dq, part float32) float32 { return ftz(float32(ftz(dq) + ftz(part))) }
 	worst := map[string]float64{}
 	changed, caught, tried := 0, 0, 0
 	for _, c := range runs {
 		c.TraceQ = instrument.Range{}
 		mirror := mirrorTrace(t, c)
 		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		sim := MirrorFlash2BwdMMAWith(c, g.mma, g.ex2, shuffled(g.rng), atomicAdd)
+		sim := MirrorFlash2BwdMMAWith(c, g.mma, g.ex2, shuffled(g.rng), atomicAddF32)
 		differ, err := compareBwd(c, sim, mirror, worst)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
@@ -164,7 +146,7 @@ func TestFlash2BwdMMABoundHolds(t *testing.T) {
 			changed++
 		}
 		far := func(x float32) float32 { return float32(float64(Ex2(x)) * (1 + 0x1p-10)) }
-		bad := MirrorFlash2BwdMMAWith(c, g.mma, far, shuffled(g.rng), atomicAdd)
+		bad := MirrorFlash2BwdMMAWith(c, g.mma, far, shuffled(g.rng), atomicAddF32)
 		if n, err := compareBwd(c, bad, mirror, map[string]float64{}); n > 0 {
 			tried++
 			if err != nil {
@@ -181,4 +163,19 @@ func TestFlash2BwdMMABoundHolds(t *testing.T) {
 	for name, w := range worst {
 		t.Logf("%-5s worst difference/bound %.3g (%d runs)", name, w, len(runs))
 	}
+}
+
+// shuffled is a random order of the kv-tiles' blocks: the GPU's order of
+// their adds into dQ is not fixed.
+func shuffled(g *rand.Rand) func(int) []int { return func(tc int) []int { return g.Perm(tc) } }
+
+// atomicAddF32 is atom.add.f32: round to nearest even, subnormal inputs
+// and results flushed to zero (with their sign).
+func atomicAddF32(dq, part float32) float32 { return ftz(float32(ftz(dq) + ftz(part))) }
+
+func ftz(x float32) float32 {
+	if x != 0 && math.Abs(float64(x)) < 0x1p-126 {
+		return float32(math.Copysign(0, float64(x)))
+	}
+	return x
 }

@@ -67,49 +67,12 @@ func flash2BwdMMASharedBytes(t Tile) int {
 }
 
 func flash2BwdMMALaunches(c *Config, t Tile) Launches {
-	name := func(k string) string { return fmt.Sprintf("flash2_bwd_mma_%s_br%d_bc%d_d%d", k, t.Br, t.Bc, t.D) }
-	bh := c.Batch * c.Heads
-	extra := backwardBuffers(c, 4)
-	extra[BufDO] = int64(bh) * int64(c.N) * int64(c.D) * 2 // dO in bf16; the gradients float32
-	return Launches{
-		Kernels: []Launch{
-			{Name: name("pre"), Grid: [3]int{c.Tr(), bh, 1}, Threads: t.Threads,
-				Args: []Arg{Buf(BufDO), Buf(BufO), Buf(BufLSE), Buf(BufDelta), Buf(BufDQ), Val(c.N)}},
-			{Name: name("main"), Grid: [3]int{c.Tc(), bh, 1}, Threads: t.Threads, Shared: flash2BwdMMASharedBytes(t),
-				Args: []Arg{Buf(BufQ), Buf(BufK), Buf(BufV), Buf(BufDO), Buf(BufLSE), Buf(BufDelta), Buf(BufDQ), Buf(BufDK), Buf(BufDV),
-					Val(c.N), ScaleArg(c), CausalArg(c)}},
-			{Name: name("dq"), Grid: [3]int{c.Tr(), bh, 1}, Threads: t.Threads,
-				Args: []Arg{Buf(BufDQ), Val(c.N), ScaleArg(c)}},
-		},
-		Extra: extra,
-	}
+	return fusedBwdLaunches(c, t, "flash2_bwd_mma", flash2BwdMMASharedBytes(t), 2)
 }
 
-// flash2BwdMMATraffic is flash2BwdTraffic with Q, K, V, dO and O in bf16:
-// pre reads dO and O and L, writes D and the zeroed dQ accumulator; a step
-// reads Q_i, dO_i, L_i and D_i (and K_j, V_j at the block's first q-tile),
-// adds its float32 part into dQ_i and at its last writes dK_j and dV_j in
-// float32; dq reads and writes dQ_i.
+// flash2BwdMMATraffic is flash2BwdTraffic with Q, K, V, dO and O in bf16.
 func flash2BwdMMATraffic(c *Config, r *instrument.Record) (read, written uint64) {
-	const bf16, f32 = 2, 4
-	rows, cols, d := uint64(r.RowsValid), uint64(r.ColsValid), uint64(c.D)
-	switch r.Kind {
-	case instrument.KindBwdPre:
-		return 2*rows*d*bf16 + rows*f32, rows*f32 + rows*d*f32
-	case instrument.KindBwdStep:
-		read = 2*rows*d*bf16 + 2*rows*f32
-		if r.I == bwdFirstQTile(c, r.J) {
-			read += 2 * cols * d * bf16
-		}
-		written = rows * d * f32
-		if r.I == c.Tr()-1 {
-			written += 2 * cols * d * f32
-		}
-		return read, written
-	case instrument.KindBwdDQ:
-		return rows * d * f32, rows * d * f32
-	}
-	return 0, 0
+	return fusedBwdTraffic(c, r, 2)
 }
 
 func flash2BwdMMABlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
