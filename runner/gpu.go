@@ -40,8 +40,9 @@ type GPU struct {
 	inFlight atomic.Int32
 	nextID   atomic.Uint64
 
-	procMu sync.Mutex // guards proc; held while a worker starts
+	procMu sync.Mutex // guards proc and held; held while a worker starts
 	proc   *process
+	held   *process // the worker a run has taken (take), until release
 
 	statMu   sync.Mutex // guards restarts and crash
 	restarts int
@@ -60,6 +61,7 @@ type GPUOptions struct {
 	QueueLength  int      // runs that may wait (default 8)
 	HelloTimeout time.Duration
 	IdleTimeout  time.Duration // a run's longest silence before the worker counts as hung
+	ExitTimeout  time.Duration // how long a worker that reported a fatal failure has to exit before it is ended (default 5 s)
 }
 
 // ErrNoGPU says the worker found no usable GPU: run on the CPU.
@@ -142,6 +144,9 @@ func StartGPU(opts GPUOptions, log *slog.Logger) (*GPU, error) {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = time.Minute
 	}
+	if opts.ExitTimeout <= 0 {
+		opts.ExitTimeout = 5 * time.Second
+	}
 	if _, err := os.Stat(opts.Worker); err != nil {
 		return nil, fmt.Errorf("%w: the GPU worker is not built, no %s beside the server: make gpu builds it", ErrNoGPU, filepath.Base(opts.Worker))
 	}
@@ -151,7 +156,9 @@ func StartGPU(opts GPUOptions, log *slog.Logger) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.procMu.Lock() // the worker may already have exited: exitedIdle reads proc
 	g.proc, g.hello = p, hello
+	g.procMu.Unlock()
 	go g.dispatch()
 	return g, nil
 }
@@ -183,6 +190,8 @@ func (g *GPU) spawn() (*process, worker.Hello, error) {
 	}
 	repR, repW, err := os.Pipe()
 	if err != nil {
+		reqR.Close()
+		reqW.Close()
 		return nil, worker.Hello{}, err
 	}
 	cmd := exec.Command(g.opts.Worker, g.opts.Args...)
@@ -251,20 +260,30 @@ func (p *process) kill(why string) string {
 
 // exitedIdle replaces a worker that exited on its own between runs, so that
 // the next run finds a fresh one rather than a dead pipe. A worker that dies
-// during a run is replaced by lost, which fails that run.
+// during a run is replaced by lost, which fails that run. Whether a run holds
+// the worker is decided under procMu, as take decides it: a run taken as the
+// worker exits either got it alive (its loss is the run's) or finds it
+// replaced.
 func (g *GPU) exitedIdle(p *process) {
-	if p.ended.Load() || g.inFlight.Load() != 0 {
-		return
-	}
 	g.procMu.Lock()
-	current := g.proc == p
-	if current {
-		g.proc = nil
-	}
-	g.procMu.Unlock()
-	if !current {
+	defer g.procMu.Unlock()
+	if g.proc != p || g.held == p || p.ended.Load() {
 		return
 	}
+	g.replaceExitedLocked(p)
+	select {
+	case <-g.stop:
+	default:
+		if _, err := g.workerLocked(); err != nil {
+			g.log.Error("restarting the GPU worker", "err", err)
+		}
+	}
+}
+
+// replaceExitedLocked drops g.proc, p, which exited on its own while no run
+// held it, and counts the restart. The caller holds procMu.
+func (g *GPU) replaceExitedLocked(p *process) {
+	g.proc = nil
 	why := "it exited"
 	if p.exit != nil {
 		why = p.exit.Error()
@@ -274,13 +293,6 @@ func (g *GPU) exitedIdle(p *process) {
 	g.restarts++
 	g.crash = "the GPU worker exited between runs (" + why + ")"
 	g.statMu.Unlock()
-	select {
-	case <-g.stop:
-	default:
-		if _, err := g.worker(); err != nil {
-			g.log.Error("restarting the GPU worker", "err", err)
-		}
-	}
 }
 
 // Close stops the dispatcher and the worker. A run in flight gets a second
@@ -383,10 +395,11 @@ func (g *GPU) Bench(ctx context.Context, b worker.Bench) (worker.Timed, error) {
 // frames are read to the end of the run even when the browser has gone, so
 // the next run starts clean.
 func (g *GPU) runOne(j *gpuJob) error {
-	p, err := g.worker()
+	p, err := g.take()
 	if err != nil {
 		return err
 	}
+	defer g.release(p)
 	id := g.nextID.Add(1)
 	if j.bench != nil {
 		j.bench.ID = id
@@ -444,8 +457,19 @@ func (g *GPU) runOne(j *gpuJob) error {
 					return g.lost(p, "the GPU worker sent a malformed failure")
 				}
 				if fail.Fatal {
-					<-p.exited
-					return g.lost(p, "the run failed on the GPU: "+fail.Error)
+					// The worker exits after a fatal failure. One that does
+					// not is ended after ExitTimeout (lost records why
+					// before it kills): the dispatcher waits for no worker
+					// for good.
+					why := "the run failed on the GPU: " + fail.Error
+					exit := time.NewTimer(g.opts.ExitTimeout)
+					select {
+					case <-p.exited:
+					case <-exit.C:
+						why += fmt.Sprintf("; the GPU worker did not exit within %v after it, so it was ended", g.opts.ExitTimeout)
+					}
+					exit.Stop()
+					return g.lost(p, why)
 				}
 				return &RunError{Msg: fail.Error}
 			default:
@@ -463,10 +487,49 @@ type RunError struct{ Msg string }
 
 func (e *RunError) Error() string { return e.Msg }
 
+// take returns the worker for a run and marks it held. A worker already
+// seen to have exited is not given to the run: it is replaced first, as
+// exitedIdle would have replaced it.
+func (g *GPU) take() (*process, error) {
+	g.procMu.Lock()
+	defer g.procMu.Unlock()
+	if p := g.proc; p != nil {
+		select {
+		case <-p.exited:
+			if p.ended.Load() {
+				g.proc = nil // the server ended it: not a death to count
+			} else {
+				g.replaceExitedLocked(p)
+			}
+		default:
+		}
+	}
+	p, err := g.workerLocked()
+	if err != nil {
+		return nil, err
+	}
+	g.held = p
+	return p, nil
+}
+
+// release says the run that took p is over with it.
+func (g *GPU) release(p *process) {
+	g.procMu.Lock()
+	if g.held == p {
+		g.held = nil
+	}
+	g.procMu.Unlock()
+}
+
 // worker returns the running worker, starting one if the last was lost.
 func (g *GPU) worker() (*process, error) {
 	g.procMu.Lock()
 	defer g.procMu.Unlock()
+	return g.workerLocked()
+}
+
+// workerLocked is worker for a caller that holds procMu.
+func (g *GPU) workerLocked() (*process, error) {
 	if g.proc != nil {
 		return g.proc, nil
 	}

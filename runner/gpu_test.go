@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,6 +74,13 @@ func fakeWorker(mode string) int {
 		if mode == "exit-after-run" && runs > 0 {
 			return 9 // never reached: the worker exits after its first run
 		}
+		if mode == "fatal-once" || mode == "fatal-hang-once" {
+			act = "ok" // the worker started after the first is sound
+			if _, err := os.Stat(state); err != nil {
+				os.WriteFile(state, nil, 0o644)
+				act = strings.TrimSuffix(mode, "-once")
+			}
+		}
 		switch act {
 		case "hang":
 			atGate(false)    // the test knows the run is in flight
@@ -81,6 +90,13 @@ func fakeWorker(mode string) int {
 		case "garbage":
 			rep.Write([]byte("this is not a frame at all, just text on the wire"))
 			io.Copy(io.Discard, req)
+			return 0
+		case "fatal", "fatal-hang":
+			worker.WriteJSON(rep, worker.TypeFail, worker.Fail{ID: run.ID, Error: "the CUDA context is poisoned", Fatal: true})
+			if act == "fatal" {
+				return 4 // as the worker does after a fatal failure
+			}
+			io.Copy(io.Discard, req) // it said it would exit, and hangs instead
 			return 0
 		case "fail":
 			worker.WriteJSON(rep, worker.TypeFail, worker.Fail{ID: run.ID, Error: "out of device memory: the run needs 9 GiB"})
@@ -346,6 +362,173 @@ func TestWorkerFailureIsNotACrash(t *testing.T) {
 	if n, _ := g.Status(); n != 0 {
 		t.Fatalf("a refused run restarted the worker %d times", n)
 	}
+}
+
+// within waits at most 10 s for a run's end: a run still going then has
+// hung, and the test fails rather than hang with it.
+func within(t *testing.T, what string, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still running after 10 s", what)
+		return nil
+	}
+}
+
+// A fatal failure ends the worker: the run fails saying why and the next run
+// gets a fresh worker. A worker that says it will exit and then does not is
+// ended after ExitTimeout: the dispatcher does not wait for it for good.
+func TestFatalFailureReplacesTheWorker(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode  string
+		exit  time.Duration // ExitTimeout
+		hangs bool
+	}{
+		{"fatal-once", time.Minute, false},                // it exits: no waiting for the timeout
+		{"fatal-hang-once", 200 * time.Millisecond, true}, // it does not exit: ended
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			g, err := startFake(t, tc.mode, GPUOptions{ExitTimeout: tc.exit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(seed uint64) <-chan error {
+				c := toy
+				c.Seed = seed
+				done := make(chan error, 1)
+				go func() { _, err := collect(context.Background(), g, c); done <- err }()
+				return done
+			}
+			err = within(t, "the run that failed fatally", run(700))
+			var we *WorkerError
+			if !errors.As(err, &we) || !strings.Contains(err.Error(), "the run failed on the GPU: the CUDA context is poisoned") ||
+				strings.Contains(err.Error(), "did not exit") != tc.hangs || strings.Contains(err.Error(), "died") {
+				t.Fatalf("the fatal failure: %v", err)
+			}
+			if err := within(t, "the run after the fatal failure", run(701)); err != nil {
+				t.Fatalf("the run after the fatal failure: %v", err)
+			}
+			if n, why := g.Status(); n != 1 || !strings.Contains(why, "poisoned") {
+				t.Fatalf("status: %d restarts, %q", n, why)
+			}
+		})
+	}
+}
+
+// A worker whose exit is noticed while a run is being taken from the queue
+// is replaced before that run, which does not fail. The test holds the
+// moment open: it marks a run in flight, as the dispatcher does on taking
+// one, before the worker exits.
+func TestWorkerDeathAsARunIsTakenIsRepaired(t *testing.T) {
+	t.Parallel()
+	var opts GPUOptions
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "exit-after-run", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := toy
+	c.Seed = 800
+	if _, err := collect(context.Background(), g, c); err != nil {
+		t.Fatal(err)
+	}
+	g.procMu.Lock()
+	p := g.proc
+	g.procMu.Unlock()
+	g.inFlight.Store(1)     // a run is being taken
+	arrive(t, gate).Close() // the worker, idle, exits
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not exit in 10 s")
+	}
+	c.Seed = 801
+	if _, err := collect(context.Background(), g, c); err != nil {
+		t.Fatalf("the run taken as the worker died: %v", err)
+	}
+	if n, why := g.Status(); n != 1 || !strings.Contains(why, "between runs") {
+		t.Fatalf("status: %d restarts, %q", n, why)
+	}
+	arrive(t, gate).Close() // the second worker exits too; the GPU runner replaces it
+}
+
+// spawn closes the pipes it made when it cannot make the next: the test
+// leaves room for one pipe, so the second fails, and compares the open
+// files before and after. Not parallel: it lowers the process's file limit.
+func TestSpawnClosesItsPipesWhenOneFails(t *testing.T) {
+	if _, err := os.ReadDir("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	// No collection while the test counts files: one would close a leaked
+	// file through its finalizer and hide the leak.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	runtime.GC()
+	r, w, err := os.Pipe() // the poller's own files are made by now
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	w.Close()
+	before := openFDs(t)
+	// Room for two more files: the third lowest free descriptor is the limit.
+	var free []uint64
+	for fd := uint64(0); len(free) < 3; fd++ {
+		if !before[fd] {
+			free = append(free, fd)
+		}
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = free[2]
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	g := &GPU{opts: GPUOptions{Worker: "/no/such/gpuworker"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	_, _, err = g.spawn()
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("spawn with room for one pipe: %v", err)
+	}
+	after := openFDs(t)
+	for fd := range after {
+		if !before[fd] {
+			t.Errorf("fd %d is left open", fd)
+		}
+	}
+}
+
+// openFDs is the set of this process's open file descriptors.
+func openFDs(t *testing.T) map[uint64]bool {
+	t.Helper()
+	dir, err := os.Open("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := map[uint64]bool{}
+	for _, name := range names {
+		fd, err := strconv.ParseUint(name, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fd != uint64(dir.Fd()) { // not the listing's own
+			fds[fd] = true
+		}
+	}
+	return fds
 }
 
 func TestQueueFullSaysHowManyAhead(t *testing.T) {
