@@ -36,8 +36,10 @@ func (r Record) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// CSVHeader names the columns of WriteCSV.
-var CSVHeader = []string{"source", "variant", "kernel", "dtype", "n", "d", "b", "h", "causal",
+// CSVHeader names the columns of WriteCSV. pass is forward or backward: a
+// backward row's time is one backward pass, its TFLOP/s counted from 2.5
+// times the forward's FLOPs.
+var CSVHeader = []string{"source", "variant", "pass", "kernel", "dtype", "n", "d", "b", "h", "causal",
 	"ms_median", "tflops", "peak_bytes", "peak_how", "out_of_memory", "error", "repeats_ms"}
 
 // WriteCSV writes one row per point.
@@ -47,7 +49,7 @@ func (r Record) WriteCSV(w io.Writer) error {
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, p := range r.Results {
 		reps, _ := json.Marshal(p.Repeats)
-		cw.Write([]string{r.Source, p.VariantName, p.Kernel, p.DType, strconv.Itoa(p.N), strconv.Itoa(p.D),
+		cw.Write([]string{r.Source, p.VariantName, p.Pass, p.Kernel, p.DType, strconv.Itoa(p.N), strconv.Itoa(p.D),
 			strconv.Itoa(p.B), strconv.Itoa(p.H), strconv.FormatBool(p.Causal), f(p.Ms), f(p.TFLOPs),
 			strconv.FormatInt(p.PeakBytes, 10), p.PeakHow, strconv.FormatBool(p.OutOfMem), p.Error, string(reps)})
 	}

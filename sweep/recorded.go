@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
 )
 
 // LoadRecorded reads the sweep recorded on a GPU (sweep-*.json) and the
@@ -24,6 +27,19 @@ func LoadRecorded(files fs.FS) (*Record, json.RawMessage, error) {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(rec); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", names[0], err)
+		}
+		// A point's variant travels by name; a record from before the sweep
+		// timed backward kernels names no pass: its kernel's.
+		for k := range rec.Results {
+			r := &rec.Results[k]
+			v, ok := instrument.ParseVariant(r.VariantName)
+			if !ok || kernels.Info(v) == nil {
+				return nil, nil, fmt.Errorf("%s: point %d: no kernel %q", names[0], k, r.VariantName)
+			}
+			r.Variant = v
+			if r.Pass == "" {
+				r.Pass = r.Point.Pass()
+			}
 		}
 	}
 	names, _ = fs.Glob(files, "sdpa-*.json")

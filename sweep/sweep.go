@@ -2,13 +2,16 @@
 // lengths, timed on the GPU (through the worker) or on the CPU (the mirrors),
 // run as jobs one after another, with progress, cancellation, and results as
 // a table, CSV and JSON. It also holds the sweep recorded on an H100 for
-// machines without a GPU.
+// machines without a GPU. A sweep times the forward pass's kernels unless it
+// names backward ones (variants=flash2_bwd,...): a backward point times one
+// backward pass, every kernel of it, and says so (Result.Pass).
 package sweep
 
 import (
 	"fmt"
 	"math"
 	"net/url"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -60,12 +63,45 @@ type Point struct {
 	Causal  bool               `json:"causal"`
 }
 
-// FLOPs is 4·B·H·N²·d, halved under a causal mask (the usual count, although
-// naive computes the masked half too).
+// The passes a point times.
+const (
+	PassForward  = "forward"
+	PassBackward = "backward"
+)
+
+// Backward says whether the point times a backward kernel.
+func (p Point) Backward() bool {
+	info := kernels.Info(p.Variant)
+	return info != nil && info.Backward
+}
+
+// Pass is the pass the point times: PassForward or PassBackward.
+func (p Point) Pass() string {
+	if p.Backward() {
+		return PassBackward
+	}
+	return PassForward
+}
+
+// backwardFLOPs is a backward pass's FLOPs as a multiple of the forward's.
+// FlashAttention's benchmarks count them so (benchmark_flash_attention.py,
+// flops(..., mode="bwd") = 2.5 × the forward's): the forward multiplies
+// twice (S = QKᵀ, O = PV), the backward five times (S again, dV = PᵀdO,
+// dP = dO Vᵀ, dQ = dS K, dK = dSᵀQ), each of the same 2·N²·d per head.
+// bench/backward counts them the same way.
+const backwardFLOPs = 2.5
+
+// FLOPs is the forward's 4·B·H·N²·d, halved under a causal mask (the usual
+// count, although naive computes the masked half too), and for a backward
+// point 2.5 times that (backwardFLOPs), as FlashAttention's benchmarks
+// count it (naive_bwd, too, computes the masked half).
 func (p Point) FLOPs() float64 {
 	f := 4 * float64(p.B) * float64(p.H) * float64(p.N) * float64(p.N) * float64(p.D)
 	if p.Causal {
 		f /= 2
+	}
+	if p.Backward() {
+		f *= backwardFLOPs
 	}
 	return f
 }
@@ -109,7 +145,12 @@ func (s *Spec) Points() []Point {
 // rate is how fast the estimate assumes v runs on engine, in FLOP/s: its
 // registry entry's figures, from docs/GPU.md and docs/LADDER.md (on an H100
 // flash2 f32 at about 7 TFLOP/s, naive about 2, flash2_fast about 280; the
-// CPU mirrors at about 2.5 GFLOP/s, the bf16 ones a fifth of that).
+// CPU mirrors at about 2.5 GFLOP/s, the bf16 ones a fifth of that). A
+// backward kernel's rate counts its FLOPs as Point.FLOPs does, 2.5 times the
+// forward's: the float32 mirrors ran at 0.7 to 1.3 GFLOP/s so counted
+// (flash2_bwd and naive_bwd, N = 64 to 512, d = 64, B = H = 1, on the
+// two-core development machine, inputs included), and the entries say 1
+// (0.4 for the bf16 mirror).
 func rate(engine string, v instrument.Variant) float64 {
 	if engine == kernels.EngineCPU {
 		return kernels.Info(v).CPURate
@@ -117,31 +158,82 @@ func rate(engine string, v instrument.Variant) float64 {
 	return kernels.Info(v).GPURate
 }
 
-// Estimate is how long the sweep should take.
-func (s *Spec) Estimate() time.Duration {
+// Estimate is how long the sweep should take on this server.
+func (s *Spec) Estimate() time.Duration { return s.estimate(hostCores()) }
+
+// estimate is the sweep's time where the GPU worker's host has cores CPU
+// cores: each point's runs (a warm-up and the repeats), and on the GPU a
+// second and a half a point for its set-up, plus a backward point's inputs
+// (hostInputs). On the CPU a backward mirror computes its inputs in every
+// run, and its rate includes them.
+func (s *Spec) estimate(cores int) time.Duration {
 	var secs float64
 	for _, p := range s.Points() {
 		flops := p.FLOPs()
 		if p.Causal && kernels.Info(p.Variant).Materialised {
-			flops *= 2 // naive computes every tile
+			flops *= 2 // naive (and naive_bwd) computes every tile
 		}
 		secs += flops / rate(s.Engine, p.Variant) * float64(s.Repeats+1)
 		if s.Engine == kernels.EngineGPU {
-			secs += 1.5
+			secs += 1.5 + hostInputs(p, cores).Seconds()
 		}
 	}
 	return time.Duration(secs * float64(time.Second))
 }
 
+// hostCores is how many CPU cores the GPU worker has to prepare a point's
+// inputs with: the server's own, since it runs its worker beside it.
+func hostCores() int { return runtime.GOMAXPROCS(0) }
+
+// A backward point's inputs on the GPU. The worker draws Q, K, V and dO and
+// then computes what the backward starts from, the exact forward's O and L
+// (and for naive_bwd its P), in float64 on the host (kernels.InputsFor), a
+// batch-head per core: 4·N²·d operations a batch-head, like the forward
+// itself, where a forward point's inputs are N·d draws. hostInputRate is one
+// core's speed at it in those units: 1.6 to 2.8·10⁹ measured on one core of
+// the development machine (flash2_bwd, N = 512 to 2048, d = 64; slower when
+// its cores were shared), 1.5·10⁹ assumed. naive_bwd's P costs half as much
+// again (the scores a second time and an exp each).
+//
+// The worker says nothing to the server until it has timed the point, and
+// the server takes a worker silent for a minute to be hung (runner's
+// GPUOptions.IdleTimeout, one minute by default) and ends it, failing the
+// sweep: a backward point whose inputs would take longer than
+// maxHostInputs is refused.
+const (
+	hostInputRate = 1.5e9
+	maxHostInputs = 40 * time.Second
+)
+
+// hostInputs is how long the GPU worker's host, with cores CPU cores, takes
+// to prepare point p's inputs: nothing to speak of for a forward point.
+func hostInputs(p Point, cores int) time.Duration {
+	if !p.Backward() {
+		return 0
+	}
+	perHead := 4 * float64(p.N) * float64(p.N) * float64(p.D)
+	if p.Causal {
+		perHead /= 2
+	}
+	if kernels.Info(p.Variant).Materialised {
+		perHead *= 1.5
+	}
+	bh := p.B * p.H
+	rounds := (bh + max(cores, 1) - 1) / max(cores, 1)
+	return time.Duration(float64(rounds) * perHead / hostInputRate * float64(time.Second))
+}
+
 // sweptVariants are the kernels a sweep times by default: on the GPU every
 // rung of the ladder and naive_mma; on the CPU mirror those whose entry
 // says so (the float32 pair: the bf16 mirrors' tiles need N of 128 and
-// more, and run slower).
+// more, and run slower). The backward kernels are timed only when a sweep
+// names them: the default sweep, and the one recorded on an H100, are the
+// forward pass's.
 func sweptVariants(engine string) []instrument.Variant {
 	var out []instrument.Variant
 	for _, info := range kernels.Variants() {
 		if info.Backward {
-			continue // not timed yet: its speed is the worker's to measure (docs/LADDER.md)
+			continue // on request only (variants=flash2_bwd,...)
 		}
 		if engine == kernels.EngineGPU || info.SweptOnCPU {
 			out = append(out, info.Variant)
@@ -191,7 +283,10 @@ var specFields = []string{FieldEngine, FieldNs, FieldDs, FieldCausal, FieldVaria
 // ParseSpec reads a spec from URL values, starting from the engine's
 // defaults, and checks it: every problem is a kernels.FieldError, and a
 // sweep estimated to take too long is refused with the estimate.
-func ParseSpec(v url.Values) (Spec, error) {
+func ParseSpec(v url.Values) (Spec, error) { return parseSpec(v, hostCores()) }
+
+// parseSpec is ParseSpec where the GPU worker's host has cores CPU cores.
+func parseSpec(v url.Values, cores int) (Spec, error) {
 	var unknown kernels.FieldErrors
 	for k := range v {
 		if !slices.Contains(specFields, k) {
@@ -269,21 +364,22 @@ func ParseSpec(v url.Values) (Spec, error) {
 		s.Variants = nil
 		for _, f := range strings.Split(raw, ",") {
 			vr, ok := instrument.ParseVariant(strings.TrimSpace(f))
-			if ok && kernels.Info(vr).Backward {
-				add(FieldVariants, "the sweep times the forward pass's kernels; %s is a backward kernel, which it does not time yet", vr)
-				break
-			}
-			if !ok {
-				var names []string
+			if !ok || kernels.Info(vr) == nil {
+				var fwd, bwd []string
 				for _, v := range kernels.Variants() {
-					if !v.Backward {
-						names = append(names, v.Variant.String())
+					if v.Backward {
+						bwd = append(bwd, v.Name())
+					} else {
+						fwd = append(fwd, v.Name())
 					}
 				}
-				add(FieldVariants, "variants must be a comma-separated list of %s (got %q)", strings.Join(names, ", "), trunc(f))
+				add(FieldVariants, "variants must be a comma-separated list of the forward kernels %s and the backward kernels %s (got %q)",
+					strings.Join(fwd, ", "), strings.Join(bwd, ", "), trunc(f))
 				break
 			}
-			s.Variants = append(s.Variants, vr)
+			if !slices.Contains(s.Variants, vr) {
+				s.Variants = append(s.Variants, vr)
+			}
 		}
 	}
 	one := func(field, name string, lo, hi int, dst *int) {
@@ -321,16 +417,44 @@ func ParseSpec(v url.Values) (Spec, error) {
 			if err := launch.Validate(&c); err != nil {
 				return s, kernels.FieldErrors{{Field: FieldBatch, Message: fmt.Sprintf("N=%d, d=%d: %v", p.N, p.D, err)}}
 			}
+			if t := hostInputs(p, cores); t > maxHostInputs {
+				return s, kernels.FieldErrors{{Field: FieldNs, Message: hostInputsMessage(&s, p, t, cores)}}
+			}
 		} else if c := p.Config(0); p.N < max(c.Br, c.Bc) {
 			return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("%s's tiles are %d×%d: N must be at least %d", p.Variant, c.Br, c.Bc, max(c.Br, c.Bc))}}
 		}
 	}
 	limit := map[string]time.Duration{kernels.EngineGPU: MaxGPUTime, kernels.EngineCPU: MaxCPUTime}[engine]
-	if est := s.Estimate(); est > limit {
+	if est := s.estimate(cores); est > limit {
 		return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("this sweep would take about %s, more than the %s a sweep may take here: fewer or smaller sizes, or fewer repeats",
 			est.Round(time.Second), limit)}}
 	}
 	return s, nil
+}
+
+// hostInputsMessage refuses backward point p, whose inputs would take t to
+// prepare on the GPU worker's cores host cores, and says how far this
+// spec's shapes can go.
+func hostInputsMessage(s *Spec, p Point, t time.Duration, cores int) string {
+	msg := fmt.Sprintf("%s at N=%d, d=%d (B=%d, H=%d%s): a backward point's inputs, the exact forward (O and L%s) computed in float64 on this server's %d CPU cores, "+
+		"would take about %s to prepare, and the GPU worker must answer within a minute",
+		p.Variant, p.N, p.D, p.B, p.H, map[bool]string{true: ", causal"}[p.Causal], map[bool]string{true: ", and P"}[kernels.Info(p.Variant).Materialised],
+		cores, t.Round(time.Second))
+	fits := 0
+	for n := 16; n <= MaxGPUN; n *= 2 {
+		q := p
+		q.N = n
+		if s.Batch == 0 {
+			q.B = max(1, benchTokens/n)
+		}
+		if hostInputs(q, cores) <= maxHostInputs {
+			fits = n
+		}
+	}
+	if fits > 0 {
+		msg += fmt.Sprintf(": %s runs up to N=%d at these shapes here", p.Variant, fits)
+	}
+	return msg + " (fewer batch·heads go further)"
 }
 
 // Values is the spec in URL form.
@@ -387,12 +511,16 @@ func trunc(s string) string {
 // Result is one point's measurement.
 type Result struct {
 	Point
-	VariantName string    `json:"variant"`
-	Kernel      string    `json:"kernel"` // what ran, with its data type
-	DType       string    `json:"dtype"`
-	Ms          float64   `json:"ms"` // median of the repeats
-	TFLOPs      float64   `json:"tflops"`
-	Repeats     []float64 `json:"repeats_ms"`
+	VariantName string `json:"variant"`
+	// Pass is the pass the point timed, PassForward or PassBackward: a
+	// backward point's time is every kernel of one backward pass, and its
+	// FLOPs 2.5 times the forward's (Point.FLOPs).
+	Pass    string    `json:"pass"`
+	Kernel  string    `json:"kernel"` // what ran, with its data type
+	DType   string    `json:"dtype"`
+	Ms      float64   `json:"ms"` // median of the repeats
+	TFLOPs  float64   `json:"tflops"`
+	Repeats []float64 `json:"repeats_ms"`
 	// PeakBytes is the device memory the run held: the drop in free memory
 	// (cuMemGetInfo) once its buffers were allocated. On the CPU it is the
 	// Go heap the mirror allocated, and says so in PeakHow.
@@ -430,7 +558,7 @@ type GPUTiming struct {
 
 // GPUResult turns the GPU's timing into a point's result.
 func GPUResult(p Point, t GPUTiming) Result {
-	r := Result{Point: p, VariantName: p.Variant.String(), Kernel: kernelLabel(p), DType: kernels.Info(p.Variant).DType.String(),
+	r := Result{Point: p, VariantName: p.Variant.String(), Pass: p.Pass(), Kernel: kernelLabel(p), DType: kernels.Info(p.Variant).DType.String(),
 		Repeats: t.Ms, OutOfMem: t.OutOfMem, Error: t.Error, FreeBefore: t.FreeBefore, FreeAfter: t.FreeAfter,
 		PeakHow: "the drop in free device memory (cuMemGetInfo) once the run's buffers were allocated"}
 	if t.FreeInUse > 0 {

@@ -19,16 +19,18 @@ import (
 	"flashstep/kernels"
 )
 
-// rungNames is every forward kernel's name, in the registry's order, as an
-// error lists them.
+// rungNames is every kernel's name, in the registry's order, as an error
+// lists them: the forward kernels, then the backward ones.
 func rungNames() string {
-	var names []string
+	var fwd, bwd []string
 	for _, v := range kernels.Variants() {
-		if !v.Backward {
-			names = append(names, v.Name())
+		if v.Backward {
+			bwd = append(bwd, v.Name())
+		} else {
+			fwd = append(fwd, v.Name())
 		}
 	}
-	return strings.Join(names, ", ")
+	return "forward kernels " + strings.Join(fwd, ", ") + " and the backward kernels " + strings.Join(bwd, ", ")
 }
 
 func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
@@ -40,8 +42,13 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 		{"engine=cpu&n=2048", FieldNs, "from 16 to 1024"},
 		{"d=96", FieldDs, "64 or 128"},
 		{"causal=2", FieldCausal, "0, 1"},
-		{"variants=flash3", FieldVariants, rungNames()}, // every rung, from the registry
-		{"variants=flash2,flash2_bwd", FieldVariants, "flash2_bwd is a backward kernel"},
+		{"variants=flash3", FieldVariants, rungNames()}, // every kernel, from the registry
+		{"variants=flash2,flash2_bwdx", FieldVariants, "flash2_bwd, naive_bwd, flash2_bwd_mma"},
+		// A backward point's inputs are an exact forward on the host: on 16
+		// cores, 46 s at N=8192, d=64 (64 batch-heads of 17 GFLOP).
+		{"variants=flash2,flash2_bwd&n=4096,8192", FieldNs, "flash2_bwd at N=8192, d=64 (B=2, H=32): a backward point's inputs"},
+		{"variants=flash2,flash2_bwd&n=4096,8192", FieldNs, "runs up to N=4096"},
+		{"variants=naive_bwd&n=4096&d=128&causal=0", FieldNs, ""}, // 34 s: allowed, so this case must fail below
 		{"variants=naive_row,flash1&n=8192", FieldNs, "timed up to N=4096"},
 		{"repeats=50", FieldRepeats, "from 1 to 20"},
 		{"engine=cpu&n=1024&d=256&heads=8&repeats=20", FieldNs, "would take about"},
@@ -49,8 +56,14 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		v, _ := url.ParseQuery(tc.query)
-		_, err := ParseSpec(v)
+		_, err := parseSpec(v, 16)
 		var fe kernels.FieldErrors
+		if tc.mentions == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want no error", tc.query, err)
+			}
+			continue
+		}
 		if !errors.As(err, &fe) || !strings.Contains(fe.ByField()[tc.field], tc.mentions) {
 			t.Errorf("%s: %v, want %s mentioning %q", tc.query, err, tc.field, tc.mentions)
 		}
@@ -66,6 +79,13 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 		if p.B*p.N != 16384 && !(p.N > 16384 && p.B == 1) || p.H*p.D != 2048 {
 			t.Fatalf("point %+v is not a benchmark shape", p)
 		}
+		// The default sweeps, and the recorded one, are the forward pass's.
+		if p.Backward() {
+			t.Fatalf("the default GPU sweep times %s", p.Variant)
+		}
+	}
+	if cpu := DefaultSpec(kernels.EngineCPU); len(cpu.Variants) != 2 || cpu.Variants[0] != instrument.VariantNaive && cpu.Variants[0] != instrument.VariantFlash2 {
+		t.Fatalf("the default CPU sweep times %v", cpu.Variants)
 	}
 	back, err := ParseSpec(s.Values())
 	if err != nil || back.Values().Encode() != s.Values().Encode() {
