@@ -333,8 +333,13 @@ func TestFlash2BwdTraceOrder(t *testing.T) {
 // batch-head (at N=4096, d=128, tracing the last q-tile, 12 to 18 s of
 // float32 in Go) and must stop soon after its client leaves, reporting
 // the run cut short rather than a finished trace.
+//
+// Not parallel: it measures how soon a run stops, and the package's other
+// tests (held back until the serial ones are done) would only slow it.
+// Without the stops each run takes 10–18 s here; with them, well under a
+// second alone, and 3 s was once exceeded under a whole suite's load on two
+// cores, so the limit is 5 s.
 func TestBackwardMirrorsStopWithTheirRun(t *testing.T) {
-	t.Parallel()
 	for _, v := range []instrument.Variant{instrument.VariantFlash2Bwd, instrument.VariantNaiveBwd} {
 		c := Config{Variant: v, N: MaxN, D: 128, Br: 64, Bc: 64, Batch: 1, Heads: 1, Pattern: instrument.PatternNormal,
 			Seed: testrand.New(t).Uint64(), TraceQ: instrument.Range{Lo: MaxN/64 - 1, Hi: MaxN / 64}}
@@ -347,7 +352,7 @@ func TestBackwardMirrorsStopWithTheirRun(t *testing.T) {
 		records := 0
 		err = RunMirror(ctx, r, func(*instrument.Record) error { records++; return nil })
 		cancel()
-		if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 3*time.Second {
+		if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 5*time.Second {
 			t.Errorf("%s stopped at 100 ms: returned %v after %v, %d records", v, err, took, records)
 		}
 	}
