@@ -230,9 +230,22 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 		v.RecordedOn = fmt.Sprintf("%s on %s", s.recorded.Source, s.recorded.Recorded.Format("2006-01-02"))
 	}
 	v.Data = templates.SweepData{GPU: v.GPU != "", HasRecorded: v.HasRecorded, DefaultNs: "64,128,256",
-		MaxGPUN: sweep.MaxGPUN, MaxCPUN: sweep.MaxCPUN}
+		MaxGPUN: sweep.MaxGPUN, MaxCPUN: sweep.MaxCPUN, DefaultVariants: map[string][]string{}}
+	engine := kernels.EngineCPU
 	if v.GPU != "" {
 		v.Data.DefaultNs = "512,1024,2048,4096,8192,16384,32768"
+		engine = kernels.EngineGPU
+	}
+	// The form offers every kernel, forward and backward, and ticks the
+	// default sweep's: the forward pass's.
+	for _, e := range []string{kernels.EngineGPU, kernels.EngineCPU} {
+		for _, vr := range sweep.DefaultSpec(e).Variants {
+			v.Data.DefaultVariants[e] = append(v.Data.DefaultVariants[e], vr.String())
+		}
+	}
+	for _, info := range kernels.Variants() {
+		v.Kernels = append(v.Kernels, templates.SweepKernel{Name: info.Name(), DType: info.DType.String(), Backward: info.Backward,
+			Ticked: slices.Contains(v.Data.DefaultVariants[engine], info.Name())})
 	}
 	return render(w, r, http.StatusOK, templates.SweepPage(s.page("Naive against flash, timed", "sweep"), v))
 }

@@ -8,8 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"flashstep/instrument"
+	"flashstep/kernels"
 	"flashstep/runner"
 	"flashstep/sweep"
+	"flashstep/templates"
+	"flashstep/worker"
+
+	"golang.org/x/net/html"
 )
 
 func post(t *testing.T, u string, form url.Values) (*http.Response, map[string]any) {
@@ -159,4 +165,128 @@ func TestSweepsRefuseOtherSitesAndUnknownFields(t *testing.T) {
 	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusForbidden {
 		t.Fatalf("cross-site cancel: %v %d", err, r.StatusCode)
 	}
+}
+
+// TestSweepAPIBackward: the API takes backward kernels, runs them on the
+// CPU mirror, and every answer (the job, the CSV, the JSON) says each
+// point's pass; a kernel it does not know is refused with every kernel it
+// does, backward ones included.
+func TestSweepAPIBackward(t *testing.T) {
+	t.Parallel()
+	_, ts := newTestServer(t, runner.Mirror{})
+	res, body := post(t, ts.URL+"/api/sweeps", url.Values{"engine": {"cpu"}, "variants": {"flash2_bwdd"}})
+	if res.StatusCode != 400 || !strings.Contains(body["error"].(string), "the backward kernels flash2_bwd, naive_bwd, flash2_bwd_mma") {
+		t.Fatalf("an unknown kernel: %d %v", res.StatusCode, body)
+	}
+	res, body = post(t, ts.URL+"/api/sweeps", url.Values{"engine": {"cpu"}, "variants": {"flash2,flash2_bwd,naive_bwd"}, "n": {"64"}, "d": {"16"}, "causal": {"0"}, "repeats": {"1"}})
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("start: %d %v", res.StatusCode, body)
+	}
+	id := body["id"].(string)
+	var job sweep.Job
+	waitUntil(t, "the sweep to end", func() bool {
+		r, b := get(t, ts.URL+"/api/sweeps/"+id)
+		if r.StatusCode != 200 || json.Unmarshal(b, &job) != nil {
+			t.Fatalf("poll: %d %s", r.StatusCode, b)
+		}
+		return job.State != sweep.StateQueued && job.State != sweep.StateRunning
+	})
+	if job.State != sweep.StateDone || len(job.Results) != 3 {
+		t.Fatalf("sweep ended %s with %d results", job.State, len(job.Results))
+	}
+	for _, r := range job.Results {
+		want := map[bool]string{false: sweep.PassForward, true: sweep.PassBackward}[r.VariantName != "flash2"]
+		if r.Pass != want || r.Ms <= 0 || r.TFLOPs <= 0 || r.Error != "" {
+			t.Errorf("%s: pass %q, %g ms, %g TFLOP/s, %q", r.VariantName, r.Pass, r.Ms, r.TFLOPs, r.Error)
+		}
+	}
+	_, b := get(t, ts.URL+"/api/sweeps/"+id+".csv")
+	rows, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+	if err != nil || len(rows) != 4 || rows[0][2] != "pass" || rows[1][2] != "forward" || rows[2][1] != "flash2_bwd" || rows[2][2] != "backward" || rows[3][2] != "backward" {
+		t.Fatalf("CSV: %v %q", err, rows)
+	}
+	_, b = get(t, ts.URL+"/api/sweeps/"+id+".json")
+	if !strings.Contains(string(b), `"pass": "backward"`) {
+		t.Fatalf("JSON: %s", b)
+	}
+}
+
+// TestSweepPageOffersBackwardKernels: the sweep form offers every kernel,
+// the forward pass's and the backward pass's apart, ticks the default
+// sweep's (the forward kernels the engine times by default: on the CPU,
+// flash2 and naive) and no backward one, and gives its script each
+// engine's defaults.
+func TestSweepPageOffersBackwardKernels(t *testing.T) {
+	t.Parallel()
+	for _, gpu := range []bool{false, true} {
+		deps := Deps{Engines: testEngines{Runner: runner.Mirror{}}}
+		if gpu {
+			deps.Engines = testEngines{Runner: runner.Mirror{}, hello: &worker.Hello{GPU: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30}}
+		}
+		_, ts := serveDeps(t, deps)
+		res, body := get(t, ts.URL+"/sweep")
+		if res.StatusCode != 200 {
+			t.Fatalf("/sweep: %d", res.StatusCode)
+		}
+		doc := parse(t, body)
+		box := findNode(doc, "data-testid", "s-kernels")
+		if box == nil || findNode(box, "data-field", "variants") == nil {
+			t.Fatal("no kernel choice with its field error")
+		}
+		engine := map[bool]string{false: kernels.EngineCPU, true: kernels.EngineGPU}[gpu]
+		defaults := map[string]bool{}
+		for _, v := range sweep.DefaultSpec(engine).Variants {
+			defaults[v.String()] = true
+		}
+		seen := map[string]bool{}
+		for n := range box.Descendants() {
+			name := attr(n, "data-variant")
+			if n.Type != html.ElementNode || name == "" {
+				continue
+			}
+			seen[name] = true
+			info := kernels.Info(mustVariant(t, name))
+			_, backward := attrOK(n, "data-backward")
+			_, ticked := attrOK(n, "checked")
+			if backward != info.Backward || ticked != defaults[name] || info.Backward && ticked {
+				t.Errorf("gpu=%v: %s: backward %v, ticked %v", gpu, name, backward, ticked)
+			}
+			group := attr(n.Parent.Parent, "aria-label")
+			if group != map[bool]string{false: "forward pass", true: "backward pass"}[info.Backward] {
+				t.Errorf("%s is in the group %q", name, group)
+			}
+		}
+		if len(seen) != len(kernels.Variants()) || !seen["flash2_bwd"] || !seen["naive_bwd"] || !seen["flash2_bwd_mma"] {
+			t.Errorf("gpu=%v: the form offers %v", gpu, seen)
+		}
+		var data templates.SweepData
+		if err := json.Unmarshal([]byte(text(findNode(doc, "id", "sweep-data"))), &data); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(data.DefaultVariants[kernels.EngineCPU], ",") != "naive,flash2" && strings.Join(data.DefaultVariants[kernels.EngineCPU], ",") != "flash2,naive" ||
+			len(data.DefaultVariants[kernels.EngineGPU]) != len(sweep.DefaultSpec(kernels.EngineGPU).Variants) {
+			t.Errorf("the script's defaults: %v", data.DefaultVariants)
+		}
+		if findNode(doc, "data-testid", "f-pass") == nil || findNode(doc, "data-testid", "cap-tflops") == nil {
+			t.Error("no pass filter, or no caption the script can tell the FLOPs in")
+		}
+	}
+}
+
+func mustVariant(t *testing.T, name string) instrument.Variant {
+	t.Helper()
+	v, ok := instrument.ParseVariant(name)
+	if !ok {
+		t.Fatalf("the form offers %q, no kernel", name)
+	}
+	return v
+}
+
+func attrOK(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
 }

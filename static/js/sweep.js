@@ -18,10 +18,29 @@ function showErrors(form, fields) {
   for (const el of form.querySelectorAll('.field-error')) el.textContent = by[el.dataset.field] || '';
 }
 
+// The kernels' boxes carry no name: the form sends the ticked ones as one
+// variants field, and none while they are the engine's default sweep (the
+// forward pass's kernels), so that a default sweep's query stays the
+// default's.
+const kernelBoxes = () => [...document.querySelectorAll('#s-kernels input[data-variant]')];
+
+$('s-engine').addEventListener('change', () => {
+  const defaults = page.default_variants[$('s-engine').value] || [];
+  for (const box of kernelBoxes()) if (!box.hasAttribute('data-backward')) box.checked = defaults.includes(box.dataset.variant);
+});
+
 $('sweep-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const body = new URLSearchParams();
   for (const [k, v] of new FormData(ev.target)) if (String(v).trim() !== '') body.set(k, String(v).trim());
+  const ticked = kernelBoxes().filter((b) => b.checked).map((b) => b.dataset.variant);
+  if (!ticked.length) {
+    showErrors(ev.target, [{ field: 'variants', message: 'tick at least one kernel' }]);
+    $('sweep-status').textContent = 'No kernel is ticked.';
+    return;
+  }
+  const defaults = page.default_variants[body.get('engine') || 'gpu'] || [];
+  if (ticked.join(',') !== defaults.join(',')) body.set('variants', ticked.join(','));
   const res = await fetch('/api/sweeps', { method: 'POST', body });
   const job = await res.json();
   if (!res.ok) {
@@ -116,17 +135,26 @@ function howMeasured(rec) {
     ? 'the FlashAttention benchmark shapes, B = 16384/N (at least 1) and H = 2048/d'
     : shapes.join('; ');
   const reps = Math.max(...rs.map((r) => r.repeats_ms?.length || 0));
+  const bwd = !hasBackward(rec) ? '' : onCPU(rec)
+    ? ' A backward point is one backward pass, its inputs included (the exact forward, in float64); its FLOPs are 2.5× the forward\'s.'
+    : ' A backward point is every kernel of one backward pass; its FLOPs are 2.5× the forward\'s, as FlashAttention counts them.';
   if (onCPU(rec)) {
     return `Each point is the median of ${reps} wall-clock timings of the Go mirror after a warm-up, at ${shape}. ` +
       'The mirror builds every trace record as it goes, so these times show how the work grows with N, not a GPU\'s speed; ' +
-      'PyTorch\'s H100 references are left off these axes. The memory column is the model\'s: what each run would hold on a GPU.';
+      'PyTorch\'s H100 references are left off these axes. The memory column is the model\'s: what each run would hold on a GPU.' + bwd;
   }
   return `Each point is the median of ${reps} CUDA-event timings after a warm-up, each on fresh inputs, at ${shape}. ` +
-    'The memory column is the drop in free device memory once the run\'s buffers were allocated.';
+    'The memory column is the drop in free device memory once the run\'s buffers were allocated.' + bwd;
 }
+
+// A point's pass: a record from before the sweep timed backward kernels
+// names none, and is the forward's.
+const passOf = (r) => r.pass || 'forward';
+const hasBackward = (rec) => rec.results.some((r) => passOf(r) === 'backward');
 
 $('f-d').addEventListener('change', draw);
 $('f-causal').addEventListener('change', draw);
+$('f-pass').addEventListener('change', draw);
 
 // The naive family in reds and browns, the flash family in blues; PyTorch's
 // references dashed.
@@ -139,22 +167,29 @@ function draw() {
   if (!rec) return;
   const d = Number($('f-d').value);
   const causal = $('f-causal').value === 'true';
-  const pts = rec.results.filter((r) => r.d === d && r.causal === causal);
+  // Both passes in one record: the pass filter shows, and picks the lines.
+  const passes = new Set(rec.results.map(passOf));
+  $('f-pass-box').hidden = passes.size < 2;
+  const pass = passes.size < 2 ? [...passes][0] || 'forward' : $('f-pass').value;
+  const pts = rec.results.filter((r) => r.d === d && r.causal === causal && (pass === 'both' || passOf(r) === pass));
   const empty = !pts.some((r) => !r.out_of_memory && !r.error && r.ms > 0);
   $('sweep-charts').hidden = empty;
   $('sweep-empty').hidden = !empty;
   $('sweep-empty').textContent = rec.results.length === 0
     ? (rec.state === 'cancelled' ? 'The sweep was cancelled before its first point: nothing to plot.' : 'No points yet.')
-    : `No timed points for d=${d}, ${causal ? 'causal' : 'no mask'}.`;
+    : `No timed points for d=${d}, ${causal ? 'causal' : 'no mask'}${pass === 'both' ? '' : `, ${pass} pass`}.`;
   const series = {};
-  const add = (name, n, ms, tflops, dashed) => {
-    series[name] ??= { name, dashed, points: [] };
+  const add = (name, n, ms, tflops, dashed, backward) => {
+    series[name] ??= { name, dashed, backward, points: [] };
     series[name].points.push({ n, ms, tflops });
   };
-  for (const r of pts) if (!r.out_of_memory && !r.error && r.ms > 0) add(`${r.variant}`, r.n, r.ms, r.tflops, false);
+  for (const r of pts) if (!r.out_of_memory && !r.error && r.ms > 0) add(`${r.variant}`, r.n, r.ms, r.tflops, false, passOf(r) === 'backward');
+  captions(pts);
   // PyTorch's references, where they were measured for these shapes, and
   // only beside GPU timings: a CPU mirror's milliseconds are another axis.
-  if (!onCPU(rec)) {
+  // They are forward passes: a chart of backward passes alone leaves them
+  // off.
+  if (!onCPU(rec) && pass !== 'backward') {
     for (const row of state.sdpa || []) {
       if (row.d !== d || row.causal !== causal) continue;
       for (const [key, name] of [['flash', 'SDPA flash (bf16)'], ['cudnn', 'SDPA cuDNN (bf16)'], ['naive', 'PyTorch naive (bf16)']]) {
@@ -171,6 +206,20 @@ function draw() {
   const failed = pts.filter((r) => r.error && !r.out_of_memory).map((r) => `${r.variant} at N=${r.n}: ${r.error}`);
   $('sweep-oom').textContent = failed.join('; ');
   table(pts, rec.results.length, d, causal, rec);
+}
+
+// captions name the pass the charts show; with a backward line, the
+// throughput's caption says how its FLOPs are counted, since a backward
+// line at the same height as a forward one did 2.5 times the work.
+function captions(pts) {
+  const fwd = pts.some((r) => passOf(r) === 'forward');
+  const bwd = pts.some((r) => passOf(r) === 'backward');
+  $('cap-ms').textContent = fwd && bwd
+    ? 'Time per pass (ms), backward dotted, log scales'
+    : `Time per ${bwd ? 'backward' : 'forward'} pass (ms), log scales`;
+  $('cap-tflops').textContent = bwd
+    ? 'Throughput (TFLOP/s), log scales; backward FLOPs 2.5× the forward\'s'
+    : 'Throughput (TFLOP/s), log scales';
 }
 
 // outOfMemoryMarks draws a cross at the top of the plot at each N where a
@@ -209,14 +258,28 @@ const outOfMemoryMarks = {
 // OURS are flashstep's kernels, by their data type; the rest are PyTorch's.
 const OURS = Object.fromEntries(rungs.map((r) => [r.name, r.dtype]));
 
+// seriesLabel names a line in the legend: flashstep's kernels with their
+// data type, and where the chart holds backward lines, every line's pass
+// (PyTorch's references are forward passes).
+function seriesLabel(s, rec, mixed) {
+  if (!OURS[s.name]) return mixed ? s.name.replace(/ \(bf16\)$/, ', forward (bf16)') : s.name;
+  const pass = s.backward ? ', backward' : mixed ? ', forward' : '';
+  return `${s.name} (${OURS[s.name]}${pass}${onCPU(rec) ? ', CPU mirror' : ''})`;
+}
+
 function plot(key, canvasId, series, label, oom, ns, rec) {
   if (!Chart) return;
+  const mixed = Object.values(series).some((s) => s.backward);
   const datasets = Object.values(series).map((s) => ({
-    label: OURS[s.name] ? `${s.name} (${OURS[s.name]}${onCPU(rec) ? ', CPU mirror' : ''})` : s.name,
+    label: seriesLabel(s, rec, mixed),
     data: s.points.sort((a, b) => a.n - b.n).map((p) => ({ x: p.n, y: p[key] })),
     borderColor: COLOURS[s.name] || '#555',
     backgroundColor: COLOURS[s.name] || '#555',
-    borderDash: s.dashed ? [6, 4] : [],
+    // PyTorch's references dashed; a backward pass dotted, its points
+    // triangles, so that it reads apart from the forward's lines.
+    borderDash: s.dashed ? [6, 4] : s.backward ? [2, 3] : [],
+    pointStyle: s.backward ? 'triangle' : 'circle',
+    pointRadius: s.backward ? 4 : 3,
     tension: 0,
   }));
   const allNs = [...new Set([...ns, ...datasets.flatMap((d) => d.data.map((p) => p.x))])].sort((a, b) => a - b);
@@ -260,16 +323,20 @@ function fmtRate(x) {
 function table(results, all, d, causal, rec) {
   const t = $('sweep-table');
   t.replaceChildren();
-  t.createCaption().textContent = `d=${d}, ${causal ? 'causal' : 'no mask'}: ${results.length} of ${all} points (every point is in the downloads).`;
+  // A record with backward points says each row's pass, in a column of its
+  // own beside the kernel's name.
+  const passes = hasBackward(rec);
+  const counted = passes ? ' A backward row\'s TFLOP/s count 2.5× the forward\'s FLOPs.' : '';
+  t.createCaption().textContent = `d=${d}, ${causal ? 'causal' : 'no mask'}: ${results.length} of ${all} points (every point is in the downloads).${counted}`;
   const head = t.createTHead().insertRow();
   const memory = onCPU(rec) ? 'device memory (model)' : 'device memory';
-  for (const h of ['variant', 'kernel', 'dtype', 'N', 'd', 'B', 'H', 'causal', 'ms', 'TFLOP/s', memory]) {
+  for (const h of ['variant', ...(passes ? ['pass'] : []), 'kernel', 'dtype', 'N', 'd', 'B', 'H', 'causal', 'ms', 'TFLOP/s', memory]) {
     head.appendChild(document.createElement('th')).textContent = h;
   }
   const body = t.createTBody();
   for (const r of results) {
     const row = body.insertRow();
-    const cells = [r.variant, r.kernel, r.dtype, r.n, r.d, r.b, r.h, r.causal ? 'yes' : 'no',
+    const cells = [r.variant, ...(passes ? [passOf(r)] : []), r.kernel, r.dtype, r.n, r.d, r.b, r.h, r.causal ? 'yes' : 'no',
       r.out_of_memory ? 'out of memory' : r.error ? 'error' : r.ms.toPrecision(4),
       r.out_of_memory || r.error ? '' : fmtRate(r.tflops), r.peak_bytes ? fmtBytes(r.peak_bytes) : ''];
     for (const c of cells) row.insertCell().textContent = String(c);
