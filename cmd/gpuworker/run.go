@@ -111,7 +111,10 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 	}
 	if need := plan.DeviceBytes(); need > free {
 		what := ""
-		if sp := plan.Buffers[launch.BufS] + plan.Buffers[launch.BufP]; sp > 0 {
+		if sp := plan.Buffers[launch.BufS] + plan.Buffers[launch.BufP]; sp > 0 && kernels.Info(c.Variant).Backward {
+			sp += plan.Buffers[kernels.BufDP] + plan.Buffers[kernels.BufDS]
+			what = fmt.Sprintf(" (P, dP and dS, N×N each, alone take %s)", kernels.FormatBytes(sp))
+		} else if sp > 0 {
 			what = fmt.Sprintf(" (S and P alone take %s)", kernels.FormatBytes(sp))
 		}
 		return nil, fmt.Errorf("out of device memory: the run needs %s%s, the GPU has %s free", kernels.FormatBytes(need), what, kernels.FormatBytes(free))
