@@ -175,7 +175,7 @@ func routeCases(t *testing.T) map[string]routeCase {
 		"GET /compare":                      {path: "/compare", base: url.Values{"n": {"16"}, "d": {"4"}, "br": {"4"}, "bc": {"4"}}, fields: []string{"n", "d", "br", "bc", "seed", "pattern", "causal", "trace_q", "pair"}, page: true, accept: map[string][]string{"seed": {"zero", "1e9", "2^63"}, "causal": {"zero", "empty"}, "trace_q": {"empty", "zero"}, "pair": {"empty"}, "pattern": {"empty"}}},
 		"GET /api/kernels":                  {path: "/api/kernels"},
 		"GET /api/source":                   {path: "/api/source", base: url.Values{"variant": {"flash2"}}, fields: []string{"variant"}},
-		"GET /api/memory":                   {path: "/api/memory", base: url.Values{"b": {"1"}, "h": {"1"}, "n": {"1024"}, "d": {"64"}}, fields: []string{"b", "h", "n", "d", "dtype"}, accept: map[string][]string{"dtype": {"empty"}}},
+		"GET /api/memory":                   {path: "/api/memory", base: url.Values{"b": {"1"}, "h": {"1"}, "n": {"1024"}, "d": {"64"}}, fields: []string{"b", "h", "n", "d", "dtype", "pass"}, accept: map[string][]string{"dtype": {"empty"}, "pass": {"empty"}}},
 		"GET /api/traffic/measured":         {path: "/api/traffic/measured"},
 		"POST /api/sweeps":                  {path: "/api/sweeps", base: url.Values{"engine": {"cpu"}, "n": {"64"}, "d": {"16"}, "causal": {"0"}, "repeats": {"1"}}, fields: []string{"engine", "n", "d", "causal", "variants", "batch", "heads", "repeats", "ns"}, body: "form", accept: map[string][]string{"engine": {"empty"}, "n": {"empty"}, "d": {"empty"}, "causal": {"empty", "zero"}, "variants": {"empty"}, "batch": {"empty", "zero"}, "heads": {"empty", "zero"}, "repeats": {"empty"}}},
 		"GET /api/sweeps/{id}":              {path: "/api/sweeps/recorded", pathParam: "id"},

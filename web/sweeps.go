@@ -121,7 +121,9 @@ func (s *Server) sdpaReference(w http.ResponseWriter, r *http.Request) error {
 }
 
 // memoryPlan answers the memory calculator: naive against flash for any
-// B, H, N, d, on this server's GPU or the H100 the recordings come from.
+// B, H, N, d, in the forward pass (the default) or the backward
+// (pass=backward), on this server's GPU or the H100 the recordings come
+// from.
 func (s *Server) memoryPlan(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var errs kernels.FieldErrors
@@ -141,6 +143,10 @@ func (s *Server) memoryPlan(w http.ResponseWriter, r *http.Request) error {
 	default:
 		errs = append(errs, kernels.FieldError{Field: "dtype", Message: "dtype must be f32 or bf16 (got " + strconv.Quote(trunc(q.Get("dtype"))) + ")"})
 	}
+	pass, ok := traffic.ParsePass(q.Get("pass"))
+	if !ok {
+		errs = append(errs, kernels.FieldError{Field: "pass", Message: "pass must be " + string(traffic.PassForward) + " or " + string(traffic.PassBackward) + " (got " + strconv.Quote(trunc(q.Get("pass"))) + ")"})
+	}
 	if len(errs) > 0 {
 		return errs
 	}
@@ -148,11 +154,11 @@ func (s *Server) memoryPlan(w http.ResponseWriter, r *http.Request) error {
 	if hello, ok := s.runner.GPUHello(); ok {
 		gpu, bytes = hello.GPU+" (this server's)", hello.MemoryBytes
 	}
-	plan, err := traffic.PlanMemory(b, h, n, d, dt, bytes)
+	plan, err := traffic.PlanPass(pass, b, h, n, d, dt, bytes)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"gpu": gpu, "plan": plan})
+	writeJSON(w, http.StatusOK, map[string]any{"gpu": gpu, "pass": plan.Pass, "plan": plan})
 	return nil
 }
 

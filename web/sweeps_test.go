@@ -107,6 +107,81 @@ func TestMemoryAPI(t *testing.T) {
 	}
 }
 
+// TestMemoryAPIBackward: pass=backward plans the backward kernels' buffers,
+// the answer saying which pass it describes; no pass, or pass=forward, is
+// the forward's plan as before; any other pass is a field error that names
+// the field and the passes there are.
+func TestMemoryAPIBackward(t *testing.T) {
+	t.Parallel()
+	_, ts := newTestServer(t, runner.Mirror{})
+	type answer struct {
+		Pass string
+		Plan struct {
+			Pass            string
+			NaiveKernel     string `json:"naive_kernel"`
+			FlashKernel     string `json:"flash_kernel"`
+			InputsBytes     int64  `json:"inputs_bytes"`
+			NaiveNNBytes    int64  `json:"naive_nn_bytes"`
+			NaiveSPBytes    *int64 `json:"naive_sp_bytes"`
+			FlashDeltaBytes int64  `json:"flash_delta_bytes"`
+			NaiveBytes      int64  `json:"naive_bytes"`
+			FlashBytes      int64  `json:"flash_bytes"`
+			NaiveFits       bool   `json:"naive_fits"`
+			FlashFits       bool   `json:"flash_fits"`
+			NaiveMaxN       int    `json:"naive_max_n"`
+			FlashMaxN       int    `json:"flash_max_n"`
+		}
+	}
+	ask := func(query string) answer {
+		t.Helper()
+		res, body := get(t, ts.URL+"/api/memory?"+query)
+		var out answer
+		if res.StatusCode != 200 || json.Unmarshal(body, &out) != nil {
+			t.Fatalf("%s: %d %s", query, res.StatusCode, body)
+		}
+		return out
+	}
+	// Lesson 13's batch, 256 batch-heads at N = 8192, d = 64, float32:
+	// per batch-head Q, K, V, O, dO 10 MiB, L 32 KiB, dQ, dK, dV 6 MiB;
+	// naive's P, dP and dS 768 MiB; flash's D 32 KiB.
+	const mib = 1 << 20
+	bwd := ask("b=8&h=32&n=8192&d=64&pass=backward")
+	p := bwd.Plan
+	if bwd.Pass != "backward" || p.Pass != "backward" || p.NaiveKernel != "naive_bwd" || p.FlashKernel != "flash2_bwd" {
+		t.Errorf("backward: pass %q/%q, kernels %q and %q", bwd.Pass, p.Pass, p.NaiveKernel, p.FlashKernel)
+	}
+	if p.InputsBytes != 256*(16*mib+32<<10) || p.NaiveNNBytes != 256*768*mib || p.FlashDeltaBytes != 256*32<<10 || p.NaiveSPBytes != nil {
+		t.Errorf("backward: inputs %d, N×N %d, D %d, S and P %v", p.InputsBytes, p.NaiveNNBytes, p.FlashDeltaBytes, p.NaiveSPBytes)
+	}
+	if p.NaiveBytes != p.InputsBytes+p.NaiveNNBytes || p.FlashBytes != p.InputsBytes+p.FlashDeltaBytes || p.NaiveFits || !p.FlashFits || p.NaiveMaxN != 5175 || p.FlashMaxN != 161527 {
+		t.Errorf("backward: %+v", p)
+	}
+	fwd := ask("b=8&h=32&n=8192&d=64")
+	if fwd.Pass != "forward" || fwd.Plan.Pass != "forward" || fwd.Plan.NaiveKernel != "naive" || fwd.Plan.NaiveSPBytes == nil || *fwd.Plan.NaiveSPBytes != 256*512*mib ||
+		fwd.Plan.NaiveNNBytes != *fwd.Plan.NaiveSPBytes || fwd.Plan.FlashDeltaBytes != 0 || fwd.Plan.NaiveMaxN <= p.NaiveMaxN {
+		t.Errorf("forward: %+v", fwd)
+	}
+	_, plain := get(t, ts.URL+"/api/memory?b=8&h=32&n=8192&d=64")
+	if _, named := get(t, ts.URL+"/api/memory?b=8&h=32&n=8192&d=64&pass=forward"); string(named) != string(plain) {
+		t.Errorf("pass=forward %s, the default %s", named, plain)
+	}
+	// bf16: flash2_bwd_mma; no naive kernel, a model.
+	if b := ask("b=8&h=32&n=8192&d=64&pass=backward&dtype=bf16").Plan; b.NaiveKernel != "" || b.FlashKernel != "flash2_bwd_mma" || b.InputsBytes != 256*(11*mib+32<<10) || b.NaiveNNBytes != 256*640*mib {
+		t.Errorf("bf16 backward: %+v", b)
+	}
+	for _, bad := range []string{"pass=sideways", "pass=Backward", "pass=%20backward", "pass=backward,forward"} {
+		res, body := get(t, ts.URL+"/api/memory?b=8&h=32&n=8192&d=64&"+bad)
+		if res.StatusCode != 400 || !strings.Contains(string(body), `"field":"pass"`) || !strings.Contains(string(body), "forward or backward") {
+			t.Errorf("%s: %d %s", bad, res.StatusCode, body)
+		}
+	}
+	// A bad pass is said beside the other fields' errors.
+	res, body := get(t, ts.URL+"/api/memory?b=x&h=32&n=8192&d=64&pass=up")
+	if res.StatusCode != 400 || !strings.Contains(string(body), `"field":"pass"`) || !strings.Contains(string(body), `"field":"b"`) {
+		t.Errorf("b and pass: %d %s", res.StatusCode, body)
+	}
+}
+
 func TestTrafficAPI(t *testing.T) {
 	t.Parallel()
 	_, ts := newTestServer(t, runner.Mirror{})
