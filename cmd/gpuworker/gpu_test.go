@@ -292,14 +292,18 @@ func TestGPUMatchesMirror(t *testing.T) {
 	}
 }
 
-// TestGPUSanitizerSample is a handful of small runs of every kernel, for
-// compute-sanitizer's memcheck and racecheck (which slow kernels a hundredfold).
+// TestGPUSanitizerSample is a handful of small runs of every kernel (or of
+// -variants), for compute-sanitizer's memcheck and racecheck (which slow
+// kernels a hundredfold).
 func TestGPUSanitizerSample(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	worst := map[string]float64{}
 	for k := 0; k < 2*len(instrument.Variants); k++ {
 		c := kernelstest.RandomGPUConfig(rng, 160)
 		c.Variant = instrument.Variants[k%len(instrument.Variants)]
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), c.Variant.String()) {
+			continue
+		}
 		if tiles := kernels.Info(c.Variant).Tiles; tiles != nil {
 			f := tiles[k%len(tiles)]
 			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
