@@ -23,6 +23,7 @@ import (
 	"flashstep/lessons"
 	"flashstep/recordings"
 	"flashstep/runner"
+	"flashstep/traffic"
 )
 
 func course(t *testing.T) *lessons.Course {
@@ -238,6 +239,10 @@ func TestBadDirectivesFail(t *testing.T) {
 		"::: checkpoint id=c ask=setmaxnreg producer=20 consumers=2\nq\n:::\n":                          "producer must be a whole number from 24 to 256",
 		"::: checkpoint id=c ask=setmaxnreg producer=28 consumers=2\nq\n:::\n":                          "producer must be a multiple of 8",
 		"::: checkpoint id=c ask=setmaxnreg producer=24 consumers=1\nq\n:::\n":                          "consumers must be a whole number from 2 to 3",
+		"::: memory id=m pass=sideways\n:::\n":                                                          "memory m: pass must be forward or backward, got \"sideways\"",
+		"::: memory id=m pass=Backward\n:::\n":                                                          "pass must be forward or backward",
+		"::: memory id=m pass=\n:::\n":                                                                  "pass must be forward or backward",
+		"::: memory id=m b=8 h=32 n=8192 d=64 passes=backward\n:::\n":                                   `unknown attribute "passes"`,
 		"Cost is $5 today.\n":   "unclosed $",
 		"## Heading with $x$\n": "holds math",
 	} {
@@ -252,6 +257,56 @@ func TestBadDirectivesFail(t *testing.T) {
 	_, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + "::: stepper id=w preset=too-big\n:::\n")}})
 	if err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("an oversized run loads: %v", err)
+	}
+}
+
+// TestMemoryDirective: "::: memory" reads the calculator's problem and its
+// pass (forward unless pass=backward), and asks /api/memory for that pass;
+// lesson 3's calculator plans the forward.
+func TestMemoryDirective(t *testing.T) {
+	t.Parallel()
+	front := "---\ntitle: T\nslug: t\norder: 1\nsummary: s\nlearn:\n  - x\ntry:\n  - toy | go\n---\n\n## S\n\n"
+	body := "::: memory id=f b=2 h=4 n=1024 d=128\ncaption\n:::\n\n::: memory id=fw b=2 h=4 n=1024 d=128 pass=forward\n:::\n\n" +
+		"::: memory id=bw b=8 h=32 n=8192 d=64 pass=backward\nthe backward\n:::\n"
+	c, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + body)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := c.Lessons[0].Widgets
+	if len(ws) != 3 {
+		t.Fatalf("%d widgets", len(ws))
+	}
+	for _, tc := range []struct {
+		pass  traffic.Pass
+		query string
+	}{
+		{traffic.PassForward, "b=2&d=128&h=4&n=1024"},
+		{traffic.PassForward, "b=2&d=128&h=4&n=1024"},
+		{traffic.PassBackward, "b=8&d=64&h=32&n=8192&pass=backward"},
+	} {
+		w := ws[0]
+		ws = ws[1:]
+		if w.Kind != lessons.WidgetMemory || w.Pass != tc.pass || w.MemoryQuery() != tc.query {
+			t.Errorf("%s: %s, pass %q, query %q; want pass %q, query %q", w.ID, w.Kind, w.Pass, w.MemoryQuery(), tc.pass, tc.query)
+		}
+	}
+	for slug, want := range map[string]traffic.Pass{"naive": traffic.PassForward} {
+		l, ok := course(t).Lesson(slug)
+		if !ok {
+			t.Fatalf("no lesson %q", slug)
+		}
+		found := false
+		for _, w := range l.Widgets {
+			if w.Kind == lessons.WidgetMemory {
+				found = true
+				if w.Pass != want {
+					t.Errorf("lesson %s's calculator %s plans the %s pass, want the %s", slug, w.ID, w.Pass, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("lesson %s has no memory calculator", slug)
+		}
 	}
 }
 

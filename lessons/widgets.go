@@ -19,7 +19,7 @@ const (
 	WidgetStepper  = "stepper"  // the stepper page, embedded, on a preset at a step
 	WidgetCompare  = "compare"  // naive against flash on a preset's inputs
 	WidgetTimeline = "timeline" // the stepper's GPU timeline of a timing preset
-	WidgetMemory   = "memory"   // the memory calculator: naive's S and P against flash
+	WidgetMemory   = "memory"   // the memory calculator: naive's N×N matrices against flash, forward or backward
 	WidgetKernels  = "kernels"  // ptxas's figures of compiled kernels
 	// WidgetPlayground is the online-softmax playground on a row of logits.
 	WidgetPlayground = "playground"
@@ -57,8 +57,10 @@ type Widget struct {
 	// stepper shows as "?" until they are answered (hold=bh.row.step).
 	Holds []Hold
 
-	// memory: the calculator's starting problem
+	// memory: the calculator's starting problem, and the pass it plans
+	// (pass=forward, the default, or pass=backward)
 	B, H, N, D int
+	Pass       traffic.Pass
 
 	// kernels: which compiled kernels' figures
 	Kernels []kernels.PtxasFigures
@@ -264,6 +266,15 @@ func newWidget(kind string, attrs map[string]string, caption string) (*Widget, e
 		w.H = intAttr("h", 16, 1, traffic.MaxCalcH)
 		w.N = intAttr("n", 8192, 1, traffic.MaxCalcN)
 		w.D = intAttr("d", 64, 1, traffic.MaxCalcD)
+		known = append(known, "pass")
+		w.Pass = traffic.PassForward
+		if v, given := attrs["pass"]; given {
+			pass, ok := traffic.ParsePass(v)
+			if !ok || v == "" {
+				fail("memory %s: pass must be %s or %s, got %q", w.ID, traffic.PassForward, traffic.PassBackward, v)
+			}
+			w.Pass = pass
+		}
 	case WidgetKernels:
 		known = append(known, "names")
 		all := kernels.Ptxas()
@@ -317,7 +328,12 @@ func newWidget(kind string, attrs map[string]string, caption string) (*Widget, e
 	return w, nil
 }
 
-// MemoryQuery is the calculator's starting problem as /api/memory wants it.
+// MemoryQuery is the calculator's starting problem as /api/memory wants it;
+// a backward widget's asks for pass=backward.
 func (w *Widget) MemoryQuery() string {
-	return url.Values{"b": {strconv.Itoa(w.B)}, "h": {strconv.Itoa(w.H)}, "n": {strconv.Itoa(w.N)}, "d": {strconv.Itoa(w.D)}}.Encode()
+	q := url.Values{"b": {strconv.Itoa(w.B)}, "h": {strconv.Itoa(w.H)}, "n": {strconv.Itoa(w.N)}, "d": {strconv.Itoa(w.D)}}
+	if w.Pass == traffic.PassBackward {
+		q.Set("pass", string(w.Pass))
+	}
+	return q.Encode()
 }
