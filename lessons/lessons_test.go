@@ -262,7 +262,7 @@ func TestBadDirectivesFail(t *testing.T) {
 
 // TestMemoryDirective: "::: memory" reads the calculator's problem and its
 // pass (forward unless pass=backward), and asks /api/memory for that pass;
-// lesson 3's calculator plans the forward.
+// lesson 13's calculator plans the backward, lesson 3's the forward.
 func TestMemoryDirective(t *testing.T) {
 	t.Parallel()
 	front := "---\ntitle: T\nslug: t\norder: 1\nsummary: s\nlearn:\n  - x\ntry:\n  - toy | go\n---\n\n## S\n\n"
@@ -290,7 +290,7 @@ func TestMemoryDirective(t *testing.T) {
 			t.Errorf("%s: %s, pass %q, query %q; want pass %q, query %q", w.ID, w.Kind, w.Pass, w.MemoryQuery(), tc.pass, tc.query)
 		}
 	}
-	for slug, want := range map[string]traffic.Pass{"naive": traffic.PassForward} {
+	for slug, want := range map[string]traffic.Pass{"naive": traffic.PassForward, "backward": traffic.PassBackward} {
 		l, ok := course(t).Lesson(slug)
 		if !ok {
 			t.Fatalf("no lesson %q", slug)
