@@ -15,12 +15,14 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
-// student opens a second browser context (its own cookies: no presenter
-// token) in the same Chromium, at the join URL.
+// student opens a tab in a second browser context (its own cookies: no
+// presenter token) in the same Chromium, at the join URL; it ends with the
+// presenter's.
 func student(t *testing.T, parent context.Context, joinURL string) (context.Context, func() []string) {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancel)
+	ctx, cancel := context.WithCancel(takeTab(t))
+	stop := context.AfterFunc(parent, cancel)
+	t.Cleanup(func() { stop(); cancel() })
 	problems := watchConsole(ctx)
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1200, 900), chromedp.Navigate(joinURL)); err != nil {
 		t.Fatal(err)

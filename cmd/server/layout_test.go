@@ -101,10 +101,29 @@ func outsideFirstScreen(ctx context.Context, t *testing.T, selectors ...string) 
 	return out
 }
 
+// navigate loads u in the tab and waits until it has loaded. chromedp's
+// Navigate can return before the new page is there: a same-document
+// navigation of the page it leaves (a stepper writing its step into the
+// URL as it draws) ends its wait. So the page left is marked first, and
+// navigate waits for a loaded document without the mark.
 func navigate(ctx context.Context, t *testing.T, u string) {
 	t.Helper()
+	chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__fsLeft = true`)) // nothing to mark in a new tab
 	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
 		t.Fatal(err)
+	}
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool](`!window.__fsLeft && document.readyState === 'complete'`,
+			chromedp.WithPollingTimeout(time.Until(deadline))))
+		// A poll that starts in the page being left is ended by the new
+		// page: poll again in the new one.
+		if err == nil || !(strings.Contains(err.Error(), "context with specified id") || strings.Contains(err.Error(), "navigated or closed")) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("loading %s: %v", u, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +24,15 @@ import (
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
 	"flashstep/labrun/labruntest"
+	"flashstep/sweep"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/storage"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/gorilla/websocket"
@@ -152,17 +158,145 @@ func browserSized(t *testing.T, w, h int) context.Context {
 // browserFor is browserSized with another time limit.
 func browserFor(t *testing.T, w, h int, limit time.Duration) context.Context {
 	t.Helper()
-	parent, err := sharedChromium()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	ctx := takeTab(t)
 	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
-	t.Cleanup(func() { cancelTimeout(); cancel() })
+	t.Cleanup(cancelTimeout)
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(w), int64(h))); err != nil {
 		t.Fatal(err)
 	}
 	return ctx
+}
+
+// The browser tests' tabs are used again from one test to the next. A new
+// tab costs Chromium a renderer process, and the first page it loads costs
+// that process 2 to 3 s of CPU more than a page loaded in a tab that has
+// loaded one before: on two cores, more than all of a short test's own
+// work. Each tab keeps a browser context of its own, so that the tabs a
+// test holds at once (a presenter and two students) keep their cookies
+// apart, and a test holds its tabs alone. When the test ends, its tab is
+// emptied before another test takes it (giveBackTab): the page left for
+// about:blank, the cookies, storage, cache and history of the browser
+// context gone; what the test set through its own DevTools session (the
+// viewport, scripts to run on every page) goes with that session.
+// TestTabComesBackEmpty holds the emptying to a fresh tab's state.
+var tabs struct {
+	mu   sync.Mutex
+	free []tab
+}
+
+// tab is a tab of the shared Chromium and its browser context.
+type tab struct {
+	id target.ID
+	bc cdp.BrowserContextID
+}
+
+// takeTab attaches a new DevTools session to a free tab of the shared
+// Chromium, or to a new one, for the test's time; the test's cleanup
+// empties it and hands it back.
+func takeTab(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel, tb, err := openTab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { giveBackTab(ctx, cancel, tb) })
+	return ctx
+}
+
+// openTab is a session on a free tab, or on a new one.
+func openTab() (context.Context, context.CancelFunc, tab, error) {
+	parent, err := sharedChromium()
+	if err != nil {
+		return nil, nil, tab{}, err
+	}
+	tabs.mu.Lock()
+	var tb tab
+	if n := len(tabs.free); n > 0 {
+		tb, tabs.free = tabs.free[n-1], tabs.free[:n-1]
+	}
+	tabs.mu.Unlock()
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if tb.id != "" {
+		ctx, cancel = chromedp.NewContext(parent, chromedp.WithTargetID(tb.id), chromedp.WithDetachOnCancel())
+	} else {
+		ctx, cancel = chromedp.NewContext(parent, chromedp.WithNewBrowserContext(), chromedp.WithDetachOnCancel())
+	}
+	if err := chromedp.Do(ctx); err != nil { // attaches, or opens the tab
+		cancel()
+		if tb.id != "" {
+			closeTab(tb)
+		}
+		return nil, nil, tab{}, err
+	}
+	if tb.id == "" {
+		c := chromedp.FromContext(ctx)
+		tb = tab{c.Target.TargetID, c.BrowserContextID}
+	}
+	return ctx, cancel, tb, nil
+}
+
+// giveBackTab empties the tab of session ctx, ends the session (the
+// viewport and scripts it set go with it) and puts the tab back in the
+// pool; a tab that could not be emptied is closed.
+func giveBackTab(ctx context.Context, cancel context.CancelFunc, tb tab) {
+	ok := emptyTab(ctx)
+	cancel()
+	if !ok {
+		closeTab(tb)
+		return
+	}
+	tabs.mu.Lock()
+	tabs.free = append(tabs.free, tb)
+	tabs.mu.Unlock()
+}
+
+// emptyTab leaves the tab's page and clears what the browser context
+// kept of the origins its tab has visited, as a fresh one would be: it
+// reports whether all of that was done.
+func emptyTab(tab context.Context) bool {
+	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	defer cancel()
+	hist, err := chromedp.Call(ctx, page.GetNavigationHistory, cdp.Empty{})
+	if err != nil {
+		return false
+	}
+	// sessionStorage is the tab's own, not the browser context's.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { try { sessionStorage.clear(); } catch {} return true; })()`)); err != nil {
+		return false
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		return false
+	}
+	origins := map[string]bool{}
+	for _, e := range hist.Entries {
+		if u, err := url.Parse(e.URL); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			origins[u.Scheme+"://"+u.Host] = true
+		}
+	}
+	for o := range origins {
+		if _, err := chromedp.Call(ctx, storage.ClearDataForOrigin, storage.ClearDataForOriginParams{Origin: o, StorageTypes: "all"}); err != nil {
+			return false
+		}
+	}
+	for _, cmd := range []cdp.Command[cdp.Empty, cdp.Empty]{network.ClearBrowserCookies, network.ClearBrowserCache, page.ResetNavigationHistory} {
+		if _, err := chromedp.Call(ctx, cmd, cdp.Empty{}); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// closeTab closes a tab that could not be emptied, and its browser context.
+func closeTab(tb tab) {
+	browser, err := sharedChromium()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(browser, 10*time.Second)
+	defer cancel()
+	chromedp.CallBrowser(ctx, target.CloseTarget, target.CloseTargetParams{TargetID: tb.id})
+	chromedp.CallBrowser(ctx, target.DisposeBrowserContext, target.DisposeBrowserContextParams{BrowserContextID: tb.bc})
 }
 
 // watchConsole collects every console error and warning, uncaught exception
@@ -559,7 +693,7 @@ func TestBrowserSweep(t *testing.T) {
 	}
 	csvText, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.querySelector('[data-testid=download-csv]').href).then(r => r.text())`,
 		chromedp.EvalAwaitPromise))
-	if err != nil || !strings.HasPrefix(csvText, "source,variant,kernel") || strings.Count(csvText, "\n") != 5 {
+	if err != nil || !strings.HasPrefix(csvText, strings.Join(sweep.CSVHeader, ",")+"\n") || strings.Count(csvText, "\n") != 5 {
 		t.Fatalf("CSV download: %v\n%s", err, csvText)
 	}
 	waitText(ctx, t, "[data-testid=mem-naive-max]", "N > ")
@@ -717,4 +851,56 @@ func mirrorSteps(t *testing.T, c kernels.Config) []*instrument.Record {
 		t.Fatal(err)
 	}
 	return steps
+}
+
+// TestTabComesBackEmpty: a tab a test has used, once emptied, shows the
+// next test what a new tab in a new browser context shows: no cookie, no
+// local or session storage, nothing cached, no history but the page, and
+// neither the viewport nor the scripts the last session set.
+func TestTabComesBackEmpty(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, "-worker", "none")
+	const look = `JSON.stringify([document.cookie, localStorage.length, sessionStorage.length, typeof window.__left, history.length,
+		innerWidth === 500 || innerHeight === 400])`
+	const fresh = `["",0,0,"undefined",2,false]` // [cookie, local storage, session storage, the last session's script, history, its viewport]
+	cached := `fetch('/static/js/model.js', { cache: 'only-if-cached', mode: 'same-origin' }).then(() => true, () => false)`
+
+	used, cancelUsed, tb, err := openTab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(used, chromedp.EmulateViewport(500, 400)); err != nil {
+		cancelUsed()
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(used, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: "window.__left = 1"}); err != nil {
+		cancelUsed()
+		t.Fatal(err)
+	}
+	navigate(used, t, base+"/healthz")
+	navigate(used, t, base+"/healthz?again")
+	evalJS[bool](used, t, `(document.cookie = 'left=1; path=/', localStorage.setItem('left', '1'), sessionStorage.setItem('left', '1'), true)`)
+	evalJS[bool](used, t, `fetch('/static/js/model.js').then((r) => r.text()).then(() => true)`)
+	// What the used tab shows: the checks below would hold nothing if it
+	// showed what a new one does.
+	if got := evalJS[string](used, t, look); got != `["left=1",1,1,"number",3,true]` || !evalJS[bool](used, t, cached) {
+		t.Fatalf("the used tab shows %s, cached %v", got, evalJS[bool](used, t, cached))
+	}
+	ok := emptyTab(used)
+	cancelUsed()
+	if !ok {
+		closeTab(tb)
+		t.Fatal("the used tab could not be emptied")
+	}
+
+	browser, _ := sharedChromium() // openTab has started it
+	again, cancelAgain := chromedp.NewContext(browser, chromedp.WithTargetID(tb.id), chromedp.WithDetachOnCancel())
+	defer giveBackTab(again, cancelAgain, tb)
+	navigate(again, t, base+"/healthz")
+	if got := evalJS[string](again, t, look); got != fresh {
+		t.Errorf("the emptied tab shows %s, a new one %s ([cookie, local storage, session storage, the last session's script, history, its viewport])", got, fresh)
+	}
+	if evalJS[bool](again, t, cached) {
+		t.Error("the emptied tab has the last test's script cached")
+	}
 }
