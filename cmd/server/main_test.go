@@ -458,14 +458,17 @@ func TestBrowserStepper(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A real tile size: N=1024, d=64, 64×64 tiles, one head.
-	big := "/step?n=1024&d=64&br=64&bc=64&seed=" + strconv.FormatUint(rand.Uint64(), 10)
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+big)); err != nil {
-		t.Fatal(err)
+	// A real tile size: d=64, 64×64 tiles, one head; N=1024 (272 steps, a
+	// 13 MB trace), or under -short N=512 (72 steps, a quarter of it).
+	n, total := 1024, 272
+	if testing.Short() {
+		n, total = 512, 72
 	}
+	big := fmt.Sprintf("/step?n=%d&d=64&br=64&bc=64&seed=%d", n, rand.Uint64())
+	navigate(ctx, t, base+big)
 	waitText(ctx, t, "#run-status", "Trace complete")
-	t.Logf("N=1024, d=64, Br=Bc=64: click on Run to first step drawn: %s ms", runAndTime(ctx, t))
-	waitText(ctx, t, "#step-label", "/ 272")
+	t.Logf("N=%d, d=64, Br=Bc=64: click on Run to first step drawn: %s ms", n, runAndTime(ctx, t))
+	waitText(ctx, t, "#step-label", fmt.Sprintf("/ %d", total))
 
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))

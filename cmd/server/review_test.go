@@ -159,7 +159,9 @@ func TestBrowserLessonReviewFixes(t *testing.T) {
 		w := lessonWidget(t, "registers", "real-block")
 		openWidget(ctx, t, base, w, 1)
 		lOld := textNumber(t, cellText(ctx, t, "l-0"))
-		openWidget(ctx, t, base, w, 2)
+		// The reader steps on to step 2.
+		scrubTo(ctx, t, 2)
+		waitText(ctx, t, "#step-label", "2 / ")
 		for _, id := range []string{"m-new-0", "alpha-0", "l-0"} {
 			if got := cellText(ctx, t, id); got != "?" {
 				t.Errorf("row 0's %s at step 2 reads %q; the checkpoint holds it", id, got)
