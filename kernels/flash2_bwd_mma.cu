@@ -7,7 +7,8 @@
 //                        float32 dQ accumulator of the q-tile set to zero
 //   flash2_bwd_mma_main  one block of NW warps per kv-tile j (BC = 16·NW):
 //                        warp w owns kv rows 16w..16w+15, keeps their dK and
-//                        dV in registers, and per q-tile i (BR = 16·NW rows):
+//                        dV in registers, and per q-tile i (BR rows, a
+//                        multiple of 16 that divides into the warps):
 //     S^T  = K_j Q_i^T            d/16 MMAs (bf16 in, float32 accumulate)
 //     P^T  = 2^(fma(S^T, sl2, -L·log2 e))    ex2.approx; 0 where masked
 //     dP^T = V_j dO_i^T           d/16 MMAs
@@ -15,10 +16,13 @@
 //     dV_j += bf16(P^T) dO_i      BR/16 MMAs, P^T straight from the
 //                                 registers that made it, as the A operand
 //     dK_j += bf16(dS^T) Q_i      BR/16 MMAs, likewise
-//     dS goes to shared memory in bf16, transposed; then warp w owns q rows
-//     16w..16w+15 of dQ_i += dS K_j (BC/16 MMAs) and adds its part into the
-//     float32 accumulator in device memory, atomically: every kv-tile's block
-//     adds to every q-tile it sees
+//     dS^T goes to shared memory in bf16; then each warp owns 16 q rows and
+//     a share of d's columns of dQ_i += dS K_j (BC/16 MMAs, dS read
+//     transposed by ldmatrix.trans), stages its part in shared memory and
+//     adds it into the float32 accumulator in device memory, atomically, a
+//     row of 32 floats per add: every kv-tile's block adds to every q-tile
+//     it sees. A wider kv-tile (8 warps, BC = 128) halves the adds per
+//     product
 //                        and at the end dK_j·scale and dV_j, float32
 //   flash2_bwd_mma_dq    one block per q-tile: dQ_i = accumulator·scale, once
 //
@@ -41,6 +45,11 @@
 namespace flash2_bwd_mma {
 
 using fast::bf16;
+// dQ_i's columns per warp (the warps share dQ_i's 16-row atoms out, then
+// its columns), and of those the columns of one pass (at most 64, which
+// bounds the registers dQ's part takes beside dK_j and dV_j).
+__host__ __device__ constexpr int dq_cols(int BR, int BC, int D) { return D / (BC / 16 / (BR / 16)); }
+__host__ __device__ constexpr int dq_pass(int BR, int BC, int D) { return dq_cols(BR, BC, D) < 64 ? dq_cols(BR, BC, D) : 64; }
 
 //> pre: D_i = rowsum(dO_i ∘ O_i) from bf16 rows, in float32; the float32 dQ accumulator of q-tile i set to zero
 template <int BR, int BC, int D, int NT>
@@ -158,8 +167,12 @@ __device__ __forceinline__ void main_block(const bf16 *__restrict__ Q, const bf1
   constexpr int NI = BR / 8; // 8-column atoms of S^T: q rows
   constexpr int DI = D / 8;  // 8-column atoms of dK, dV and dQ
   constexpr int CH = D / 8;  // 16-byte chunks per row of Q, K, V, dO
-  constexpr int CS = BC / 8; // 16-byte chunks per row of dS
-  static_assert(BC == 16 * NW && BR == 16 * NW, "one 16-row atom of kv rows, and of q rows, per warp");
+  constexpr int CQ = BR / 8; // 16-byte chunks per row of dS^T
+  constexpr int RA = BR / 16; // 16-row atoms of dQ_i
+  constexpr int DW = dq_cols(BR, BC, D), PW = dq_pass(BR, BC, D);
+  constexpr int SP = PW + 8; // a staged row of dQ's part, in floats: 8 more shifts each row by 8 banks
+  static_assert(BC == 16 * NW, "one 16-row atom of kv rows per warp");
+  static_assert(BR % 16 == 0 && NW % RA == 0 && DW % PW == 0 && PW % 16 == 0, "dQ_i's atoms shared out evenly over the warps");
   static_assert(D % 64 == 0 && BC % 64 == 0, "the swizzle needs rows of at least 8 chunks");
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -167,15 +180,19 @@ __device__ __forceinline__ void main_block(const bf16 *__restrict__ Q, const bf1
   bf16 *sV = sK + BC * D;
   bf16 *sQ = sV + BC * D;   // two buffers of BR x D: the q-tile and the next
   bf16 *sDO = sQ + 2 * BR * D; // likewise
-  bf16 *sDS = sDO + 2 * BR * D; // BR x BC
+  bf16 *sDS = sDO + 2 * BR * D; // dS^T, BC x BR, as the warps make it
   float *sLb = reinterpret_cast<float *>(sDS + BR * BC); // two buffers of BR: L·log2 e
   float *sD = sLb + 2 * BR;                              // two buffers of BR: D
+  float *sStage = sD + 2 * BR + (threadIdx.x >> 5) * 16 * SP; // this warp's 16 x PW part of dQ_i, float32
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int j = blockIdx.x, bh = blockIdx.y;
   const int c0 = j * BC;
-  const int wc = warp * 16; // the warp's kv rows in the tile, and its q rows in dQ
+  const int wc = warp * 16;              // the warp's kv rows in the tile
+  // Its q rows and first column in dQ_i (with one atom of q rows per warp,
+  // the kv rows' offset and 0: written so, the compiler keeps no more).
+  const int wq = RA == NW ? wc : (warp % RA) * 16, wd = RA == NW ? 0 : (warp / RA) * DW;
   const int Tr = (N + BR - 1) / BR;
   const size_t base = (size_t)bh * N * D;
   const float sl2 = scale * 1.4426950408889634f;
@@ -230,21 +247,36 @@ __device__ __forceinline__ void main_block(const bf16 *__restrict__ Q, const bf1
     __syncthreads(); // q-tile i's Q_i, dO_i, L_i and D_i are in
 
     //> recompute: Sᵀ = K_j Q_iᵀ by mma.sync, then Pᵀ = 2^(S·sl2 − L·log2 e): no running max, L is final
+    // A tile with no padding and nothing masked (most of them) takes a
+    // path without the per-element tests.
     float p[NI][4];
     mma_nt<BR, D>(p, sK, wc, q, lane);
+    if (c0 + BC <= N && r0 + BR <= N && (!causal || c0 + BC - 1 <= r0)) {
 #pragma unroll
-    for (int ni = 0; ni < NI; ni++)
+      for (int ni = 0; ni < NI; ni++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int c = wc + g + (e >> 1) * 8, r = ni * 8 + 2 * t + (e & 1);
-        const bool pad = c0 + c >= N || r0 + r >= N;
-        const bool masked = !pad && causal && c0 + c > r0 + r;
-        FS_TRACED(if (full) pl[fs_bwd_step_s(BR, BC, D, N) + r * BC + c] = pad ? 0.f : masked ? FS_NEG_INF : __fmul_rn(p[ni][e], scale);)
-        p[ni][e] = pad || masked ? 0.f : fast::ex2(fmaf(p[ni][e], sl2, -lb[r]));
-        FS_TRACED(if (full) pl[fs_bwd_step_p(BR, BC, D, N) + r * BC + c] = p[ni][e];)
-      }
+        for (int e = 0; e < 4; e++) {
+          const int r = ni * 8 + 2 * t + (e & 1);
+          FS_TRACED(const int c = wc + g + (e >> 1) * 8;
+                    if (full) pl[fs_bwd_step_s(BR, BC, D, N) + r * BC + c] = __fmul_rn(p[ni][e], scale);)
+          p[ni][e] = fast::ex2(fmaf(p[ni][e], sl2, -lb[r]));
+          FS_TRACED(if (full) pl[fs_bwd_step_p(BR, BC, D, N) + r * BC + c] = p[ni][e];)
+        }
+    } else {
+#pragma unroll
+      for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int c = wc + g + (e >> 1) * 8, r = ni * 8 + 2 * t + (e & 1);
+          const bool pad = c0 + c >= N || r0 + r >= N;
+          const bool masked = !pad && causal && c0 + c > r0 + r;
+          FS_TRACED(if (full) pl[fs_bwd_step_s(BR, BC, D, N) + r * BC + c] = pad ? 0.f : masked ? FS_NEG_INF : __fmul_rn(p[ni][e], scale);)
+          p[ni][e] = pad || masked ? 0.f : fast::ex2(fmaf(p[ni][e], sl2, -lb[r]));
+          FS_TRACED(if (full) pl[fs_bwd_step_p(BR, BC, D, N) + r * BC + c] = p[ni][e];)
+        }
+    }
 
-    //> dp-ds: dPᵀ = V_j dO_iᵀ by mma.sync, then dSᵀ = Pᵀ ∘ (dPᵀ − D_i) in float32, rounded to bf16 as it is made: in registers for dK, transposed in shared memory for dQ
+    //> dp-ds: dPᵀ = V_j dO_iᵀ by mma.sync, then dSᵀ = Pᵀ ∘ (dPᵀ − D_i) in float32, rounded to bf16 as it is made: in registers for dK, and to shared memory for dQ
     uint32_t dsk[NI][2];
     {
       float dp[NI][4];
@@ -254,16 +286,19 @@ __device__ __forceinline__ void main_block(const bf16 *__restrict__ Q, const bf1
         float ds[4];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          const int c = wc + g + (e >> 1) * 8, r = ni * 8 + 2 * t + (e & 1);
+          const int r = ni * 8 + 2 * t + (e & 1);
           ds[e] = __fmul_rn(p[ni][e], __fsub_rn(dp[ni][e], dd[r]));
-          sDS[fast::swz<CS>(r, c >> 3) * 8 + (c & 7)] = __float2bfloat16_rn(ds[e]);
-          FS_TRACED(if (full) {
+          FS_TRACED(const int c = wc + g + (e >> 1) * 8; if (full) {
             pl[fs_bwd_step_dp(BR, BC, D, N) + r * BC + c] = dp[ni][e];
             pl[fs_bwd_step_ds(BR, BC, D, N) + r * BC + c] = ds[e];
           })
         }
         dsk[ni][0] = fast::pack_bf16(ds[0], ds[1]);
         dsk[ni][1] = fast::pack_bf16(ds[2], ds[3]);
+        // dS^T as it lies in the registers, a bf16 pair per store: the
+        // q-tile's columns ni·8.. are chunk ni of rows g and g+8.
+        *reinterpret_cast<uint32_t *>(sDS + fast::swz<CQ>(wc + g, ni) * 8 + 2 * t) = dsk[ni][0];
+        *reinterpret_cast<uint32_t *>(sDS + fast::swz<CQ>(wc + g + 8, ni) * 8 + 2 * t) = dsk[ni][1];
       }
     }
 
@@ -276,47 +311,61 @@ __device__ __forceinline__ void main_block(const bf16 *__restrict__ Q, const bf1
     mma_acc<BR, D>(dk, dsk, q, lane);
     __syncthreads(); // every warp's dS is in
 
-    //> dq: dQ_i += dS K_j by mma.sync, warp w on q rows 16w.., added atomically into device memory: every kv-tile's block adds to it
-    // In passes of 64 columns of d, which bounds the registers dQ's part
-    // takes alongside dK_j and dV_j.
+    //> dq: dQ_i += dS K_j by mma.sync, each warp on 16 q rows and DW columns, added atomically into device memory: every kv-tile's block adds to it
+    // dS is the A operand: ldmatrix.trans reads it out of dS^T. The part is
+    // staged in shared memory so that each atomic add of a warp covers 32
+    // adjacent floats, one 128-byte line, not eight rows' scattered pairs
+    // as the accumulator holds them: a quarter of the L2 sectors per add,
+    // and (measured on the H100) the adds then cost nothing over leaving
+    // them out.
 #pragma unroll 1
-    for (int pass = 0; pass < D / 64; pass++) {
-      float dq[8][4];
+    for (int pass = 0; pass < DW / PW; pass++) {
+      const int x0 = wd + pass * PW; // the pass's first column
+      float dq[PW / 8][4];
 #pragma unroll
-      for (int di = 0; di < 8; di++) dq[di][0] = dq[di][1] = dq[di][2] = dq[di][3] = 0.f;
+      for (int di = 0; di < PW / 8; di++) dq[di][0] = dq[di][1] = dq[di][2] = dq[di][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < BC / 16; kk++) {
         uint32_t a[4];
-        fast::ldsm_x4(fast::smem_addr(sDS + fast::swz<CS>(wc + (lane & 15), kk * 2 + (lane >> 4)) * 8), a[0], a[1], a[2], a[3]);
+        fast::ldsm_x4_trans(fast::smem_addr(sDS + fast::swz<CQ>(kk * 16 + (lane & 7) + ((lane >> 4) << 3), wq / 8 + ((lane >> 3) & 1)) * 8),
+                            a[0], a[1], a[2], a[3]);
 #pragma unroll
-        for (int d2 = 0; d2 < 4; d2++) {
+        for (int d2 = 0; d2 < PW / 16; d2++) {
           uint32_t b0, b1, b2, b3;
           fast::ldsm_x4_trans(
-              fast::smem_addr(sK + fast::swz<CH>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), pass * 8 + d2 * 2 + (lane >> 4)) * 8),
+              fast::smem_addr(sK + fast::swz<CH>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), x0 / 8 + d2 * 2 + (lane >> 4)) * 8),
               b0, b1, b2, b3);
           fast::mma16816(dq[2 * d2], a, b0, b1);
           fast::mma16816(dq[2 * d2 + 1], a, b2, b3);
         }
       }
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int r = wc + g + h * 8;
-        float *row = dQ + base + (size_t)(r0 + r) * D + pass * 64 + 2 * t;
-        if (r0 + r < N) {
+      for (int h = 0; h < 2; h++)
 #pragma unroll
-          for (int di = 0; di < 8; di++) {
-            atomicAdd(row + di * 8, dq[di][2 * h]);
-            atomicAdd(row + di * 8 + 1, dq[di][2 * h + 1]);
-          }
+        for (int di = 0; di < PW / 8; di++)
+          *reinterpret_cast<float2 *>(sStage + (g + 8 * h) * SP + di * 8 + 2 * t) = make_float2(dq[di][2 * h], dq[di][2 * h + 1]);
+      __syncwarp();
+#pragma unroll
+      for (int rr = 0; rr < 16; rr++)
+        if (r0 + wq + rr < N) {
+#pragma unroll
+          for (int cc = 0; cc < PW / 32; cc++)
+            atomicAdd(dQ + base + (size_t)(r0 + wq + rr) * D + x0 + cc * 32 + lane, sStage[rr * SP + cc * 32 + lane]);
         }
-        FS_TRACED(if (full) {
-          float *tr = pl + fs_bwd_step_dq(BR, BC, D, N) + r * D + pass * 64 + 2 * t;
-          for (int di = 0; di < 8; di++) {
+      __syncwarp(); // the next pass stages over it
+#ifdef FS_TRACE
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int r = wq + g + h * 8;
+        if (full) {
+          float *tr = pl + fs_bwd_step_dq(BR, BC, D, N) + r * D + x0 + 2 * t;
+          for (int di = 0; di < PW / 8; di++) {
             tr[di * 8] = r0 + r < N ? dq[di][2 * h] : 0.f;
             tr[di * 8 + 1] = r0 + r < N ? dq[di][2 * h + 1] : 0.f;
           }
-        })
+        }
       }
+#endif
     }
     //> end
 
@@ -394,10 +443,13 @@ __device__ __forceinline__ void dq_scale(float *__restrict__ dQ, int N, float sc
 }
 //> end
 
-// The main kernel's dynamic shared memory, in bytes (flash2BwdMMASharedBytes
-// in flash2_bwd_mma.go): K_j and V_j, two buffers each of Q_i and dO_i, dS,
-// all bf16; two buffers each of L_i·log2 e and D_i in float32.
-constexpr int smem_bytes(int BR, int BC, int D) { return 2 * (2 * BC * D + 4 * BR * D + BR * BC) + 4 * 4 * BR; }
+// The main kernel's dynamic shared memory, in bytes (Flash2BwdMMASharedBytes
+// in flash2_bwd_mma.go): K_j and V_j, two buffers each of Q_i and dO_i, dS^T,
+// all bf16; two buffers each of L_i·log2 e and D_i, and each warp's staged
+// 16 x (PW + 8) part of dQ_i, in float32.
+constexpr int smem_bytes(int BR, int BC, int D) {
+  return 2 * (2 * BC * D + 4 * BR * D + BR * BC) + 4 * 4 * BR + (BC / 16) * 16 * (dq_pass(BR, BC, D) + 8) * 4;
+}
 
 } // namespace flash2_bwd_mma
 
@@ -425,4 +477,6 @@ constexpr int smem_bytes(int BR, int BC, int D) { return 2 * (2 * BC * D + 4 * B
   }
 
 FLASH2_BWD_MMA_INSTANCE(64, 64, 64, 4)
+FLASH2_BWD_MMA_INSTANCE(64, 128, 128, 8)
+FLASH2_BWD_MMA_INSTANCE(64, 128, 64, 8)
 FLASH2_BWD_MMA_INSTANCE(64, 64, 128, 4)

@@ -44,10 +44,13 @@ var flash2BwdMMAKernel = &VariantInfo{
 	BytesNote: "Each step reads Q_i and dO_i (bf16), L_i and D_i, and adds its float32 part of dQ_i into device memory; K_j and V_j are read once per block, " +
 		"dK_j and dV_j written once at its end, in float32. Nothing N×N is read or written.",
 	Words:   flash2BwdKernel.Words,
-	GPURate: 60e12, CPURate: 0.4e9,
-	// A warp per 16 kv rows and per 16 q rows (TestInstancesMatchSource
-	// checks flash2_bwd_mma.cu agrees).
-	Tiles: []Tile{{64, 64, 64, 128}, {64, 64, 128, 128}},
+	GPURate: 150e12, CPURate: 0.4e9, // 190–240 TFLOP/s measured at N=4096 (docs/LADDER.md, run p)
+	// A warp per 16 kv rows (TestInstancesMatchSource checks
+	// flash2_bwd_mma.cu agrees). The 8-warp tiles halve the atomic adds
+	// into dQ per product: at d = 128 the faster by 1.6× on the H100; at
+	// d = 64 the 4-warp tile is a little faster (two blocks fit an SM). The
+	// faster tile of each d comes first: the sweep runs it (SweepTile).
+	Tiles: []Tile{{64, 64, 64, 128}, {64, 128, 128, 256}, {64, 128, 64, 256}, {64, 64, 128, 128}},
 	Instance: func(t Tile) string {
 		return fmt.Sprintf("FLASH2_BWD_MMA_INSTANCE(%d, %d, %d, %d)", t.Br, t.Bc, t.D, t.Threads/32)
 	},
@@ -59,15 +62,21 @@ var flash2BwdMMAKernel = &VariantInfo{
 	block:      flash2BwdMMABlock,
 }
 
-// flash2BwdMMASharedBytes is the main kernel's dynamic shared memory
+// Flash2BwdMMASharedBytes is the main kernel's dynamic shared memory at t
 // (flash2_bwd_mma::smem_bytes): K_j and V_j, two buffers each of Q_i and
-// dO_i, and dS, in bf16; two buffers each of L_i·log2 e and D_i, float32.
-func flash2BwdMMASharedBytes(t Tile) int {
-	return 2*(2*t.Bc*t.D+4*t.Br*t.D+t.Br*t.Bc) + 4*4*t.Br
+// dO_i, and dSᵀ, in bf16; two buffers each of L_i·log2 e and D_i, and each
+// warp's staged 16 × (pass + 8) part of dQ_i, float32.
+func Flash2BwdMMASharedBytes(t Tile) int {
+	staged := 0
+	if warps, atoms := t.Bc/16, t.Br/16; atoms > 0 && warps >= atoms { // a compiled tile (the zero Tile has none)
+		pass := min(64, t.D/(warps/atoms)) // dQ_i's columns a warp takes in one pass
+		staged = warps * 16 * (pass + 8) * 4
+	}
+	return 2*(2*t.Bc*t.D+4*t.Br*t.D+t.Br*t.Bc) + 4*4*t.Br + staged
 }
 
 func flash2BwdMMALaunches(c *Config, t Tile) Launches {
-	return fusedBwdLaunches(c, t, "flash2_bwd_mma", flash2BwdMMASharedBytes(t), 2)
+	return fusedBwdLaunches(c, t, "flash2_bwd_mma", Flash2BwdMMASharedBytes(t), 2)
 }
 
 // flash2BwdMMATraffic is flash2BwdTraffic with Q, K, V, dO and O in bf16.

@@ -82,7 +82,8 @@ type MemoryPlan struct {
 	FlashBytes      int64 `json:"flash_bytes"` // inputs (+ D in the backward)
 	// FlashTileByte is one flash block's shared memory (Br=Bc=64), on chip:
 	// flash2's layout in DType's bytes; in the backward, the main kernel's
-	// of flash2_bwd (f32) or flash2_bwd_mma (bf16).
+	// of flash2_bwd (f32) or flash2_bwd_mma (bf16, at the tile the sweep
+	// runs: 64×128 at d = 128).
 	FlashTileByte int64 `json:"flash_tile_bytes"`
 	GPUBytes      int64 `json:"gpu_bytes"`
 	NaiveFits     bool  `json:"naive_fits"`
@@ -192,11 +193,15 @@ func PlanPass(pass Pass, b, h, n, d int, dt instrument.DType, gpuBytes int64) (M
 		own = func(n int64) int64 { return mul(bh, n, 4) }
 		// The main kernel's shared memory. flash2_bwd: K_j and V_j (rows
 		// padded by one), Q_i and dO_i, the P and dS tiles (padded), L_i
-		// and D_i, float32. flash2_bwd_mma: K_j, V_j, two buffers each of
-		// Q_i and dO_i, and dS in bf16; two each of L_i and D_i, float32.
+		// and D_i, float32. flash2_bwd_mma's at the tile the sweep runs d
+		// at (64×64 where none is compiled): the kernel's own count.
 		p.FlashTileByte = 4 * int64(2*bc*(d+1)+2*br*d+2*br*(bc+1)+2*br)
 		if bf16 {
-			p.FlashTileByte = 2*int64(2*bc*d+4*br*d+br*bc) + 4*4*br
+			t, ok := kernels.Info(instrument.VariantFlash2BwdMMA).SweepTile(d)
+			if !ok {
+				t = kernels.Tile{Br: br, Bc: bc, D: d, Threads: 128}
+			}
+			p.FlashTileByte = int64(kernels.Flash2BwdMMASharedBytes(t))
 		}
 		p.FlashDeltaBytes = own(int64(n))
 	}

@@ -9,7 +9,7 @@
 // the ratios to SDPA's backward come from one machine state:
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o bwd-bench bench/backward/bench.cu
-//   ./bwd-bench 4096 30
+//   ./bwd-bench 4096 30 [part of a name, or =name]   (every compiled tile, or those named)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -126,41 +126,57 @@ struct Shape {
   bool causal;
 };
 
-// run launches the three kernels of the shipped tile of head dim D.
-template <int D>
-void run(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dO, const bf16 *o, const float *L, float *delta, float *dq,
-         float *dk, float *dv, int N, int BH, float scale, bool causal) {
-  constexpr int BR = 64, BC = 64, NW = 4;
-  const int smem = flash2_bwd_mma::smem_bytes(BR, BC, D);
+// A compiled tile's three kernels (FLASH2_BWD_MMA_INSTANCE): BR = 64 q rows,
+// BC = 16·NW kv rows.
+using PreFn = decltype(&flash2_bwd_mma_pre_br64_bc64_d64);
+using MainFn = decltype(&flash2_bwd_mma_main_br64_bc64_d64);
+using DqFn = decltype(&flash2_bwd_mma_dq_br64_bc64_d64);
+struct Kernels {
+  int D, BC, NW;
+  PreFn pre;
+  MainFn main;
+  DqFn dq;
+};
+#define KERNELS(BC, D, NW)                                                                                               \
+  Kernels {                                                                                                             \
+    D, BC, NW, flash2_bwd_mma_pre_br64_bc##BC##_d##D, flash2_bwd_mma_main_br64_bc##BC##_d##D,                           \
+        flash2_bwd_mma_dq_br64_bc##BC##_d##D                                                                            \
+  }
+const Kernels tiles[] = {KERNELS(64, 64, 4), KERNELS(64, 128, 4), KERNELS(128, 64, 8), KERNELS(128, 128, 8)};
+
+// run launches a tile's three kernels.
+void run(const Kernels &k, const bf16 *q, const bf16 *kk, const bf16 *v, const bf16 *dO, const bf16 *o, const float *L,
+         float *delta, float *dq, float *dk, float *dv, int N, int BH, float scale, bool causal) {
+  constexpr int BR = 64;
+  const int smem = flash2_bwd_mma::smem_bytes(BR, k.BC, k.D);
   unsigned bits;
   memcpy(&bits, &scale, 4);
   const unsigned long long sb = bits;
-  const dim3 rows((N + BR - 1) / BR, BH), cols((N + BC - 1) / BC, BH);
-  if (D == 64) {
-    flash2_bwd_mma_pre_br64_bc64_d64<<<rows, NW * 32>>>(dO, o, L, delta, dq, N);
-    flash2_bwd_mma_main_br64_bc64_d64<<<cols, NW * 32, smem>>>(q, k, v, dO, L, delta, dq, dk, dv, N, sb, causal);
-    flash2_bwd_mma_dq_br64_bc64_d64<<<rows, NW * 32>>>(dq, N, sb);
-  } else {
-    flash2_bwd_mma_pre_br64_bc64_d128<<<rows, NW * 32>>>(dO, o, L, delta, dq, N);
-    flash2_bwd_mma_main_br64_bc64_d128<<<cols, NW * 32, smem>>>(q, k, v, dO, L, delta, dq, dk, dv, N, sb, causal);
-    flash2_bwd_mma_dq_br64_bc64_d128<<<rows, NW * 32>>>(dq, N, sb);
-  }
+  const dim3 rows((N + BR - 1) / BR, BH), cols((N + k.BC - 1) / k.BC, BH);
+  k.pre<<<rows, k.NW * 32>>>(dO, o, L, delta, dq, N);
+  k.main<<<cols, k.NW * 32, smem>>>(q, kk, v, dO, L, delta, dq, dk, dv, N, sb, causal);
+  k.dq<<<rows, k.NW * 32>>>(dq, N, sb);
 }
 
 int main(int argc, char **argv) {
   const int N = argc > 1 ? atoi(argv[1]) : 4096;
   const int iters = argc > 2 ? atoi(argv[2]) : 30;
-  CHECK(cudaFuncSetAttribute(flash2_bwd_mma_main_br64_bc64_d64, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             flash2_bwd_mma::smem_bytes(64, 64, 64)));
-  CHECK(cudaFuncSetAttribute(flash2_bwd_mma_main_br64_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             flash2_bwd_mma::smem_bytes(64, 64, 128)));
+  // Only the variants whose names contain argv[3] (or, as =name, are it).
+  const char *only = argc > 3 ? argv[3] : nullptr;
+  for (const Kernels &k : tiles)
+    CHECK(cudaFuncSetAttribute(k.main, cudaFuncAttributeMaxDynamicSharedMemorySize, flash2_bwd_mma::smem_bytes(64, k.BC, k.D)));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings of pre+main+dq after 3 warm-ups\n",
          prop.name, prop.multiProcessorCount, N, iters);
   printf("%-36s %8s %9s %10s %10s %10s %s\n", "variant", "ms", "TFLOP/s", "err dQ", "err dK", "err dV", "check");
   const Shape shapes[] = {{64, false}, {64, true}, {128, false}, {128, true}};
-  for (const Shape &sh : shapes) {
+  for (const Shape &sh : shapes)
+  for (const Kernels &tile : tiles) {
+    if (tile.D != sh.D) continue;
+    char name[64];
+    snprintf(name, sizeof name, "flash2_bwd_mma_bc%d_d%d%s", tile.BC, sh.D, sh.causal ? "_causal" : "");
+    if (only && (only[0] == '=' ? strcmp(name, only + 1) != 0 : !strstr(name, only))) continue;
     const int D = sh.D, B = std::max(1, 16384 / N), H = 2048 / D, BH = B * H;
     const size_t n = (size_t)BH * N * D;
     const float scale = 1.f / sqrtf((float)D);
@@ -176,10 +192,7 @@ int main(int argc, char **argv) {
     fill<<<1024, 256>>>(dO, n, 4u);
     forward<<<dim3((N + 127) / 128, BH), 128>>>(q, k, v, o, L, N, D, scale, sh.causal, BH);
     CHECK(cudaGetLastError());
-    auto launch = [&] {
-      if (D == 64) run<64>(q, k, v, dO, o, L, delta, dq, dk, dv, N, BH, scale, sh.causal);
-      else run<128>(q, k, v, dO, o, L, delta, dq, dk, dv, N, BH, scale, sh.causal);
-    };
+    auto launch = [&] { run(tile, q, k, v, dO, o, L, delta, dq, dk, dv, N, BH, scale, sh.causal); };
     // The check: NaN everywhere first, so an element not written fails.
     CHECK(cudaMemset(dq, 0xff, n * 4)); CHECK(cudaMemset(dk, 0xff, n * 4)); CHECK(cudaMemset(dv, 0xff, n * 4));
     launch();
@@ -225,8 +238,6 @@ int main(int argc, char **argv) {
     std::sort(times.begin(), times.end());
     const float ms = times[times.size() / 2];
     const double flops = 2.5 * 4.0 * BH * (double)N * N * D * (sh.causal ? 0.5 : 1.0);
-    char name[64];
-    snprintf(name, sizeof name, "flash2_bwd_mma_d%d%s", D, sh.causal ? "_causal" : "");
     printf("%-36s %8.3f %9.1f %10.2e %10.2e %10.2e %s\n", name, ms, flops / ms / 1e9, err[0] / top[0], err[1] / top[1],
            err[2] / top[2], ok ? "ok" : (nan ? "FAIL (NaN)" : "FAIL"));
     fflush(stdout);
