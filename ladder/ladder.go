@@ -8,13 +8,16 @@
 // The figures come from two recordings made on an H100: the ladder bench
 // (ladder-*.json, scripts/bench-gpu: the bf16 rungs and naive_mma) and the
 // sweep (sweep-*.json with sdpa-*.json: the float32 rungs). Each ratio is
-// taken within one recording, never across two.
+// taken within one recording, never across two. Beside the table, the
+// backward bench (backward-*.json, scripts/bench-backward) times
+// flash2_bwd_mma at each of its tiles beside PyTorch's SDPA backward.
 package ladder
 
 import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"strings"
 
 	"flashstep/instrument"
@@ -67,6 +70,8 @@ type Table struct {
 	// Sweep is the recorded sweep. Either is nil if none ships.
 	Bench *BenchRecord
 	Sweep *sweep.Record
+	// Backward is the backward bench's recording, nil if none ships.
+	Backward *BackwardRecord
 	// Ideas are the top rung's ideas measured apart (ideas.go), from the
 	// bench's controls; IdeasOf names that rung.
 	Ideas   []Idea
@@ -98,6 +103,90 @@ type BenchRecord struct {
 	N             string `json:"n"`
 }
 
+// BackwardRecord is the backward bench's JSON (scripts/bench-backward):
+// flash2_bwd_mma at each of its tiles on the table's shapes, each row
+// beside PyTorch's SDPA backward on the same shape, timed in the same run.
+type BackwardRecord struct {
+	GPU       string        `json:"gpu"`
+	NVCC      string        `json:"nvcc"`
+	Date      string        `json:"date"`
+	N         string        `json:"n"`
+	Command   string        `json:"command"`
+	KernelSha string        `json:"flash2_bwd_mma_sha256"` // kernels/flash2_bwd_mma.cu, as benched
+	PTXSha    string        `json:"ptx_sha256"`            // the shipped PTX at the time
+	Rows      []BackwardRow `json:"rows"`
+}
+
+// BackwardRow is one kernel on one shape. Kernel names the tile and shape,
+// as flash2_bwd_mma_bc128_d128_causal: bc is the kv-tile's rows.
+type BackwardRow struct {
+	Kernel string  `json:"kernel"`
+	D      int     `json:"d"`
+	Causal bool    `json:"causal"`
+	Ms     float64 `json:"ms"`
+	TFLOPs float64 `json:"tflops"`
+	Check  string  `json:"check"`
+	// Errors is each gradient's largest difference, element by element,
+	// from a float32 reference backward on the same bf16 inputs (the first
+	// and last batch-head; bench/backward/bench.cu).
+	Errors struct {
+		DQ float64 `json:"dq"`
+		DK float64 `json:"dk"`
+		DV float64 `json:"dv"`
+	} `json:"errors"`
+	B int `json:"B"`
+	H int `json:"H"`
+	N int `json:"N"`
+	// SDPA's backward in TFLOP/s on the row's shape, by backend; nil where
+	// the backend did not run.
+	SDPAFlash *float64 `json:"sdpa_flash_tflops"`
+	SDPACuDNN *float64 `json:"sdpa_cudnn_tflops"`
+}
+
+// Row is the row of the named kernel; r may be nil (no recording ships).
+func (r *BackwardRecord) Row(kernel string) (BackwardRow, error) {
+	if r == nil {
+		return BackwardRow{}, fmt.Errorf("no backward bench recording ships (recordings/backward-*.json)")
+	}
+	var names []string
+	for _, row := range r.Rows {
+		if row.Kernel == kernel {
+			return row, nil
+		}
+		names = append(names, row.Kernel)
+	}
+	return BackwardRow{}, fmt.Errorf("the backward bench recorded no kernel %q; it holds %s", kernel, strings.Join(names, ", "))
+}
+
+// VsSDPA is the lowest and highest, over the named kernels, of a row's
+// TFLOP/s over SDPA's backward in the same row, on backend "flash"
+// (FlashAttention-2) or "cudnn". It fails on no names, a name not
+// recorded, or a row without that backend's figure.
+func (r *BackwardRecord) VsSDPA(backend string, kernels ...string) (lo, hi float64, err error) {
+	if backend != "flash" && backend != "cudnn" {
+		return 0, 0, fmt.Errorf("SDPA's backends are flash and cudnn, got %q", backend)
+	}
+	if len(kernels) == 0 {
+		return 0, 0, fmt.Errorf("a ratio to SDPA's backward names at least one kernel")
+	}
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, k := range kernels {
+		row, err := r.Row(k)
+		if err != nil {
+			return 0, 0, err
+		}
+		sdpa, what := row.SDPAFlash, "FlashAttention-2"
+		if backend == "cudnn" {
+			sdpa, what = row.SDPACuDNN, "cuDNN"
+		}
+		if sdpa == nil || !(*sdpa > 0) {
+			return 0, 0, fmt.Errorf("the backward bench's %s has no figure of SDPA's %s backward", k, what)
+		}
+		lo, hi = min(lo, row.TFLOPs / *sdpa), max(hi, row.TFLOPs / *sdpa)
+	}
+	return lo, hi, nil
+}
+
 type sdpaRow struct {
 	N      int  `json:"N"`
 	D      int  `json:"d"`
@@ -115,6 +204,9 @@ func Build(files fs.FS) (*Table, error) {
 	t := &Table{Shapes: Shapes}
 	bench, err := readBench(files)
 	if err != nil {
+		return nil, err
+	}
+	if t.Backward, err = readBackward(files); err != nil {
 		return nil, err
 	}
 	rec, sdpaJSON, err := sweep.LoadRecorded(files)
@@ -187,6 +279,27 @@ func readBench(files fs.FS) (*BenchRecord, error) {
 		return nil, err
 	}
 	var rec BenchRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", names[0], err)
+	}
+	for _, r := range rec.Rows {
+		if r.Check != "ok" {
+			return nil, fmt.Errorf("%s: %s did not pass its check (%q): a failed kernel's speed is no figure", names[0], r.Kernel, r.Check)
+		}
+	}
+	return &rec, nil
+}
+
+func readBackward(files fs.FS) (*BackwardRecord, error) {
+	names, _ := fs.Glob(files, "backward-*.json")
+	if len(names) == 0 {
+		return nil, nil
+	}
+	b, err := fs.ReadFile(files, names[0])
+	if err != nil {
+		return nil, err
+	}
+	var rec BackwardRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", names[0], err)
 	}

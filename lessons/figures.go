@@ -18,12 +18,15 @@ import (
 //	{{ladder-range RUNG… tflops|ms}}         the lowest and highest of those rungs over the table's shapes: "2.2 to 4.0"
 //	{{ladder-range RUNG d=D tflops|ms}}      the same over one head dim, with and without the mask
 //	{{bench KERNEL tflops|ms}}               a row of the ladder bench's recording by its kernel's name (its controls too)
+//	{{backward KERNEL tflops|ms}}            a row of the backward bench's recording by its kernel's name: flash2_bwd_mma_bc128_d128_causal
 //	{{sweep VARIANT d=D [causal] tflops|ms}} the recorded sweep at the table's N
 //	{{sdpa flash|cudnn d=D [causal]}}        PyTorch's SDPA backend in TFLOP/s, as the table's rows carry it
 //	{{vs-sdpa RUNG}}                         a rung's speed over SDPA's FlashAttention-2 backend, lowest to highest over the shapes
 //	{{vs-cudnn RUNG}}                        the same over SDPA's cuDNN backend, timed in the same run
+//	{{vs-sdpa-backward KERNEL…}}             backward kernels' speed over SDPA's FlashAttention-2 backward in the same row, lowest to highest: "0.80 to 0.90"
+//	{{vs-cudnn-backward KERNEL…}}            the same over SDPA's cuDNN backward
 //	{{peak RUNG d=D [causal]}}               a rung's TFLOP/s as a percentage of the tensor cores' peak
-//	{{ratio FIGURE / FIGURE}}                one ladder, bench or sweep figure over another: "1.6"
+//	{{ratio FIGURE / FIGURE}}                one ladder, bench, backward or sweep figure over another: "1.6"
 //
 // TFLOP/s are given to one decimal, times to three significant digits,
 // ratios to two decimals, as the ladder page gives them; a ratio of two
@@ -82,7 +85,7 @@ func parseFigure(tok string) (figureArgs, error) {
 	return a, nil
 }
 
-// FigureNumber is the value of a ladder, bench, sweep or ratio figure
+// FigureNumber is the value of a ladder, bench, backward, sweep or ratio figure
 // token (without its braces), unrounded: what a lesson's claims about the
 // recordings are checked against.
 func FigureNumber(tok string) (float64, error) {
@@ -125,7 +128,8 @@ func FigureNumber(tok string) (float64, error) {
 	return 0, fmt.Errorf("say tflops or ms")
 }
 
-// measured is the time and speed a ladder, bench or sweep figure names.
+// measured is the time and speed a ladder, bench, backward or sweep figure
+// names.
 func measured(t *ladder.Table, a figureArgs) (ms, tflops float64, err error) {
 	if len(a.names) != 1 {
 		return 0, 0, fmt.Errorf("%s names one kernel, got %v", a.kind, a.names)
@@ -148,6 +152,12 @@ func measured(t *ladder.Table, a figureArgs) (ms, tflops float64, err error) {
 			}
 		}
 		return 0, 0, fmt.Errorf("the ladder bench recorded no kernel %q", name)
+	case "backward":
+		r, err := t.Backward.Row(name)
+		if err != nil {
+			return 0, 0, err
+		}
+		return r.Ms, r.TFLOPs, nil
 	case "sweep":
 		if t.Sweep == nil {
 			return 0, 0, fmt.Errorf("no recorded sweep ships")
@@ -159,7 +169,7 @@ func measured(t *ladder.Table, a figureArgs) (ms, tflops float64, err error) {
 		}
 		return 0, 0, fmt.Errorf("the recorded sweep has no %s at N=%d, d=%d, causal %v", name, ladder.N, a.d, a.causal)
 	}
-	return 0, 0, fmt.Errorf("%s figures are not measured times: ladder, bench or sweep", a.kind)
+	return 0, 0, fmt.Errorf("%s figures are not measured times: ladder, bench, backward or sweep", a.kind)
 }
 
 // Figure is the value of one figure token (without its braces).
@@ -226,7 +236,7 @@ func Figure(tok string) (string, error) {
 		}
 		h, _ := formatUnit(a.unit, hi, hi)
 		return l + " to " + h, nil
-	case "bench", "sweep":
+	case "bench", "backward", "sweep":
 		ms, tflops, err := measured(t, a)
 		if err != nil {
 			return "", err
@@ -269,8 +279,21 @@ func Figure(tok string) (string, error) {
 			lo, hi = min(lo, ratio), max(hi, ratio)
 		}
 		return fmt.Sprintf("%.2f and %.2f", lo, hi), nil
+	case "vs-sdpa-backward", "vs-cudnn-backward":
+		if a.d != 0 || a.causal || a.unit != "" {
+			return "", fmt.Errorf("%s names backward kernels and nothing else, got %q", a.kind, tok)
+		}
+		backend := "flash"
+		if a.kind == "vs-cudnn-backward" {
+			backend = "cudnn"
+		}
+		lo, hi, err := t.Backward.VsSDPA(backend, a.names...)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%.2f to %.2f", lo, hi), nil
 	}
-	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, sweep, sdpa, vs-sdpa, vs-cudnn, peak or ratio", a.kind)
+	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, backward, sweep, sdpa, vs-sdpa, vs-cudnn, vs-sdpa-backward, vs-cudnn-backward, peak or ratio", a.kind)
 }
 
 func formatUnit(unit string, ms, tflops float64) (string, error) {
