@@ -100,6 +100,26 @@ func benchRung(b *testing.B, v instrument.Variant) {
 	}
 }
 
+// BenchmarkFlash2BwdMMA times the tensor-core backward through the worker
+// (the committed PTX, JIT-compiled by the driver; pre, main and dq between
+// the worker's CUDA events) at the tile the sweep runs for each head dim,
+// untraced, at the benchmark shapes: what the product runs, beside
+// bench/backward's own build (docs/LADDER.md, run p). Each shape's inputs
+// take the host some 20 s (the exact forward in float64).
+func BenchmarkFlash2BwdMMA(b *testing.B) {
+	v := instrument.VariantFlash2BwdMMA
+	for _, d := range []int{64, 128} {
+		f, _ := kernels.Info(v).SweepTile(d)
+		for _, causal := range []bool{false, true} {
+			n := 4096
+			c := kernels.Config{Variant: v, N: n, D: f.D, Br: f.Br, Bc: f.Bc,
+				Batch: max(1, 16384/n), Heads: 2048 / f.D, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
+			b.Run(fmt.Sprintf("N=%d/d=%d/Br=%d/Bc=%d/causal=%t/untraced", c.N, c.D, c.Br, c.Bc, c.Causal),
+				func(b *testing.B) { benchFlash2(b, c, "untraced") })
+		}
+	}
+}
+
 // BenchmarkNaiveMMA times naive attention on the tensor cores at the same
 // shapes and tiles as BenchmarkFlash2Fast, untraced: run both in one call
 // for the bf16 pair's ratio (the bar: flash at least 4× at d=128).
@@ -177,6 +197,9 @@ func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 	flops := 4 * float64(c.Batch*c.Heads) * float64(c.N) * float64(c.N) * float64(c.D)
 	if c.Causal {
 		flops /= 2
+	}
+	if kernels.Info(c.Variant).Backward {
+		flops *= 2.5 // five products of the forward's two, as FlashAttention's benchmarks count
 	}
 	b.ReportMetric(med, "median-ms")
 	b.ReportMetric(flops/med/1e9, "TFLOP/s")
