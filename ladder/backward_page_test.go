@@ -1,0 +1,142 @@
+package ladder_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"flashstep/kernels"
+	"flashstep/ladder"
+	"flashstep/recordings"
+	"flashstep/runner"
+	"flashstep/sweep"
+	"flashstep/templates"
+	"flashstep/web"
+
+	"golang.org/x/net/html"
+)
+
+// TestLadderPageShowsBackward: /ladder's backward table has a row for each
+// row of the shipped backward bench, with its kv-tile, shape, time, speed,
+// both SDPA backends' speeds and its ratio to each, and says where the
+// figures come from: GPU, compiler, date, command and both hashes.
+func TestLadderPageShowsBackward(t *testing.T) {
+	t.Parallel()
+	tab, err := ladder.Build(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tab.Backward
+	if rec == nil {
+		t.Fatal("no backward recording ships")
+	}
+	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	t.Cleanup(sweeps.Close)
+	app := web.NewServer(web.Deps{Engines: engines{runner.Mirror{}}, Sweeps: sweeps, Static: fstest.MapFS{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	res, err := http.Get(ts.URL + "/ladder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("/ladder: %d", res.StatusCode)
+	}
+	doc, err := html.Parse(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := byTestID(doc, "ladder-backward")
+	if sec == nil {
+		t.Fatal("no backward section on /ladder")
+	}
+	if rows := countRows(sec); rows != len(rec.Rows) {
+		t.Errorf("%d rows in the backward table, %d in the recording", rows, len(rec.Rows))
+	}
+	for _, r := range rec.Rows {
+		row := byTestID(sec, "backward-"+r.Kernel)
+		if row == nil {
+			t.Errorf("%s has no row", r.Kernel)
+			continue
+		}
+		shape := fmt.Sprintf("d=%d", r.D)
+		if r.Causal {
+			shape += ", causal"
+		}
+		kv := "64"
+		if strings.Contains(r.Kernel, "_bc128_") {
+			kv = "128"
+		}
+		want := strings.Join([]string{r.Kernel, kv, shape, strconv.FormatFloat(r.Ms, 'g', 3, 64), fmt.Sprintf("%.1f", r.TFLOPs),
+			fmt.Sprintf("%.1f", *r.SDPAFlash), fmt.Sprintf("%.2f×", r.TFLOPs / *r.SDPAFlash),
+			fmt.Sprintf("%.1f", *r.SDPACuDNN), fmt.Sprintf("%.2f×", r.TFLOPs / *r.SDPACuDNN)}, " | ")
+		if got := cells(row); got != want {
+			t.Errorf("%s's row reads %q, want %q", r.Kernel, got, want)
+		}
+	}
+	prov := byTestID(sec, "backward-provenance")
+	if prov == nil {
+		t.Fatal("the backward table does not say where its figures come from")
+	}
+	for _, said := range []string{rec.GPU, rec.NVCC, rec.Date, rec.Command, rec.KernelSha, rec.PTXSha} {
+		if said == "" || !strings.Contains(text(prov), said) {
+			t.Errorf("the backward table's provenance %q does not say %q", text(prov), said)
+		}
+	}
+}
+
+// A backward row without an SDPA backend's figure says so in its cells,
+// and a kernel whose name carries no tile shows none.
+func TestLadderBackwardMissingSDPA(t *testing.T) {
+	t.Parallel()
+	flash := 250.0
+	rec := &ladder.BackwardRecord{GPU: "a GPU", Date: "2026-01-01", Command: "scripts/bench-backward 4096", KernelSha: "k", PTXSha: "p",
+		Rows: []ladder.BackwardRow{{Kernel: "flash2_bwd_mma_d64", D: 64, Ms: 1, TFLOPs: 200, Check: "ok", SDPAFlash: &flash}}}
+	var b bytes.Buffer
+	if err := templates.LadderBackward(rec).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := byTestID(doc, "backward-flash2_bwd_mma_d64")
+	if row == nil {
+		t.Fatal("no row")
+	}
+	if got, want := cells(row), "flash2_bwd_mma_d64 | — | d=64 | 1 | 200.0 | 250.0 | 0.80× | not recorded | —"; got != want {
+		t.Errorf("the row reads %q, want %q", got, want)
+	}
+}
+
+// cells is the text of each cell of the row n, joined by " | ".
+func cells(n *html.Node) string {
+	var out []string
+	for c := range n.ChildNodes() {
+		if c.Type == html.ElementNode && (c.Data == "td" || c.Data == "th") {
+			out = append(out, text(c))
+		}
+	}
+	return strings.Join(out, " | ")
+}
+
+// countRows counts the table rows under n's tbody.
+func countRows(n *html.Node) int {
+	k := 0
+	for d := range n.Descendants() {
+		if d.Type == html.ElementNode && d.Data == "tr" && d.Parent != nil && d.Parent.Data == "tbody" {
+			k++
+		}
+	}
+	return k
+}
