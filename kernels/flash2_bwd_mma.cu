@@ -227,7 +227,11 @@ __device__ __forceinline__ void main_block(const bf16 *__restrict__ Q, const bf1
               if (tid == 0) cur.t_start = fs_globaltimer();)
 
     //> load-q: Q_{i+1} and dO_{i+1} start by cp.async while q-tile i is multiplied; L_i·log2 e and D_i to shared memory
-    __syncthreads(); // every warp is done with q-tile i-1: its buffers and dS
+    // No barrier first: the buffers written here were last read before
+    // q-tile i-1's barrier ahead of dQ, which every warp has passed, and
+    // dS is rewritten only after the barrier below, which no warp passes
+    // before every warp is done with q-tile i-1's dQ. A warp that is through
+    // its adds starts the next q-tile's copies while the others finish.
     if (i + 1 < Tr) {
       fast::load_tile<BR, D, NT, true>(sQ + (buf ^ 1) * BR * D, Q + base, r0 + BR, N, tid);
       fast::load_tile<BR, D, NT, true>(sDO + (buf ^ 1) * BR * D, dO + base, r0 + BR, N, tid);
