@@ -39,14 +39,16 @@ const (
 	MaxSharedBytes = kernels.MaxSharedBytes
 )
 
-// MaxOffsetBytes bounds the table of trace offsets a traced run uploads:
-// 8 bytes per trace slot (a block's, or a record's) of the whole grid,
-// whatever the selection traces.
+// MaxOffsetBytes bounds the table of trace offsets a run that lays out a
+// trace (a traced run, or a timing run) uploads: 8 bytes per trace slot (a
+// block's, or a record's) of the whole grid, whatever the selection traces.
+// An untraced run uploads none.
 const MaxOffsetBytes = 128 << 20
 
-// Validate checks that the compiled kernels run c, beyond what c.Validate
-// checks: its tiles are compiled (or its rung's limits allow them), and its
-// grid and trace offsets fit. The error is kernels.FieldErrors.
+// Validate checks that the compiled kernels run c, traced or not, beyond
+// what c.Validate checks: its tiles are compiled (or its rung's limits allow
+// them), and its grid fits. A run that lays out a trace is held to
+// ValidateTraced. The error is kernels.FieldErrors.
 func Validate(c *kernels.Config) error {
 	if c.Batch < 1 || c.Heads < 1 || c.N < 1 || c.D < 1 || c.Br < 1 || c.Bc < 1 {
 		return kernels.FieldErrors{{Field: kernels.FieldN, Message: "every size must be positive"}}
@@ -72,9 +74,24 @@ func Validate(c *kernels.Config) error {
 				c.Variant, strings.Join(Tiles(c.Variant), "; "), c.Br, c.Bc, c.D)}}
 		}
 	}
+	return nil
+}
+
+// ValidateTraced is Validate for a run that lays out a trace, a traced run
+// or a timing run (ForTrace): its table of trace offsets must fit too.
+func ValidateTraced(c *kernels.Config) error {
+	if err := Validate(c); err != nil {
+		return err
+	}
+	return validateOffsets(c)
+}
+
+// validateOffsets checks the size of the offset tables a trace of c
+// uploads, for a c that passed Validate.
+func validateOffsets(c *kernels.Config) error {
 	if b := offsetBytes(c); b > MaxOffsetBytes {
 		what := "block"
-		if info.TraceSlots != nil && info.TraceSlots.Count != nil {
+		if ts := kernels.Info(c.Variant).TraceSlots; ts != nil && ts.Count != nil {
 			what = "record"
 		}
 		return kernels.FieldErrors{{Field: kernels.FieldBatch, Message: fmt.Sprintf("a traced GPU run uploads an 8-byte trace offset for every %s of the whole grid, %s here; at most %s: fewer batch-heads, or larger tiles",

@@ -215,27 +215,37 @@ func TestDynamicSharedCoversEveryKernel(t *testing.T) {
 
 // TestValidateGridAndOffsetLimits: runs the kernels could not launch, or
 // whose trace-offset tables would be gigabytes, are refused before they
-// reach the GPU, with the field and the limit named.
+// reach the GPU, with the field and the limit named; the offsets only where
+// a trace is laid out (ValidateTraced, ForTrace), since an untraced run
+// uploads none.
 func TestValidateGridAndOffsetLimits(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		query, field, mentions string
+		offsets                bool // refused for its trace offsets alone
 	}{
 		// 16·64 batch-heads of flash1 at 2×2 tiles: 34 GB of offsets for a 508 KB trace.
-		{"variant=flash1&n=4096&d=4&br=2&bc=2&batch=16&heads=64&trace_bh=0-0&trace_q=0-0", kernels.FieldBatch, "at most 128.0 MiB"},
-		{"variant=naive&n=4096&d=1&br=1&bc=1", kernels.FieldBatch, "at most 128.0 MiB"},
-		{"variant=flash2&n=16&d=4&br=2&bc=2&batch=512&heads=128", kernels.FieldHeads, "at most 65535"},
-		{"variant=naive&n=65600&d=1&br=1&bc=65600", kernels.FieldBr, "at most 65535"},
+		{"variant=flash1&n=4096&d=4&br=2&bc=2&batch=16&heads=64&trace_bh=0-0&trace_q=0-0", kernels.FieldBatch, "at most 128.0 MiB", true},
+		{"variant=naive&n=4096&d=1&br=1&bc=1", kernels.FieldBatch, "at most 128.0 MiB", true},
+		{"variant=flash2&n=16&d=4&br=2&bc=2&batch=512&heads=128", kernels.FieldHeads, "at most 65535", false},
+		{"variant=naive&n=65600&d=1&br=1&bc=65600", kernels.FieldBr, "at most 65535", false},
 	} {
 		v, _ := url.ParseQuery(tc.query)
 		c, err := kernels.ParseBenchFields(v)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.query, err)
 		}
-		err = Validate(&c)
+		err = ValidateTraced(&c)
 		var fe kernels.FieldErrors
 		if !errors.As(err, &fe) || !strings.Contains(fe.ByField()[tc.field], tc.mentions) {
-			t.Errorf("%s: %v, want %s mentioning %q", tc.query, err, tc.field, tc.mentions)
+			t.Errorf("%s traced: %v, want %s mentioning %q", tc.query, err, tc.field, tc.mentions)
+		}
+		err = Validate(&c)
+		if tc.offsets && err != nil {
+			t.Errorf("%s untraced: %v, want no refusal: an untraced run uploads no trace offsets", tc.query, err)
+		}
+		if !tc.offsets && (!errors.As(err, &fe) || !strings.Contains(fe.ByField()[tc.field], tc.mentions)) {
+			t.Errorf("%s untraced: %v, want %s mentioning %q", tc.query, err, tc.field, tc.mentions)
 		}
 	}
 	// The tables Validate bounds are the ones the plan builds.
@@ -253,6 +263,53 @@ func TestValidateGridAndOffsetLimits(t *testing.T) {
 		if b != OffsetBytesForTest(&c) {
 			t.Fatalf("%+v: the plan's offset tables take %d bytes, the check counts %d", c, b, OffsetBytesForTest(&c))
 		}
+	}
+}
+
+// TestUntracedRunsUploadNoOffsets: the sweep times naive_bwd at N=32768
+// (B=1, H=32) untraced, so its 128 MiB of trace offsets, had it been traced,
+// do not refuse it; traced, or in timing mode, the same grid is refused for
+// them, and ForTrace refuses what ValidateTraced does.
+func TestUntracedRunsUploadNoOffsets(t *testing.T) {
+	t.Parallel()
+	c := kernels.Config{Variant: instrument.VariantNaiveBwd, N: 32768, D: 64, Br: 64, Bc: 64, Batch: 1, Heads: 32, Pattern: instrument.PatternNormal}
+	if OffsetBytesForTest(&c) <= MaxOffsetBytes {
+		t.Fatalf("%d bytes of offsets: pick a larger grid", OffsetBytesForTest(&c))
+	}
+	if err := Validate(&c); err != nil {
+		t.Errorf("untraced: %v", err)
+	}
+	p, err := For(&c)
+	if err != nil {
+		t.Fatalf("untraced: %v", err)
+	}
+	for _, k := range p.Kernels {
+		if k.Offsets != nil {
+			t.Fatalf("untraced plan of %s has offsets", k.Name)
+		}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		var fe kernels.FieldErrors
+		if !errors.As(err, &fe) || !strings.Contains(fe.ByField()[kernels.FieldBatch], "8-byte trace offset for every record") {
+			t.Errorf("%s: %v, want %s refused for its trace offsets", what, err, kernels.FieldBatch)
+		}
+	}
+	refused("traced", ValidateTraced(&c))
+	c.Timing = true
+	refused("timing", ValidateTraced(&c))
+
+	// A run the stepper takes: 16·64 batch-heads of flash1 at 2×2 tiles,
+	// one block traced.
+	c = kernels.Config{Variant: instrument.VariantFlash1, N: 4096, D: 4, Br: 2, Bc: 2, Batch: 16, Heads: 64, Pattern: instrument.PatternNormal,
+		TraceBH: instrument.Range{Lo: 0, Hi: 1}, TraceQ: instrument.Range{Lo: 0, Hi: 1}}
+	if _, err := For(&c); err != nil {
+		t.Errorf("flash1 untraced: %v", err)
+	}
+	_, err = ForTrace(kernelstest.MustRun(t, c))
+	var fe kernels.FieldErrors
+	if !errors.As(err, &fe) || !strings.Contains(fe.ByField()[kernels.FieldBatch], "8-byte trace offset for every") {
+		t.Errorf("flash1 ForTrace: %v, want %s refused for its trace offsets", err, kernels.FieldBatch)
 	}
 }
 

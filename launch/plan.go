@@ -75,11 +75,14 @@ func For(c *kernels.Config) (Plan, error) {
 }
 
 // ForTrace plans a traced run of r: For, with each launch's offsets and the
-// trace buffer's size laid out from the schedule.
+// trace buffer's size laid out from the schedule, after ValidateTraced.
 func ForTrace(r kernels.Run) (Plan, error) {
 	c := r.Config()
 	p, err := For(&c)
 	if err != nil {
+		return Plan{}, err
+	}
+	if err := validateOffsets(&c); err != nil {
 		return Plan{}, err
 	}
 	p.layTrace(&c)
@@ -112,7 +115,7 @@ func slots(c *kernels.Config, l int, k *kernels.Launch) int {
 	return k.Grid[0] * k.Grid[1] * k.Grid[2]
 }
 
-// offsetBytes is the size of the offset tables a traced run of c uploads,
+// offsetBytes is the size of the offset tables a trace of c uploads,
 // from its launches, without building the plan's buffers.
 func offsetBytes(c *kernels.Config) int64 {
 	info := kernels.Info(c.Variant)

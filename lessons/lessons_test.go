@@ -138,7 +138,7 @@ func TestPresetsAreValidAndRecorded(t *testing.T) {
 		if c.TraceBytes() > kernels.MaxTraceBytes {
 			t.Errorf("preset %s: trace of %d bytes is over the limit", name, c.TraceBytes())
 		}
-		if launch.Validate(&c) == nil && !awaitingRecording(r.Recordings, &c) {
+		if launch.ValidateTraced(&c) == nil && !awaitingRecording(r.Recordings, &c) {
 			if _, ok := r.Recordings.Find(&c); !ok {
 				t.Errorf("preset %s runs on the GPU but has no recording: add it to recordings/list.txt and record it", name)
 			}

@@ -328,12 +328,13 @@ func (g *GPU) close() {
 }
 
 // Run queues r for the GPU and streams its trace to emit. A run the
-// compiled kernels do not run (launch.Validate) is refused. It returns
-// BusyError at once when the queue is full; otherwise it returns when the
-// run is over, and never calls emit after.
+// compiled kernels do not run, or whose trace offsets do not fit
+// (launch.ValidateTraced), is refused. It returns BusyError at once when
+// the queue is full; otherwise it returns when the run is over, and never
+// calls emit after.
 func (g *GPU) Run(ctx context.Context, r kernels.Run, emit func([]byte) error) error {
 	c := r.Config()
-	if err := launch.Validate(&c); err != nil {
+	if err := launch.ValidateTraced(&c); err != nil {
 		return err
 	}
 	j := &gpuJob{ctx: ctx, c: c, emit: emit, done: make(chan error, 1)}

@@ -70,7 +70,7 @@ func (r *Router) Route(run kernels.Run) Route {
 		}
 		return gpu()
 	}
-	if r.GPU != nil && launch.Validate(&c) == nil {
+	if r.GPU != nil && launch.ValidateTraced(&c) == nil {
 		return gpu()
 	}
 	if rec, ok := r.Recordings.Find(&c); ok {

@@ -224,7 +224,7 @@ func TestPresetsAreValidAndRecorded(t *testing.T) {
 		// does a backward run while no backward run is recorded: the
 		// backward kernel's GPU checks wait for a device session
 		// (docs/LADDER.md). Once one is recorded, every one must be.
-		if launch.Validate(&c) != nil || (isBackward(&c) && !backwardRecorded) {
+		if launch.ValidateTraced(&c) != nil || (isBackward(&c) && !backwardRecorded) {
 			continue
 		}
 		if _, ok := recs.Find(&c); !ok {
