@@ -54,14 +54,20 @@ var flash2MMARung = &VariantInfo{
 		return fmt.Sprintf("FLASH2_MMA_INSTANCE(%d, %d, %d, %d)", t.Br, t.Bc, t.D, t.Threads/32)
 	},
 	Launches: func(c *Config, t Tile) Launches {
-		// Q_i, K_j and V_j in bf16, unpadded.
 		return Launches{Kernels: []Launch{{Name: fmt.Sprintf("flash2_mma_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
-			Threads: t.Threads, Shared: 2 * (t.Br*t.D + 2*t.Bc*t.D), Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
+			Threads: t.Threads, Shared: Flash2MMASharedBytes(t), Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
 	},
 	Traffic: flash2FastTraffic, // the same loads and stores as flash2_fast
 	phases:  onePhase,
 	records: flash2Records,
 	block:   flash2MMABlock,
+}
+
+// Flash2MMASharedBytes is flash2_mma's dynamic shared memory at t
+// (flash2_mma::smem_bytes): Q_i, K_j and V_j in bf16, unpadded; S and P
+// stay in registers.
+func Flash2MMASharedBytes(t Tile) int {
+	return 2 * (t.Br*t.D + 2*t.Bc*t.D)
 }
 
 // naturalForm is flash2_mma's softmax: each score scaled by one float32

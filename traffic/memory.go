@@ -80,10 +80,11 @@ type MemoryPlan struct {
 	FlashDeltaBytes int64 `json:"flash_delta_bytes,omitempty"`
 	NaiveBytes      int64 `json:"naive_bytes"` // inputs + the N×N matrices
 	FlashBytes      int64 `json:"flash_bytes"` // inputs (+ D in the backward)
-	// FlashTileByte is one flash block's shared memory (Br=Bc=64), on chip:
-	// flash2's layout in DType's bytes; in the backward, the main kernel's
-	// of flash2_bwd (f32) or flash2_bwd_mma (bf16, at the tile the sweep
-	// runs: 64×128 at d = 128).
+	// FlashTileByte is one flash block's shared memory (Br=Bc=64), on chip,
+	// as FlashKernel launches it: flash2's float32 tiles (f32) or
+	// flash2_mma's bf16 Q_i, K_j and V_j (bf16); in the backward, the main
+	// kernel's of flash2_bwd (f32) or flash2_bwd_mma (bf16, at the tile the
+	// sweep runs: 64×128 at d = 128).
 	FlashTileByte int64 `json:"flash_tile_bytes"`
 	GPUBytes      int64 `json:"gpu_bytes"`
 	NaiveFits     bool  `json:"naive_fits"`
@@ -129,7 +130,8 @@ func add(xs ...int64) int64 {
 // PlanMemory works out the forward's plan for batch b, heads h, length n,
 // head dim d, elements of type dt, on a GPU of gpuBytes. In bf16, Q, K, V,
 // O and the flash tiles take 2 bytes an element and naive's P too
-// (naive_mma); S and the LSE stay float32.
+// (naive_mma); S and the LSE stay float32, and flash2_mma keeps S and P in
+// registers.
 func PlanMemory(b, h, n, d int, dt instrument.DType, gpuBytes int64) (MemoryPlan, error) {
 	return PlanPass(PassForward, b, h, n, d, dt, gpuBytes)
 }
@@ -176,10 +178,18 @@ func PlanPass(pass Pass, b, h, n, d int, dt instrument.DType, gpuBytes int64) (M
 		// S float32, P in DType.
 		nn = func(n int64) int64 { return mul(bh, n, n, 4+e) }
 		own = func(int64) int64 { return 0 }
-		// One flash block's tiles, in the kernels' layout: Q_i, K_j (rows
-		// padded by one), V_j, the S/P tile (padded) and three per-row
-		// arrays.
-		p.FlashTileByte = int64(br*d+bc*(d+1)+bc*d+br*(bc+1)+3*br) * e
+		// One flash block's tiles. flash2: Q_i, K_j (rows padded by one),
+		// V_j, the S/P tile (padded) and three per-row arrays, float32.
+		// flash2_mma's at its compiled tile for d (64×64 where none is):
+		// the kernel's own count, S and P in registers.
+		p.FlashTileByte = 4 * int64(br*d+bc*(d+1)+bc*d+br*(bc+1)+3*br)
+		if bf16 {
+			t, ok := kernels.Info(instrument.VariantFlash2MMA).SweepTile(d)
+			if !ok {
+				t = kernels.Tile{Br: br, Bc: bc, D: d, Threads: 128}
+			}
+			p.FlashTileByte = int64(kernels.Flash2MMASharedBytes(t))
+		}
 	} else {
 		p.NaiveKernel, p.FlashKernel = instrument.VariantNaiveBwd.String(), instrument.VariantFlash2Bwd.String()
 		if bf16 {

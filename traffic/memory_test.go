@@ -118,7 +118,8 @@ func TestPlanBackwardByHand(t *testing.T) {
 // cannot drift apart: for each pass, dtype and head dim a kernel is compiled
 // at, naive's N×N matrices (S, P, dP, dS) are NaiveNNBytes, a flash
 // backward's D is FlashDeltaBytes, and every other buffer adds up to
-// InputsBytes; a flash backward's main kernel's shared memory is
+// InputsBytes; a flash forward's kernel's shared memory (flash2's float32
+// layout, flash2_mma's bf16 one), and a flash backward's main kernel's, is
 // FlashTileByte. N = 384 is a whole number of naive_mma's kv-tiles (128 and
 // 48), which it rounds P's rows up to.
 func TestPlanAgainstLaunchPlans(t *testing.T) {
@@ -175,9 +176,13 @@ func TestPlanAgainstLaunchPlans(t *testing.T) {
 						t.Errorf("%s d=%d: %s allocates N×N %d, D %d, the rest %d, %d in all; the calculator says %d, %d, %d, %d",
 							pass, d, k.name, nn, delta, rest, plan.DeviceBytes(), wantNN, wantDelta, p.InputsBytes, k.total)
 					}
-					if !k.naive && pass == PassBackward {
-						if shared := plan.Kernels[1].Shared; int64(shared) != p.FlashTileByte {
-							t.Errorf("%s d=%d: the main kernel takes %d bytes of shared memory, the calculator says %d", k.name, d, shared, p.FlashTileByte)
+					if !k.naive {
+						main := 0 // the forward's one kernel; the backward's after its D
+						if pass == PassBackward {
+							main = 1
+						}
+						if shared := plan.Kernels[main].Shared; int64(shared) != p.FlashTileByte {
+							t.Errorf("%s %s d=%d: %s takes %d bytes of shared memory, the calculator says %d", pass, dt, d, plan.Kernels[main].Name, shared, p.FlashTileByte)
 						}
 					}
 					checked[k.name] = true

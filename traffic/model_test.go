@@ -137,7 +137,9 @@ func TestRunTrafficFlash2Fast(t *testing.T) {
 }
 
 // TestPlanMemoryBF16: in bf16 the inputs and naive_mma's P take half, S and
-// the LSE stay float32, and naive still runs out long before flash.
+// the LSE stay float32, and naive still runs out long before flash. A flash
+// block's shared memory is not flash2's at half the bytes: flash2_mma holds
+// Q_i, K_j and V_j in bf16, unpadded, and S and P in registers.
 func TestPlanMemoryBF16(t *testing.T) {
 	t.Parallel()
 	const h100 = 80 << 30
@@ -149,6 +151,14 @@ func TestPlanMemoryBF16(t *testing.T) {
 	}
 	if b.NaiveSPBytes != bh*n*n*(4+2) || f.NaiveSPBytes != bh*n*n*8 {
 		t.Errorf("S and P: bf16 %d, f32 %d", b.NaiveSPBytes, f.NaiveSPBytes)
+	}
+	// flash2: 4·(64·128 + 64·129 + 64·128 + 64·65 + 3·64); flash2_mma:
+	// 2·(64·128 + 2·64·128), and at d = 64 2·(64·64 + 2·64·64).
+	if f.FlashTileByte != 115968 || b.FlashTileByte != 49152 {
+		t.Errorf("a flash block's shared memory: f32 %d, bf16 %d", f.FlashTileByte, b.FlashTileByte)
+	}
+	if b64, _ := PlanMemory(2, 16, 8192, 64, instrument.DTypeBF16, h100); b64.FlashTileByte != 24576 {
+		t.Errorf("a flash block's shared memory, bf16 at d=64: %d", b64.FlashTileByte)
 	}
 	if b.DType != "bf16" || b.FlashMaxN <= f.FlashMaxN || b.NaiveMaxN <= f.NaiveMaxN || b.FlashMaxN < 50*b.NaiveMaxN {
 		t.Errorf("bf16 plan %+v against f32 %+v", b, f)
