@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,8 +49,17 @@ func fakeWorker(mode string) int {
 	// GC would close fd 4 under a dead variable, which the server rightly
 	// reports as a death ("its pipe closed"), not a hang.
 	defer runtime.KeepAlive(rep)
+	server := os.Getppid()
 	worker.WriteJSON(rep, worker.TypeHello, worker.Hello{GPU: "Fake GPU", Driver: "0.0", SMs: 4, SMIDs: 4, PTXHash: kernels.PTXHash()})
 	state := os.Getenv("FLASHSTEP_FAKE_STATE")
+	// stuck-once, stuck-twice: the first one or two workers get stuck at
+	// their first run; the state file counts the workers started.
+	stuck := false
+	if n := map[string]int{"stuck-once": 1, "stuck-twice": 2}[mode]; n > 0 {
+		before, _ := os.ReadFile(state)
+		stuck = len(before) < n
+		os.WriteFile(state, append(before, 'x'), 0o644)
+	}
 	for runs := 0; ; runs++ {
 		t, payload, err := worker.ReadFrame(req)
 		if err == io.EOF {
@@ -81,7 +91,20 @@ func fakeWorker(mode string) int {
 				act = strings.TrimSuffix(mode, "-once")
 			}
 		}
+		if stuck {
+			act = "stuck"
+		}
 		switch act {
+		case "stuck":
+			// Stuck in the driver: it reads nothing more, writes nothing,
+			// keeps its pipes, and does not exit until the test kills it
+			// for real (the server's SIGKILL goes to the test's
+			// killProcess, which leaves it pending) or the test is gone.
+			atGate(false)
+			for os.Getppid() == server {
+				time.Sleep(50 * time.Millisecond)
+			}
+			return 0
 		case "hang":
 			atGate(false)    // the test knows the run is in flight
 			collectGarbage() // all that the hung worker no longer holds is gone
@@ -657,5 +680,204 @@ func TestWorkerEndedByTheServerIsNotReportedDead(t *testing.T) {
 	}
 	if _, why := g.Status(); !strings.Contains(why, "still in flight") || strings.Contains(why, "died") {
 		t.Fatalf("the status says %q", why)
+	}
+}
+
+// pendingKills stands in for a kernel that leaves SIGKILL pending, as it
+// does for a worker in uninterruptible sleep in the driver: the server's
+// kill (GPUOptions.killProcess) does nothing, and the worker lives on,
+// holding its pipes. Everything the server waits on is real. The test kills
+// a worker for real when the driver would let it go, and all of them when
+// it is done (releaseAll).
+type pendingKills struct {
+	mu    sync.Mutex
+	procs []*os.Process
+}
+
+func newPendingKills(opts *GPUOptions) *pendingKills {
+	k := &pendingKills{}
+	opts.killProcess = func(p *os.Process) error {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.procs = append(k.procs, p)
+		return nil
+	}
+	return k
+}
+
+// releaseAll kills every worker the server has killed, for real. A test
+// registers it after startFake, so that it runs before the GPU runner's
+// Close: a test that failed because the server waits on a stuck worker for
+// good then still ends.
+func (k *pendingKills) releaseAll() {
+	for _, p := range k.pending() {
+		p.Kill()
+	}
+}
+
+// pending is the workers the server has killed, in order.
+func (k *pendingKills) pending() []*os.Process {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]*os.Process(nil), k.procs...)
+}
+
+// goCollect runs toy, with seed, on g in the background.
+func goCollect(g *GPU, seed uint64) <-chan error {
+	c := toy
+	c.Seed = seed // no cache hits
+	done := make(chan error, 1)
+	go func() { _, err := collect(context.Background(), g, c); done <- err }()
+	return done
+}
+
+// abandonedWorkers is how many killed workers g has abandoned that have
+// not exited.
+func abandonedWorkers(g *GPU) int {
+	g.procMu.Lock()
+	defer g.procMu.Unlock()
+	return g.abandoned
+}
+
+// A worker stuck in the driver outlives its SIGKILL. The server waits
+// KillTimeout for it, not for good, and abandons it: the run on it fails
+// saying so, the next run gets a fresh worker, both well within the bound,
+// and the abandoned worker is still reaped when it exits at last.
+func TestWorkerThatOutlivesItsKillIsAbandoned(t *testing.T) {
+	t.Parallel()
+	opts := GPUOptions{IdleTimeout: 300 * time.Millisecond, KillTimeout: 500 * time.Millisecond}
+	kills := newPendingKills(&opts)
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "stuck-once", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kills.releaseAll)
+	g.procMu.Lock()
+	stuck := g.proc
+	g.procMu.Unlock()
+	done := goCollect(g, 900)
+	arrive(t, gate) // the run is on the worker, which is stuck for good
+	start := time.Now()
+	err = within(t, "the run on the stuck worker", done)
+	// What the run waits for is IdleTimeout then KillTimeout; the rest is
+	// room for a loaded machine.
+	bound := opts.IdleTimeout + opts.KillTimeout + 3*time.Second
+	var we *WorkerError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "stopped answering") ||
+		!strings.Contains(err.Error(), "did not exit within 500ms of SIGKILL and was abandoned") {
+		t.Fatalf("the run on the stuck worker: %v", err)
+	}
+	if took := time.Since(start); took > bound {
+		t.Fatalf("the run on the stuck worker failed after %v, past %v", took, bound)
+	}
+	select {
+	case <-stuck.exited:
+		t.Fatalf("the stuck worker exited (%v): the test modelled nothing", stuck.exit)
+	default:
+	}
+	if p := kills.pending(); len(p) != 1 || p[0] != stuck.cmd.Process {
+		t.Fatalf("the server killed %d workers, want the stuck one", len(p))
+	}
+	if n := abandonedWorkers(g); n != 1 {
+		t.Fatalf("%d workers abandoned", n)
+	}
+
+	start = time.Now()
+	if err := within(t, "the run after the abandoned worker", goCollect(g, 901)); err != nil {
+		t.Fatalf("the run after the abandoned worker: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the run after the abandoned worker took %v", took)
+	}
+	if n, why := g.Status(); n != 1 || !strings.Contains(why, "abandoned") {
+		t.Fatalf("status: %d restarts, %q", n, why)
+	}
+
+	stuck.cmd.Process.Kill() // the driver lets it go
+	select {
+	case <-stuck.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the abandoned worker was not reaped in 10 s after it could exit")
+	}
+	eventually(t, "the abandoned worker to be counted off", func() bool { return abandonedWorkers(g) == 0 })
+}
+
+// Workers that outlive their SIGKILL one after another are not replaced
+// without end: with maxAbandoned of them stuck, a run is told at once that
+// the GPU worker is unavailable, and once one of them exits the next run
+// gets a fresh worker.
+func TestStuckWorkersMakeTheGPUUnavailable(t *testing.T) {
+	t.Parallel()
+	if maxAbandoned != 2 {
+		t.Fatalf("maxAbandoned is %d: the fake worker's mode stuck-twice must match it", maxAbandoned)
+	}
+	opts := GPUOptions{IdleTimeout: 300 * time.Millisecond, KillTimeout: 300 * time.Millisecond}
+	kills := newPendingKills(&opts)
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "stuck-twice", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kills.releaseAll)
+	var we *WorkerError
+	for k := range maxAbandoned {
+		done := goCollect(g, uint64(910+k))
+		arrive(t, gate) // the run is on a worker that is stuck for good
+		err := within(t, fmt.Sprintf("the run on stuck worker %d", k+1), done)
+		if !errors.As(err, &we) || !strings.Contains(err.Error(), "was abandoned") {
+			t.Fatalf("the run on stuck worker %d: %v", k+1, err)
+		}
+		if last := k == maxAbandoned-1; strings.Contains(err.Error(), "GPU worker unavailable") != last {
+			t.Fatalf("the run on stuck worker %d (unavailable only after the last): %v", k+1, err)
+		}
+	}
+	start := time.Now()
+	err = within(t, "a run with every worker stuck", goCollect(g, 920))
+	if !errors.As(err, &we) || !strings.HasPrefix(err.Error(), "GPU worker unavailable: 2 GPU workers did not exit when killed") {
+		t.Fatalf("a run with every worker stuck: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a run with every worker stuck was refused after %v, not at once", took)
+	}
+	if p := kills.pending(); len(p) != maxAbandoned {
+		t.Fatalf("the server killed %d workers, want %d", len(p), maxAbandoned)
+	}
+
+	kills.pending()[0].Kill() // the driver lets the first go
+	eventually(t, "the first stuck worker to be counted off", func() bool { return abandonedWorkers(g) == maxAbandoned-1 })
+	if err := within(t, "the run after a stuck worker exited", goCollect(g, 921)); err != nil {
+		t.Fatalf("the run after a stuck worker exited: %v", err)
+	}
+}
+
+// A shutdown does not wait for a worker stuck in the driver either. Close
+// ends the worker of a run still in flight a second later; no closed pipe
+// tells the run, which sees that the worker was ended and ends it, waiting
+// KillTimeout for its exit, no more.
+func TestCloseDoesNotWaitForAWorkerThatOutlivesItsKill(t *testing.T) {
+	t.Parallel()
+	opts := GPUOptions{IdleTimeout: time.Minute, KillTimeout: 500 * time.Millisecond}
+	kills := newPendingKills(&opts)
+	gate := newGate(t, &opts)
+	g, err := startFake(t, "stuck-once", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kills.releaseAll)
+	done := goCollect(g, 930)
+	arrive(t, gate) // the run is on the worker, which is stuck for good
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { g.Close(); closed <- nil }()
+	within(t, "Close", closed)
+	if took, bound := time.Since(start), time.Second+opts.KillTimeout+3*time.Second; took > bound {
+		t.Fatalf("Close took %v, past %v", took, bound)
+	}
+	err = within(t, "the run the shutdown cut off", done)
+	var we *WorkerError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "shutting down") || !strings.Contains(err.Error(), "still in flight") ||
+		!strings.Contains(err.Error(), "was abandoned") {
+		t.Fatalf("the run the shutdown cut off: %v", err)
 	}
 }
