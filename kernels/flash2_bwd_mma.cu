@@ -457,6 +457,15 @@ constexpr int smem_bytes(int BR, int BC, int D) {
 
 } // namespace flash2_bwd_mma
 
+namespace flash2_bwd_mma {
+// How many blocks of the main kernel an SM should hold at once, which caps
+// its registers (65536 / (threads · blocks)). The 4-warp tile at d = 64
+// takes 168 registers a thread with no spill for three (224 for two):
+// 12 warps an SM where 8 were, 13% faster on the H100 (docs/LADDER.md, run
+// p). The others keep dK and dV of d = 128, or 8 warps, in registers: one.
+__host__ __device__ constexpr int main_blocks(int BR, int BC, int D) { return BC / 16 == 4 && D == 64 ? 3 : 1; }
+} // namespace flash2_bwd_mma
+
 // Each compiled tile is three extern "C" kernels named after it: keep in
 // step with the registry's Tiles (a test checks).
 #define FLASH2_BWD_MMA_INSTANCE(BR, BC, D, NW)                                                                        \
@@ -465,7 +474,8 @@ constexpr int smem_bytes(int BR, int BC, int D) {
       float *__restrict__ Delta, float *__restrict__ dQ, long long N FS_TRACE_PARAMS) {                                \
     flash2_bwd_mma::pre<BR, BC, D, NW * 32>(dO, O, L, Delta, dQ, (int)N FS_TRACED(, fs_trace, fs_offsets, fs_mode));   \
   }                                                                                                                    \
-  extern "C" __global__ void __launch_bounds__(NW * 32) flash2_bwd_mma_main_br##BR##_bc##BC##_d##D(                  \
+  extern "C" __global__ void __launch_bounds__(NW * 32, flash2_bwd_mma::main_blocks(BR, BC, D))                      \
+      flash2_bwd_mma_main_br##BR##_bc##BC##_d##D(                                                                     \
       const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K, const fast::bf16 *__restrict__ V,           \
       const fast::bf16 *__restrict__ dO, const float *__restrict__ L, const float *__restrict__ Delta,                \
       float *__restrict__ dQ, float *__restrict__ dK, float *__restrict__ dV, long long N,                            \

@@ -136,13 +136,16 @@ func TestClaimBackwardTiles(t *testing.T) {
 	if n := blocksPerSM(64, 128); n != 1 {
 		t.Errorf("the 64-row tile at d=128: %d blocks an SM; the lesson says one", n)
 	}
-	if n := blocksPerSM(64, 64); n != 2 {
-		t.Errorf("the 64-row tile at d=64: %d blocks an SM; the lesson says two", n)
+	if n := blocksPerSM(64, 64); n != 3 {
+		t.Errorf("the 64-row tile at d=64: %d blocks an SM; the lesson says three", n)
+	}
+	if n := blocksPerSM(128, 64); n != 1 {
+		t.Errorf("the 128-row tile at d=64: %d blocks an SM; the lesson says it has eight warps an SM", n)
 	}
 	text := lessonText(t, "course/13-backward.md")
 	list := strings.Join([]string{faster[0], faster[1], faster[2], faster[3]}, " ")
 	for _, said := range []string{"{{vs-sdpa-backward " + list + "}}", "{{vs-cudnn-backward " + list + "}}", "runs the faster one at each head dim",
-		"only one of its blocks on an SM", "two blocks of the 64-row tile fit an SM"} {
+		"only one of its blocks on an SM", "three blocks of the 64-row tile fit an SM"} {
 		if !strings.Contains(text, said) {
 			t.Errorf("lesson 13 no longer says %q: check the claim it makes instead here", said)
 		}
