@@ -44,12 +44,13 @@ var flash2BwdMMAKernel = &VariantInfo{
 	BytesNote: "Each step reads Q_i and dO_i (bf16), L_i and D_i, and adds its float32 part of dQ_i into device memory; K_j and V_j are read once per block, " +
 		"dK_j and dV_j written once at its end, in float32. Nothing N×N is read or written.",
 	Words:   flash2BwdKernel.Words,
-	GPURate: 150e12, CPURate: 0.4e9, // 190–240 TFLOP/s measured at N=4096 (docs/LADDER.md, run p)
+	GPURate: 150e12, CPURate: 0.4e9, // 210–240 TFLOP/s measured at N=4096 (docs/LADDER.md, run p)
 	// A warp per 16 kv rows (TestInstancesMatchSource checks
 	// flash2_bwd_mma.cu agrees). The 8-warp tiles halve the atomic adds
 	// into dQ per product: at d = 128 the faster by 1.6× on the H100; at
-	// d = 64 the 4-warp tile is a little faster (two blocks fit an SM). The
-	// faster tile of each d comes first: the sweep runs it (SweepTile).
+	// d = 64 the 4-warp tile is faster by 1.2× (three blocks fit an SM:
+	// main_blocks in the source). The faster tile of each d comes first:
+	// the sweep runs it (SweepTile).
 	Tiles: []Tile{{64, 64, 64, 128}, {64, 128, 128, 256}, {64, 128, 64, 256}, {64, 64, 128, 128}},
 	Instance: func(t Tile) string {
 		return fmt.Sprintf("FLASH2_BWD_MMA_INSTANCE(%d, %d, %d, %d)", t.Br, t.Bc, t.D, t.Threads/32)
