@@ -159,10 +159,7 @@ func TestTimingModeSize(t *testing.T) {
 // sweep's benchmark shapes, B·N = 16384 and H·d = 2048, up to N = 32768.
 func TestForBenchmarkShapes(t *testing.T) {
 	t.Parallel()
-	for _, v := range instrument.Variants {
-		if kernels.Info(v).Backward {
-			continue // the sweep times the forward's kernels alone
-		}
+	for _, v := range instrument.Variants { // the backward's too: the sweep times them on request
 		for _, d := range []int{64, 128} {
 			for _, n := range []int{512, 4096, 32768} {
 				c := kernels.Config{Variant: v, N: n, D: d, Br: 64, Bc: 64, Batch: max(1, 16384/n), Heads: 2048 / d, Pattern: instrument.PatternNormal}
