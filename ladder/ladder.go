@@ -270,28 +270,28 @@ func causalWord(c bool) string {
 }
 
 func readBench(files fs.FS) (*BenchRecord, error) {
-	names, _ := fs.Glob(files, "ladder-*.json")
-	if len(names) == 0 {
-		return nil, nil
-	}
-	b, err := fs.ReadFile(files, names[0])
-	if err != nil {
-		return nil, err
-	}
-	var rec BenchRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %w", names[0], err)
-	}
-	for _, r := range rec.Rows {
-		if r.Check != "ok" {
-			return nil, fmt.Errorf("%s: %s did not pass its check (%q): a failed kernel's speed is no figure", names[0], r.Kernel, r.Check)
+	return readChecked(files, "ladder-*.json", func(rec *BenchRecord) (kernels, checks []string) {
+		for _, r := range rec.Rows {
+			kernels, checks = append(kernels, r.Kernel), append(checks, r.Check)
 		}
-	}
-	return &rec, nil
+		return kernels, checks
+	})
 }
 
 func readBackward(files fs.FS) (*BackwardRecord, error) {
-	names, _ := fs.Glob(files, "backward-*.json")
+	return readChecked(files, "backward-*.json", func(rec *BackwardRecord) (kernels, checks []string) {
+		for _, r := range rec.Rows {
+			kernels, checks = append(kernels, r.Kernel), append(checks, r.Check)
+		}
+		return kernels, checks
+	})
+}
+
+// readChecked reads the first recording that pattern matches (nil if none
+// ships) and refuses it if any of its kernels failed its check: a failed
+// kernel's speed is no figure.
+func readChecked[T any](files fs.FS, pattern string, rows func(*T) (kernels, checks []string)) (*T, error) {
+	names, _ := fs.Glob(files, pattern)
 	if len(names) == 0 {
 		return nil, nil
 	}
@@ -299,13 +299,14 @@ func readBackward(files fs.FS) (*BackwardRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rec BackwardRecord
+	var rec T
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", names[0], err)
 	}
-	for _, r := range rec.Rows {
-		if r.Check != "ok" {
-			return nil, fmt.Errorf("%s: %s did not pass its check (%q): a failed kernel's speed is no figure", names[0], r.Kernel, r.Check)
+	kernels, checks := rows(&rec)
+	for k, c := range checks {
+		if c != "ok" {
+			return nil, fmt.Errorf("%s: %s did not pass its check (%q): a failed kernel's speed is no figure", names[0], kernels[k], c)
 		}
 	}
 	return &rec, nil
