@@ -4,22 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
-	"testing/fstest"
 
-	"flashstep/kernels"
 	"flashstep/ladder"
 	"flashstep/recordings"
-	"flashstep/runner"
-	"flashstep/sweep"
 	"flashstep/templates"
-	"flashstep/web"
 
 	"golang.org/x/net/html"
 )
@@ -38,24 +29,7 @@ func TestLadderPageShowsBackward(t *testing.T) {
 	if rec == nil {
 		t.Fatal("no backward recording ships")
 	}
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
-	t.Cleanup(sweeps.Close)
-	app := web.NewServer(web.Deps{Engines: engines{runner.Mirror{}}, Sweeps: sweeps, Static: fstest.MapFS{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ts := httptest.NewServer(app)
-	t.Cleanup(ts.Close)
-	res, err := http.Get(ts.URL + "/ladder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("/ladder: %d", res.StatusCode)
-	}
-	doc, err := html.Parse(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := ladderPage(t)
 	sec := byTestID(doc, "ladder-backward")
 	if sec == nil {
 		t.Fatal("no backward section on /ladder")

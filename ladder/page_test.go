@@ -102,24 +102,7 @@ func text(n *html.Node) string {
 // lines.
 func TestLadderPageShowsCodeAndDiffs(t *testing.T) {
 	t.Parallel()
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
-	t.Cleanup(sweeps.Close)
-	app := web.NewServer(web.Deps{Engines: engines{runner.Mirror{}}, Sweeps: sweeps, Static: fstest.MapFS{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ts := httptest.NewServer(app)
-	t.Cleanup(ts.Close)
-	res, err := http.Get(ts.URL + "/ladder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("/ladder: %d", res.StatusCode)
-	}
-	doc, err := html.Parse(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := ladderPage(t)
 	if byTestID(doc, "ladder-code") == nil {
 		t.Fatal("no code section")
 	}
@@ -184,4 +167,28 @@ func TestLadderPageShowsCodeAndDiffs(t *testing.T) {
 	if diffs == 0 {
 		t.Error("no diffs on the page")
 	}
+}
+
+// ladderPage serves /ladder from a server on the CPU mirror and parses it.
+func ladderPage(t *testing.T) *html.Node {
+	t.Helper()
+	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	t.Cleanup(sweeps.Close)
+	app := web.NewServer(web.Deps{Engines: engines{runner.Mirror{}}, Sweeps: sweeps, Static: fstest.MapFS{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ts := httptest.NewServer(app)
+	t.Cleanup(ts.Close)
+	res, err := http.Get(ts.URL + "/ladder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("/ladder: %d", res.StatusCode)
+	}
+	doc, err := html.Parse(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
