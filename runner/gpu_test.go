@@ -746,13 +746,8 @@ func abandonedWorkers(g *GPU) int {
 func TestWorkerThatOutlivesItsKillIsAbandoned(t *testing.T) {
 	t.Parallel()
 	opts := GPUOptions{IdleTimeout: 300 * time.Millisecond, KillTimeout: 500 * time.Millisecond}
-	kills := newPendingKills(&opts)
-	gate := newGate(t, &opts)
-	g, err := startFake(t, "stuck-once", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kills.releaseAll)
+	g, kills, gate := startStuck(t, "stuck-once", opts)
+	var err error
 	g.procMu.Lock()
 	stuck := g.proc
 	g.procMu.Unlock()
@@ -813,13 +808,8 @@ func TestStuckWorkersMakeTheGPUUnavailable(t *testing.T) {
 		t.Fatalf("maxAbandoned is %d: the fake worker's mode stuck-twice must match it", maxAbandoned)
 	}
 	opts := GPUOptions{IdleTimeout: 300 * time.Millisecond, KillTimeout: 300 * time.Millisecond}
-	kills := newPendingKills(&opts)
-	gate := newGate(t, &opts)
-	g, err := startFake(t, "stuck-twice", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kills.releaseAll)
+	g, kills, gate := startStuck(t, "stuck-twice", opts)
+	var err error
 	var we *WorkerError
 	for k := range maxAbandoned {
 		done := goCollect(g, uint64(910+k))
@@ -858,13 +848,8 @@ func TestStuckWorkersMakeTheGPUUnavailable(t *testing.T) {
 func TestCloseDoesNotWaitForAWorkerThatOutlivesItsKill(t *testing.T) {
 	t.Parallel()
 	opts := GPUOptions{IdleTimeout: time.Minute, KillTimeout: 500 * time.Millisecond}
-	kills := newPendingKills(&opts)
-	gate := newGate(t, &opts)
-	g, err := startFake(t, "stuck-once", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kills.releaseAll)
+	g, _, gate := startStuck(t, "stuck-once", opts)
+	var err error
 	done := goCollect(g, 930)
 	arrive(t, gate) // the run is on the worker, which is stuck for good
 	start := time.Now()
@@ -880,4 +865,19 @@ func TestCloseDoesNotWaitForAWorkerThatOutlivesItsKill(t *testing.T) {
 		!strings.Contains(err.Error(), "was abandoned") {
 		t.Fatalf("the run the shutdown cut off: %v", err)
 	}
+}
+
+// startStuck starts the fake worker in one of its stuck modes, with the
+// kills it is sent left pending (released, for real, when the test ends)
+// and a gate that holds its runs.
+func startStuck(t *testing.T, mode string, opts GPUOptions) (*GPU, *pendingKills, string) {
+	t.Helper()
+	kills := newPendingKills(&opts)
+	gate := newGate(t, &opts)
+	g, err := startFake(t, mode, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kills.releaseAll)
+	return g, kills, gate
 }
