@@ -38,8 +38,11 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if w.Version < MinFormatVersion || w.Version > FormatVersion {
 		return nil, formatErr("format version %d, this build reads versions %d to %d", w.Version, MinFormatVersion, FormatVersion)
 	}
-	if w.Pad0 != [3]uint8{} || w.Pad1 != [6]uint8{} || w.Flags&^(FlagCausal|FlagTiming) != 0 {
+	if w.Pad0 != [3]uint8{} || w.Pad1 != [6]uint8{} || w.Flags&^(FlagCausal|FlagTiming|FlagRoles) != 0 {
 		return nil, formatErr("header: nonzero padding or unknown flags")
+	}
+	if w.Flags&FlagRoles != 0 && w.Version < 3 {
+		return nil, formatErr("header: the roles flag in a version-%d trace (it is version 3's)", w.Version)
 	}
 	if int(w.LabelBytes) > MaxLabelBytes {
 		return nil, formatErr("label of %d bytes, at most %d", w.LabelBytes, MaxLabelBytes)
@@ -62,6 +65,7 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 		Source:       Source(w.Source),
 		Causal:       w.Flags&FlagCausal != 0,
 		Timing:       w.Flags&FlagTiming != 0,
+		Roles:        w.Flags&FlagRoles != 0,
 		Pattern:      Pattern(w.Pattern),
 		N:            int(w.N),
 		D:            int(w.D),
@@ -128,6 +132,8 @@ func (d *Decoder) Next() (*Record, error) {
 		TEnd:         w.TEnd,
 		BytesRead:    w.BytesRead,
 		BytesWritten: w.BytesWritten,
+		Role:         Role(w.Role),
+		Event:        Event(w.Event),
 	}
 	size := d.h.RecordBytes(spec.Kind)
 	payload, err := readBounded(d.r, size-recordHeaderWireBytes)

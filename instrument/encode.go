@@ -43,6 +43,9 @@ func AppendHeader(dst []byte, h *Header) ([]byte, error) {
 	if h.Timing {
 		w.Flags |= FlagTiming
 	}
+	if h.Roles {
+		w.Flags |= FlagRoles
+	}
 	start := len(dst)
 	dst, err := binary.Append(dst, binary.LittleEndian, &w)
 	if err != nil {
@@ -61,6 +64,8 @@ func AppendRecord(dst []byte, h *Header, r *Record) ([]byte, error) {
 	}
 	w := recordHeaderWire{
 		Kind:         uint8(r.Kind),
+		Role:         uint8(r.Role),
+		Event:        uint16(r.Event),
 		RowsValid:    uint16(r.RowsValid),
 		ColsValid:    uint16(r.ColsValid),
 		BH:           uint32(r.BH),
@@ -131,5 +136,34 @@ func Chunks(h *Header, trace []byte, target int, emit func([]byte) error) error 
 			start = off
 		}
 	}
+	return nil
+}
+
+// RawStamps reads what a kernel wrote into the record header at the start
+// of rec, before the record is checked: its SM and its two times.
+func RawStamps(rec []byte) (sm uint32, tStart, tEnd uint64, err error) {
+	var w recordHeaderWire
+	if _, err := binary.Decode(rec, binary.LittleEndian, &w); err != nil {
+		return 0, 0, 0, formatErr("record header: %v", err)
+	}
+	return w.SM, w.TStart, w.TEnd, nil
+}
+
+// PutRecordHeader writes r's header in wire form over the first bytes of
+// dst, checked against h as AppendRecord checks it; r's kind must have no
+// arrays. The worker uses it to finish records the kernel stamped only
+// with times.
+func PutRecordHeader(dst []byte, h *Header, r *Record) error {
+	if spec, ok := Spec(r.Kind); !ok || len(spec.Arrays) > 0 {
+		return fmt.Errorf("instrument: PutRecordHeader of a %s record", r.Kind)
+	}
+	if len(dst) < recordHeaderWireBytes {
+		return fmt.Errorf("instrument: PutRecordHeader into %d bytes", len(dst))
+	}
+	b, err := AppendRecord(nil, h, r)
+	if err != nil {
+		return err
+	}
+	copy(dst, b)
 	return nil
 }

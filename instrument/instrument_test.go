@@ -73,6 +73,12 @@ func randomRecord(rng *rand.Rand, h *Header, k Kind) *Record {
 			r.J, r.ColsValid = -1, 0
 		}
 	}
+	if k == KindRole {
+		r.Role = Role(1 + rng.IntN(3))
+		for !r.Role.HasEvent(r.Event) {
+			r.Event = Event(1 + rng.IntN(len(eventNames)))
+		}
+	}
 	for i := range spec.Arrays {
 		*spec.Arrays[i].field(r) = randomFloats(rng, h.ArrayLen(&spec.Arrays[i]))
 	}
@@ -84,14 +90,20 @@ func randomTrace(rng *rand.Rand) (*Header, []*Record, []byte) {
 	n := rng.IntN(12)
 	h.Records = n
 	h.Timing = rng.IntN(4) == 0
+	h.Roles = h.Timing && rng.IntN(2) == 0
 	buf, err := AppendHeader(nil, h)
 	if err != nil {
 		panic(err)
 	}
 	recs := make([]*Record, n)
 	for i := range recs {
+		// A timing trace holds timing records alone, and a roles trace
+		// role records too; no other trace holds either.
 		kind := KindTiming
-		for !h.Timing && kind == KindTiming { // a timing trace holds timing records alone
+		if h.Roles && rng.IntN(2) == 0 {
+			kind = KindRole
+		}
+		for !h.Timing && (kind == KindTiming || kind == KindRole) {
 			kind = Kinds[rng.IntN(len(Kinds))].Kind
 		}
 		recs[i] = randomRecord(rng, h, kind)
@@ -200,6 +212,52 @@ func TestDecoderRejects(t *testing.T) {
 		"empty traced":      func(b []byte) []byte { copy(b[40:44], b[44:48]); return b },
 		"label length lies": func(b []byte) []byte { binary.LittleEndian.PutUint16(b[88:], 9); return b },
 		"nonzero pad":       func(b []byte) []byte { b[13] = 1; return b },
+		"roles sans timing": func(b []byte) []byte { b[11] = b[11]&^FlagTiming | FlagRoles; return b },
+		"unknown flag":      func(b []byte) []byte { b[11] |= 8; return b },
+	}
+	// A record's role and event: at byte 1 and bytes 6-7 of its header.
+	role := func(t *Header, rec *Record, roleByte byte, event uint16) []byte {
+		t.Records = 1
+		b, err := AppendHeader(nil, t)
+		if err != nil {
+			panic(err)
+		}
+		if b, err = AppendRecord(b, t, rec); err != nil {
+			panic(err)
+		}
+		b[t.HeaderBytes()+1] = roleByte
+		binary.LittleEndian.PutUint16(b[t.HeaderBytes()+6:], event)
+		return b
+	}
+	plain, roles := *h, *h
+	plain.Timing, plain.Roles = false, false
+	roles.Timing, roles.Roles = true, true
+	step := randomRecord(rng, &plain, KindFlashStep)
+	span := randomRecord(rng, &roles, KindRole)
+	timed := roles
+	timed.Roles = false
+	roleCases := map[string][]byte{
+		"role in a flash step":      role(&plain, step, 2, 0),
+		"event in a flash step":     role(&plain, step, 0, uint16(EventSoftmax)),
+		"role 0":                    role(&roles, span, 0, uint16(EventSoftmax)),
+		"role 4":                    role(&roles, span, 4, uint16(EventSoftmax)),
+		"unknown event":             role(&roles, span, 2, 16),
+		"event 0":                   role(&roles, span, 2, 0),
+		"producer's softmax":        role(&roles, span, 1, uint16(EventSoftmax)),
+		"consumer's copy":           role(&roles, span, 3, uint16(EventCopyV)),
+		"consumer 1's clock anchor": role(&roles, span, 3, uint16(EventClock)),
+	}
+	// A role record in a timing trace without the roles flag.
+	b := role(&timed, &Record{Kind: KindTiming, BH: span.BH, I: span.I, J: span.J, RowsValid: span.RowsValid, ColsValid: span.ColsValid}, 1, uint16(EventCopyK))
+	b[timed.HeaderBytes()] = byte(KindRole)
+	roleCases["role record, no roles flag"] = b
+	for name, b := range roleCases {
+		_, _, err := ReadAll(bytes.NewReader(b))
+		if err == nil {
+			t.Errorf("%s: decoded without error", name)
+		} else if !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: error %v does not wrap ErrFormat", name, err)
+		}
 	}
 	for name, corrupt := range cases {
 		b := corrupt(bytes.Clone(buf))
@@ -212,40 +270,43 @@ func TestDecoderRejects(t *testing.T) {
 	}
 }
 
-// TestVersionOneTraces: a version-1 trace (every recording made before the
-// backward pass) reads as it did, record for record; one holding a record
-// kind that version 2 introduced is malformed.
-func TestVersionOneTraces(t *testing.T) {
+// TestOlderVersionTraces: a version-1 trace (every recording made before the
+// backward pass) and a version-2 one (before the warp roles) read as they
+// did, record for record; one holding a record kind or a flag that a later
+// version introduced is malformed.
+func TestOlderVersionTraces(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	var old, newer int
-	for old < 50 || newer < 50 {
-		h, recs, buf := randomTrace(rng)
-		buf[4] = 1 // the version field: a trace as version 1 wrote it
-		v2 := false
-		for _, r := range recs {
-			if spec, _ := Spec(r.Kind); spec.Since > 1 {
-				v2 = true
+	for v := uint16(1); v < FormatVersion; v++ {
+		var old, newer int
+		for old < 50 || newer < 50 {
+			h, recs, buf := randomTrace(rng)
+			binary.LittleEndian.PutUint16(buf[4:], v) // the version field: a trace as version v wrote it
+			later := h.Roles
+			for _, r := range recs {
+				if spec, _ := Spec(r.Kind); spec.Since > v {
+					later = true
+				}
 			}
-		}
-		gotH, gotRecs, err := ReadAll(bytes.NewReader(buf))
-		if v2 {
-			newer++
-			if err == nil || !errors.Is(err, ErrFormat) {
-				t.Fatalf("a version-1 trace holding a version-2 record kind: err %v, want a format error", err)
+			gotH, gotRecs, err := ReadAll(bytes.NewReader(buf))
+			if later {
+				newer++
+				if err == nil || !errors.Is(err, ErrFormat) {
+					t.Fatalf("a version-%d trace holding a later version's record kind or flag: err %v, want a format error", v, err)
+				}
+				continue
 			}
-			continue
-		}
-		old++
-		if err != nil {
-			t.Fatalf("version-1 trace: %v", err)
-		}
-		if !reflect.DeepEqual(gotH, h) || len(gotRecs) != len(recs) {
-			t.Fatalf("version-1 trace read back differently")
-		}
-		for i := range recs {
-			if !sameBits(gotRecs[i], recs[i]) {
-				t.Fatalf("version-1 trace: record %d (%s) differs", i, recs[i].Kind)
+			old++
+			if err != nil {
+				t.Fatalf("version-%d trace: %v", v, err)
+			}
+			if !reflect.DeepEqual(gotH, h) || len(gotRecs) != len(recs) {
+				t.Fatalf("version-%d trace read back differently", v)
+			}
+			for i := range recs {
+				if !sameBits(gotRecs[i], recs[i]) {
+					t.Fatalf("version-%d trace: record %d (%s) differs", v, i, recs[i].Kind)
+				}
 			}
 		}
 	}

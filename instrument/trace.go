@@ -99,11 +99,11 @@ var (
 func ParseVariant(s string) (Variant, bool) { return parseEnum(variantNames, s) }
 func ParsePattern(s string) (Pattern, bool) { return parseEnum(patternNames, s) }
 
-func enumName[E comparable](names map[E]string, e E) string {
+func enumName[E ~uint8 | ~uint16](names map[E]string, e E) string {
 	if n, ok := names[e]; ok {
 		return n
 	}
-	return fmt.Sprintf("unknown(%v)", any(e))
+	return fmt.Sprintf("unknown(%d)", uint64(e)) // not %v: that would call String again
 }
 
 func parseEnum[E comparable](names map[E]string, s string) (E, bool) {
@@ -130,6 +130,7 @@ type Header struct {
 	Source  Source
 	Causal  bool
 	Timing  bool // timing records of every block, no arrays
+	Roles   bool // with Timing: the role records of every block too
 	Pattern Pattern
 
 	N, D, Br, Bc int
@@ -206,6 +207,10 @@ type Record struct {
 	SM                      int
 	TStart, TEnd            uint64
 	BytesRead, BytesWritten uint64
+
+	// A role record's warp role and span; zero in every other kind.
+	Role  Role
+	Event Event
 
 	Q, K, V      []float32
 	MOld, MNew   []float32 // MNew also holds the naive softmax record's row max

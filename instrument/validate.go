@@ -65,6 +65,8 @@ func (h *Header) Validate() error {
 		return formatErr("label is not UTF-8 of at most %d bytes", MaxLabelBytes)
 	case math.IsNaN(float64(h.Scale)) || math.IsInf(float64(h.Scale), 0) || h.Scale <= 0:
 		return formatErr("scale %v is not a positive number", h.Scale)
+	case h.Roles && !h.Timing:
+		return formatErr("a roles trace is a timing trace: the roles flag without the timing flag")
 	case math.IsNaN(float64(h.TimerTickNs)) || math.IsInf(float64(h.TimerTickNs), 0) || h.TimerTickNs < 0:
 		return formatErr("timer tick %v is not a number ≥ 0", h.TimerTickNs)
 	}
@@ -74,11 +76,20 @@ func (h *Header) Validate() error {
 // checkRecord checks a record header against the trace header: a known kind,
 // indices inside the traced selection and the valid extents the tiling gives.
 func (h *Header) checkRecord(spec *KindSpec, w *recordHeaderWire) error {
-	if w.Pad0 != 0 || w.Pad1 != 0 {
-		return formatErr("%s record: nonzero padding", spec.Name)
-	}
-	if h.Timing != (spec.Kind == KindTiming) {
-		return formatErr("%s record in a trace whose timing flag is %t", spec.Name, h.Timing)
+	if spec.Kind == KindRole {
+		if !h.Roles {
+			return formatErr("role record in a trace without the roles flag")
+		}
+		if r := Role(w.Role); !r.HasEvent(Event(w.Event)) {
+			return formatErr("role record: role %d has no event %d", w.Role, w.Event)
+		}
+	} else {
+		if w.Role != 0 || w.Event != 0 {
+			return formatErr("%s record: nonzero role or event", spec.Name)
+		}
+		if h.Timing != (spec.Kind == KindTiming) {
+			return formatErr("%s record in a trace whose timing flag is %t", spec.Name, h.Timing)
+		}
 	}
 	if bh := int(w.BH); !h.TracedBH.Contains(bh) {
 		return formatErr("%s record: batch-head %d not traced [%d, %d)", spec.Name, bh, h.TracedBH.Lo, h.TracedBH.Hi)

@@ -7,8 +7,11 @@ import "fmt"
 // pass's record kinds (bwd_pre, bwd_step, bwd_dq; the naive backward's bwd_dp,
 // bwd_ds, bwd_kv) and changed nothing else,
 // so a version-1 trace (every recording made before) reads as it always did.
+// Version 3 added the warp roles' records (kind role, FlagRoles) and named
+// two of the record header's pads, role and event, which every other kind
+// still leaves zero: a version-1 or version-2 trace reads as before.
 const (
-	FormatVersion    = 2
+	FormatVersion    = 3
 	MinFormatVersion = 1
 )
 
@@ -56,15 +59,25 @@ type headerWire struct {
 const (
 	FlagCausal = 1 // a causally masked run
 	FlagTiming = 2 // timing records only, for every block of the grid
+	// FlagRoles: a timing trace that also holds the role records of a
+	// warp-specialised kernel (format version 3).
+	FlagRoles = 4
+)
+
+// The trace modes a traced kernel is launched in (its last argument).
+const (
+	ModeFull   = 0 // every record of the traced selection, with its arrays
+	ModeTiming = 1 // a timing record per step of every block
+	ModeRoles  = 2 // timing mode plus the role records of every block
 )
 
 // recordHeaderWire opens every record. Kernels fill it in place on the GPU.
 type recordHeaderWire struct {
 	Kind         uint8  `abi:"kind"`
-	Pad0         uint8  `abi:"pad0"`
-	RowsValid    uint16 `abi:"rows_valid"` // rows of the q-tile that are data, not padding
-	ColsValid    uint16 `abi:"cols_valid"` // columns of the kv-tile that are data
-	Pad1         uint16 `abi:"pad1"`
+	Role         uint8  `abi:"role"`          // role records: the warp role (Role); 0 in every other kind
+	RowsValid    uint16 `abi:"rows_valid"`    // rows of the q-tile that are data, not padding
+	ColsValid    uint16 `abi:"cols_valid"`    // columns of the kv-tile that are data
+	Event        uint16 `abi:"event"`         // role records: what the span was (Event); 0 in every other kind
 	BH           uint32 `abi:"bh"`            // batch-head: batch·Heads + head
 	I            uint32 `abi:"i"`             // q-tile index, or NoTile
 	J            uint32 `abi:"j"`             // kv-tile index, or NoTile
@@ -99,6 +112,9 @@ const (
 	KindBwdDP Kind = 11
 	KindBwdDS Kind = 12
 	KindBwdKV Kind = 13
+	// A span of one warp role of a warp-specialised block (format version
+	// 3): its times only, no arrays.
+	KindRole Kind = 14
 )
 
 // Dim is a symbolic dimension of a record array; the header gives its value.
@@ -212,6 +228,7 @@ var Kinds = []KindSpec{
 		{"dv", []Dim{DimBc, DimD}, func(r *Record) *[]float32 { return &r.DV }},
 		{"dk", []Dim{DimBc, DimD}, func(r *Record) *[]float32 { return &r.DK }},
 	}},
+	{Kind: KindRole, Name: "role", HasI: true, HasJ: true, OptionalJ: true, Since: 3, Summary: "a warp role's span in a block: a copy, a wait, a product, the softmax"},
 }
 
 // Spec returns the definition of kind k.

@@ -34,6 +34,9 @@ type Config struct {
 	// Timing records only the SM and start and end times of every step of
 	// every block of the grid (a GPU timeline), no arrays.
 	Timing bool
+	// Roles, with Timing (mode=roles): a warp-specialised rung also
+	// records its warp roles' spans in every block (roles.go).
+	Roles bool
 
 	// Engine asks for where to run: EngineAuto (the GPU if there is one and
 	// it runs this shape, else a recording of this run, else the CPU
@@ -177,6 +180,13 @@ func (c *Config) Validate() error {
 	if c.Timing && (c.TraceBH != (instrument.Range{}) || c.TraceQ != (instrument.Range{})) {
 		add(FieldMode, "timing mode records every block of the grid: leave the traced batch-heads and q-tiles at all")
 	}
+	if c.Roles {
+		if info := variantInfo[c.Variant]; info != nil && info.Roles == nil {
+			add(FieldMode, "roles mode records the warp roles of a warp-specialised rung: %s", strings.Join(roleVariants(), " or "))
+		} else if !c.Timing {
+			add(FieldMode, "roles mode is a timing mode: set Timing with Roles")
+		}
+	}
 	if len(errs) > 0 {
 		return errs
 	}
@@ -267,7 +277,9 @@ func (c *Config) Values() url.Values {
 	if c.TraceQ != (instrument.Range{}) {
 		v.Set(FieldTraceQ, formatRange(c.TraceQ))
 	}
-	if c.Timing {
+	if c.Roles {
+		v.Set(FieldMode, "roles")
+	} else if c.Timing {
 		v.Set(FieldMode, "timing")
 	}
 	if c.Engine != EngineAuto {
@@ -434,8 +446,10 @@ func parseFields(v url.Values) (Config, FieldErrors) {
 	case "", "full":
 	case "timing":
 		c.Timing = true
+	case "roles":
+		c.Timing, c.Roles = true, true
 	default:
-		add(FieldMode, "mode must be full or timing (got %q)", truncate(s))
+		add(FieldMode, "mode must be full, timing or roles (got %q)", truncate(s))
 	}
 	for _, f := range []struct {
 		field string

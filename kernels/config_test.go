@@ -33,7 +33,9 @@ func TestParseConfigErrorsNameFieldAndLimit(t *testing.T) {
 		{"heads=2&trace_bh=0-5", FieldTraceBH, "within 0-1"},
 		{"trace_q=9", FieldTraceQ, "within 0-3"},
 		{"n=4096&d=256&br=64&bc=64", FieldTraceBH, "32.0 MiB limit"},
-		{"mode=fast", FieldMode, "full or timing"},
+		{"mode=fast", FieldMode, "full, timing or roles"},
+		{"mode=roles", FieldMode, "flash3_ws or flash3_pingpong"},
+		{"variant=flash3_ws&n=256&br=128&bc=128&mode=roles&trace_q=1", FieldMode, "every block"},
 		{"mode=timing&trace_q=1", FieldMode, "every block"},
 		{"engine=tpu", FieldEngine, "auto, gpu or cpu"},
 	}
@@ -198,6 +200,7 @@ func TestConfigValuesRoundTrip(t *testing.T) {
 		c.Engine = []string{EngineAuto, EngineGPU, EngineCPU}[rng.IntN(3)]
 		if c.TraceBH == (instrument.Range{}) && c.TraceQ == (instrument.Range{}) && rng.IntN(3) == 0 {
 			c.Timing = true
+			c.Roles = Info(c.Variant).Roles != nil && rng.IntN(2) == 0
 		}
 		back, err := ParseConfig(c.Values())
 		if err != nil {

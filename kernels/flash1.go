@@ -89,9 +89,9 @@ func flash1Records(c *Config, i int) []kindCount {
 	n := flash2KVTiles(c, i)
 	out := make([]kindCount, 0, n+1)
 	for j := range n {
-		out = append(out, kindCount{instrument.KindFlashStep, 1, j, j})
+		out = append(out, kindCount{kind: instrument.KindFlashStep, n: 1, phase: j, j0: j})
 	}
-	return append(out, kindCount{instrument.KindEpilogue, 1, n - 1, 0})
+	return append(out, kindCount{kind: instrument.KindEpilogue, n: 1, phase: n - 1, j0: 0})
 }
 
 // flash1Traffic is the device-memory traffic of one record. A step reads

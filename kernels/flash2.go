@@ -79,7 +79,7 @@ func flash2KVTiles(c *Config, i int) int {
 }
 
 func flash2Records(c *Config, i int) []kindCount {
-	return []kindCount{{instrument.KindFlashStep, flash2KVTiles(c, i), 0, 0}, {instrument.KindEpilogue, 1, 0, 0}}
+	return []kindCount{{kind: instrument.KindFlashStep, n: flash2KVTiles(c, i)}, {kind: instrument.KindEpilogue, n: 1}}
 }
 
 // flash2Traffic is the device-memory traffic of one record: Q_i is loaded at

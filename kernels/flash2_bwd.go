@@ -141,11 +141,11 @@ func flash2BwdSlots(c *Config, launch int) int {
 // visits (flash2KVTiles), since a kv-tile masked from all of i's rows adds
 // nothing to it.
 func flash2BwdRecords(c *Config, i int) []kindCount {
-	out := []kindCount{{instrument.KindBwdPre, 1, 0, 0}}
+	out := []kindCount{{kind: instrument.KindBwdPre, n: 1, phase: 0, j0: 0}}
 	for j := range flash2KVTiles(c, i) {
-		out = append(out, kindCount{instrument.KindBwdStep, 1, 1 + j, j})
+		out = append(out, kindCount{kind: instrument.KindBwdStep, n: 1, phase: 1 + j, j0: j})
 	}
-	return append(out, kindCount{instrument.KindBwdDQ, 1, c.Tc() + 1, 0})
+	return append(out, kindCount{kind: instrument.KindBwdDQ, n: 1, phase: c.Tc() + 1, j0: 0})
 }
 
 // flash2BwdTraffic is the device-memory traffic of one record: pre reads dO,

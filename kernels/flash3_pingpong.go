@@ -23,6 +23,7 @@ var flash3PingPongRung = &VariantInfo{
 	HeaviestFirst: true,
 	Rung:          10,
 	Arch:          ArchHopper,
+	Roles:         pingPongRoles,
 	Idea:          "Ping-pong: two named barriers pass a turn between the consumer warpgroups, which issue their products alternately (S of one, S of the other, P·V of one, P·V of the other), so one warpgroup's softmax runs under the other's products instead of beside them.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash3_pingpong&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",
@@ -40,6 +41,6 @@ var flash3PingPongRung = &VariantInfo{
 	},
 	Traffic: flash2FastTraffic,
 	phases:  onePhase,
-	records: flash2Records,
+	records: roleRecords(pingPongRoles),
 	block:   flash2FastBlock,
 }

@@ -67,14 +67,19 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   const int Tc = (N + BC - 1) / BC;
   const int jEnd = CAUSAL ? min(Tc, (min(N, r0 + BR) - 1) / BC + 1) : Tc;
   constexpr unsigned kvBytes = BC * D * 2; // a K or V tile, zero-filled rows included
+  FS_TRACED(using RS = role_slots<false>;
+            // Roles mode: a watcher thread of the producer arrives on the
+            // empty barriers too, so that no stage is refilled before it
+            // has seen the last fill land.
+            const unsigned watchers = fs_mode == FS_MODE_ROLES ? 1u : 0u;)
 
   if (threadIdx.x == 0) {
     mbar_init(&fullQ, 1);
     for (int s = 0; s < ST; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
-      mbar_init(&emptyK[s], NC);
-      mbar_init(&emptyV[s], NC);
+      mbar_init(&emptyK[s], NC FS_TRACED(+watchers));
+      mbar_init(&emptyV[s], NC FS_TRACED(+watchers));
     }
     mbar_init_fence();
   }
@@ -84,22 +89,51 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
     //> load-kv: the producer: the first warpgroup gives up its registers; one thread copies Q_i, then each K_j and V_j into a stage the consumers have freed
     regs_dec<PR>();
     if (threadIdx.x == 0) {
+      FS_TRACED(const role_log<RS::per_tile> rl = role_log_at<RS::per_tile>(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile, true);
+                unsigned long long t;)
       tma_prefetch(tmK);
       tma_prefetch(tmV);
+      FS_TRACED(rl.start(jEnd, RS::copy_q, fs_clock());)
       mbar_expect(&fullQ, BR * D * 2);
       tma_load_panels<BR, D>(sQ, tmQ, r0, bh, &fullQ);
       for (int j = 0; j < jEnd; j++) {
         const int s = j % ST;
         // Stage s last held tile j − ST: wait until every consumer has
         // released it (its (j/ST − 1)-th emptying).
+        FS_TRACED(t = fs_clock(); rl.start(j, RS::free_k, t);)
         if (j >= ST) mbar_wait(&emptyK[s], (j / ST - 1) & 1);
+        FS_TRACED(t = fs_clock(); rl.end(j, RS::free_k, t); rl.start(j, RS::copy_k, t);)
         mbar_expect(&fullK[s], kvBytes);
         tma_load_panels<BC, D>(sK0 + s * BC * D, tmK, j * BC, bh, &fullK[s]);
+        FS_TRACED(t = fs_clock(); rl.start(j, RS::free_v, t);)
         if (j >= ST) mbar_wait(&emptyV[s], (j / ST - 1) & 1);
+        FS_TRACED(t = fs_clock(); rl.end(j, RS::free_v, t); rl.start(j, RS::copy_v, t);)
         mbar_expect(&fullV[s], kvBytes);
         tma_load_panels<BC, D>(sV0 + s * BC * D, tmV, j * BC, bh, &fullV[s]);
       }
     }
+#ifdef FS_TRACE
+    else if (threadIdx.x == 32 && fs_mode == FS_MODE_ROLES) {
+      // The watcher: a copy's landing is seen only by a thread that waits
+      // on its barrier, and the producer's thread 0 never waits for its own
+      // copies (it would stop issuing ahead). This otherwise idle thread
+      // waits for every fill in order, stamps its landing and releases the
+      // stage as a consumer does.
+      const role_log<RS::per_tile> rl = role_log_at<RS::per_tile>(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile, true);
+      mbar_wait(&fullQ, 0);
+      rl.end(jEnd, RS::copy_q, fs_clock());
+      for (int j = 0; j < jEnd; j++) {
+        const int s = j % ST;
+        const unsigned parity = (j / ST) & 1;
+        mbar_wait(&fullK[s], parity);
+        rl.end(j, RS::copy_k, fs_clock());
+        mbar_arrive(&emptyK[s]);
+        mbar_wait(&fullV[s], parity);
+        rl.end(j, RS::copy_v, fs_clock());
+        mbar_arrive(&emptyV[s]);
+      }
+    }
+#endif
     return;
   }
   //> end
@@ -110,11 +144,26 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   const float sl2 = scale * 1.4426950408889634f;
   const Rows w{r0, warp * 16, lane >> 2, lane & 3}; // consumer warp w is warp w%4 of consumer warpgroup w/4
 
-  FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
-            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+  // Roles mode (docs/ROLES.md): each consumer's first thread stamps its
+  // spans in SM cycles; every thread reads the clock, so nothing diverges
+  // between a product's issue and its wait. The step's timing record is
+  // consumer 0's, and the consumers never meet for it.
+  FS_TRACED(const bool roles = fs_mode == FS_MODE_ROLES;
+            fs_cursor cur = fs_begin(fs_trace, fs_offsets, roles ? FS_MODE_TIMING : fs_mode, bh * Tr + qtile);
+            const unsigned stepBytes = roles ? 56u * (1 + RS::per_tile) : fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode != FS_MODE_FULL ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
-            const int rowsValid = min(BR, N - r0);)
+            const int rowsValid = min(BR, N - r0);
+            const role_log<RS::per_tile> rl = role_log_at<RS::per_tile>(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile, (tid & 127) == 0);
+            const int me = RS::producer + (warp >> 2) * RS::consumer; // this consumer's first slot
+            unsigned long long t = fs_clock();
+            if (roles && tid == 0) {
+              // The block's clock anchor: %globaltimer and %clock64 read back to back.
+              const unsigned long long g = fs_globaltimer();
+              rl.start(jEnd, RS::clock_start, g);
+              rl.end(jEnd, RS::clock_start, fs_clock());
+            }
+            rl.start(jEnd, RS::wait_q + (warp >> 2), t);)
 
   float o[D / 2];
 #pragma unroll
@@ -122,9 +171,10 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const uint32_t qBase = fast::smem_addr(sQ) + (warp >> 2) * 64 * 128;
   mbar_wait(&fullQ, 0);
+  FS_TRACED(rl.end(jEnd, RS::wait_q + (warp >> 2), fs_clock());)
 
   for (int j = 0; j < jEnd; j++) {
-    FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
+    FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer(); t = fs_clock(); rl.start(j, me + RS::wait_k, t);)
     const int stage = j % ST;
     const unsigned parity = (j / ST) & 1; // stage s is filled for the (j/ST)-th time
     const bf16 *sK = sK0 + stage * BC * D;
@@ -132,6 +182,7 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
 
     //> scores: wait for K_j; S = Q_i K_jᵀ, d/16 wgmma from shared memory, waited for; K's stage released
     mbar_wait(&fullK[stage], parity);
+    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::wait_k, t); rl.start(j, me + RS::product_s, t);)
     float s[BC / 2];
     const uint32_t kBase = fast::smem_addr(sK);
     wgmma_fence();
@@ -144,6 +195,7 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
     wgmma_commit();
     wgmma_wait<0>();
     keep(s);
+    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::product_s, t); rl.start(j, me + RS::softmax, t);)
     mbar_arrive(&emptyK[stage]);
 
     //> scores: masks on the ragged last tile and on the tiles that cross the diagonal
@@ -155,7 +207,9 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
     online_softmax<NI, DI, BR, BC, D>(s, m, l, o, pk, sl2, w, scale FS_TRACED(, full ? fs_payload(cur) : nullptr, N));
 
     //> pv: wait for V_j; O += bf16(P)·V_j, P from registers, V read transposed; V's stage released
+    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::softmax, t); rl.start(j, me + RS::wait_v, t);)
     mbar_wait(&fullV[stage], parity);
+    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::wait_v, t); rl.start(j, me + RS::product_pv, t);)
     const uint32_t vBase = fast::smem_addr(sV);
     wgmma_fence();
     keep(o);
@@ -167,17 +221,19 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
     wgmma_commit();
     wgmma_wait<0>();
     keep(o);
+    FS_TRACED(rl.end(j, me + RS::product_pv, fs_clock());)
     mbar_arrive(&emptyV[stage]);
     //> end
 #ifdef FS_TRACE
     // A step's record is written when both consumer warpgroups are done
-    // with it: the traced build alone makes them meet.
+    // with it: the traced build alone makes them meet, except in roles
+    // mode, whose record is consumer 0's own.
     if (cur.rec) {
       if (full) {
         trace_o<DI, BR, BC, D>(fs_payload(cur), o, w, N);
         if (tid == 0) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
       }
-      consumers_sync<NC>();
+      if (!roles) consumers_sync<NC>();
       if (tid == 0) {
         const int colsValid = min(BC, N - j * BC);
         fs_write_header(cur, FS_KIND_FLASH_STEP, bh, qtile, j, rowsValid, colsValid, step_read_bytes(j, colsValid, rowsValid, D), 0);
@@ -188,14 +244,18 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   }
 
   //> epilogue: the quad's partial sums make l; O / l in bf16 and the LSE to device memory
-  FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
+  FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer(); rl.start(jEnd, RS::epilogue + (warp >> 2), fs_clock());)
   epilogue<DI, BR, BC, D>(o, m, l, O + (size_t)bh * N * D, LSE + (size_t)bh * N, w, N, scale FS_TRACED(, full ? fs_payload(cur) : nullptr));
-  FS_TRACED(if (cur.rec) {
+  FS_TRACED(rl.end(jEnd, RS::epilogue + (warp >> 2), fs_clock()); if (cur.rec) {
     if (full && tid == 0) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
-    consumers_sync<NC>();
+    if (!roles) consumers_sync<NC>();
     if (tid == 0)
       fs_write_header(cur, FS_KIND_EPILOGUE, bh, qtile, FS_NO_TILE, rowsValid, 0, 0,
                       (unsigned long long)rowsValid * D * 2 + (unsigned long long)rowsValid * 4);
+  } if (roles && tid == 0) {
+    const unsigned long long g = fs_globaltimer();
+    rl.start(jEnd, RS::clock_end, g);
+    rl.end(jEnd, RS::clock_end, fs_clock());
   })
 }
 //> end

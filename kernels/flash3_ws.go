@@ -23,6 +23,7 @@ var flash3WSRung = &VariantInfo{
 	HeaviestFirst: true,
 	Rung:          9,
 	Arch:          ArchHopper,
+	Roles:         wsRoles,
 	Idea:          "Warp specialisation: a producer warpgroup only issues TMA copies and consumer warpgroups only compute; full and empty mbarriers pass each stage between them, so no warpgroup waits for another, only for its data; setmaxnreg takes the producer down to 24 registers a thread and the consumers up to 240.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash3_ws&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",
@@ -41,6 +42,6 @@ var flash3WSRung = &VariantInfo{
 	},
 	Traffic: flash2FastTraffic,
 	phases:  onePhase,
-	records: flash2Records,
+	records: roleRecords(wsRoles),
 	block:   flash2FastBlock,
 }

@@ -9,9 +9,10 @@
 
 #define FS_NEG_INF (-__int_as_float(0x7f800000))
 
-// What a traced launch records.
-#define FS_MODE_FULL 0   // every record of the traced selection, all arrays
-#define FS_MODE_TIMING 1 // a timing record (SM, start, end) per step of every block
+// What a traced launch records is its mode, FS_MODE_FULL (every record of
+// the traced selection, all arrays), FS_MODE_TIMING (a timing record: SM,
+// start, end, per step of every block) or FS_MODE_ROLES (timing, and the
+// role records of a warp-specialised block), defined in trace_abi.h.
 
 #ifdef FS_TRACE
 
@@ -24,6 +25,16 @@
 __device__ __forceinline__ unsigned long long fs_globaltimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// fs_clock reads the SM's cycle counter, %clock64, for the role records
+// (docs/ROLES.md): about half a nanosecond a cycle where %globaltimer steps
+// 32 ns, and comparable only within one SM, which is where all the roles
+// of a block run. The worker places the cycles on %globaltimer's axis.
+__device__ __forceinline__ unsigned long long fs_clock() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
   return t;
 }
 
@@ -60,10 +71,10 @@ __device__ __forceinline__ void fs_write_header(const fs_cursor &c, unsigned kin
                                                 unsigned long long bytes_read, unsigned long long bytes_written) {
   fs_record_header h;
   h.kind = (uint8_t)(c.mode == FS_MODE_TIMING ? FS_KIND_TIMING : kind);
-  h.pad0 = 0;
+  h.role = 0;
   h.rows_valid = (uint16_t)rows_valid;
   h.cols_valid = (uint16_t)cols_valid;
-  h.pad1 = 0;
+  h.event = 0;
   h.bh = bh;
   h.i = i;
   h.j = j;

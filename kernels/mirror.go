@@ -19,6 +19,9 @@ const MirrorLabel = "CPU mirror: the kernel's Go twin, in the kernel's own arith
 // It stops at the first error from sink or when ctx is done.
 func RunMirror(ctx context.Context, r Run, sink func(*instrument.Record) error) error {
 	c := r.c
+	if c.Roles {
+		return FieldErrors{{FieldMode, "roles mode needs the GPU: the CPU mirror has no warps, copies or clocks to record"}}
+	}
 	if c.Timing {
 		return FieldErrors{{FieldMode, "timing mode needs the GPU: the CPU mirror has no SMs or clocks to record"}}
 	}

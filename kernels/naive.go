@@ -104,10 +104,10 @@ func materialisedSlot(c *Config, s StepRef) (launch, index int) {
 
 func naiveRecords(c *Config, _ int) []kindCount {
 	return []kindCount{
-		{instrument.KindScores, c.Tc(), naivePhaseScores, 0},
-		{instrument.KindSoftmax, 1, naivePhaseSoftmax, 0},
-		{instrument.KindPV, c.Tc(), naivePhasePV, 0},
-		{instrument.KindEpilogue, 1, naivePhasePV, 0},
+		{kind: instrument.KindScores, n: c.Tc(), phase: naivePhaseScores, j0: 0},
+		{kind: instrument.KindSoftmax, n: 1, phase: naivePhaseSoftmax, j0: 0},
+		{kind: instrument.KindPV, n: c.Tc(), phase: naivePhasePV, j0: 0},
+		{kind: instrument.KindEpilogue, n: 1, phase: naivePhasePV, j0: 0},
 	}
 }
 

@@ -157,12 +157,12 @@ func naiveBwdSlots(c *Config, launch int) int {
 
 func naiveBwdRecords(c *Config, _ int) []kindCount {
 	out := []kindCount{
-		{instrument.KindBwdDP, c.Tc(), naiveBwdPhaseDP, 0},
-		{instrument.KindBwdDS, 1, naiveBwdPhaseDS, 0},
-		{instrument.KindBwdDQ, 1, naiveBwdPhaseDQ, 0},
+		{kind: instrument.KindBwdDP, n: c.Tc(), phase: naiveBwdPhaseDP, j0: 0},
+		{kind: instrument.KindBwdDS, n: 1, phase: naiveBwdPhaseDS, j0: 0},
+		{kind: instrument.KindBwdDQ, n: 1, phase: naiveBwdPhaseDQ, j0: 0},
 	}
 	for j := range c.Tc() {
-		out = append(out, kindCount{instrument.KindBwdKV, 1, naiveBwdPhaseKV + j, j})
+		out = append(out, kindCount{kind: instrument.KindBwdKV, n: 1, phase: naiveBwdPhaseKV + j, j0: j})
 	}
 	return out
 }

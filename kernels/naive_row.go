@@ -63,7 +63,7 @@ var naiveRowRung = &VariantInfo{
 
 func naiveRowRecords(c *Config, i int) []kindCount {
 	n := flash2KVTiles(c, i)
-	return []kindCount{{instrument.KindScores, n, 0, 0}, {instrument.KindFlashStep, n, 0, 0}, {instrument.KindEpilogue, 1, 0, 0}}
+	return []kindCount{{kind: instrument.KindScores, n: n, phase: 0, j0: 0}, {kind: instrument.KindFlashStep, n: n, phase: 0, j0: 0}, {kind: instrument.KindEpilogue, n: 1, phase: 0, j0: 0}}
 }
 
 // naiveRowTraffic is the device-memory traffic of one record, counted per

@@ -77,6 +77,9 @@ type VariantInfo struct {
 	// ArchHopper for the rungs built on wgmma, whose PTX comes from a newer
 	// nvcc (scripts/ptx-hopper). Empty for the rest.
 	Arch Arch
+	// Roles is the role records of a warp-specialised rung in roles mode
+	// (nil: the rung has no warp roles to record).
+	Roles *RoleTable
 	// Instance is the line of the rung's .cu that compiles tile t
 	// (TestInstancesMatchSource holds the two to each other).
 	Instance   func(t Tile) string
@@ -224,6 +227,11 @@ type kindCount struct {
 	n     int
 	phase int
 	j0    int
+	// A role record's role and event; noTile: it belongs to no kv-tile
+	// (a block's closing group).
+	role   instrument.Role
+	event  instrument.Event
+	noTile bool
 }
 
 // onePhase is the phases of a variant whose blocks each run once, start to end.
@@ -284,7 +292,7 @@ func variantNames() []string {
 // exact count of records the trace will hold.
 func (c *Config) Header(source instrument.Source, label string) instrument.Header {
 	return instrument.Header{
-		Variant: c.Variant, DType: c.dtype(), Source: source, Causal: c.Causal, Timing: c.Timing, Pattern: c.Pattern,
+		Variant: c.Variant, DType: c.dtype(), Source: source, Causal: c.Causal, Timing: c.Timing, Roles: c.Roles, Pattern: c.Pattern,
 		N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: c.Batch, Heads: c.Heads,
 		TracedBH: c.TracedBH(), TracedQ: c.TracedQ(),
 		Seed: c.Seed, Scale: c.Scale(),
@@ -381,7 +389,7 @@ func (c *Config) GPUElementBytes() int {
 // ConfigFromHeader is the run a trace header describes, selection included.
 func ConfigFromHeader(h *instrument.Header) Config {
 	c := Config{Variant: h.Variant, N: h.N, D: h.D, Br: h.Br, Bc: h.Bc, Batch: h.Batch, Heads: h.Heads,
-		Causal: h.Causal, Pattern: h.Pattern, Seed: h.Seed, Timing: h.Timing}
+		Causal: h.Causal, Pattern: h.Pattern, Seed: h.Seed, Timing: h.Timing, Roles: h.Roles}
 	if h.TracedBH != c.TracedBH() {
 		c.TraceBH = h.TracedBH
 	}

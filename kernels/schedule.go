@@ -7,6 +7,10 @@ type StepRef struct {
 	Kind                 instrument.Kind
 	BH, I, J             int
 	RowsValid, ColsValid int
+	// A role record's role, event and the bytes its copy moved.
+	Role      instrument.Role
+	Event     instrument.Event
+	BytesRead uint64
 }
 
 // Schedule lists the steps of c's trace (every record after the inputs) in
@@ -25,10 +29,12 @@ func Schedule(c *Config) []StepRef {
 			for _, kc := range info.records(c, i) {
 				for j := range kc.n {
 					ref := StepRef{Kind: kc.kind, BH: bh, I: i, J: -1, RowsValid: rows}
-					if spec, _ := instrument.Spec(kc.kind); spec.HasJ {
+					if spec, _ := instrument.Spec(kc.kind); spec.HasJ && !kc.noTile {
 						ref.J, ref.ColsValid = kc.j0+j, c.ColsValidOf(kc.j0+j)
 					}
-					if c.Timing {
+					if kc.kind == instrument.KindRole {
+						ref.Role, ref.Event, ref.BytesRead = kc.role, kc.event, c.roleBytes(kc.event)
+					} else if c.Timing {
 						ref.Kind = instrument.KindTiming
 					}
 					phases[kc.phase] = append(phases[kc.phase], ref)
@@ -45,7 +51,8 @@ func Schedule(c *Config) []StepRef {
 
 // Record is the step as a record without arrays, for the traffic models.
 func (s StepRef) Record() *instrument.Record {
-	return &instrument.Record{Kind: s.Kind, BH: s.BH, I: s.I, J: s.J, RowsValid: s.RowsValid, ColsValid: s.ColsValid}
+	return &instrument.Record{Kind: s.Kind, BH: s.BH, I: s.I, J: s.J, RowsValid: s.RowsValid, ColsValid: s.ColsValid,
+		Role: s.Role, Event: s.Event, BytesRead: s.BytesRead}
 }
 
 // RowsValidOf and ColsValidOf are the data rows of q-tile i and columns of

@@ -30,6 +30,54 @@ template <int NC> __device__ __forceinline__ void consumers_sync() {
 __device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(2 + c) : "memory"); }
 __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(2 + c) : "memory"); }
 
+#ifdef FS_TRACE
+
+// role_slots numbers a block's role records in roles mode (docs/ROLES.md),
+// in the order of kernels.RoleTable (kernels/roles.go): after each kv-tile's
+// timing record the producer's four, then consumer 0's and consumer 1's
+// (slot producer + c·consumer + the event's); after the epilogue's timing
+// record the block's closing group. TURNS: the consumers record their
+// waits for a turn (rung 10). A product's span starts where its warpgroup
+// starts issuing it (the end of its wait for data, or for its turn) and
+// ends with its wait for it: no stamp lies between a product's wgmma and
+// its wait, where ptxas could serialise them.
+template <bool TURNS> struct role_slots {
+  static constexpr int free_k = 0, copy_k = 1, free_v = 2, copy_v = 3, producer = 4;
+  static constexpr int wait_k = 0, turn_s = 1, product_s = TURNS ? 2 : 1, softmax = product_s + 1, wait_v = softmax + 1,
+                       turn_pv = wait_v + 1, product_pv = TURNS ? turn_pv + 1 : wait_v + 1, consumer = product_pv + 1;
+  static constexpr int per_tile = producer + 2 * consumer;
+  static constexpr int copy_q = 0, wait_q = 1, epilogue = 3, clock_start = 5, clock_end = 6; // wait_q + c, epilogue + c
+};
+
+// role_log is where one thread stamps role records: the block's region of
+// the trace, as 8-byte words, or null when the run is not in roles mode or
+// the thread does not stamp. Group g is kv-tile g's (g < jEnd) or the
+// closing group (g = jEnd): a timing record and then its role records, each
+// 56 bytes, of which the kernel writes t_start and t_end alone (the worker
+// writes the rest).
+template <int PER_TILE> struct role_log {
+  unsigned long long *base;
+  static constexpr int words = sizeof(fs_record_header) / 8;
+  static constexpr int t_start = offsetof(fs_record_header, t_start) / 8, t_end = offsetof(fs_record_header, t_end) / 8;
+  __device__ __forceinline__ unsigned long long *at(int g, int slot) const { return base + (g * (1 + PER_TILE) + 1 + slot) * words; }
+  __device__ __forceinline__ void start(int g, int slot, unsigned long long t) const {
+    if (base) at(g, slot)[t_start] = t;
+  }
+  __device__ __forceinline__ void end(int g, int slot, unsigned long long t) const {
+    if (base) at(g, slot)[t_end] = t;
+  }
+};
+
+template <int PER_TILE>
+__device__ __forceinline__ role_log<PER_TILE> role_log_at(unsigned char *trace, const unsigned long long *offsets, long long mode,
+                                                          unsigned block, bool stamps) {
+  role_log<PER_TILE> r;
+  r.base = mode == FS_MODE_ROLES && stamps ? reinterpret_cast<unsigned long long *>(trace + offsets[block]) : nullptr;
+  return r;
+}
+
+#endif // FS_TRACE
+
 } // namespace hopper
 
 #endif // FLASHSTEP_WARPSPEC_CUH

@@ -324,7 +324,7 @@ func TestClaimHopperArithmeticIsTheKernels(t *testing.T) {
 	}
 	for file, text := range map[string]string{"flash3_ws.cu": ws, "flash3_tma.cu": tma} {
 		for _, expr := range map[string][]string{
-			"flash3_ws.cu":  {"const int stage = j % ST;", "const unsigned parity = (j / ST) & 1;", "constexpr unsigned kvBytes = BC * D * 2;", "mbar_init(&emptyK[s], NC);"},
+			"flash3_ws.cu":  {"const int stage = j % ST;", "const unsigned parity = (j / ST) & 1;", "constexpr unsigned kvBytes = BC * D * 2;", "mbar_init(&emptyK[s], NC FS_TRACED(+watchers));"}, // NC arrivals, and the watcher's in roles mode
 			"flash3_tma.cu": {"const int stage = j & 1;", "const unsigned parity = (j >> 1) & 1;", "constexpr unsigned kvBytes = BC * D * 2;"},
 		}[file] {
 			if !strings.Contains(text, expr) {

@@ -10,6 +10,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/roles"
 )
 
 // TestRecordingsMatchListAndMirror checks every shipped recording: it is the
@@ -52,6 +53,12 @@ func TestRecordingsMatchListAndMirror(t *testing.T) {
 			t.Fatalf("%s: labelled %q, source %s, recorded %d", name, h.Label, h.Source, h.RecordedUnix)
 		}
 		n++
+		if c.Roles { // held to the schedule and to the order its barriers impose, as on the GPU
+			if _, err := roles.Check(c, h, recs); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			continue
+		}
 		if c.Timing {
 			continue
 		}

@@ -100,6 +100,26 @@ func benchRung(b *testing.B, v instrument.Variant) {
 	}
 }
 
+// BenchmarkFlash3Roles measures what recording the warp roles costs rungs
+// 9 and 10 (docs/ROLES.md): untraced, every block timestamped, and every
+// block's roles recorded, at N = 4096 and one batch of 8 heads (the
+// benchmark shape's 128 batch-heads would be a roles trace past one run's
+// limit; 8 heads are 256 blocks, about two waves of the chip).
+func BenchmarkFlash3Roles(b *testing.B) {
+	for _, v := range []instrument.Variant{instrument.VariantFlash3WS, instrument.VariantFlash3PingPong} {
+		for _, f := range kernels.Info(v).Tiles {
+			for _, causal := range []bool{false, true} {
+				c := kernels.Config{Variant: v, N: 4096, D: f.D, Br: f.Br, Bc: f.Bc,
+					Batch: 1, Heads: 8, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
+				name := fmt.Sprintf("%s/N=%d/d=%d/heads=%d/causal=%t", v, c.N, c.D, c.Heads, c.Causal)
+				for _, mode := range []string{"untraced", "timing-all-blocks", "roles-all-blocks"} {
+					b.Run(name+"/"+mode, func(b *testing.B) { benchFlash2(b, c, mode) })
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkFlash2BwdMMA times the tensor-core backward through the worker
 // (the committed PTX, JIT-compiled by the driver; pre, main and dq between
 // the worker's CUDA events) at the tile the sweep runs for each head dim,
@@ -144,8 +164,8 @@ func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 		var tr *traceArgs
 		if mode != "untraced" {
 			tc := c
-			timing := mode == "timing-all-blocks"
-			tc.Timing = timing
+			timing := mode == "timing-all-blocks" || mode == "roles-all-blocks"
+			tc.Timing, tc.Roles = timing, mode == "roles-all-blocks"
 			if !timing {
 				// A whole head at N = 4096 is past one traced run's
 				// limit (kernels.MaxTraceBytes): its first q-tiles.
@@ -160,7 +180,12 @@ func benchFlash2(b *testing.B, c kernels.Config, mode string) {
 			if err != nil {
 				return nil, err
 			}
-			tr = &traceArgs{timing: timing}
+			tr = &traceArgs{mode: instrument.ModeFull}
+			if tc.Roles {
+				tr.mode = instrument.ModeRoles
+			} else if timing {
+				tr.mode = instrument.ModeTiming
+			}
 			if tr.buf, err = pr.mem.alloc(int64(lay.TraceBytes)); err != nil {
 				return nil, err
 			}

@@ -325,6 +325,12 @@ func TestGPUSanitizerSample(t *testing.T) {
 		if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(tc) }); err != nil {
 			t.Fatalf("%s timing mode: %v", c.Values().Encode(), err)
 		}
+		if kernels.Info(c.Variant).Roles != nil { // and its roles: the watcher, the stamps
+			tc.Roles = true
+			if _, err := onGPU(func(d *device) (*gpuTrace, error) { return d.traceConfig(tc) }); err != nil {
+				t.Fatalf("%s roles mode: %v", c.Values().Encode(), err)
+			}
+		}
 	}
 }
 

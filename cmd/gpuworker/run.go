@@ -204,7 +204,7 @@ func (pr *problem) encodeMaps() error {
 type traceArgs struct {
 	buf     cu.DevicePtr
 	offsets []cu.DevicePtr // per launch
-	timing  bool
+	mode    uint64         // instrument.ModeFull, ModeTiming or ModeRoles
 }
 
 // launch runs the plan's kernels once, from the traced module when tr is
@@ -236,11 +236,7 @@ func (d *device) launch(pr *problem, tr *traceArgs) error {
 			}
 		}
 		if tr != nil {
-			mode := uint64(0)
-			if tr.timing {
-				mode = 1
-			}
-			params = append(params, kernelParam{value: uint64(tr.buf)}, kernelParam{value: uint64(tr.offsets[li])}, kernelParam{value: mode})
+			params = append(params, kernelParam{value: uint64(tr.buf)}, kernelParam{value: uint64(tr.offsets[li])}, kernelParam{value: tr.mode})
 		}
 		if err := launchKernel(fn, k.Grid, k.Threads, k.Shared, params); err != nil {
 			return fatalError{fmt.Errorf("launching %s: %w", k.Name, err)}
@@ -310,7 +306,13 @@ func (d *device) traceRun(r kernels.Run) (*gpuTrace, error) {
 		return nil, err
 	}
 	traceBytes := lay.TraceBytes
-	tr := &traceArgs{timing: timing}
+	tr := &traceArgs{mode: instrument.ModeFull}
+	switch {
+	case c.Roles:
+		tr.mode = instrument.ModeRoles
+	case timing:
+		tr.mode = instrument.ModeTiming
+	}
 	if tr.buf, err = pr.mem.alloc(int64(traceBytes)); err != nil {
 		return nil, err
 	}
@@ -335,6 +337,11 @@ func (d *device) traceRun(r kernels.Run) (*gpuTrace, error) {
 	if len(recs) > 0 {
 		if err := cu.MemcpyDtoH(unsafe.Pointer(&recs[0]), tr.buf, int64(traceBytes)); err != nil {
 			return nil, fatalError{err}
+		}
+	}
+	if c.Roles {
+		if err := launch.PlaceRoles(&c, recs); err != nil {
+			return nil, fmt.Errorf("the kernels wrote a malformed roles trace: %w", err)
 		}
 	}
 	var grads map[kernels.Buffer][]float32

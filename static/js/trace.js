@@ -2,8 +2,9 @@
 // trace_abi.js, which is generated from the Go definition in package
 // instrument: this file knows no offsets of its own.
 import {
-  FORMAT_VERSION, MAGIC, NO_TILE, FLAG_CAUSAL, FLAG_TIMING, HEADER_WIRE_BYTES, RECORD_HEADER_BYTES,
+  FORMAT_VERSION, MAGIC, NO_TILE, FLAG_CAUSAL, FLAG_TIMING, FLAG_ROLES, HEADER_WIRE_BYTES, RECORD_HEADER_BYTES,
   HEADER_FIELDS, RECORD_HEADER_FIELDS, KINDS, MIN_FORMAT_VERSION, VARIANTS, DTYPES, SOURCES, PATTERNS,
+  ROLES, EVENTS,
 } from './trace_abi.js';
 
 export { KINDS };
@@ -53,6 +54,7 @@ export function decodeHeader(bytes) {
     variant: VARIANTS[w.variant], dtype: DTYPES[w.dtype], source: SOURCES[w.source], pattern: PATTERNS[w.pattern],
     causal: (w.flags & FLAG_CAUSAL) !== 0,
     timing: (w.flags & FLAG_TIMING) !== 0,
+    roles: (w.flags & FLAG_ROLES) !== 0,
     N: w.n, D: w.d, Br: w.br, Bc: w.bc, batch: w.batch, heads: w.heads,
     tracedBH: [w.trace_bh0, w.trace_bh1], tracedQ: [w.trace_q0, w.trace_q1],
     seed: w.seed.toString(), scale: w.scale, numSMs: w.num_sms, timerTickNs: w.timer_tick_ns,
@@ -100,6 +102,14 @@ export function decodeRecord(h, bytes, off) {
     bytesRead: Number(w.bytes_read), bytesWritten: Number(w.bytes_written),
     tStart: w.t_start, tEnd: w.t_end, size,
   };
+  if (spec.name === 'role') {
+    // A warp role's span (format version 3): which warpgroup, which event.
+    r.role = ROLES[w.role];
+    r.event = EVENTS[w.event];
+    if (!h.roles || !r.role || !r.event) throw new TraceError('malformed role record');
+  } else if (w.role !== 0 || w.event !== 0) {
+    throw new TraceError(`${spec.name} record with a role or event`);
+  }
   if (r.bh < h.tracedBH[0] || r.bh >= h.tracedBH[1] || (spec.hasI && (r.i < h.tracedQ[0] || r.i >= h.tracedQ[1])) || (spec.hasJ && r.j >= h.Tc)) {
     throw new TraceError(`${spec.name} record outside the traced selection`);
   }
