@@ -26,9 +26,24 @@ template <int NC> __device__ __forceinline__ void consumers_sync() {
 // turn_wait blocks consumer warpgroup c until its turn: named barrier 2 + c
 // completes when c's 128 threads wait on it and the other warpgroup's 128
 // have arrived (turn_pass). turn_pass gives the turn to warpgroup c without
-// waiting.
-__device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(2 + c) : "memory"); }
-__device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(2 + c) : "memory"); }
+// waiting. The barrier is named by an immediate, one branch per warpgroup
+// (c is the same for all its threads): with the id in a register
+// (`bar.sync %r, 256`, which compiles to BAR.SYNC Rn, 0x100) the H100
+// released a waiting warpgroup before the other's warps had all arrived,
+// so the turns ordered nothing (docs/LADDER.md run r; bench/turns/turns.cu
+// shows it in isolation).
+__device__ __forceinline__ void turn_wait(int c) {
+  if (c == 0)
+    asm volatile("bar.sync 2, 256;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+}
+__device__ __forceinline__ void turn_pass(int c) {
+  if (c == 0)
+    asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+  else
+    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+}
 
 #ifdef FS_TRACE
 

@@ -20,12 +20,13 @@ import (
 //
 // %globaltimer advances in coarse steps on the H100 (256 ns in the runs of
 // docs/LADDER.md run r), so one block's two anchors alone would give its
-// clock rate to a few per cent. The SMs share one clock, so the rate is
-// taken over every block's anchors together (cycles to ns, the run's
-// Σ Δ%globaltimer / Σ Δ%clock64), and each block's offset is the mean over
-// every pair its consumer 0 read back to back: the two anchors, and each
-// timing record's start with the start of consumer 0's first span of that
-// step (wait_k; the epilogue's at the close). A role record never stamped, or anchors without a positive rate,
+// clock rate to a few per cent. Each block's consumer 0 reads more pairs
+// back to back: the two anchors, and each timing record's start with the
+// start of its first span of that step (wait_k; the epilogue's at the
+// close). A long block's rate is the least-squares fit through its pairs;
+// a short one's the run's (Σ Δ%globaltimer / Σ Δ%clock64 over every
+// block's anchors: the SMs share one clock); each block's offset is the
+// mean residual of its pairs. A role record never stamped, or anchors without a positive rate,
 // is an error: the kernel skipped a stamp.
 func PlaceRoles(c *kernels.Config, recs []byte) error {
 	if !c.Roles {
@@ -117,11 +118,36 @@ func readBlock(sched []kernels.StepRef, recs []byte, size int) (*rawBlock, error
 	return b, nil
 }
 
+// fitSpanNs is the span of anchors from which a block's own clock rate is
+// trusted over the run's: over 8 µs, pairs quantised to 256 ns give the
+// rate to about 1%, and the SM clock can move that much between blocks
+// run at different moments (run r: one causal run's blocks drifted 3%).
+const fitSpanNs = 8000
+
 // place writes the block's role records: ns = a.ns + δ + rate·(cycles −
-// a.cycles), a the first anchor and δ the mean residual of the block's
-// pairs, computed on differences so that float64 keeps every nanosecond.
+// a.cycles), a the first anchor, rate the block's own least-squares fit
+// over its pairs when its anchors span fitSpanNs (else the run's), and δ
+// the mean residual of the pairs, computed on differences so that float64
+// keeps every nanosecond.
 func (b *rawBlock) place(h *instrument.Header, nsPerCycle float64) error {
 	a := b.pairs[0]
+	if float64(b.pairs[1].ns-a.ns) >= fitSpanNs {
+		var mx, my float64
+		for _, p := range b.pairs {
+			mx += float64(int64(p.cycles - a.cycles))
+			my += float64(int64(p.ns - a.ns))
+		}
+		mx /= float64(len(b.pairs))
+		my /= float64(len(b.pairs))
+		var sxy, sxx float64
+		for _, p := range b.pairs {
+			x, y := float64(int64(p.cycles-a.cycles))-mx, float64(int64(p.ns-a.ns))-my
+			sxy, sxx = sxy+x*y, sxx+x*x
+		}
+		if sxx > 0 && sxy > 0 {
+			nsPerCycle = sxy / sxx
+		}
+	}
 	var delta float64
 	for _, p := range b.pairs {
 		delta += float64(int64(p.ns-a.ns)) - nsPerCycle*float64(int64(p.cycles-a.cycles))

@@ -15,8 +15,8 @@ import (
 
 // rolesBuffer is what a roles-mode kernel leaves in the trace buffer for c:
 // timing records in full, role records with their two times alone, in
-// cycles of an SM clock running at half a nanosecond a cycle on every SM,
-// started at a different moment on each; each timing record's start read
+// cycles of an SM clock running at half a nanosecond a cycle (a quarter on
+// odd SMs), started at a different moment on each; each timing record's start read
 // together with consumer 0's next stamp, as the kernel reads them. want is
 // each record as PlaceRoles must finish it.
 func rolesBuffer(t *testing.T, c *kernels.Config, stamp func(k int) (uint64, uint64)) (raw []byte, want []*instrument.Record) {
@@ -26,8 +26,11 @@ func rolesBuffer(t *testing.T, c *kernels.Config, stamp func(k int) (uint64, uin
 	raw = make([]byte, 56*len(sched))
 	var block []int // the records of the block being filled
 	flush := func(sm int) {
-		g0, c0 := 1_000_000+uint64(sm)*977, 50_000+uint64(sm)*62
-		truth := func(cycles uint64) uint64 { return uint64(int64(g0) + int64(math.Round(float64(int64(cycles-c0))/2))) }
+		// Blocks on odd SMs run their clock at half the others' rate: a
+		// long block's own fit must follow it.
+		g0, c0 := 1_000_000+uint64(sm)*977, 50_000+uint64(sm)*64
+		rate := map[bool]float64{false: 0.5, true: 0.25}[sm%2 == 1]
+		truth := func(cycles uint64) uint64 { return uint64(int64(g0) + int64(math.Round(float64(int64(cycles-c0))*rate))) }
 		cycles := map[int][2]uint64{}
 		anchors := 0
 		for _, k := range block {
@@ -38,8 +41,8 @@ func rolesBuffer(t *testing.T, c *kernels.Config, stamp func(k int) (uint64, uin
 				anchors++
 			case s.Kind == instrument.KindRole:
 				a, b := stamp(k)
-				// Even cycles, before the first anchor too: the producer starts first.
-				cycles[k] = [2]uint64{(c0 - 500 + a%38_000) &^ 1, (c0 - 500 + b%38_000) &^ 1}
+				// Multiples of 4 from c0, before the first anchor too: the producer starts first.
+				cycles[k] = [2]uint64{c0 - 500 + (a%38_000)&^3, c0 - 500 + (b%38_000)&^3}
 			}
 		}
 		for x, k := range block {
