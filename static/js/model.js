@@ -1,7 +1,9 @@
 // The trace as the stepper sees it: the inputs of each traced batch-head and
-// the steps (every record that is not inputs) in kernel order, with running
-// byte counts and an index from (batch-head, q-tile) to its steps. It grows
-// as records stream in.
+// the steps (every record that is neither inputs nor a warp role's span) in
+// kernel order, with running byte counts and an index from (batch-head,
+// q-tile) to its steps. A roles trace's role records are kept apart, by
+// block, so that its steps are exactly a timing trace's. It grows as
+// records stream in.
 import { materialises } from './steps.js';
 import { BackwardState, isBackward, tileStates as backwardTileStates } from './backward.js';
 
@@ -19,11 +21,23 @@ export class TraceModel {
     this.absMax = new Map(); // cache of max |value| per "bh,array"
     this.visited = new Set(); // "bh,i,j" of every flash step received
     this.backward = isBackward(header) ? new BackwardState(header) : null; // a backward trace's rows and dQ
+    this.roles = new Map(); // "bh,i" -> the block's role records, in trace order (a roles trace's)
+    this.roleRecords = 0;
+    this.stepOf = new Map(); // "bh,i,j" -> step index of a timing record (j = -1: the epilogue's)
   }
 
   add(r) {
     if (r.kind === 'inputs') {
       this.inputs.set(r.bh, { q: r.q, k: r.k, v: r.v });
+      return;
+    }
+    if (r.kind === 'role') {
+      // Not a step: a span of one warp role of a block, drawn beside the
+      // block's steps (RoleLanes).
+      const key = `${r.bh},${r.i}`;
+      if (!this.roles.has(key)) this.roles.set(key, []);
+      this.roles.get(key).push(r);
+      this.roleRecords++;
       return;
     }
     const k = this.steps.length;
@@ -39,6 +53,7 @@ export class TraceModel {
       this.backward.add(r, k);
     }
     if (r.kind === 'flash_step' || (r.kind === 'timing' && r.j >= 0)) this.visited.add(`${r.bh},${r.i},${r.j}`);
+    if (r.kind === 'timing') this.stepOf.set(`${key},${r.j}`, k);
     if (r.kind === 'timing' && r.j < 0) this.epilogueAt.set(key, k);
     if (r.kind === 'epilogue') {
       this.epilogueAt.set(key, k);

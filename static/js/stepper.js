@@ -3,6 +3,7 @@
 import { startRun, readFile } from './stream.js';
 import { TraceModel } from './model.js';
 import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
+import { RoleLanes } from './role_lanes.js';
 import { batchHead, batchHeadShort, describe, fill, materialises, sub } from './steps.js';
 import { reportSize } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
@@ -57,7 +58,13 @@ const views = {
   o: new Heatmap($('o-tile'), { fit: true, labels: true, digits }),
   final: new Heatmap($('o-final'), { maxWidth: 520, maxHeight: 320, labels: true }),
   timeline: new Timeline($('timeline'), $('timeline-note'), (k) => { pause(); go(k); }),
+  roles: new RoleLanes($('roles'), $('roles-note'), $('roles-legend'), $('roles-title'), (k) => { pause(); go(k); }),
 };
+
+// The role tables of the rungs that record warp roles (kernels.RoleTable,
+// by rung): how many role records follow each kv-tile's timing record and
+// the epilogue's, so that a roles trace's steps are counted from its header.
+const roleTables = JSON.parse($('fs-role-tables')?.textContent || '{}');
 
 const state = {
   model: null,
@@ -103,7 +110,8 @@ function showFieldErrors(fields) {
     el.textContent = msg;
     el.closest('.field, .check')?.classList.toggle('invalid', msg !== '');
   }
-  if (byField.trace_bh || byField.trace_q) form.querySelector('details.selection').open = true;
+  const selection = form.querySelector('details.selection');
+  if (selection && (byField.trace_bh || byField.trace_q)) selection.open = true;
 }
 
 let checkSeq = 0;
@@ -230,6 +238,7 @@ function handlersFor() {
       // A timing trace has no arrays: its views are the tile grid and the timeline.
       $('stepper').classList.toggle('timing-trace', h.timing);
       state.model = new TraceModel(h);
+      setupRoles(h);
       setupSelectors(h);
       showSource(h);
       showKernelFigures(h);
@@ -571,8 +580,28 @@ function drawKernelSource(h, r) {
 
 // ---- drawing the current step ----
 
-// stepsTotal is how many steps a trace has: every record but the inputs.
-const stepsTotal = (h) => (h.timing ? h.records : h.records - (h.tracedBH[1] - h.tracedBH[0]));
+// stepsTotal is how many steps a trace has: every record but the inputs,
+// and in a roles trace but the role records. A roles trace of B blocks
+// holds, per block, a timing record and the rung's per-tile role records
+// for each kv-tile, then the epilogue's timing record and the per-block
+// ones; a rung whose table the page lacks is counted once it has arrived.
+function stepsTotal(h) {
+  if (!h.timing) return h.records - (h.tracedBH[1] - h.tracedBH[0]);
+  if (!h.roles) return h.records;
+  const t = roleTables[h.variant];
+  const blocks = (h.tracedBH[1] - h.tracedBH[0]) * (h.tracedQ[1] - h.tracedQ[0]);
+  if (!t) return state.loaded && state.model ? state.model.length : h.records;
+  return (h.records - blocks * (1 + t.per_block)) / (1 + t.per_tile) + blocks;
+}
+
+// setupRoles shows the warp roles' lanes for a roles trace alone, and for a
+// lesson's reader only from the lesson that teaches warp roles.
+function setupRoles(h) {
+  $('roles-box').hidden = !h.roles;
+  if (h.roles && !know.knows('roles')) {
+    views.roles.untaught(`What each warp role of a block did, and when (the producer's copies, each consumer's waits, products and softmax): ${know.lesson('roles')}.`);
+  }
+}
 
 function updateLabel() {
   const m = state.model;
@@ -611,6 +640,7 @@ function render() {
     drawFinal(h, m, r);
   }
   if (know.knows('gpu')) views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h));
+  if (h.roles && know.knows('gpu') && know.knows('roles')) views.roles.draw(m, state.k, state.loaded);
   drawKernelSource(h, r);
   $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
   $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);

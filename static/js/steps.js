@@ -70,7 +70,15 @@ export function describe(h, r, know = everything) {
         return [`Q-tile ${r.i}, ${head}: ${r.j >= 0 ? `kv-tile ${r.j}` : 'the end'}`,
           `This step took ${us.toFixed(2)} µs. Which part of the GPU ran it, and when: ${know.lesson('gpu')}.`];
       }
-      return [`Block of q-tile ${r.i}, ${head}: ${r.j >= 0 ? `kv-tile ${r.j}` : 'epilogue'}, on SM ${r.sm}`,
+      const title = `Block of q-tile ${r.i}, ${head}: ${r.j >= 0 ? `kv-tile ${r.j}` : 'epilogue'}, on SM ${r.sm}`;
+      if (h.roles) {
+        // A roles trace's step is consumer 0's own: its stamps at the
+        // step's start and end; the warp roles' spans are drawn apart.
+        return [title, `This step took ${us.toFixed(2)} µs on SM ${r.sm}, from consumer 0's stamps at its start and its end. ` +
+          (know.knows('roles') ? 'A roles trace records no arrays: beside each step it stamps when each warp role of the block copied, waited, multiplied and ran the softmax, drawn in the lanes under the timeline.'
+            : `A roles trace records no arrays; what else it stamps: ${know.lesson('roles')}.`)];
+      }
+      return [title,
         `This step took ${us.toFixed(2)} µs on SM ${r.sm}. A timing trace stamps the SM and the start and end of every step of every block and records no arrays, so the kernel runs at full speed.`];
     }
   }

@@ -25,6 +25,9 @@ export const TAUGHT_IN = {
   gpu: 8,
   // 09-registers: registers and spills, as ptxas reports them.
   registers: 9,
+  // 12-hopper: warp roles (a producer warpgroup's copies, two consumers'
+  // products and softmax), the lanes of a roles trace.
+  roles: 12,
 };
 
 // taughtUpTo reads taught=N from a URL's query: the last lesson read, or

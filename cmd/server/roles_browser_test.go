@@ -1,0 +1,244 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/recordings"
+	"flashstep/roles"
+
+	"github.com/chromedp/chromedp"
+)
+
+// roleRecording is a roles-mode recording of list.txt, decoded.
+type roleRecording struct {
+	name, query string
+	h           *instrument.Header
+	recs        []*instrument.Record
+	blocks      map[roles.Key]*roles.Block
+}
+
+// roleRecordings reads every recording of a roles run (mode=roles) that
+// recordings/list.txt names.
+func roleRecordings(t *testing.T) []roleRecording {
+	t.Helper()
+	list, err := recordings.Files.Open("list.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer list.Close()
+	entries, err := recordings.ParseList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []roleRecording
+	for _, e := range entries {
+		q, err := url.ParseQuery(e.Query)
+		if err != nil || q.Get("mode") != "roles" {
+			continue
+		}
+		f, err := recordings.Files.Open(e.Name + ".fstrace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, recs, err := instrument.ReadAll(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name, err)
+		}
+		out = append(out, roleRecording{e.Name, e.Query, h, recs, roles.ByBlock(recs)})
+	}
+	if len(out) == 0 {
+		t.Fatal("recordings/list.txt names no roles recording")
+	}
+	return out
+}
+
+// stepOf is the 1-based step of block (bh, i)'s kv-tile j (−1: its
+// epilogue) as the stepper numbers steps: every record but the role
+// records (a timing trace has no inputs).
+func (r roleRecording) stepOf(bh, i, j int) int {
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Kind == instrument.KindRole {
+			continue
+		}
+		n++
+		if rec.BH == bh && rec.I == i && rec.J == j {
+			return n
+		}
+	}
+	return 0
+}
+
+func (r roleRecording) steps() int {
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Kind != instrument.KindRole {
+			n++
+		}
+	}
+	return n
+}
+
+var rolesShot = flag.String("roles-screenshot", "", "write a screenshot of each roles recording's lanes to this folder (NAME.png)")
+
+// TestBrowserRoleLanes replays each roles recording (CPU mode: the H100's
+// own stamps) at a step in the middle of a block: the page counts the
+// trace's steps as a timing trace's, draws the block's lanes with every
+// role span it has, writes the step's figures as the records give them,
+// places a span where its stamps say and goes to its step on a click.
+// A trace without roles replayed in the same page draws no lanes. Under
+// -short, the first roles recording only.
+func TestBrowserRoleLanes(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	recs := roleRecordings(t)
+	if testing.Short() {
+		recs = recs[:1]
+	}
+	const bh, q, kv, other = 0, 3, 4, 6
+	for _, rr := range recs {
+		b := rr.blocks[roles.Key{BH: bh, I: q}]
+		if b == nil {
+			t.Fatalf("%s has no block (%d, %d)", rr.name, bh, q)
+		}
+		total := rr.steps()
+		at := rr.stepOf(bh, q, kv)
+		navigate(ctx, t, fmt.Sprintf("%s/step?%s&step=%d", base, rr.query, at))
+		waitText(ctx, t, "#run-status", fmt.Sprintf("Trace complete: %d steps", total))
+		waitText(ctx, t, "#roles-note", fmt.Sprintf("kv-tile %d:", kv))
+		if got, want := evalJS[string](ctx, t, `document.getElementById('step-label').textContent`), fmt.Sprintf("%d / %d", at, total); got != want {
+			t.Errorf("%s: step label %q, want %q", rr.name, got, want)
+		}
+
+		type lanes struct {
+			Lanes, Spans, FontPx, LabelRoom, Axis, LaneBoxes, Block, Note string
+		}
+		got := evalJS[lanes](ctx, t, `(() => {
+		  const c = document.getElementById('roles');
+		  return {lanes: c.dataset.lanes, spans: c.dataset.spans, fontPx: c.dataset.fontPx, labelRoom: c.dataset.labelRoom,
+		    axis: c.dataset.axis, laneBoxes: c.dataset.laneBoxes, block: c.dataset.block,
+		    note: document.getElementById('roles-note').textContent};
+		})()`)
+		if got.Lanes != "producer,consumer 0,consumer 1,products in flight" {
+			t.Errorf("%s: lanes %q", rr.name, got.Lanes)
+		}
+		drawn := len(b.Select(func(s roles.Span) bool { return s.Event != instrument.EventClock }))
+		if got.Spans != fmt.Sprint(drawn) || drawn == 0 {
+			t.Errorf("%s: %s spans drawn, the block has %d role spans (its clock anchors aside)", rr.name, got.Spans, drawn)
+		}
+		if got.Block != fmt.Sprintf("%d,%d", bh, q) {
+			t.Errorf("%s: lanes of block %q at step %d", rr.name, got.Block, at)
+		}
+		var px, room float64
+		fmt.Sscan(got.FontPx, &px)
+		fmt.Sscan(got.LabelRoom, &room)
+		if px < 12 || room < 0 {
+			t.Errorf("%s: lane labels at %q px with %q px of room", rr.name, got.FontPx, got.LabelRoom)
+		}
+
+		// The note's figures are the records': consumer 0's softmax on the
+		// step's tile, the part of it under consumer 1's products, and the
+		// block's share of time with a product in flight.
+		hidden, softmax, ok := b.HiddenSoftmax(instrument.RoleConsumer0, kv)
+		if !ok {
+			t.Fatalf("%s: no softmax of consumer 0 at kv-tile %d", rr.name, kv)
+		}
+		if want := fmt.Sprintf("consumer 0: waited %d ns for K", lenOf(t, b, instrument.RoleConsumer0, instrument.EventWaitK, kv)); !strings.Contains(got.Note, want) {
+			t.Errorf("%s: the note does not say %q:\n%s", rr.name, want, got.Note)
+		}
+		if want := fmt.Sprintf("softmax %d ns, of which %d ns under consumer 1's products", softmax, hidden); !strings.Contains(got.Note, want) {
+			t.Errorf("%s: the note does not say %q:\n%s", rr.name, want, got.Note)
+		}
+		first, last := b.Extent()
+		inFlight := roles.Total(roles.Union(b.Select(func(s roles.Span) bool { return roles.IsProduct(s.Event) })))
+		if want := fmt.Sprintf("a product was in flight %d%%", int(math.Round(100*float64(inFlight)/float64(last-first)))); !strings.Contains(got.Note, want) {
+			t.Errorf("%s: the note does not say %q:\n%s", rr.name, want, got.Note)
+		}
+
+		// Consumer 1's softmax of another kv-tile, where its stamps put it:
+		// the tooltip names it, a click goes to its step.
+		s, ok := b.Find(instrument.RoleConsumer1, instrument.EventSoftmax, other)
+		if !ok {
+			t.Fatalf("%s: no softmax of consumer 1 at kv-tile %d", rr.name, other)
+		}
+		var left, width, length float64
+		fmt.Sscan(got.Axis, &left, &width, &length)
+		if length != float64(last-first) {
+			t.Errorf("%s: the axis runs %v ns, the block's stamps %d ns", rr.name, length, last-first)
+		}
+		boxes := strings.Split(got.LaneBoxes, ";")
+		var y0, hgt float64
+		if len(boxes) == 4 {
+			fmt.Sscan(boxes[2], &y0, &hgt)
+		}
+		x := left + (float64(s.Start+s.End)/2-float64(first))/length*width
+		y := y0 + hgt/2
+		at2 := rr.stepOf(bh, q, other)
+		tip := evalJS[string](ctx, t, fmt.Sprintf(`(() => {
+		  const c = document.getElementById('roles'); const r = c.getBoundingClientRect();
+		  const sx = r.width / c.clientWidth, sy = r.height / c.clientHeight;
+		  const at = {clientX: r.left + %f * sx, clientY: r.top + %f * sy, bubbles: true};
+		  c.dispatchEvent(new MouseEvent('mousemove', at));
+		  const text = document.getElementById('tip').textContent;
+		  c.dispatchEvent(new MouseEvent('click', at));
+		  return text;
+		})()`, x, y))
+		if want := fmt.Sprintf("consumer 1: online softmax, kv-tile %d\n%d–%d ns from the block's start (%d ns)", other, s.Start-first, s.End-first, s.Len()); !strings.Contains(tip, want) {
+			t.Errorf("%s: hovering consumer 1's softmax of kv-tile %d shows %q, want %q", rr.name, other, tip, want)
+		}
+		waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", at2, total))
+		waitText(ctx, t, "#roles-note", fmt.Sprintf("kv-tile %d:", other))
+		if *rolesShot != "" {
+			buf, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.ID("roles-box")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(*rolesShot, rr.name+".png"), buf, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// A timing trace without roles, replayed from its file: no lanes.
+	navigate(ctx, t, base+"/step?"+toyRun)
+	waitText(ctx, t, "#run-status", "Trace complete")
+	file, err := filepath.Abs(filepath.Join("..", "..", "recordings", "timeline-2048.fstrace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload"), []string{file})); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Replaying timeline-2048.fstrace")
+	waitText(ctx, t, "#step-label", "/ 8960")
+	if shown := evalJS[bool](ctx, t, `document.getElementById('roles').getClientRects().length > 0 || !document.getElementById('roles-box').hidden`); shown {
+		t.Errorf("a timing trace without roles shows the roles' lanes")
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// lenOf is the length in ns of a span of block b.
+func lenOf(t *testing.T, b *roles.Block, r instrument.Role, e instrument.Event, j int) uint64 {
+	t.Helper()
+	s, ok := b.Find(r, e, j)
+	if !ok {
+		t.Fatalf("block (%d, %d) has no %v %v at kv-tile %d", b.BH, b.I, r, e, j)
+	}
+	return s.Len()
+}
