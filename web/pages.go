@@ -34,7 +34,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		Variants: variantOptions(),
 		Patterns: patternOptions(),
 		Engines:  []templates.Option{{Value: "auto", Label: "auto"}, {Value: kernels.EngineGPU, Label: "GPU"}, {Value: kernels.EngineCPU, Label: "CPU mirror"}},
-		Modes:    []templates.Option{{Value: "full", Label: "full"}, {Value: "timing", Label: "timing"}},
+		Modes:    []templates.Option{{Value: "full", Label: "full"}, {Value: "timing", Label: "timing"}, {Value: "roles", Label: "roles (rungs 9, 10)"}},
 		GPUTiles: gpuTileOptions(),
 		Limits: templates.Limits{MaxN: kernels.MaxN, MaxD: kernels.MaxD, MaxTile: kernels.MaxTile,
 			MaxBatch: kernels.MaxBatch, MaxHeads: kernels.MaxHeads, MaxTrace: kernels.FormatBytes(kernels.MaxTraceBytes)},
@@ -111,7 +111,10 @@ func summary(c *kernels.Config) string {
 		s += " · causal"
 	}
 	s += fmt.Sprintf(" · %s inputs, seed %d", c.Pattern, c.Seed)
-	if c.Timing {
+	switch {
+	case c.Roles:
+		s += " · timing and warp-role trace"
+	case c.Timing:
 		s += " · timing trace"
 	}
 	return s
