@@ -28,7 +28,7 @@ func questions() map[string]grading.Question {
 		"tiles":  &grading.Tiles{Key: k, Rows: 2, Cols: 3, WrongHint: "mark by the rule", AddedHint: "(lesson)", Widget: "w"},
 		"choice": &grading.Choice{Key: k, Options: []grading.Option{{Value: "a"}, {Value: "b"}, {Value: "c"}}, WrongHint: choiceHint, AddedHint: "(lesson)", Widget: "w"},
 	}
-	for _, u := range []grading.Unit{grading.Plain, grading.Bytes, grading.Percent, grading.Times, grading.SM} {
+	for _, u := range []grading.Unit{grading.Plain, grading.Bytes, grading.Percent, grading.Times, grading.SM, grading.Nanoseconds} {
 		for _, tol := range []grading.Tolerance{grading.Whole(), grading.Absolute(0.01), grading.Relative(0.02), grading.SmallValue(0.01)} {
 			q["number in "+string(u)+" "+tol.Says(u)] = &grading.Number{Key: k, Tolerance: tol, Unit: u, WrongHint: numberHint, AddedHint: "(lesson)", Widget: "w"}
 		}
@@ -74,6 +74,7 @@ func TestNumber(t *testing.T) {
 		{q(grading.Relative(0.02), grading.Percent), []string{"4.5", "4.5%", "4.5 %"}},
 		{q(grading.Relative(0.02), grading.Bytes), []string{"4.5", "4.5 bytes", "4.5B", "4.5 B"}},
 		{q(grading.Absolute(0.01), grading.Plain), []string{"4.5", "4.509", "4.491", "4 .5", "+4.5"}},
+		{q(grading.Absolute(10), grading.Nanoseconds), []string{"4.5", "4.5 ns", "4.5ns", " 14.5 ns ", "-5.5ns"}},
 	} {
 		for _, a := range c.answers {
 			if v := c.q.Grade(a, false); !v.Correct || v.Status != grading.StatusCorrect || v.Answer != k.Display || v.Explanation != k.Explain || v.Step != k.Step || v.Widget != "w" || v.Hint != "" {
@@ -244,5 +245,30 @@ func TestHintsIgnoreTheKey(t *testing.T) {
 		if before.Status == grading.StatusWrong && after.Status == grading.StatusWrong && before.Hint != after.Hint {
 			t.Errorf("%s: the hint to %q moves with the key:\n%q\n%q", name, answer, before.Hint, after.Hint)
 		}
+	}
+}
+
+// TestNanoseconds: a length of time read off a timeline, within ±10 ns:
+// right to the edge of the tolerance on both sides, typed with its unit
+// or without, wrong just past it, invalid below 0 or past the longest it
+// can be, and the rule said in ns.
+func TestNanoseconds(t *testing.T) {
+	t.Parallel()
+	k := key()
+	k.Number, k.Lo, k.Hi, k.Why = 365, 0, 1021, "no more of a span can be covered than the span lasted"
+	q := &grading.Number{Key: k, Tolerance: grading.Absolute(10), Unit: grading.Nanoseconds, WrongHint: func(float64) string { return "add the parts" }}
+	for a, status := range map[string]string{
+		"365": grading.StatusCorrect, "365 ns": grading.StatusCorrect, "365ns": grading.StatusCorrect, "365.4": grading.StatusCorrect,
+		"375": grading.StatusCorrect, "355": grading.StatusCorrect, "374.999": grading.StatusCorrect, "355.001 ns": grading.StatusCorrect,
+		"375.001": grading.StatusWrong, "354.999 ns": grading.StatusWrong, "376": grading.StatusWrong, "354": grading.StatusWrong,
+		"188": grading.StatusWrong, "426": grading.StatusWrong, "0": grading.StatusWrong,
+		"−1": grading.StatusInvalid, "1022 ns": grading.StatusInvalid, "365 µs": grading.StatusInvalid, "ns": grading.StatusInvalid,
+	} {
+		if v := q.Grade(a, false); v.Status != status {
+			t.Errorf("365 ns ± 10: %q graded %+v, want %s", a, v, status)
+		}
+	}
+	if got := q.Tolerance.Says(q.Unit); got != "in ns, within ±10 ns" {
+		t.Errorf("the rule in words: %q", got)
 	}
 }

@@ -18,7 +18,9 @@ import (
 //     e^δ, so an error counts the same at 0.3 as at 300 (float32's spacing
 //     at 300 is 3e-5, so ±0.01 stays reachable). And for a sum that is at
 //     least 1, as the running sum l is (the row's largest score adds
-//     exactly 1), where ±0.01 is never more than 1% of it.
+//     exactly 1), where ±0.01 is never more than 1% of it. And for a
+//     length of time read off a timeline (in Nanoseconds), whose reading
+//     errs by the same few ns however long the span is.
 //   - Relative(tol): tol × |value|. For bytes, ratios and percentages,
 //     whose size is the point: 1% of a megabyte is a kilobyte.
 //   - SmallValue(tol): within SmallValueRel of the value and never more
@@ -90,6 +92,8 @@ func (t Tolerance) Says(u Unit) string {
 	switch {
 	case t.whole():
 		return "a whole number, exactly"
+	case t.Rel == 0 && u == Nanoseconds:
+		return "in ns, within ±" + abs + " ns"
 	case t.Rel == 0:
 		return "within ±" + abs
 	case t.Abs > 0:
@@ -149,6 +153,9 @@ const (
 	Percent Unit = "percent" // 37.5%
 	Times   Unit = "times"   // a ratio: 4.5×, or 4.5x
 	SM      Unit = "SM"      // an SM's number: SM 17
+	// Nanoseconds is a length of time in ns, as a timeline's tooltips
+	// give it: 365 ns, or 365ns.
+	Nanoseconds Unit = "ns"
 )
 
 // trim takes the unit off an answer typed with it.
@@ -162,6 +169,8 @@ func (u Unit) trim(answer string) string {
 		return strings.TrimSpace(strings.TrimRight(answer, "×xX"))
 	case SM:
 		return strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(answer, "SM"), "sm"))
+	case Nanoseconds:
+		return strings.TrimSpace(strings.TrimSuffix(answer, "ns"))
 	}
 	return answer
 }

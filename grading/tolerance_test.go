@@ -44,6 +44,7 @@ var rules = []rule{
 	{name: "exact", tol: grading.Whole()},
 	{name: "abs", abs: 0.01, tol: grading.Absolute(0.01)},
 	{name: "abs", abs: 0.05, tol: grading.Absolute(0.05)},
+	{name: "abs", abs: 10, tol: grading.Absolute(10)}, // ns read off a timeline
 	{name: "rel", rel: 0.01, tol: grading.Relative(0.01)},
 	{name: "rel", rel: 0.02, tol: grading.Relative(0.02)},
 	{name: "small", abs: 0.01, rel: 0.02, tol: grading.SmallValue(0.01)},
@@ -200,6 +201,7 @@ func TestSays(t *testing.T) {
 		{grading.Whole(), grading.Plain, "a whole number, exactly"},
 		{grading.Whole(), grading.SM, "a whole number, exactly"},
 		{grading.Absolute(0.01), grading.Plain, "within ±0.01"},
+		{grading.Absolute(10), grading.Nanoseconds, "in ns, within ±10 ns"},
 		{grading.SmallValue(0.01), grading.Plain, "within 2% of the kernel's value and at most ±0.01 from it (write a tiny value with its exponent, as 3.2e-9)"},
 		{grading.Relative(0.01), grading.Bytes, "in bytes, within 1%"},
 		{grading.Relative(0.02), grading.Percent, "in percent, within 2% of the answer (2% of its value, not 2 percentage points)"},
