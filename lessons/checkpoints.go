@@ -38,6 +38,7 @@ const (
 	AskSkipped  = "skipped"    // the tiles a run never visits (tiles)
 	AskCount    = "count"      // how many records of a kind one batch-head has
 	AskSM       = "sm"         // the SM that ran a block (timing runs)
+	AskHidden   = "hidden"     // ns of a consumer's softmax on a kv-tile under the other consumer's products (roles runs)
 	AskWritten  = "written"    // bytes written to device memory by a kind of step
 
 	// Asks answered by arithmetic the server does itself, not by a trace.
@@ -112,6 +113,7 @@ var asks = []struct {
 	{AskSkipped, skippedTiles{}},
 	{AskCount, recordCount{}},
 	{AskSM, blockSM{}},
+	{AskHidden, hiddenSoftmax{}},
 	{AskWritten, bytesWritten{}},
 	{AskOverflow, overflow{}},
 	{AskLoopParts, loopParts{}},
@@ -163,6 +165,7 @@ type Checkpoint struct {
 	Ladder     LadderQuestion      // ladder-speedup, ladder-floor: the row, shape and floor
 	Hopper     HopperQuestion      // tx-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
 	Col        int                 // dq: the column of dQ asked about
+	Consumer   int                 // hidden: the consumer warpgroup, 0 or 1
 
 	Choices []grading.Option // choice: the options; tiles: every tile of the grid, row by row
 }
@@ -449,17 +452,24 @@ func kindByName(name string) (instrument.Kind, bool) {
 }
 
 // Trace is a decoded trace: its header and the steps (every record but the
-// inputs) in order, numbered as the stepper numbers them.
+// inputs and the role records) in order, numbered as the stepper numbers
+// them; and a roles trace's role records, in order, apart, so that a roles
+// trace numbers its steps as the timing trace of the same run does.
 type Trace struct {
 	H     *instrument.Header
 	Steps []*instrument.Record
+	Roles []*instrument.Record
 }
 
-// NewTrace keeps the steps of a decoded trace.
+// NewTrace keeps the steps and the role records of a decoded trace.
 func NewTrace(h *instrument.Header, recs []*instrument.Record) *Trace {
 	t := &Trace{H: h}
 	for _, r := range recs {
-		if r.Kind != instrument.KindInputs {
+		switch r.Kind {
+		case instrument.KindInputs:
+		case instrument.KindRole:
+			t.Roles = append(t.Roles, r)
+		default:
 			t.Steps = append(t.Steps, r)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 //	{{vs-cudnn-backward KERNEL…}}            the same over SDPA's cuDNN backward
 //	{{peak RUNG d=D [causal]}}               a rung's TFLOP/s as a percentage of the tensor cores' peak
 //	{{ratio FIGURE / FIGURE}}                one ladder, bench, backward or sweep figure over another: "1.6"
+//	{{roles NAME …}}                         a share or a span's mean length over a recorded roles trace (figures_roles.go)
 //
 // TFLOP/s are given to one decimal, times to three significant digits,
 // ratios to two decimals, as the ladder page gives them; a ratio of two
@@ -85,10 +86,14 @@ func parseFigure(tok string) (figureArgs, error) {
 	return a, nil
 }
 
-// FigureNumber is the value of a ladder, bench, backward, sweep or ratio figure
-// token (without its braces), unrounded: what a lesson's claims about the
-// recordings are checked against.
+// FigureNumber is the value of a ladder, bench, backward, sweep, ratio or
+// roles figure token (without its braces), unrounded (a roles share in
+// [0, 1]): what a lesson's claims about the recordings are checked against.
 func FigureNumber(tok string) (float64, error) {
+	if strings.HasPrefix(tok, "roles ") {
+		v, _, err := rolesFigure(tok)
+		return v, err
+	}
 	if num, den, ok := strings.Cut(tok, "/"); ok {
 		first, _, _ := strings.Cut(strings.TrimSpace(num), " ")
 		if first != "ratio" {
@@ -174,6 +179,9 @@ func measured(t *ladder.Table, a figureArgs) (ms, tflops float64, err error) {
 
 // Figure is the value of one figure token (without its braces).
 func Figure(tok string) (string, error) {
+	if strings.HasPrefix(tok, "roles ") {
+		return rolesText(tok)
+	}
 	if strings.HasPrefix(tok, "ratio ") {
 		x, err := FigureNumber(tok)
 		if err != nil {
@@ -293,7 +301,7 @@ func Figure(tok string) (string, error) {
 		}
 		return fmt.Sprintf("%.2f to %.2f", lo, hi), nil
 	}
-	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, backward, sweep, sdpa, vs-sdpa, vs-cudnn, vs-sdpa-backward, vs-cudnn-backward, peak or ratio", a.kind)
+	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, backward, sweep, sdpa, vs-sdpa, vs-cudnn, vs-sdpa-backward, vs-cudnn-backward, peak, ratio or roles", a.kind)
 }
 
 func formatUnit(unit string, ms, tflops float64) (string, error) {

@@ -41,6 +41,7 @@ type tolSpec struct {
 var askRules = map[string]tolSpec{
 	lessons.AskCount:         {rule: "exact"},
 	lessons.AskSM:            {rule: "exact"},
+	lessons.AskHidden:        {rule: "abs", abs: 10},
 	lessons.AskM:             {rule: "abs", abs: 0.01},
 	lessons.AskL:             {rule: "abs", abs: 0.01},
 	lessons.AskAlpha:         {rule: "small", abs: 0.01, rel: 0.02},
@@ -215,7 +216,7 @@ func num(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
 // displayed is the number a revealed answer shows, its unit taken off.
 func displayed(d string) (float64, error) {
-	d = strings.TrimPrefix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(d, " bytes"), "×"), "%"), "SM ")
+	d = strings.TrimPrefix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(d, " bytes"), " ns"), "×"), "%"), "SM ")
 	return strconv.ParseFloat(d, 64)
 }
 
@@ -343,7 +344,7 @@ func checkEdges(t *testing.T, rng *rand.Rand, name string, c *lessons.Checkpoint
 
 // significant counts the significant digits a number is written with.
 func significant(d string) int {
-	d = strings.TrimLeft(strings.TrimPrefix(strings.TrimSuffix(strings.TrimSuffix(d, "×"), "%"), "-"), "0.")
+	d = strings.TrimLeft(strings.TrimPrefix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(d, " ns"), "×"), "%"), "-"), "0.")
 	if m, _, ok := strings.Cut(d, "e"); ok {
 		d = m
 	}
@@ -518,7 +519,7 @@ func publicNumbers(c *lessons.Checkpoint) []float64 {
 	}
 	h := c.Hopper
 	sizes = append(sizes, h.Rows, h.D, h.N, h.Stages, h.Producer, h.Consumers)
-	for _, n := range append([]int{c.Row, c.KV, c.Key, c.BH, c.Q, c.Row % br, c.Row / br, c.Key % bc, c.Key / bc, c.Run.Br, c.Run.Bc, c.BH / heads, c.BH % heads, c.Ladder.Shape.D}, sizes...) {
+	for _, n := range append([]int{c.Row, c.KV, c.Key, c.BH, c.Q, c.Consumer, 1 - c.Consumer, c.Row % br, c.Row / br, c.Key % bc, c.Key / bc, c.Run.Br, c.Run.Bc, c.BH / heads, c.BH % heads, c.Ladder.Shape.D}, sizes...) {
 		out = append(out, float64(n))
 	}
 	return out

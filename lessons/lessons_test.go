@@ -243,11 +243,31 @@ func TestBadDirectivesFail(t *testing.T) {
 		"::: memory id=m pass=Backward\n:::\n":                                                          "pass must be forward or backward",
 		"::: memory id=m pass=\n:::\n":                                                                  "pass must be forward or backward",
 		"::: memory id=m b=8 h=32 n=8192 d=64 passes=backward\n:::\n":                                   `unknown attribute "passes"`,
+		"::: checkpoint id=c preset=toy ask=hidden q=0 kv=0 consumer=0\nq\n:::\n":                       "needs a roles run",
+		"::: checkpoint id=c preset=ws-roles ask=hidden q=0 kv=0 consumer=2\nq\n:::\n":                  "consumer must be a whole number from 0 to 1",
+		"::: checkpoint id=c preset=ws-roles ask=hidden q=0 kv=0\nq\n:::\n":                             "needs consumer=",
+		"::: checkpoint id=c preset=ws-roles ask=hidden q=0 consumer=0\nq\n:::\n":                       "needs kv=",
+		"::: checkpoint id=c preset=ws-roles ask=hidden q=0 kv=8 consumer=0\nq\n:::\n":                  "kv must be a whole number from 0 to 7",
+		"::: checkpoint id=c preset=ws-roles ask=hidden q=0 kv=0 consumer=0 bh=16\nq\n:::\n":            "bh must be a whole number from 0 to 15",
+		"::: checkpoint id=c preset=ws-roles ask=hidden q=0 kv=0 consumer=0 tol=0.5\nq\n:::\n":          `unknown attribute "tol"`,
+		"::: timeline id=w preset=ws-roles step=1153\n:::\n":                                            "step must be a whole number from 1 to 1152",
 		"Cost is $5 today.\n":   "unclosed $",
 		"## Heading with $x$\n": "holds math",
 	} {
 		_, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + body)}})
 		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to say %q", body, err, want)
+		}
+	}
+	// A kv-tile the causal mask skips has no softmax to ask about.
+	lessons.Runs["roles-causal"] = lessons.Preset{Title: "causal roles", Query: "variant=flash3_ws&n=1024&d=64&br=128&bc=128&batch=1&heads=16&causal=1&pattern=normal&seed=1&mode=roles"}
+	defer delete(lessons.Runs, "roles-causal")
+	for body, want := range map[string]string{
+		"::: checkpoint id=c preset=roles-causal ask=hidden q=0 kv=1 consumer=0\nq\n:::\n": "never visits kv-tile 1",
+		"::: checkpoint id=c preset=roles-causal ask=hidden q=1 kv=1 consumer=0\nq\n:::\n": "",
+	} {
+		_, err := lessons.Load(fstest.MapFS{"course/a.md": {Data: []byte(front + body)}})
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
 			t.Errorf("%q: error %v, want it to say %q", body, err, want)
 		}
 	}
@@ -463,6 +483,17 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 					t.Errorf("%s: the same answer %s with causal=%v", name, got.Display, cfg.Causal)
 				}
 				continue
+			case lessons.AskHidden:
+				// The other consumer's products a little later: what of
+				// them lies under the softmax changes.
+				other = &lessons.Trace{H: base.H, Steps: base.Steps}
+				for _, r := range base.Roles {
+					cp := *r
+					if cp.Role == instrument.RoleConsumer0+instrument.Role(1-c.Consumer) && (cp.Event == instrument.EventProductS || cp.Event == instrument.EventProductPV) {
+						cp.TStart, cp.TEnd = cp.TStart+50, cp.TEnd+50
+					}
+					other.Roles = append(other.Roles, &cp)
+				}
 			case lessons.AskSM:
 				other = &lessons.Trace{H: base.H}
 				for _, st := range base.Steps {

@@ -54,7 +54,8 @@ type Widget struct {
 	// until they are answered or given up.
 	AskedBy []string
 	// Holds are the numbers its checkpoints ask for, which the embedded
-	// stepper shows as "?" until they are answered (hold=bh.row.step).
+	// stepper shows as "?" until they are answered (hold=bh.row.step; a
+	// roles run's lanes, hold=roles.bh.q.step).
 	Holds []Hold
 
 	// memory: the calculator's starting problem, and the pass it plans
@@ -82,13 +83,44 @@ const (
 )
 
 // Hold is one row's online softmax that an embedded stepper holds back
-// from Step (counted from 1) on: a checkpoint asks for it there.
-type Hold struct{ BH, Row, Step int }
+// from Step (counted from 1) on: a checkpoint asks for it there. With
+// Roles it is instead what the role lanes' note says of step Step, whose
+// block is (batch-head BH, q-tile Row): how much of each consumer's
+// softmax ran under the other consumer's products, which a hidden
+// checkpoint asks for (hold=roles.bh.q.step; a stepper that reads only
+// bh.row.step holds skips it).
+type Hold struct {
+	BH, Row, Step int
+	Roles         bool
+}
+
+// String is the hold as the embedded page's URL gives it.
+func (h Hold) String() string {
+	if h.Roles {
+		return fmt.Sprintf("roles.%d.%d.%d", h.BH, h.Row, h.Step)
+	}
+	return fmt.Sprintf("%d.%d.%d", h.BH, h.Row, h.Step)
+}
 
 // holdFor is what checkpoint c asks the student to predict on w's run, if
 // it asks for a row's m, l or α at a kv-tile, or its final weights (whose
-// log-sum-exp the q-tile's end shows).
+// log-sum-exp the q-tile's end shows), or how much of a softmax ran under
+// the other consumer's products (a roles run's lanes, on a stepper or a
+// timeline).
 func holdFor(w *Widget, c *Checkpoint) (Hold, bool) {
+	if c.Ask == AskHidden && (w.Kind == WidgetStepper || w.Kind == WidgetTimeline) && c.Run.Key() == w.Run.Key() {
+		k := 0
+		for _, st := range kernels.Schedule(&w.Run) {
+			if st.Kind == instrument.KindRole {
+				continue
+			}
+			k++
+			if st.BH == c.BH && st.I == c.Q && st.J == c.KV {
+				return Hold{BH: c.BH, Row: c.Q, Step: k, Roles: true}, true
+			}
+		}
+		return Hold{}, false
+	}
 	if w.Kind != WidgetStepper || c.Run.Key() != w.Run.Key() {
 		return Hold{}, false
 	}
@@ -143,7 +175,7 @@ func (w *Widget) SrcAt(k int) string {
 	if len(w.Holds) > 0 {
 		var hs []string
 		for _, h := range w.Holds {
-			hs = append(hs, fmt.Sprintf("%d.%d.%d", h.BH, h.Row, h.Step))
+			hs = append(hs, h.String())
 		}
 		q.Set("hold", strings.Join(hs, ","))
 	}
@@ -173,8 +205,17 @@ func (w *Widget) Framed() bool {
 }
 
 // StepCount is how many steps the run's trace has: every record but the
-// inputs, as the stepper counts them.
+// inputs and a roles run's role records, as the stepper counts them.
 func StepCount(c *kernels.Config) int {
+	if c.Roles {
+		n := 0
+		for _, st := range kernels.Schedule(c) {
+			if st.Kind != instrument.KindRole {
+				n++
+			}
+		}
+		return n
+	}
 	h := c.Header(instrument.SourceCPUMirror, "")
 	if c.Timing {
 		return h.Records
