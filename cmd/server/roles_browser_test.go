@@ -210,6 +210,24 @@ func TestBrowserRoleLanes(t *testing.T) {
 		}
 	}
 
+	// A lesson's checkpoint holds the overlap at its step (hold=roles.bh.q.step):
+	// the note keeps it back until the lesson releases it.
+	rr := recs[0]
+	b := rr.blocks[roles.Key{BH: bh, I: q}]
+	at := rr.stepOf(bh, q, kv)
+	navigate(ctx, t, fmt.Sprintf("%s/step?%s&step=%d&hold=roles.%d.%d.%d", base, rr.query, at, bh, q, at))
+	waitText(ctx, t, "#roles-note", fmt.Sprintf("kv-tile %d:", kv))
+	hidden, softmax, _ := b.HiddenSoftmax(instrument.RoleConsumer0, kv)
+	heldNote := evalJS[string](ctx, t, `document.getElementById('roles-note').textContent`)
+	if want := fmt.Sprintf("softmax %d ns, of which ? (a checkpoint asks) under consumer 1's products", softmax); !strings.Contains(heldNote, want) {
+		t.Errorf("%s with the step held: the note does not say %q:\n%s", rr.name, want, heldNote)
+	}
+	if strings.Contains(heldNote, fmt.Sprintf("of which %d ns", hidden)) {
+		t.Errorf("%s with the step held: the note gives the held overlap away:\n%s", rr.name, heldNote)
+	}
+	evalJS[bool](ctx, t, `(window.postMessage({type: 'flashstep-release'}, location.origin), true)`)
+	waitText(ctx, t, "#roles-note", fmt.Sprintf("softmax %d ns, of which %d ns under consumer 1's products", softmax, hidden))
+
 	// A timing trace without roles, replayed from its file: no lanes.
 	navigate(ctx, t, base+"/step?"+toyRun)
 	waitText(ctx, t, "#run-status", "Trace complete")

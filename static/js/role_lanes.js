@@ -164,7 +164,11 @@ function blockOf(m, key) {
 // RoleLanes draws the lanes of step k's block into a canvas, writes what
 // the step's spans say into a note, and goes to a span's step on a click.
 export class RoleLanes {
-  constructor(canvas, note, legend, title, onPick) {
+  // held(bh, i, k) says whether a lesson's checkpoint asks about step k of
+  // block (bh, i) and has not been answered: the note then keeps back how
+  // much of each softmax ran under the other consumer's products.
+  constructor(canvas, note, legend, title, onPick, held = () => false) {
+    this.held = held;
     this.canvas = canvas;
     this.note = note;
     this.legend = legend;
@@ -390,7 +394,7 @@ export class RoleLanes {
     this.title.textContent = `Warp roles of the block of this step: ${batchHead(h, r.bh)}, q-tile ${r.i}, on SM ${b.sm}; ` +
       `${(b.length / 1000).toFixed(1)} µs from its first stamp to its last, in ns from the block's start.`;
     this.drawLegend(b, style);
-    this.note.textContent = this.words(h, b, cur);
+    this.note.textContent = this.words(h, b, cur, this.held(r.bh, r.i, k + 1));
   }
 
   drawLegend(b, style) {
@@ -423,7 +427,7 @@ export class RoleLanes {
   // from the records: what each role did for the step's kv-tile (or, at
   // the epilogue, for the closing group), and how much of the block had a
   // product in flight.
-  words(h, b, j) {
+  words(h, b, j, hold = false) {
     const find = (lane, event, tile) => b.spans.find((x) => x.lane === lane && x.event === event && x.j === tile);
     const len = (x) => x.e - x.s;
     const parts = [];
@@ -451,7 +455,7 @@ export class RoleLanes {
         if (wk) bits.push(`waited ${ns(len(wk))} for K${t}`);
         if (ts) bits.push(`${ns(len(ts))} for its turn`);
         if (ps) bits.push(`S ${ns(len(ps))}`);
-        if (sm) bits.push(`softmax ${ns(len(sm))}, of which ${ns(overlap(sm.s, sm.e, productsOf(other[lane])))} under ${other[lane]}'s products`);
+        if (sm) bits.push(`softmax ${ns(len(sm))}, of which ${hold ? '? (a checkpoint asks)' : ns(overlap(sm.s, sm.e, productsOf(other[lane])))} under ${other[lane]}'s products`);
         if (wv) bits.push(`waited ${ns(len(wv))} for V${t}`);
         if (tp) bits.push(`${ns(len(tp))} for its turn`);
         if (pv) bits.push(`P·V ${ns(len(pv))}`);

@@ -24,7 +24,15 @@ const know = new Knowledge(taughtUpTo(location.search));
 // so that the step that holds the inputs of a prediction does not print
 // its answer beside them.
 const held = new Map();
+// heldRoles are a roles run's held steps (hold=roles.bh.q.step): the lanes'
+// note keeps back the softmax's overlap at that step of block (bh, q).
+const heldRoles = new Set();
 for (const part of (new URLSearchParams(location.search).get('hold') || '').split(',')) {
+  if (part.startsWith('roles.')) {
+    const [bh, q, step] = part.slice(6).split('.').map(Number);
+    if ([bh, q, step].every(Number.isInteger)) heldRoles.add(`${bh}.${q}.${step}`);
+    continue;
+  }
   const [bh, row, step] = part.split('.').map(Number);
   if ([bh, row, step].every(Number.isInteger)) {
     const key = `${bh}.${row}`;
@@ -58,7 +66,8 @@ const views = {
   o: new Heatmap($('o-tile'), { fit: true, labels: true, digits }),
   final: new Heatmap($('o-final'), { maxWidth: 520, maxHeight: 320, labels: true }),
   timeline: new Timeline($('timeline'), $('timeline-note'), (k) => { pause(); go(k); }),
-  roles: new RoleLanes($('roles'), $('roles-note'), $('roles-legend'), $('roles-title'), (k) => { pause(); go(k); }),
+  roles: new RoleLanes($('roles'), $('roles-note'), $('roles-legend'), $('roles-title'), (k) => { pause(); go(k); },
+    (bh, q, step) => heldRoles.has(`${bh}.${q}.${step}`)),
 };
 
 // The role tables of the rungs that record warp roles (kernels.RoleTable,
@@ -398,6 +407,7 @@ window.addEventListener('message', (ev) => {
   if (ev.origin !== location.origin) return;
   if (ev.data?.type === 'flashstep-release') {
     held.clear();
+    heldRoles.clear();
     if (state.model) go(state.k);
     return;
   }
