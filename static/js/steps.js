@@ -79,7 +79,7 @@ export function describe(h, r, know = everything) {
             : `A roles trace records no arrays; what else it stamps: ${know.lesson('roles')}.`)];
       }
       return [title,
-        `This step took ${us.toFixed(2)} µs on SM ${r.sm}. A timing trace stamps the SM and the start and end of every step of every block and records no arrays, so the kernel runs at full speed.`];
+        `This step took ${us.toFixed(2)} µs on SM ${r.sm}. A timing trace stamps the SM and the start and end of every step of every block and records no arrays, so the kernel runs close to its untraced speed, though not at it (the traced build differs: on the H100 the Hopper rungs ran 1.1–1.4× slower so stamped).`];
     }
   }
   return [r.kind, ''];

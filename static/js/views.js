@@ -683,8 +683,9 @@ export class Timeline {
     const idle = h.numSMs - this.used;
     this.note.textContent = `${this.marks.length} steps on ${this.used} of ${h.numSMs} SMs over ${this.span.toFixed(1)} µs` +
       (this.compact && idle > 0 ? ` (only the SMs used are drawn; the other ${idle} had no traced block)` : '') + '; colour: q-tile. ' +
-      `Timer resolution ${h.timerTickNs} ns. Click a mark to go to its step.` +
-      (h.timing ? '' : ' A full trace slows its traced blocks with their own writes; mode=timing stamps every block at full speed.');
+      `Timer: steps of ${h.timerTickNs} ns at finest (on the H100 one thread's readings advance 256 ns at a time under load). Click a mark to go to its step.` +
+      (h.timing ? ' Stamping slows the kernel too, less than a full trace does (docs/LADDER.md measures it per rung).'
+        : ' A full trace slows its traced blocks with their own writes; mode=timing stamps every block with fewer.');
   }
 }
 
