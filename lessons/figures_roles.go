@@ -17,6 +17,7 @@ import (
 //	{{roles NAME in-flight}}         the share of the blocks' time with a product of either consumer in flight
 //	{{roles NAME softmax-together}}  the share of the consumers' softmax time during which the other consumer was in its softmax too
 //	{{roles NAME softmax-share}}     the share of a consumer's time on its kv-tiles (waits, products, softmax) spent in its softmax
+//	{{roles NAME turns}}             the share of the consumers' time spent waiting for a turn (rung 10)
 //	{{roles NAME EVENT ns}}          the mean length in ns of a consumer's EVENT span on one kv-tile: softmax, product_s, product_pv, wait_k, wait_v
 //
 // NAME is the recording's name in recordings/list.txt (ws-roles). Shares
@@ -29,6 +30,7 @@ var rolesShares = map[string]func(*rolesRecording) float64{
 	"in-flight":        func(r *rolesRecording) float64 { return r.shares.ProductsInFlight },
 	"softmax-together": func(r *rolesRecording) float64 { return r.together },
 	"softmax-share":    func(r *rolesRecording) float64 { return r.softmaxShare },
+	"turns":            func(r *rolesRecording) float64 { return r.shares.Turns },
 }
 
 // rolesMeanEvents are the consumer spans whose mean length a figure may

@@ -67,6 +67,7 @@ var Runs = map[string]Preset{
 	"bwd-causal-16":          {"The causal backward", "The same backward under the causal mask: each kv-tile's block starts at the first q-tile that sees its keys.", "variant=flash2_bwd&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5"},
 	"timeline-2048":          {"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
 	"ws-roles":               {"Rung 9's warp roles on an H100", "flash3_ws in roles mode, N=1024, d=64, 128×128 tiles, 16 heads, recorded on an H100: each block's producer copies and each consumer's waits, products and softmax, stamped by the kernel as it ran (the stamps slow it; lesson 12 says by how much).", "variant=flash3_ws&n=1024&d=64&br=128&bc=128&batch=1&heads=16&pattern=normal&seed=1&mode=roles"},
+	"pingpong-roles":         {"Rung 10's warp roles on an H100", "flash3_pingpong in roles mode, the same run as ws-roles: the two consumers take turns issuing their products, and each turn waited for is stamped beside the copies, products and softmax (the stamps slow the kernel; lesson 12 says by how much).", "variant=flash3_pingpong&n=1024&d=64&br=128&bc=128&batch=1&heads=16&pattern=normal&seed=1&mode=roles"},
 }
 
 // RunNames lists the presets' names in order.

@@ -12,6 +12,7 @@ import (
 
 	"flashstep/grading"
 	"flashstep/instrument"
+	"flashstep/kernels"
 	"flashstep/lessons"
 	"flashstep/recordings"
 	"flashstep/roles"
@@ -512,6 +513,43 @@ func TestHiddenWidgetHoldsTheAnswer(t *testing.T) {
 			if shown, _, _ := b.HiddenSoftmax(c, at.J); math.Abs(float64(shown)-s.Number) <= cp.Allowed(s.Number) {
 				t.Errorf("%s: at its opening step the lanes' note gives %v %d ns under the other's products, within the tolerance of the answer %s", sc.name, c, shown, s.Display)
 			}
+		}
+	}
+}
+
+// Lesson 12's paragraph on rung 10's roles: its turns hold in the recording
+// (roles.Check, which the recordings' test runs too), they take some of a
+// consumer's time, and they hid less of the softmax under the other's
+// products than rung 9 did, while the two softmaxes ran side by side in
+// step (more of the time than in rung 9).
+func TestClaimPingPongRoles(t *testing.T) {
+	t.Parallel()
+	h, recs := rolesRecording(t, "pingpong-roles")
+	c := kernels.ConfigFromHeader(h)
+	if _, err := roles.Check(c, h, recs); err != nil {
+		t.Fatalf("pingpong-roles: %v", err)
+	}
+	fig := func(tok string) float64 {
+		t.Helper()
+		v, err := lessons.FigureNumber(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := fig("roles pingpong-roles turns"); v <= 0.01 {
+		t.Errorf("the turns take %.3f of a consumer's time: the lesson says they cost it some", v)
+	}
+	if pp, ws := fig("roles pingpong-roles softmax-hidden"), fig("roles ws-roles softmax-hidden"); pp >= ws {
+		t.Errorf("rung 10 hid %.3f of its softmax, rung 9 %.3f: the lesson says the turns hid less, not more", pp, ws)
+	}
+	if pp, ws := fig("roles pingpong-roles softmax-together"), fig("roles ws-roles softmax-together"); pp < ws {
+		t.Errorf("rung 10's softmaxes side by side %.3f of the time, rung 9's %.3f: the lesson says in step", pp, ws)
+	}
+	text := lessonText(t, "course/12-hopper.md")
+	for _, said := range []string{"They hold:", "hid less softmax, not more", "run their softmax side by side, in step"} {
+		if !strings.Contains(text, said) {
+			t.Errorf("lesson 12 no longer says %q: check the claim it makes instead here", said)
 		}
 	}
 }
