@@ -403,14 +403,7 @@ func TestClaimRolesLanes(t *testing.T) {
 	if len(blocks) != 128 || len(sms) != len(blocks) || h.Tc() != 8 {
 		t.Errorf("%d blocks on %d SMs, %d kv-tiles: the caption says 128 blocks of 8 kv-tiles, one to an SM", len(blocks), len(sms), h.Tc())
 	}
-	fig := func(tok string) float64 {
-		t.Helper()
-		v, err := lessons.FigureNumber(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	fig := func(tok string) float64 { return figureNumber(t, tok) }
 	if v := fig("roles ws-roles softmax-together"); v <= 0.5 {
 		t.Errorf("the consumers' softmax side by side %.2f of the time: the lesson says mostly", v)
 	}
@@ -529,14 +522,7 @@ func TestClaimPingPongRoles(t *testing.T) {
 	if _, err := roles.Check(c, h, recs); err != nil {
 		t.Fatalf("pingpong-roles: %v", err)
 	}
-	fig := func(tok string) float64 {
-		t.Helper()
-		v, err := lessons.FigureNumber(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	fig := func(tok string) float64 { return figureNumber(t, tok) }
 	if v := fig("roles pingpong-roles turns"); v <= 0.01 {
 		t.Errorf("the turns take %.3f of a consumer's time: the lesson says they cost it some", v)
 	}
@@ -552,4 +538,14 @@ func TestClaimPingPongRoles(t *testing.T) {
 			t.Errorf("lesson 12 no longer says %q: check the claim it makes instead here", said)
 		}
 	}
+}
+
+// figureNumber is the unrounded value of a figure token, or the test stops.
+func figureNumber(t *testing.T, tok string) float64 {
+	t.Helper()
+	v, err := lessons.FigureNumber(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
