@@ -113,26 +113,8 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
       }
     }
 #ifdef FS_TRACE
-    else if (threadIdx.x == 32 && fs_mode == FS_MODE_ROLES) {
-      // The watcher: a copy's landing is seen only by a thread that waits
-      // on its barrier, and the producer's thread 0 never waits for its own
-      // copies (it would stop issuing ahead). This otherwise idle thread
-      // waits for every fill in order, stamps its landing and releases the
-      // stage as a consumer does.
-      const role_log<RS::per_tile> rl = role_log_at<RS::per_tile>(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile, true);
-      mbar_wait(&fullQ, 0);
-      rl.end(jEnd, RS::copy_q, fs_clock());
-      for (int j = 0; j < jEnd; j++) {
-        const int s = j % ST;
-        const unsigned parity = (j / ST) & 1;
-        mbar_wait(&fullK[s], parity);
-        rl.end(j, RS::copy_k, fs_clock());
-        mbar_arrive(&emptyK[s]);
-        mbar_wait(&fullV[s], parity);
-        rl.end(j, RS::copy_v, fs_clock());
-        mbar_arrive(&emptyV[s]);
-      }
-    }
+    else if (threadIdx.x == 32 && fs_mode == FS_MODE_ROLES)
+      watch_copies<RS, ST>(role_log_at<RS::per_tile>(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile, true), jEnd, &fullQ, fullK, fullV, emptyK, emptyV);
 #endif
     return;
   }

@@ -91,6 +91,28 @@ __device__ __forceinline__ role_log<PER_TILE> role_log_at(unsigned char *trace, 
   return r;
 }
 
+// watch_copies is the watcher of roles mode: a copy's landing is seen only
+// by a thread that waits on its barrier, and the producer's thread 0 never
+// waits for its own copies (it would stop issuing ahead). One otherwise idle
+// thread of the producer waits for every fill in order, stamps its landing
+// and releases the stage as a consumer does (the empty barriers count it).
+template <typename RS, int ST>
+__device__ __forceinline__ void watch_copies(const role_log<RS::per_tile> &rl, int jEnd, uint64_t *fullQ, uint64_t *fullK,
+                                             uint64_t *fullV, uint64_t *emptyK, uint64_t *emptyV) {
+  mbar_wait(fullQ, 0);
+  rl.end(jEnd, RS::copy_q, fs_clock());
+  for (int j = 0; j < jEnd; j++) {
+    const int s = j % ST;
+    const unsigned parity = (j / ST) & 1;
+    mbar_wait(&fullK[s], parity);
+    rl.end(j, RS::copy_k, fs_clock());
+    mbar_arrive(&emptyK[s]);
+    mbar_wait(&fullV[s], parity);
+    rl.end(j, RS::copy_v, fs_clock());
+    mbar_arrive(&emptyV[s]);
+  }
+}
+
 #endif // FS_TRACE
 
 } // namespace hopper
