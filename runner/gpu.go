@@ -93,8 +93,14 @@ type BusyError struct{ Ahead int }
 func (e *BusyError) Error() string { return fmt.Sprintf("GPU busy, %d runs ahead of you", e.Ahead) }
 
 // WorkerError is a run lost to the worker process itself: it crashed, hung
-// or broke the protocol. The worker has been replaced.
-type WorkerError struct{ msg string }
+// or broke the protocol, and the worker has been replaced; or, Unavailable,
+// a run refused because no worker can run it now (none would start, two
+// are stuck in the driver, the server is shutting down): a client may try
+// again later.
+type WorkerError struct {
+	msg         string
+	Unavailable bool
+}
 
 func (e *WorkerError) Error() string { return e.msg }
 
@@ -407,9 +413,9 @@ func (g *GPU) startLocked() *start {
 	s := &start{done: make(chan struct{})}
 	switch {
 	case g.stopped():
-		s.err = &WorkerError{"the server is shutting down"}
+		s.err = &WorkerError{msg: "the server is shutting down", Unavailable: true}
 	case g.abandoned >= maxAbandoned:
-		s.err = &WorkerError{fmt.Sprintf("GPU worker unavailable: %d GPU workers did not exit when killed (stuck in the GPU driver?), and no new one is started until one does", g.abandoned)}
+		s.err = &WorkerError{msg: fmt.Sprintf("GPU worker unavailable: %d GPU workers did not exit when killed (stuck in the GPU driver?), and no new one is started until one does", g.abandoned), Unavailable: true}
 	}
 	if s.err != nil {
 		close(s.done)
@@ -443,7 +449,7 @@ func (g *GPU) start(s *start) {
 	}
 	if err != nil {
 		g.log.Error("restarting the GPU worker", "err", err)
-		s.err = &WorkerError{"GPU worker unavailable: it could not be restarted: " + err.Error()}
+		s.err = &WorkerError{msg: "GPU worker unavailable: it could not be restarted: " + err.Error(), Unavailable: true}
 		return
 	}
 	if hello.PTXHash != g.hello.PTXHash || hello.GPU != g.hello.GPU {
@@ -703,7 +709,7 @@ func (g *GPU) take(ctx context.Context) (*process, error) {
 		}
 		if starts == 2 {
 			g.procMu.Unlock()
-			return nil, &WorkerError{"GPU worker unavailable: two GPU workers in a row exited as soon as they started"}
+			return nil, &WorkerError{msg: "GPU worker unavailable: two GPU workers in a row exited as soon as they started", Unavailable: true}
 		}
 		s := g.startLocked()
 		g.procMu.Unlock()
@@ -748,16 +754,16 @@ func (g *GPU) lost(p *process, why string) error {
 	}
 	g.procMu.Unlock()
 	if s == nil {
-		return &WorkerError{"the server is shutting down: " + why}
+		return &WorkerError{msg: "the server is shutting down: " + why, Unavailable: true}
 	}
 	select {
 	case <-s.done:
 		if s.err != nil {
-			return &WorkerError{why + "; " + s.err.Error()}
+			return &WorkerError{msg: why + "; " + s.err.Error(), Unavailable: true}
 		}
 	default:
 	}
-	return &WorkerError{why + "; the worker has been restarted, run again"}
+	return &WorkerError{msg: why + "; the worker has been restarted, run again"}
 }
 
 // lineLogger forwards the worker's output to the log, line by line.

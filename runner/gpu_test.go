@@ -818,14 +818,14 @@ func TestStuckWorkersMakeTheGPUUnavailable(t *testing.T) {
 		if !errors.As(err, &we) || !strings.Contains(err.Error(), "was abandoned") {
 			t.Fatalf("the run on stuck worker %d: %v", k+1, err)
 		}
-		if last := k == maxAbandoned-1; strings.Contains(err.Error(), "GPU worker unavailable") != last {
-			t.Fatalf("the run on stuck worker %d (unavailable only after the last): %v", k+1, err)
+		if last := k == maxAbandoned-1; strings.Contains(err.Error(), "GPU worker unavailable") != last || we.Unavailable != last {
+			t.Fatalf("the run on stuck worker %d (unavailable only after the last): %v (Unavailable %t)", k+1, err, we.Unavailable)
 		}
 	}
 	start := time.Now()
 	err = within(t, "a run with every worker stuck", goCollect(g, 920))
-	if !errors.As(err, &we) || !strings.HasPrefix(err.Error(), "GPU worker unavailable: 2 GPU workers did not exit when killed") {
-		t.Fatalf("a run with every worker stuck: %v", err)
+	if !errors.As(err, &we) || !we.Unavailable || !strings.HasPrefix(err.Error(), "GPU worker unavailable: 2 GPU workers did not exit when killed") {
+		t.Fatalf("a run with every worker stuck: %v (Unavailable %t)", err, we.Unavailable)
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("a run with every worker stuck was refused after %v, not at once", took)

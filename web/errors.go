@@ -58,6 +58,8 @@ func statusOf(err error) (int, apiErrorBody) {
 		return http.StatusServiceUnavailable, apiErrorBody{Error: "busy: " + sweeps.Reason}
 	case errors.Is(err, runs.ErrClosed):
 		return http.StatusServiceUnavailable, apiErrorBody{Error: err.Error()}
+	case errors.As(err, &lost) && lost.Unavailable:
+		return http.StatusServiceUnavailable, apiErrorBody{Error: lost.Error()}
 	case errors.As(err, &lost):
 		return http.StatusBadGateway, apiErrorBody{Error: lost.Error()}
 	case errors.As(err, &labBusy):
