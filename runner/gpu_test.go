@@ -627,6 +627,12 @@ func TestRouter(t *testing.T) {
 	if _, err := collect(context.Background(), r, c); !errors.As(err, &fe) || fe[0].Field != kernels.FieldMode || !strings.Contains(fe[0].Message, "recorded timelines") {
 		t.Fatalf("timing without a GPU: %v", err)
 	}
+	// A roles run that no recording holds: refused for roles, not timing.
+	c = kernels.Config{Variant: instrument.VariantFlash3WS, N: 256, D: 64, Br: 128, Bc: 128, Batch: 1, Heads: 1,
+		Pattern: instrument.PatternNormal, Seed: 5, Timing: true, Roles: true}
+	if _, err := collect(context.Background(), r, c); !errors.As(err, &fe) || fe[0].Field != kernels.FieldMode || !strings.HasPrefix(fe[0].Message, "roles mode needs the GPU") {
+		t.Fatalf("roles without a GPU: %v", err)
+	}
 	if e := r.Engine(); e.Source != instrument.SourceCPUMirror || !strings.Contains(e.Detail, "H100") {
 		t.Fatalf("engine %+v", e)
 	}

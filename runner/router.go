@@ -86,6 +86,9 @@ func (r *Router) Route(run kernels.Run) Route {
 			}
 		}
 		msg := "timing mode needs the GPU, and this server has none"
+		if c.Roles {
+			msg = "roles mode needs the GPU (the CPU mirror has no warps, copies or clocks to record), and this server has none"
+		}
 		if len(timelines) > 0 {
 			msg += "; recorded timelines: " + strings.Join(timelines, " ; ")
 		}
