@@ -194,6 +194,27 @@ func JSModule() string {
 		}
 		p("});\n")
 	}
+	p("\n// The events each warp role records, and those of one kv-tile (the rest\n// belong to a block's closing group, which has none).\nexport const ROLE_EVENTS = Object.freeze({")
+	for i, r := range enumEntries(roleNames) {
+		if i > 0 {
+			p(", ")
+		}
+		var evs []string
+		for _, e := range enumEntries(eventNames) {
+			if Role(r.value).HasEvent(Event(e.value)) {
+				evs = append(evs, fmt.Sprint(e.value))
+			}
+		}
+		p("%d: [%s]", r.value, strings.Join(evs, ", "))
+	}
+	p("});\nexport const TILE_EVENTS = Object.freeze([")
+	var tile []string
+	for _, e := range enumEntries(eventNames) {
+		if Event(e.value).PerTile() {
+			tile = append(tile, fmt.Sprint(e.value))
+		}
+	}
+	p("%s]);\n", strings.Join(tile, ", "))
 	p("\n// Record kinds: name, whether the record has a q-tile (i) and kv-tile (j)\n// index, the format version that introduced it, and its float32 arrays in\n// wire order with their shapes.\n")
 	p("export const KINDS = Object.freeze({\n")
 	for _, k := range Kinds {

@@ -78,6 +78,15 @@ func randomRecord(rng *rand.Rand, h *Header, k Kind) *Record {
 		for !r.Role.HasEvent(r.Event) {
 			r.Event = Event(1 + rng.IntN(len(eventNames)))
 		}
+		// A span of a kv-tile has one; the closing group's spans have none.
+		if r.Event.PerTile() {
+			r.J = rng.IntN(h.Tc())
+			r.ColsValid = h.ColsValid(r.J)
+		} else {
+			r.J, r.ColsValid = -1, 0
+		}
+		r.TStart, r.TEnd = min(r.TStart, r.TEnd), max(r.TStart, r.TEnd)
+		r.BytesWritten = 0
 	}
 	for i := range spec.Arrays {
 		*spec.Arrays[i].field(r) = randomFloats(rng, h.ArrayLen(&spec.Arrays[i]))
@@ -91,6 +100,9 @@ func randomTrace(rng *rand.Rand) (*Header, []*Record, []byte) {
 	h.Records = n
 	h.Timing = rng.IntN(4) == 0
 	h.Roles = h.Timing && rng.IntN(2) == 0
+	if h.Roles {
+		h.Variant = []Variant{VariantFlash3WS, VariantFlash3PingPong}[rng.IntN(2)]
+	}
 	buf, err := AppendHeader(nil, h)
 	if err != nil {
 		panic(err)
@@ -231,9 +243,10 @@ func TestDecoderRejects(t *testing.T) {
 	}
 	plain, roles := *h, *h
 	plain.Timing, plain.Roles = false, false
-	roles.Timing, roles.Roles = true, true
+	roles.Timing, roles.Roles, roles.Variant = true, true, VariantFlash3PingPong
 	step := randomRecord(rng, &plain, KindFlashStep)
 	span := randomRecord(rng, &roles, KindRole)
+	span.Role, span.Event, span.J, span.ColsValid = RoleConsumer1, EventSoftmax, 0, roles.ColsValid(0)
 	timed := roles
 	timed.Roles = false
 	roleCases := map[string][]byte{
@@ -246,6 +259,26 @@ func TestDecoderRejects(t *testing.T) {
 		"producer's softmax":        role(&roles, span, 1, uint16(EventSoftmax)),
 		"consumer's copy":           role(&roles, span, 3, uint16(EventCopyV)),
 		"consumer 1's clock anchor": role(&roles, span, 3, uint16(EventClock)),
+	}
+	// A span's kv-tile, times and bytes as its event allows (bytes 16-19:
+	// j; 32-39: bytes written; 40-55: t_start, t_end).
+	rec := func(edit func(b []byte)) []byte {
+		b := role(&roles, span, byte(span.Role), uint16(span.Event))
+		edit(b[roles.HeaderBytes():])
+		return b
+	}
+	roleCases["softmax without a kv-tile"] = rec(func(b []byte) { binary.LittleEndian.PutUint32(b[16:], NoTile); binary.LittleEndian.PutUint16(b[4:], 0) })
+	roleCases["epilogue with a kv-tile"] = rec(func(b []byte) { binary.LittleEndian.PutUint16(b[6:], uint16(EventEpilogue)) })
+	roleCases["clock anchor of consumer 1"] = rec(func(b []byte) { binary.LittleEndian.PutUint16(b[6:], uint16(EventClock)) })
+	roleCases["span ending before it starts"] = rec(func(b []byte) {
+		binary.LittleEndian.PutUint64(b[40:], 1000)
+		binary.LittleEndian.PutUint64(b[48:], 999)
+	})
+	roleCases["span writing bytes"] = rec(func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 7) })
+	flash2 := roles
+	flash2.Variant, flash2.Records = VariantFlash2, 0
+	if _, err := AppendHeader(nil, &flash2); err == nil {
+		t.Error("a roles header on flash2 was encoded")
 	}
 	// A role record in a timing trace without the roles flag.
 	b := role(&timed, &Record{Kind: KindTiming, BH: span.BH, I: span.I, J: span.J, RowsValid: span.RowsValid, ColsValid: span.ColsValid}, 1, uint16(EventCopyK))

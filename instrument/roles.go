@@ -37,8 +37,8 @@ const (
 	// EventClock is consumer 0's anchor of the block's SM clock: t_start
 	// holds %globaltimer (ns) and t_end %clock64 (cycles), read back to back,
 	// as the kernel writes it; after placement (the worker) both hold the
-	// %globaltimer reading. One at the block's start (j = 0), one after its
-	// epilogue (j = 1), both in the block's closing group.
+	// %globaltimer reading. Two in the block's closing group (no kv-tile):
+	// the first read at the block's start, the second after its epilogue.
 	EventClock Event = 15
 )
 
@@ -68,9 +68,18 @@ func (r Role) HasEvent(e Event) bool {
 	return false
 }
 
-// AnchorStart and AnchorEnd are the kv-tile fields of a block's two clock
-// records.
-const (
-	AnchorStart = 0
-	AnchorEnd   = 1
-)
+// PerTile reports whether e is a span of one kv-tile (a copy of K or V, a
+// wait for one, a turn, a product, the softmax) rather than of the block's
+// closing group (Q's copy and the waits for it, the epilogue, the clock
+// anchors), which has no kv-tile.
+func (e Event) PerTile() bool {
+	switch e {
+	case EventCopyQ, EventWaitQ, EventEpilogue, EventClock:
+		return false
+	}
+	return true
+}
+
+// RolesVariant reports whether v's traced build records warp roles (the
+// warp-specialised rungs 9 and 10): only its traces may carry FlagRoles.
+func RolesVariant(v Variant) bool { return v == VariantFlash3WS || v == VariantFlash3PingPong }

@@ -67,6 +67,8 @@ func (h *Header) Validate() error {
 		return formatErr("scale %v is not a positive number", h.Scale)
 	case h.Roles && !h.Timing:
 		return formatErr("a roles trace is a timing trace: the roles flag without the timing flag")
+	case h.Roles && !RolesVariant(h.Variant):
+		return formatErr("the roles flag on %s, which has no warp roles", h.Variant)
 	case math.IsNaN(float64(h.TimerTickNs)) || math.IsInf(float64(h.TimerTickNs), 0) || h.TimerTickNs < 0:
 		return formatErr("timer tick %v is not a number ≥ 0", h.TimerTickNs)
 	}
@@ -80,8 +82,15 @@ func (h *Header) checkRecord(spec *KindSpec, w *recordHeaderWire) error {
 		if !h.Roles {
 			return formatErr("role record in a trace without the roles flag")
 		}
-		if r := Role(w.Role); !r.HasEvent(Event(w.Event)) {
+		e := Event(w.Event)
+		if r := Role(w.Role); !r.HasEvent(e) {
 			return formatErr("role record: role %d has no event %d", w.Role, w.Event)
+		}
+		if e.PerTile() == (w.J == NoTile) {
+			return formatErr("role record: a %s span %s a kv-tile", e, map[bool]string{true: "needs", false: "has no"}[e.PerTile()])
+		}
+		if w.TEnd < w.TStart || w.BytesWritten != 0 {
+			return formatErr("role record: a %s span ends at %d before it starts at %d, or writes %d bytes", e, w.TEnd, w.TStart, w.BytesWritten)
 		}
 	} else {
 		if w.Role != 0 || w.Event != 0 {

@@ -171,6 +171,9 @@ func (b *rawBlock) place(h *instrument.Header, nsPerCycle float64) error {
 			if t0 == 0 || t1 == 0 {
 				return fmt.Errorf("the %s record of %s at kv-tile %d was never stamped", s.Event, s.Role, s.J)
 			}
+			if t1 < t0 { // one SM's clock, read in program order
+				return fmt.Errorf("the %s record of %s at kv-tile %d ends at cycle %d, before it starts at %d", s.Event, s.Role, s.J, t1, t0)
+			}
 			r.TStart, r.TEnd = place(t0), place(t1)
 		}
 		if err := instrument.PutRecordHeader(b.recs[k*b.size:], h, r); err != nil {

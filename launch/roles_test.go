@@ -20,29 +20,36 @@ import (
 // together with consumer 0's next stamp, as the kernel reads them. want is
 // each record as PlaceRoles must finish it.
 func rolesBuffer(t *testing.T, c *kernels.Config, stamp func(k int) (uint64, uint64)) (raw []byte, want []*instrument.Record) {
+	return rolesBufferClocked(t, c, stamp, func(sm int) float64 { return map[bool]float64{false: 0.5, true: 0.25}[sm%2 == 1] }, 37_000, 1)
+}
+
+// rolesBufferClocked is rolesBuffer with each SM's clock rate (ns a
+// cycle), the cycles between a block's two anchors, and the step of
+// %globaltimer (the kernel's readings of it are floored to a multiple).
+func rolesBufferClocked(t *testing.T, c *kernels.Config, stamp func(k int) (uint64, uint64), rateOf func(sm int) float64, span, step uint64) (raw []byte, want []*instrument.Record) {
 	t.Helper()
 	h := c.Header(instrument.SourceGPU, "")
 	sched := kernels.Schedule(c)
 	raw = make([]byte, 56*len(sched))
 	var block []int // the records of the block being filled
 	flush := func(sm int) {
-		// Blocks on odd SMs run their clock at half the others' rate: a
-		// long block's own fit must follow it.
 		g0, c0 := 1_000_000+uint64(sm)*977, 50_000+uint64(sm)*64
-		rate := map[bool]float64{false: 0.5, true: 0.25}[sm%2 == 1]
+		rate := rateOf(sm)
 		truth := func(cycles uint64) uint64 { return uint64(int64(g0) + int64(math.Round(float64(int64(cycles-c0))*rate))) }
+		timer := func(cycles uint64) uint64 { return truth(cycles) / step * step } // what %globaltimer read
 		cycles := map[int][2]uint64{}
 		anchors := 0
 		for _, k := range block {
 			s := sched[k]
 			switch {
 			case s.Event == instrument.EventClock:
-				cycles[k] = [2]uint64{c0 + uint64(anchors)*37_000, 0}
+				cycles[k] = [2]uint64{c0 + uint64(anchors)*span, 0}
 				anchors++
 			case s.Kind == instrument.KindRole:
 				a, b := stamp(k)
 				// Multiples of 4 from c0, before the first anchor too: the producer starts first.
-				cycles[k] = [2]uint64{c0 - 500 + (a%38_000)&^3, c0 - 500 + (b%38_000)&^3}
+				a, b = c0-500+(a%(span+1000))&^3, c0-500+(b%(span+1000))&^3
+				cycles[k] = [2]uint64{min(a, b), max(a, b)}
 			}
 		}
 		for x, k := range block {
@@ -57,16 +64,16 @@ func rolesBuffer(t *testing.T, c *kernels.Config, stamp func(k int) (uint64, uin
 				for sched[next].Role != instrument.RoleConsumer0 || (sched[next].Event != instrument.EventWaitK && sched[next].Event != instrument.EventEpilogue) {
 					next++
 				}
-				r.TStart = truth(cycles[next][0])
+				r.TStart = timer(cycles[next][0])
 				r.TEnd = r.TStart + 5
 				if err := instrument.PutRecordHeader(off, &h, r); err != nil {
 					t.Fatal(err)
 				}
 			case s.Event == instrument.EventClock:
 				cy := cycles[k][0]
-				binary.LittleEndian.PutUint64(off[40:], truth(cy))
+				binary.LittleEndian.PutUint64(off[40:], timer(cy))
 				binary.LittleEndian.PutUint64(off[48:], cy)
-				r.TStart, r.TEnd = truth(cy), truth(cy)
+				r.TStart, r.TEnd = timer(cy), timer(cy)
 			default:
 				binary.LittleEndian.PutUint64(off[40:], cycles[k][0])
 				binary.LittleEndian.PutUint64(off[48:], cycles[k][1])
@@ -153,4 +160,42 @@ func TestPlaceRoles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Short blocks (anchors 4 µs apart) take the run's clock rate, and with
+// %globaltimer read in 256-ns steps every span still lands within a step
+// of where its cycles put it.
+func TestPlaceRolesShortBlocksCoarseTimer(t *testing.T) {
+	rng := testrand.New(t)
+	c := kernels.Config{Variant: instrument.VariantFlash3PingPong, N: 128 + rng.IntN(400), D: 64, Br: 128, Bc: 128, Batch: 1, Heads: 3,
+		Causal: true, Pattern: instrument.PatternNormal, Timing: true, Roles: true}
+	sched := kernels.Schedule(&c)
+	stamps := make([][2]uint64, len(sched))
+	for k := range stamps {
+		stamps[k] = [2]uint64{1 + rng.Uint64N(1<<40), 1 + rng.Uint64N(1<<40)}
+	}
+	raw, want := rolesBufferClocked(t, &c, func(k int) (uint64, uint64) { return stamps[k][0], stamps[k][1] },
+		func(int) float64 { return 0.5 }, 8_000, 256)
+	if err := PlaceRoles(&c, raw); err != nil {
+		t.Fatal(err)
+	}
+	h := c.Header(instrument.SourceGPU, "")
+	trace, _ := instrument.AppendHeader(nil, &h)
+	_, got, err := instrument.ReadAll(bytes.NewReader(append(trace, raw...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := int64(0)
+	for k, s := range sched {
+		if s.Kind != instrument.KindRole || s.Event == instrument.EventClock {
+			continue
+		}
+		for _, d := range []int64{int64(got[k].TStart - want[k].TStart), int64(got[k].TEnd - want[k].TEnd)} {
+			worst = max(worst, d, -d)
+		}
+	}
+	if worst > 256 {
+		t.Fatalf("a span placed %d ns from its true time, over one 256-ns step of the timer", worst)
+	}
+	t.Logf("worst placement error %d ns", worst)
 }

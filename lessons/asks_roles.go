@@ -22,7 +22,8 @@ import (
 // and an answer added from two clipped products (four endpoints) is off by
 // 2 ns at most. The recording itself is good to a few ns inside a block:
 // its stamps come from one SM's cycle counter, placed on the chip's clock
-// at a rate fitted over the run (docs/ROLES.md, docs/LADDER.md run r), and
+// at a rate fitted through each block's own clock readings (docs/ROLES.md,
+// docs/LADDER.md run r), and
 // an error of 1% in that rate moves an overlap of a few hundred ns by a
 // few ns. 10 ns leaves room for both and for a slip of reading, and stays
 // far below the shortest product in the recordings (nearly 200 ns) and

@@ -111,7 +111,7 @@ func rolesFigure(tok string) (v float64, percent bool, err error) {
 	if len(words) == 3 {
 		share, ok := rolesShares[words[2]]
 		if !ok {
-			return 0, false, fmt.Errorf("unknown share %q: softmax-hidden, in-flight, softmax-together or softmax-share", words[2])
+			return 0, false, fmt.Errorf("unknown share %q: softmax-hidden, in-flight, softmax-together, softmax-share or turns", words[2])
 		}
 		return share(r), true, nil
 	}

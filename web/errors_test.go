@@ -8,9 +8,11 @@ import (
 	"flashstep/runner"
 )
 
-// A run lost to a worker that crashed answers 502 (the worker, behind the
-// server, failed); a run refused because no worker can run one now answers
-// 503, as a full queue does, so a client knows to try again later.
+// A run lost to a worker that crashed, and whose worker was restarted,
+// answers 502 (the worker, behind the server, failed); a run refused
+// because no worker can run one now (none starts, two are stuck, a crash
+// whose restart failed, a shutdown) answers 503, as a full queue does, so
+// a client knows to try again later.
 func TestWorkerErrorsStatus(t *testing.T) {
 	for _, tc := range []struct {
 		err  error

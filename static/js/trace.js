@@ -4,7 +4,7 @@
 import {
   FORMAT_VERSION, MAGIC, NO_TILE, FLAG_CAUSAL, FLAG_TIMING, FLAG_ROLES, HEADER_WIRE_BYTES, RECORD_HEADER_BYTES,
   HEADER_FIELDS, RECORD_HEADER_FIELDS, KINDS, MIN_FORMAT_VERSION, VARIANTS, DTYPES, SOURCES, PATTERNS,
-  ROLES, EVENTS,
+  ROLES, EVENTS, ROLE_EVENTS, TILE_EVENTS,
 } from './trace_abi.js';
 
 export { KINDS };
@@ -106,7 +106,12 @@ export function decodeRecord(h, bytes, off) {
     // A warp role's span (format version 3): which warpgroup, which event.
     r.role = ROLES[w.role];
     r.event = EVENTS[w.event];
-    if (!h.roles || !r.role || !r.event) throw new TraceError('malformed role record');
+    // As the Go decoder checks it: an event its role records, a kv-tile
+    // exactly when the event is of one, no time running backwards.
+    if (!h.roles || !r.role || !r.event || !ROLE_EVENTS[w.role].includes(w.event) ||
+        TILE_EVENTS.includes(w.event) !== (r.j >= 0) || w.t_end < w.t_start || w.bytes_written !== 0n) {
+      throw new TraceError('malformed role record');
+    }
   } else if (w.role !== 0 || w.event !== 0) {
     throw new TraceError(`${spec.name} record with a role or event`);
   }

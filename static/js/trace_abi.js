@@ -66,6 +66,11 @@ export const PATTERNS = Object.freeze({1: "normal", 2: "peaked", 3: "large"});
 export const ROLES = Object.freeze({1: "producer", 2: "consumer0", 3: "consumer1"});
 export const EVENTS = Object.freeze({1: "copy_q", 2: "copy_k", 3: "copy_v", 4: "free_k", 5: "free_v", 6: "wait_q", 7: "wait_k", 8: "wait_v", 9: "turn_s", 10: "turn_pv", 11: "product_s", 12: "softmax", 13: "product_pv", 14: "epilogue", 15: "clock"});
 
+// The events each warp role records, and those of one kv-tile (the rest
+// belong to a block's closing group, which has none).
+export const ROLE_EVENTS = Object.freeze({1: [1, 2, 3, 4, 5], 2: [6, 7, 8, 9, 10, 11, 12, 13, 14, 15], 3: [6, 7, 8, 9, 10, 11, 12, 13, 14]});
+export const TILE_EVENTS = Object.freeze([2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13]);
+
 // Record kinds: name, whether the record has a q-tile (i) and kv-tile (j)
 // index, the format version that introduced it, and its float32 arrays in
 // wire order with their shapes.
