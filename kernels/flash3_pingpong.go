@@ -41,6 +41,6 @@ var flash3PingPongRung = &VariantInfo{
 	},
 	Traffic: flash2FastTraffic,
 	phases:  onePhase,
-	records: roleRecords(pingPongRoles),
+	records: pingPongRoles.records,
 	block:   flash2FastBlock,
 }

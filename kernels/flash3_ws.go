@@ -42,6 +42,6 @@ var flash3WSRung = &VariantInfo{
 	},
 	Traffic: flash2FastTraffic,
 	phases:  onePhase,
-	records: roleRecords(wsRoles),
+	records: wsRoles.records,
 	block:   flash2FastBlock,
 }

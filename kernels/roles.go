@@ -16,8 +16,8 @@ type RoleSlot struct {
 
 // RoleTable is the role records a warp-specialised block writes: PerTile
 // after each kv-tile's timing record, PerBlock after its epilogue's. The
-// kernel's source (kernels/roles.cuh, role_slots) numbers the slots in the
-// same order.
+// kernels' source (warpspec.cuh, role_slots) numbers the slots in the same
+// order, which TestRoleSlotsMatchSource holds it to.
 type RoleTable struct {
 	PerTile  []RoleSlot
 	PerBlock []RoleSlot
@@ -58,13 +58,8 @@ var (
 	pingPongRoles = newRoleTable(true)  // rung 10's
 )
 
-// roleRecords is the records function of a warp-specialised rung of table
-// t: flash2's records of q-tile i, and in roles mode each step's and the
-// epilogue's role records after it.
-func roleRecords(t *RoleTable) func(c *Config, i int) []kindCount {
-	return func(c *Config, i int) []kindCount { return t.records(c, i) }
-}
-
+// records is a warp-specialised rung's records of q-tile i: flash2's, and
+// in roles mode each step's and the epilogue's role records after it.
 func (t *RoleTable) records(c *Config, i int) []kindCount {
 	if !c.Roles {
 		return flash2Records(c, i)
