@@ -68,6 +68,7 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   const int jEnd = CAUSAL ? min(Tc, (min(N, r0 + BR) - 1) / BC + 1) : Tc;
   constexpr unsigned kvBytes = BC * D * 2; // a K or V tile, zero-filled rows included
   FS_TRACED(using RS = role_slots<false>;
+            static_assert(NC == 256, "the traced build records the roles of two consumer warpgroups (role_slots)");
             // Roles mode: a watcher thread of the producer arrives on the
             // empty barriers too, so that no stage is refilled before it
             // has seen the last fill land.
