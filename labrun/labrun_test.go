@@ -211,7 +211,10 @@ func TestQueueIsFair(t *testing.T) {
 func TestAbandonedSubmissionIsKilled(t *testing.T) {
 	t.Parallel()
 	e, _ := lab.ByID("online-kernel")
-	s := fake(Options{Concurrent: 1, Limit: time.Minute, Abandoned: 300 * time.Millisecond})
+	// A second to be abandoned: the poll below asks every 20 ms, but on a
+	// loaded machine (make test's packages side by side on two cores) 300 ms
+	// once passed between two asks, and the live submission was cancelled.
+	s := fake(Options{Concurrent: 1, Limit: time.Minute, Abandoned: time.Second})
 	defer s.Close()
 	gone, err := s.Submit(e, "// SLEEP", "gone", NoCheck)
 	if err != nil {
