@@ -3,6 +3,9 @@ package kernels_test
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"flashstep/instrument"
@@ -35,30 +38,17 @@ func TestFlash2BwdBoundHolds(t *testing.T) {
 		c.Pattern = instrument.Patterns[n%len(instrument.Patterns)]
 		runs = append(runs, c)
 	}
-	worst := map[string]float64{}
-	changed, caught, tried := 0, 0, 0
-	for _, c := range runs {
-		c.TraceQ = instrument.Range{} // the bound walks every step of a block
-		mirror := mirrorTrace(t, c)
-		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		sim := MirrorFlash2BwdWith(c, g.expf, shuffled(g.rng), atomicAddF32)
-		differ, err := compareBwd(c, sim, mirror, worst)
-		if err != nil {
-			t.Fatalf("%+v: %v", c, err)
-		}
-		if differ > 0 {
-			changed++
-		}
+	for k := range runs {
+		runs[k].TraceQ = instrument.Range{} // the bound walks every step of a block
+	}
+	trials := bwdTrials(rng, runs, func(c Config, g *simulatedGPU) []*instrument.Record {
+		return MirrorFlash2BwdWith(c, g.expf, shuffled(g.rng), atomicAddF32)
+	}, func(c Config, g *simulatedGPU) []*instrument.Record {
 		// A wrong GPU: expf 64 ulp off. Where it moves some gradient, the
 		// bound must see it.
-		bad := MirrorFlash2BwdWith(c, func(x float32) float32 { return farOff(exactExp(x)) }, shuffled(g.rng), atomicAddF32)
-		if n, err := compareBwd(c, bad, mirror, map[string]float64{}); n > 0 {
-			tried++
-			if err != nil {
-				caught++
-			}
-		}
-	}
+		return MirrorFlash2BwdWith(c, func(x float32) float32 { return farOff(exactExp(x)) }, shuffled(g.rng), atomicAddF32)
+	})
+	changed, caught, tried, worst := tallyBwd(t, runs, trials)
 	if changed < len(runs)*3/4 {
 		t.Fatalf("the simulated GPU changed a gradient in only %d of %d runs", changed, len(runs))
 	}
@@ -70,19 +60,108 @@ func TestFlash2BwdBoundHolds(t *testing.T) {
 	}
 }
 
-// compareBwd holds sim to kernelstest's bound around mirror, record by
-// record, and counts the gradient elements (dQ, dK, dV) the two differ in.
-func compareBwd(c Config, sim, mirror []*instrument.Record, worst map[string]float64) (int, error) {
+// bwdTrial is what one run of a backward bound test found: how many
+// gradient elements the stand-in for the GPU moved and the first element
+// outside the bound (or why the run could not be made), the same of the
+// wrong stand-in, and the worst difference/bound of each array.
+type bwdTrial struct {
+	differ, badDiffer int
+	err, badErr       error
+	worst             map[string]float64
+}
+
+// bwdTrials holds the traces of sim (a stand-in for the GPU) and bad (a
+// wrong one) to the bound around the mirror's, for each of runs. Both draw
+// on one simulatedGPU a run, seeded from rng: one draw a run, in runs'
+// order, as a loop over them would draw. The runs share nothing else, so
+// they run side by side, GOMAXPROCS at a time, and find what one after
+// another would (the mirror's own blocks run side by side in any case).
+func bwdTrials(rng *rand.Rand, runs []Config, sim, bad func(c Config, g *simulatedGPU) []*instrument.Record) []bwdTrial {
+	seeds := make([]uint64, len(runs))
+	for k := range seeds {
+		seeds[k] = rng.Uint64()
+	}
+	trials := make([]bwdTrial, len(runs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(runs), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for k := int(next.Add(1) - 1); k < len(runs); k = int(next.Add(1) - 1) {
+				c, tr := runs[k], &trials[k]
+				mirror, err := mirrorRecords(c)
+				if err != nil {
+					tr.err = err
+					continue
+				}
+				bnd := bwdBounds(c, mirror)
+				g := &simulatedGPU{rng: rand.New(rand.NewPCG(seeds[k], 1))}
+				tr.worst = map[string]float64{}
+				tr.differ, tr.err = compareBwd(bnd, sim(c, g), mirror, tr.worst)
+				tr.badDiffer, tr.badErr = compareBwd(bnd, bad(c, g), mirror, map[string]float64{})
+			}
+		})
+	}
+	wg.Wait()
+	return trials
+}
+
+// tallyBwd fails the test at the first of runs whose stand-in left the
+// bound, and counts the runs whose stand-in moved a gradient (changed),
+// those whose wrong stand-in did (tried) and was caught (caught), with the
+// worst difference/bound of each array over them all.
+func tallyBwd(t *testing.T, runs []Config, trials []bwdTrial) (changed, caught, tried int, worst map[string]float64) {
+	t.Helper()
+	worst = map[string]float64{}
+	for k, tr := range trials {
+		if tr.err != nil {
+			t.Fatalf("%+v: %v", runs[k], tr.err)
+		}
+		if tr.differ > 0 {
+			changed++
+		}
+		if tr.badDiffer > 0 {
+			tried++
+			if tr.badErr != nil {
+				caught++
+			}
+		}
+		for name, w := range tr.worst {
+			worst[name] = max(worst[name], w)
+		}
+	}
+	return changed, caught, tried, worst
+}
+
+// bwdTraceBounds is kernelstest's bound around each record of a backward
+// mirror's trace, walked once for every trace held to it.
+type bwdTraceBounds struct {
+	h   *instrument.Header
+	rec []map[string][]float64
+}
+
+// bwdBounds walks kernelstest's bounds over mirror, the trace of c.
+func bwdBounds(c Config, mirror []*instrument.Record) bwdTraceBounds {
 	h := c.Header(instrument.SourceGPU, "")
-	h.NumSMs = 1
-	bnd := kernelstest.NewBounds(&h)
+	h.NumSMs = 1 // the stand-in's records claim SM 0 and a moment
+	walk := kernelstest.NewBounds(&h)
+	b := bwdTraceBounds{h: &h, rec: make([]map[string][]float64, len(mirror))}
+	for k, m := range mirror {
+		b.rec[k] = walk.Of(m)
+	}
+	return b
+}
+
+// compareBwd holds sim to kernelstest's bound around mirror (bnd, its
+// bwdBounds), record by record, and counts the gradient elements (dQ, dK,
+// dV) the two differ in.
+func compareBwd(bnd bwdTraceBounds, sim, mirror []*instrument.Record, worst map[string]float64) (int, error) {
 	differ := 0
 	var first error
 	for k := range mirror {
 		if mirror[k].Kind != instrument.KindInputs {
 			sim[k].TStart, sim[k].TEnd = 1, 2
 		}
-		if err := kernelstest.CompareRecords(&h, sim[k], mirror[k], bnd.Of(mirror[k]), worst); err != nil && first == nil {
+		if err := kernelstest.CompareRecords(bnd.h, sim[k], mirror[k], bnd.rec[k], worst); err != nil && first == nil {
 			first = err
 		}
 		for _, pair := range [][2][]float32{{sim[k].DQ, mirror[k].DQ}, {sim[k].DK, mirror[k].DK}, {sim[k].DV, mirror[k].DV}} {
@@ -131,35 +210,22 @@ func TestFlash2BwdMMABoundHolds(t *testing.T) {
 	for n := range testrand.Runs(30, 6) {
 		runs = append(runs, bf16BoundConfig(rng, n, v))
 	}
-	worst := map[string]float64{}
-	changed, caught, tried := 0, 0, 0
-	for _, c := range runs {
-		c.TraceQ = instrument.Range{}
+	for k := range runs {
+		runs[k].TraceQ = instrument.Range{}
 		if testing.Short() {
 			// Every batch-head is the same arithmetic to the bound; the
 			// edges' extra heads (three mirrors each at up to 64×128,
 			// d = 128) were half this test's time.
-			c.Batch, c.Heads, c.TraceBH = 1, 1, instrument.Range{}
-		}
-		mirror := mirrorTrace(t, c)
-		g := &simulatedGPU{rng: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		sim := MirrorFlash2BwdMMAWith(c, g.mma, g.ex2, shuffled(g.rng), atomicAddF32)
-		differ, err := compareBwd(c, sim, mirror, worst)
-		if err != nil {
-			t.Fatalf("%+v: %v", c, err)
-		}
-		if differ > 0 {
-			changed++
-		}
-		far := func(x float32) float32 { return float32(float64(Ex2(x)) * (1 + 0x1p-10)) }
-		bad := MirrorFlash2BwdMMAWith(c, g.mma, far, shuffled(g.rng), atomicAddF32)
-		if n, err := compareBwd(c, bad, mirror, map[string]float64{}); n > 0 {
-			tried++
-			if err != nil {
-				caught++
-			}
+			runs[k].Batch, runs[k].Heads, runs[k].TraceBH = 1, 1, instrument.Range{}
 		}
 	}
+	trials := bwdTrials(rng, runs, func(c Config, g *simulatedGPU) []*instrument.Record {
+		return MirrorFlash2BwdMMAWith(c, g.mma, g.ex2, shuffled(g.rng), atomicAddF32)
+	}, func(c Config, g *simulatedGPU) []*instrument.Record {
+		far := func(x float32) float32 { return float32(float64(Ex2(x)) * (1 + 0x1p-10)) }
+		return MirrorFlash2BwdMMAWith(c, g.mma, far, shuffled(g.rng), atomicAddF32)
+	})
+	changed, caught, tried, worst := tallyBwd(t, runs, trials)
 	if changed < len(runs)*3/4 {
 		t.Fatalf("the simulated GPU changed a gradient in only %d of %d runs", changed, len(runs))
 	}

@@ -106,11 +106,23 @@ func exactExp(x float32) float32 { return float32(math.Exp(float64(x))) }
 // mirrorTrace is the mirror's trace of c (which must be valid), in order.
 func mirrorTrace(t testing.TB, c Config) []*instrument.Record {
 	t.Helper()
-	var recs []*instrument.Record
-	if err := RunMirror(context.Background(), kernelstest.MustRun(t, c), func(r *instrument.Record) error { recs = append(recs, r); return nil }); err != nil {
+	recs, err := mirrorRecords(c)
+	if err != nil {
 		t.Fatalf("%+v: %v", c, err)
 	}
 	return recs
+}
+
+// mirrorRecords is mirrorTrace for any goroutine: c's invalidity or the
+// mirror's error is returned.
+func mirrorRecords(c Config) ([]*instrument.Record, error) {
+	r, err := c.Check()
+	if err != nil {
+		return nil, err
+	}
+	var recs []*instrument.Record
+	err = RunMirror(context.Background(), r, func(r *instrument.Record) error { recs = append(recs, r); return nil })
+	return recs, err
 }
 
 // gpuConfig draws a run of v that the GPU runs (kernelstest.RandomGPUConfig,
