@@ -46,6 +46,7 @@ test-long: test-prep
 
 test-prep: assets check-generated check-ptx
 	scripts/need chromium
+	scripts/need chromium-headless-shell
 	$(GO) vet ./...
 	$(GO) vet -tags gpu ./cmd/gpuworker
 	$(GO) build -tags gpu -o bin/gpuworker ./cmd/gpuworker

@@ -34,7 +34,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		Variants: variantOptions(),
 		Patterns: patternOptions(),
 		Engines:  []templates.Option{{Value: "auto", Label: "auto"}, {Value: kernels.EngineGPU, Label: "GPU"}, {Value: kernels.EngineCPU, Label: "CPU mirror"}},
-		Modes:    []templates.Option{{Value: "full", Label: "full"}, {Value: "timing", Label: "timing"}, {Value: "roles", Label: "roles (rungs 9, 10)"}},
+		Modes:    []templates.Option{{Value: "full", Label: "full"}, {Value: "timing", Label: "timing"}, {Value: "roles", Label: "roles"}},
 		GPUTiles: gpuTileOptions(),
 		Limits: templates.Limits{MaxN: kernels.MaxN, MaxD: kernels.MaxD, MaxTile: kernels.MaxTile,
 			MaxBatch: kernels.MaxBatch, MaxHeads: kernels.MaxHeads, MaxTrace: kernels.FormatBytes(kernels.MaxTraceBytes)},
