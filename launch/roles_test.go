@@ -35,7 +35,9 @@ func rolesBufferClocked(t *testing.T, c *kernels.Config, stamp func(k int) (uint
 	flush := func(sm int) {
 		g0, c0 := 1_000_000+uint64(sm)*977, 50_000+uint64(sm)*64
 		rate := rateOf(sm)
-		truth := func(cycles uint64) uint64 { return uint64(int64(g0) + int64(math.Round(float64(int64(cycles-c0))*rate))) }
+		truth := func(cycles uint64) uint64 {
+			return uint64(int64(g0) + int64(math.Round(float64(int64(cycles-c0))*rate)))
+		}
 		timer := func(cycles uint64) uint64 { return truth(cycles) / step * step } // what %globaltimer read
 		cycles := map[int][2]uint64{}
 		anchors := 0

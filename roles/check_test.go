@@ -52,7 +52,7 @@ func TestCheckCatchesBrokenTraces(t *testing.T) {
 	const bh, i, j = 2, 5, 4
 	c0, c1, prod := instrument.RoleConsumer0, instrument.RoleConsumer1, instrument.RoleProducer
 	for _, tc := range []struct {
-		says  string
+		says   string
 		break_ func(t *testing.T, recs []*instrument.Record)
 	}{
 		{"turns", func(t *testing.T, recs []*instrument.Record) {
