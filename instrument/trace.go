@@ -46,6 +46,9 @@ const (
 	// VariantFlash2BwdMMA is FlashAttention-2's backward on tensor cores:
 	// bf16 Q, K, V, dO and O, float32 accumulation and gradients.
 	VariantFlash2BwdMMA Variant = 14
+	// VariantFlash3Overlap is flash3_pingpong with each consumer's softmax
+	// under its own next product: rung 11.
+	VariantFlash3Overlap Variant = 15
 )
 
 // DType is the element type the kernel computed in.
@@ -78,7 +81,7 @@ var (
 	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast", VariantNaiveMMA: "naive_mma",
 		VariantNaiveRow: "naive_row", VariantFlash1: "flash1", VariantFlash2MMA: "flash2_mma",
 		VariantFlash3WGMMA: "flash3_wgmma", VariantFlash3TMA: "flash3_tma", VariantFlash3WS: "flash3_ws", VariantFlash3PingPong: "flash3_pingpong",
-		VariantFlash2Bwd: "flash2_bwd", VariantNaiveBwd: "naive_bwd", VariantFlash2BwdMMA: "flash2_bwd_mma"}
+		VariantFlash2Bwd: "flash2_bwd", VariantNaiveBwd: "naive_bwd", VariantFlash2BwdMMA: "flash2_bwd_mma", VariantFlash3Overlap: "flash3_overlap"}
 	dtypeNames   = map[DType]string{DTypeF32: "f32", DTypeBF16: "bf16"}
 	sourceNames  = map[Source]string{SourceCPUMirror: "cpu", SourceGPU: "gpu", SourceRecording: "recording"}
 	patternNames = map[Pattern]string{PatternNormal: "normal", PatternPeaked: "peaked", PatternLarge: "large"}
@@ -91,7 +94,7 @@ func (p Pattern) String() string { return enumName(patternNames, p) }
 
 // Variants, Patterns list the valid values in order, for forms and tests.
 var (
-	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA, VariantFlash3WGMMA, VariantFlash3TMA, VariantFlash3WS, VariantFlash3PingPong, VariantFlash2Bwd, VariantNaiveBwd, VariantFlash2BwdMMA}
+	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA, VariantFlash3WGMMA, VariantFlash3TMA, VariantFlash3WS, VariantFlash3PingPong, VariantFlash2Bwd, VariantNaiveBwd, VariantFlash2BwdMMA, VariantFlash3Overlap}
 	Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
 )
 

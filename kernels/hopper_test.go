@@ -101,7 +101,7 @@ func TestModuleUsesTMA(t *testing.T) {
 	t.Parallel()
 	for _, m := range Modules {
 		base := strings.TrimSuffix(m, "_traced")
-		want := base == "flash3_tma" || base == "flash3_ws" || base == "flash3_pingpong"
+		want := base == "flash3_tma" || base == "flash3_ws" || base == "flash3_pingpong" || base == "flash3_overlap"
 		if got := ModuleUsesTMA(m); got != want {
 			t.Errorf("ModuleUsesTMA(%q) = %v, want %v", m, got, want)
 		}

@@ -1,5 +1,5 @@
 // What every Hopper rung does to its rows once a product has landed
-// (flash3_wgmma.cu, flash3_tma.cu, flash3_ws.cu): the masks, rung 6's online
+// (flash3_wgmma.cu to flash3_overlap.cu): the masks, rung 6's online
 // softmax in exp2 form, the rescale of O, the trace writes of a step and the
 // epilogue. The Hopper rungs differ in how their operands reach shared memory
 // and who waits for whom; what a thread computes of its rows is the same in
@@ -48,57 +48,108 @@ __device__ __forceinline__ void mask_scores(float (&s)[NI * 4], const Rows &w, i
   }
 }
 
-// online_softmax is rung 6's softmax on a thread's two rows of a kv-tile: the
-// row's new max across the quad, α = 2^((m_old − m_new)·scale·log2 e),
-// P = 2^(S·scale·log2 e − m_new·scale·log2 e) packed to bf16 pairs as P·V's A
-// fragment, l = α·l + ΣP (this thread's part of the row; the quad adds up in
-// the epilogue), O = α·O. sl2 is scale·log2 e. A traced build passes the
-// step's payload (null when the step is not traced in full) and writes m_old,
-// m_new, α, P and the quad's l into it.
+// softmax_row_with is rung 6's softmax on row h (0: wr0 + g, 1: wr0 + g + 8)
+// of a thread's two rows of a kv-tile: the row's new max across the quad,
+// α = 2^((m_old − m_new)·scale·log2 e), P = 2^(S·scale·log2 e −
+// m_new·scale·log2 e), handed pair by pair to put(ni, p0, p1), and
+// l = α·l + ΣP (this thread's part of the row; the quad adds up in the
+// epilogue). It returns α, by which O's row is still to be scaled. sl2 is
+// scale·log2 e. A traced build passes the step's payload (null when the
+// step is not traced in full) and writes m_old, m_new, α, P and the quad's
+// l into it.
+template <int NI, int BR, int BC, int D, class Put>
+__device__ __forceinline__ float softmax_row_with(int h, const float (&s)[NI * 4], float (&m)[2], float (&l)[2], Put put,
+                                                  float sl2, const Rows &w, float scale FS_TRACED(, float *pl, int N)) {
+  float mx = m[h];
+#pragma unroll
+  for (int ni = 0; ni < NI; ni++) mx = fmaxf(mx, fmaxf(s[ni * 4 + 2 * h], s[ni * 4 + 2 * h + 1]));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+  const float mb = mx == -INFINITY ? 0.f : mx * sl2; // a row masked so far: exp2(−inf) = 0, never NaN
+  const float alpha = fast::ex2(fmaf(m[h], sl2, -mb));
+  FS_TRACED(const int r = w.wr0 + w.g + h * 8; if (pl && w.t == 0) {
+    pl[fs_flash_step_m_old(BR, BC, D, N) + r] = m[h] * scale;
+    pl[fs_flash_step_m_new(BR, BC, D, N) + r] = mx * scale;
+    pl[fs_flash_step_alpha(BR, BC, D, N) + r] = alpha;
+  })
+  m[h] = mx;
+  float rs = 0.f;
+#pragma unroll
+  for (int ni = 0; ni < NI; ni++) {
+    const float p0 = fast::ex2(fmaf(s[ni * 4 + 2 * h], sl2, -mb));
+    const float p1 = fast::ex2(fmaf(s[ni * 4 + 2 * h + 1], sl2, -mb));
+    put(ni, p0, p1);
+    rs += p0 + p1;
+    FS_TRACED(if (pl) {
+      float *pp = pl + fs_flash_step_p(BR, BC, D, N) + r * BC + ni * 8 + 2 * w.t;
+      pp[0] = p0;
+      pp[1] = p1;
+    })
+  }
+  l[h] = fmaf(l[h], alpha, rs);
+  FS_TRACED(if (pl) {
+    float lq = l[h] + __shfl_xor_sync(0xffffffff, l[h], 1);
+    lq += __shfl_xor_sync(0xffffffff, lq, 2);
+    if (w.t == 0) pl[fs_flash_step_l(BR, BC, D, N) + r] = lq;
+  })
+  return alpha;
+}
+
+// softmax_row is softmax_row_with that packs P to bf16 pairs as P·V's A
+// fragment.
+template <int NI, int BR, int BC, int D>
+__device__ __forceinline__ float softmax_row(int h, const float (&s)[NI * 4], float (&m)[2], float (&l)[2],
+                                             uint32_t (&pk)[NI][2], float sl2, const Rows &w,
+                                             float scale FS_TRACED(, float *pl, int N)) {
+  return softmax_row_with<NI, BR, BC, D>(
+      h, s, m, l, [&](int ni, float p0, float p1) { pk[ni][h] = fast::pack_bf16(p0, p1); }, sl2, w,
+      scale FS_TRACED(, pl, N));
+}
+
+// softmax_row_in_place is softmax_row_with that leaves P as floats in S's
+// registers (pack_p makes the A fragment of them later): rung 11 computes
+// P_{j+1} while P_j·V_j still reads P_j's fragment, and S's registers are
+// free by then (docs/LADDER.md run s says why not a second fragment).
+template <int NI, int BR, int BC, int D>
+__device__ __forceinline__ float softmax_row_in_place(int h, float (&s)[NI * 4], float (&m)[2], float (&l)[2], float sl2,
+                                                      const Rows &w, float scale FS_TRACED(, float *pl, int N)) {
+  return softmax_row_with<NI, BR, BC, D>(
+      h, s, m, l,
+      [&](int ni, float p0, float p1) {
+        s[ni * 4 + 2 * h] = p0;
+        s[ni * 4 + 2 * h + 1] = p1;
+      },
+      sl2, w, scale FS_TRACED(, pl, N));
+}
+
+// pack_p packs P, left in S's registers by softmax_row_in_place, to bf16
+// pairs: P·V's A fragment.
+template <int NI> __device__ __forceinline__ void pack_p(const float (&p)[NI * 4], uint32_t (&pk)[NI][2]) {
+#pragma unroll
+  for (int ni = 0; ni < NI; ni++) {
+    pk[ni][0] = fast::pack_bf16(p[ni * 4], p[ni * 4 + 1]);
+    pk[ni][1] = fast::pack_bf16(p[ni * 4 + 2], p[ni * 4 + 3]);
+  }
+}
+
+// rescale_row is O = α·O on row h of a thread's two rows.
+template <int DI> __device__ __forceinline__ void rescale_row(float (&o)[DI * 4], int h, float alpha) {
+#pragma unroll
+  for (int di = 0; di < DI; di++) {
+    o[di * 4 + 2 * h] *= alpha;
+    o[di * 4 + 2 * h + 1] *= alpha;
+  }
+}
+
+// online_softmax is softmax_row and rescale_row on both of a thread's rows:
+// rung 6's softmax, O = α·O included.
 template <int NI, int DI, int BR, int BC, int D>
 __device__ __forceinline__ void online_softmax(const float (&s)[NI * 4], float (&m)[2], float (&l)[2], float (&o)[DI * 4],
                                                uint32_t (&pk)[NI][2], float sl2, const Rows &w,
                                                float scale FS_TRACED(, float *pl, int N)) {
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    float mx = m[h];
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++) mx = fmaxf(mx, fmaxf(s[ni * 4 + 2 * h], s[ni * 4 + 2 * h + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-    const float mb = mx == -INFINITY ? 0.f : mx * sl2; // a row masked so far: exp2(−inf) = 0, never NaN
-    const float alpha = fast::ex2(fmaf(m[h], sl2, -mb));
-    FS_TRACED(const int r = w.wr0 + w.g + h * 8; if (pl && w.t == 0) {
-      pl[fs_flash_step_m_old(BR, BC, D, N) + r] = m[h] * scale;
-      pl[fs_flash_step_m_new(BR, BC, D, N) + r] = mx * scale;
-      pl[fs_flash_step_alpha(BR, BC, D, N) + r] = alpha;
-    })
-    m[h] = mx;
-    float rs = 0.f;
-#pragma unroll
-    for (int ni = 0; ni < NI; ni++) {
-      const float p0 = fast::ex2(fmaf(s[ni * 4 + 2 * h], sl2, -mb));
-      const float p1 = fast::ex2(fmaf(s[ni * 4 + 2 * h + 1], sl2, -mb));
-      pk[ni][h] = fast::pack_bf16(p0, p1);
-      rs += p0 + p1;
-      FS_TRACED(if (pl) {
-        float *pp = pl + fs_flash_step_p(BR, BC, D, N) + r * BC + ni * 8 + 2 * w.t;
-        pp[0] = p0;
-        pp[1] = p1;
-      })
-    }
-    l[h] = fmaf(l[h], alpha, rs);
-    FS_TRACED(if (pl) {
-      float lq = l[h] + __shfl_xor_sync(0xffffffff, l[h], 1);
-      lq += __shfl_xor_sync(0xffffffff, lq, 2);
-      if (w.t == 0) pl[fs_flash_step_l(BR, BC, D, N) + r] = lq;
-    })
-#pragma unroll
-    for (int di = 0; di < DI; di++) {
-      o[di * 4 + 2 * h] *= alpha;
-      o[di * 4 + 2 * h + 1] *= alpha;
-    }
-  }
+  for (int h = 0; h < 2; h++)
+    rescale_row<DI>(o, h, softmax_row<NI, BR, BC, D>(h, s, m, l, pk, sl2, w, scale FS_TRACED(, pl, N)));
 }
 
 // epilogue finishes a thread's two rows: the quad's partial sums make l,

@@ -23,9 +23,7 @@ type Rung struct {
 }
 
 // planned are the rungs to come, numbered after the built ones.
-var planned = []Rung{
-	{Name: "flash3_overlap", DType: "bf16", Idea: "Overlap within a warpgroup: the next tile's S = QKᵀ is issued before this tile's softmax and P·V, so each warpgroup's own softmax runs under its own next product, toward cuDNN's speed at d=128."},
-}
+var planned = []Rung{}
 
 // Ladder is the rungs in order: the registry's (VariantInfo.Rung), then the
 // planned ones. NaiveMMA is the tensor-core naive partner: not a rung, the

@@ -622,7 +622,7 @@ func TestTraffic(t *testing.T) {
 			tc := uint64(c.Tc())
 			wantR = 4 * (tc*N*d + (tc-1)*(N*d+2*N) + 2*N*d)
 			wantW = 4 * (tc*(N*d+2*N) + N)
-		case instrument.VariantFlash2Fast, instrument.VariantFlash2MMA, instrument.VariantFlash3WGMMA, instrument.VariantFlash3TMA, instrument.VariantFlash3WS, instrument.VariantFlash3PingPong: // Q, K, V and O in bf16, the LSE in float32
+		case instrument.VariantFlash2Fast, instrument.VariantFlash2MMA, instrument.VariantFlash3WGMMA, instrument.VariantFlash3TMA, instrument.VariantFlash3WS, instrument.VariantFlash3PingPong, instrument.VariantFlash3Overlap: // Q, K, V and O in bf16, the LSE in float32
 			wantR = 2 * (N*d + 2*tr*N*d)
 			wantW = 2*N*d + 4*N
 		case instrument.VariantFlash2Bwd:

@@ -251,6 +251,7 @@ var rungs = []*VariantInfo{
 	flash3TMARung,
 	flash3WSRung,
 	flash3PingPongRung,
+	flash3OverlapRung,
 	naiveMMARung,
 	flash2BwdKernel,
 	naiveBwdKernel,

@@ -78,6 +78,12 @@ var phaseCode = map[string]map[string][]string{
 		"dq":  {"naive_bwd_dq(", "__fmul_rn(sDS[r * Bc + c], sK[c * D + x])", "__fmul_rn(acc[t], scale)"},
 		"dkv": {"naive_bwd_dkv(", "__fmul_rn(sP[r * Bc + c], sDO[r * D + x])", "__fmul_rn(sDS[r * Bc + c], sQ[r * D + x])", "__fmul_rn(sDK[e], scale)"},
 	},
+	"flash3_overlap.cu": {
+		"load-kv": {"regs_dec<PR>()"}, "load-q": {"regs_inc<CR>()", "if (c == 1) turn_pass(0)"},
+		"scores":  {"mbar_wait(&fullK[0], 0)", "wgmma_wait<1>()", "mbar_arrive(&emptyK[next])", "mask_scores<NI, CAUSAL>(s, w, (j + 1) * BC, N)"},
+		"softmax": {"softmax_row<NI, BR, BC, D>(h, s, m, l, pk,", "alpha[h] = softmax_row_in_place<NI, BR, BC, D>(h, s, m, l, sl2,"},
+		"pv":      {"wgmma_o<D>(o, a, dv[kk])", "if (c == 0) turn_pass(1)", "rescale_row<DI>(o, h, alpha[h])", "pack_p<NI>(s, pk)"}, "epilogue": {"epilogue<DI, BR, BC, D>("},
+	},
 	"flash3_pingpong.cu": {
 		"load-kv": {"regs_dec<PR>()", "mbar_wait(&emptyK[s], (j / ST - 1) & 1)"},
 		"load-q":  {"regs_inc<CR>()", "if (c == 1) turn_pass(0)"},
@@ -113,6 +119,7 @@ func TestSourcePhases(t *testing.T) {
 		instrument.VariantFlash3TMA:      {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash3WS:       {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash3PingPong: {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
+		instrument.VariantFlash3Overlap:  {instrument.KindFlashStep, instrument.KindEpilogue, instrument.KindTiming},
 		instrument.VariantFlash2Bwd:      {instrument.KindBwdPre, instrument.KindBwdStep, instrument.KindBwdDQ},
 		instrument.VariantFlash2BwdMMA:   {instrument.KindBwdPre, instrument.KindBwdStep, instrument.KindBwdDQ},
 		instrument.VariantNaiveBwd:       {instrument.KindBwdDP, instrument.KindBwdDS, instrument.KindBwdDQ, instrument.KindBwdKV},

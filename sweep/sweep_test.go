@@ -69,9 +69,9 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 		}
 	}
 	s, err := ParseSpec(url.Values{})
-	// Ns × head dims × masks × the nine fast kernels, and the two slow rungs
+	// Ns × head dims × masks × the ten fast kernels, and the two slow rungs
 	// up to N = 4096 (four of the seven Ns).
-	if err != nil || len(s.Points()) != 7*2*2*9+4*2*2*2 {
+	if err != nil || len(s.Points()) != 7*2*2*10+4*2*2*2 {
 		t.Fatalf("the default GPU sweep: %v, %d points", err, len(s.Points()))
 	}
 	t.Logf("the default GPU sweep: %d points, estimated %v", len(s.Points()), s.Estimate())

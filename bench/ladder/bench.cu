@@ -27,6 +27,7 @@
 #include "../../kernels/flash3_tma.cu"
 #include "../../kernels/flash3_ws.cu"
 #include "../../kernels/flash3_pingpong.cu"
+#include "../../kernels/flash3_overlap.cu"
 
 // The worker passes cuTensorMapEncodeTiled these enums as numbers
 // (cmd/gpuworker/device.go), its cuda.h being too old to name them.
@@ -65,6 +66,13 @@ __global__ void __launch_bounds__(BR * 2 + 128, 1)
                const __grid_constant__ hopper::TensorMap tv, fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N,
                float scale) {
   hopper::flash3_pingpong_block<D, BR, BC, CAUSAL>(&tq, &tk, &tv, O, LSE, N, scale);
+}
+template <int D, int BR, int BC, bool CAUSAL>
+__global__ void __launch_bounds__(BR * 2 + 128, 1)
+    ov_variant(const __grid_constant__ hopper::TensorMap tq, const __grid_constant__ hopper::TensorMap tk,
+               const __grid_constant__ hopper::TensorMap tv, fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N,
+               float scale) {
+  hopper::flash3_overlap_block<D, BR, BC, CAUSAL>(&tq, &tk, &tv, O, LSE, N, scale);
 }
 template <int D, int BR, int BC, bool CAUSAL>
 __global__ void __launch_bounds__(BR * 2 + 128, 1)
@@ -323,6 +331,16 @@ template <int D, int BR, int BC, bool C> Variant makePP(bool shipped = false) {
   return makeTMAFamily<D, BR, BC, C>("flash3_pingpong", k, BR * 2 + 128, hopper::pingpong_smem_bytes(D, BR, BC), shipped);
 }
 
+// makeOV is rung 11 at tile BR×BC, likewise.
+template <int D, int BR, int BC, bool C> Variant makeOV(bool shipped = false) {
+  TMAKernel k = ov_variant<D, BR, BC, C>;
+  if (shipped) {
+    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_overlap_br128_bc128_d64_causal : flash3_overlap_br128_bc128_d64;
+    if (D == 128 && BR == 128 && BC == 128) k = C ? flash3_overlap_br128_bc128_d128_causal : flash3_overlap_br128_bc128_d128;
+  }
+  return makeTMAFamily<D, BR, BC, C>("flash3_overlap", k, BR * 2 + 128, hopper::overlap_smem_bytes(D, BR, BC), shipped);
+}
+
 int main(int argc, char **argv) {
   int N = argc > 1 ? atoi(argv[1]) : 4096;
   int iters = argc > 2 ? atoi(argv[2]) : 30;
@@ -345,6 +363,9 @@ int main(int argc, char **argv) {
       // Rung 10 as shipped, then at another tile.
       makePP<64, 128, 128, false>(true), makePP<64, 128, 128, true>(true), makePP<128, 128, 128, false>(true),
       makePP<128, 128, 128, true>(true), makePP<128, 128, 64, false>(),
+      // Rung 11 as shipped, then at another tile.
+      makeOV<64, 128, 128, false>(true), makeOV<64, 128, 128, true>(true), makeOV<128, 128, 128, false>(true),
+      makeOV<128, 128, 128, true>(true), makeOV<128, 128, 64, false>(),
       makeTMA<128, 128, 128, false>(), makeWS<128, 128, 64, false>(), makeWS<64, 192, 128, false>(),
       makeWS<128, 192, 64, false>(),
       makeWG<64, 192, 128, false>(), makeWG<64, 128, 64, false>(), makeWG<128, 128, 128, false>(),

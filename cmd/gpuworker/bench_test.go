@@ -83,6 +83,10 @@ func BenchmarkFlash3WS(b *testing.B) { benchRung(b, instrument.VariantFlash3WS) 
 // BenchmarkFlash3PingPong times rung 10 (ping-pong) the same way.
 func BenchmarkFlash3PingPong(b *testing.B) { benchRung(b, instrument.VariantFlash3PingPong) }
 
+// BenchmarkFlash3Overlap times rung 11 (the softmax under its own P·V) the
+// same way.
+func BenchmarkFlash3Overlap(b *testing.B) { benchRung(b, instrument.VariantFlash3Overlap) }
+
 // benchRung times a tensor-core rung at its compiled tiles and the
 // benchmark shapes: untraced, two q-tiles of one batch-head traced in full, every block
 // timestamped.

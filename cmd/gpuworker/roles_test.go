@@ -56,7 +56,7 @@ var (
 
 // TestRecordRoles records the runs of -record-list into -record-out from
 // the PTX this binary loaded (-ptx-dir: the PTX just built, in the same
-// call), each checked as TestGPURoles checks its runs.
+// call), each roles run checked as TestGPURoles checks its runs.
 func TestRecordRoles(t *testing.T) {
 	if *recordList == "" || *recordOut == "" {
 		t.Skip("needs -record-list and -record-out")
@@ -92,7 +92,12 @@ func TestRecordRoles(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := filepath.Join(*recordOut, e.Name+".fstrace")
-		msg, err := roles.Check(r.Config(), h, recs)
+		// A roles run is held to its barriers' order here; any other run
+		// to its mirror by the recordings' own tests, in CI.
+		msg, err := "not a roles run", error(nil)
+		if r.Config().Roles {
+			msg, err = roles.Check(r.Config(), h, recs)
+		}
 		if err != nil { // kept beside the others, for a look at what broke
 			path += ".failed"
 			t.Errorf("%s: %v", e.Name, err)

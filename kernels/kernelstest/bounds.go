@@ -77,6 +77,7 @@ var ownBounds = map[instrument.Variant]func(*Bounds, *instrument.Record) map[str
 	instrument.VariantFlash2Bwd:      (*Bounds).Flash2BwdStep,
 	instrument.VariantNaiveBwd:       (*Bounds).NaiveBwdStep,
 	instrument.VariantFlash2BwdMMA:   (*Bounds).Flash2BwdMMAStep,
+	instrument.VariantFlash3Overlap:  (*Bounds).Flash2FastStep,
 }
 
 // NewBounds starts a walk over a trace with header h.
