@@ -1,10 +1,331 @@
 package lab
 
-import "flashstep/kernels"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
 
-// CheckSource refuses a kernel-track source holding any preprocessing
-// directive that reads or names a file. (Stub: filled in next.)
+	"flashstep/kernels"
+)
+
+// A student's kernel is compiled by NVRTC, which reads any file a
+// preprocessing directive names: `#include "/proc/self/environ"` quotes
+// the compiling process's environment in its error messages. The harness
+// already includes what a kernel needs, so a source that could name a
+// file is refused before it reaches the GPU machine, however it is
+// spelled. The check reads the source as the preprocessor's first phases
+// do (line splices joined, comments as spaces, string and character
+// literals skipped, digraphs and trigraphs as the punctuators they spell)
+// and refuses, naming the line:
+//
+//   - a directive other than define, undef, the conditionals, error,
+//     warning and an allowed pragma (include, include_next, import, line,
+//     embed, ident, a pragma such as GCC dependency, …);
+//   - the operators that test for a file (__has_include, __has_embed) and
+//     _Pragma, anywhere;
+//   - token pasting (##), which could assemble one of those names where no
+//     reader sees it whole;
+//   - universal character names outside literals, which could spell one;
+//   - a NUL byte or bytes that are not UTF-8.
+//
+// Where the reading is in doubt the check errs towards refusing: a `#`
+// in the middle of a line followed by a file-naming name is refused too.
+// It is the first wall, not the only one: the process that compiles the
+// kernel is confined as well (package sandbox).
+
+// allowedDirectives are the directives a kernel may use.
+var allowedDirectives = map[string]bool{
+	"define": true, "undef": true, "if": true, "ifdef": true, "ifndef": true, "elif": true,
+	"elifdef": true, "elifndef": true, "else": true, "endif": true, "error": true, "warning": true,
+	"pragma": true,
+}
+
+// allowedPragmas are the pragmas a kernel may use: loop unrolling, and
+// the compiler's diagnostics switched on or off.
+var allowedPragmas = map[string]bool{
+	"unroll": true, "nounroll": true, "once": true,
+	"nv_diag_suppress": true, "nv_diag_warning": true, "nv_diag_error": true, "nv_diag_default": true,
+	"nv_diag_once": true, "diag_suppress": true, "diag_warning": true, "diag_error": true, "diag_default": true,
+}
+
+// fileNamingNames are refused after a `#` wherever it stands, and the
+// operators among them (those starting __ or _P) anywhere.
+var fileNamingNames = map[string]bool{
+	"include": true, "include_next": true, "import": true, "line": true, "embed": true,
+	"ident": true, "sccs": true, "assert": true, "unassert": true,
+}
+
+var fileOperators = map[string]bool{
+	"__has_include": true, "__has_include_next": true, "__has_embed": true, "_Pragma": true, "__pragma": true,
+}
+
+// noFilesHint is what every refusal adds, in the student's words.
+const noFilesHint = "everything your kernel needs is already included"
+
+// CheckSource refuses a kernel-track source holding anything that could
+// make the compiler read or name a file: a *kernels.FieldErrors on field
+// "source" that names the line, or nil.
 func CheckSource(src string) error {
-	var _ kernels.FieldErrors
+	if line, what := findFileNaming(src); what != "" {
+		return kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("line %d: %s", line, what)}}
+	}
 	return nil
+}
+
+// srcChar is one character of the source after line splices are joined,
+// with the physical line it stood on.
+type srcChar struct {
+	c    rune
+	line int
+}
+
+// spliced reads src as translation phases 1 and 2 do: CRLF as a newline,
+// each backslash-newline removed and, with trigraphs, ??= as # and so on.
+// C++17 dropped trigraphs, but a compiler may still honour them, and a
+// reading with them and one without can each hide what the other sees
+// (??) may close a raw string for one and not the other): the check reads
+// the source both ways.
+func spliced(src string, trigraphs bool) []srcChar {
+	var out []srcChar
+	line := 1
+	for k := 0; k < len(src); {
+		r, size := utf8.DecodeRuneInString(src[k:])
+		if trigraphs && r == '?' && k+2 < len(src) && src[k+1] == '?' {
+			if t, ok := trigraphOf[src[k+2]]; ok {
+				r, size = t, 3
+			}
+		}
+		if r == '\r' && k+1 < len(src) && src[k+1] == '\n' {
+			r, size = '\n', 2
+		}
+		out = append(out, srcChar{r, line})
+		if r == '\n' {
+			line++
+		}
+		k += size
+	}
+	// Remove backslash-newline pairs (a backslash then spaces then a
+	// newline is a splice to GCC and to clang too).
+	joined := out[:0:0]
+	for k := 0; k < len(out); k++ {
+		if out[k].c == '\\' {
+			j := k + 1
+			for j < len(out) && (out[j].c == ' ' || out[j].c == '\t') {
+				j++
+			}
+			if j < len(out) && out[j].c == '\n' {
+				k = j
+				continue
+			}
+		}
+		joined = append(joined, out[k])
+	}
+	return joined
+}
+
+var trigraphOf = map[byte]rune{'=': '#', '/': '\\', '\'': '^', '(': '[', ')': ']', '!': '|', '<': '{', '>': '}', '-': '~'}
+
+// findFileNaming is the first thing in src that could name a file: its
+// line and what to tell the student, or "" when there is none.
+func findFileNaming(src string) (int, string) {
+	if !utf8.ValidString(src) {
+		return firstBadByteLine(src), "the source must be UTF-8 text"
+	}
+	// A carriage return alone is a newline to some compilers and a space
+	// to others, which would let a literal end where this check does not
+	// see it end.
+	if k := strings.IndexByte(strings.ReplaceAll(src, "\r\n", "\n\n"), '\r'); k >= 0 {
+		return strings.Count(src[:k], "\n") + 1, "a carriage return outside a line ending: save the file with ordinary line endings"
+	}
+	if line, what := scanForFiles(spliced(src, false)); what != "" {
+		return line, what
+	}
+	return scanForFiles(spliced(src, true))
+}
+
+// scanForFiles reads one spliced reading of a source for file-naming
+// directives and operators.
+func scanForFiles(s []srcChar) (int, string) {
+	at := func(k int) rune {
+		if k < len(s) {
+			return s[k].c
+		}
+		return 0
+	}
+	isIdent := func(r rune) bool {
+		return r == '_' || r == '$' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') || r >= 0x80
+	}
+	// skipSpace moves past spaces and comments on the same logical line;
+	// a block comment may span lines (and so may hide a line start).
+	skipSpace := func(k int) int {
+		for k < len(s) {
+			switch {
+			case s[k].c == ' ' || s[k].c == '\t' || s[k].c == '\f' || s[k].c == '\v':
+				k++
+			case s[k].c == '/' && at(k+1) == '*':
+				k += 2
+				for k < len(s) && !(s[k].c == '*' && at(k+1) == '/') {
+					k++
+				}
+				k += 2
+			case s[k].c == '/' && at(k+1) == '/':
+				for k < len(s) && s[k].c != '\n' {
+					k++
+				}
+			default:
+				return k
+			}
+		}
+		return k
+	}
+	ident := func(k int) (string, int) {
+		j := k
+		for j < len(s) && isIdent(s[j].c) {
+			j++
+		}
+		var b strings.Builder
+		for _, c := range s[k:j] {
+			b.WriteRune(c.c)
+		}
+		return b.String(), j
+	}
+	lineStart := true
+	for k := 0; k < len(s); {
+		c := s[k]
+		switch {
+		case c.c == 0:
+			return c.line, "the source holds a NUL byte"
+		case c.c == '\n':
+			lineStart = true
+			k++
+		case c.c == ' ' || c.c == '\t' || c.c == '\f' || c.c == '\v' || (c.c == '/' && (at(k+1) == '*' || at(k+1) == '/')):
+			k = skipSpace(k)
+		case c.c == '#' && at(k+1) == '#', c.c == '%' && at(k+1) == ':' && at(k+2) == '%' && at(k+3) == ':':
+			return c.line, "## (token pasting) is not available in the lab: it can build a name this check cannot read; write the name whole"
+		case c.c == '#' || (c.c == '%' && at(k+1) == ':'):
+			if c.c == '%' {
+				k++
+			}
+			j := skipSpace(k + 1)
+			name, end := ident(j)
+			if lineStart {
+				switch {
+				case name == "" || allowedDirectives[name] && name != "pragma":
+				case name == "pragma":
+					p, pend := ident(skipSpace(end))
+					if !allowedPragmas[p] {
+						return c.line, fmt.Sprintf("#pragma %s is not available in the lab: only #pragma unroll (and the compiler's diagnostic pragmas) are; %s", p, noFilesHint)
+					}
+					end = pend
+				case '0' <= rune(name[0]) && rune(name[0]) <= '9':
+					return c.line, fmt.Sprintf("# %s is a line marker, which names a file: it is not available in the lab; %s", name, noFilesHint)
+				default:
+					return c.line, fmt.Sprintf("#%s is not available in the lab: %s", name, noFilesHint)
+				}
+			} else if fileNamingNames[name] {
+				return c.line, fmt.Sprintf("#%s is not available in the lab: %s", name, noFilesHint)
+			} else if name == "pragma" {
+				// Not a directive where it stands, unless a compiler counts a
+				// block comment's newline as a line start: held to the same list.
+				if p, _ := ident(skipSpace(end)); !allowedPragmas[p] {
+					return c.line, fmt.Sprintf("#pragma %s is not available in the lab: only #pragma unroll (and the compiler's diagnostic pragmas) are; %s", p, noFilesHint)
+				}
+			}
+			lineStart = false
+			k = max(end, k+1)
+		case c.c == '\\' && (at(k+1) == 'u' || at(k+1) == 'U'):
+			return c.line, "a universal character name (\\u or \\U) outside a string is not available in the lab: write the name in plain letters"
+		case isIdent(c.c) && !('0' <= c.c && c.c <= '9'):
+			name, end := ident(k)
+			if fileOperators[name] {
+				return c.line, fmt.Sprintf("%s is not available in the lab: %s", name, noFilesHint)
+			}
+			lineStart = false
+			// A raw string's prefix is a whole token: R, LR, uR, UR, u8R.
+			if at(end) == '"' && (name == "R" || name == "LR" || name == "uR" || name == "UR" || name == "u8R") {
+				if skip, ok := rawStringEnd(s, end); ok {
+					k = skip
+					continue
+				}
+			}
+			k = end
+		case '0' <= c.c && c.c <= '9':
+			// A number, digit separators (1'000) and exponents (1e+5) too.
+			j := k + 1
+			for j < len(s) && (isIdent(s[j].c) || s[j].c == '.' || s[j].c == '\'' && isIdent(at(j+1)) ||
+				(s[j].c == '+' || s[j].c == '-') && strings.ContainsRune("eEpP", s[j-1].c)) {
+				j++
+			}
+			lineStart = false
+			k = j
+		case c.c == '"' || c.c == '\'':
+			// A literal ends at its closing quote or, unterminated, at the
+			// line's end, as the compiler reads it.
+			j := k + 1
+			for j < len(s) && s[j].c != c.c && s[j].c != '\n' {
+				if s[j].c == '\\' {
+					j++
+				}
+				j++
+			}
+			lineStart = false
+			k = min(j+1, len(s))
+			if j < len(s) && s[j].c == '\n' {
+				k = j
+			}
+		default:
+			lineStart = false
+			k++
+		}
+	}
+	return 0, ""
+}
+
+// rawStringEnd is the index past the raw string literal whose opening
+// quote is at q (R"delim( … )delim"), and whether it is one: a delimiter
+// of at most 16 characters without spaces, parentheses or backslashes. A
+// malformed one is not skipped: its text is read as code, which can only
+// refuse more.
+func rawStringEnd(s []srcChar, q int) (int, bool) {
+	j := q + 1
+	var delim []rune
+	for j < len(s) && s[j].c != '(' {
+		if c := s[j].c; c == ' ' || c == ')' || c == '\\' || c == '\n' || c == '\t' || len(delim) >= 16 {
+			return 0, false
+		}
+		delim = append(delim, s[j].c)
+		j++
+	}
+	if j >= len(s) {
+		return 0, false
+	}
+	close := append(append([]rune{')'}, delim...), '"')
+	for k := j + 1; k+len(close) <= len(s); k++ {
+		match := true
+		for n, c := range close {
+			if s[k+n].c != c {
+				match = false
+				break
+			}
+		}
+		if match {
+			return k + len(close), true
+		}
+	}
+	return 0, false
+}
+
+func firstBadByteLine(src string) int {
+	line := 1
+	for k := 0; k < len(src); {
+		r, size := utf8.DecodeRuneInString(src[k:])
+		if r == utf8.RuneError && size == 1 {
+			return line
+		}
+		if r == '\n' {
+			line++
+		}
+		k += size
+	}
+	return line
 }
