@@ -172,7 +172,11 @@ $('gpu-tiles').addEventListener('change', (ev) => {
 });
 
 let debounce = null;
-form.addEventListener('input', () => {
+form.addEventListener('input', (ev) => {
+  // The file field is in the form, but a file is no edit of the run the
+  // form names: checking the form then would put the previous run's
+  // status back over the file's.
+  if (ev.target.id === 'upload') return;
   clearTimeout(debounce);
   debounce = setTimeout(checkForm, 200);
 });
@@ -215,6 +219,11 @@ $('upload').addEventListener('change', async (ev) => {
   const file = ev.target.files[0];
   if (!file) return;
   stopRun();
+  // The views now show the file, not the form's run: a later check of the
+  // form must not take the file for the run it names, nor put that run's
+  // "Trace complete" back.
+  state.query = '';
+  state.finished = '';
   $('stepper').classList.remove('stale', 'empty');
   state.model = null;
   state.loaded = false;
@@ -226,6 +235,9 @@ $('upload').addEventListener('change', async (ev) => {
     setStatus(`Replaying ${file.name}: ${n} records.`);
     finishedLoading();
   } catch (e) {
+    // What the file held before it failed is no run to step: the error
+    // stays, over empty views, until the next run or file.
+    clearRun();
     setStatus(`Could not read ${file.name}: ${e.message}`, true);
   }
 });
