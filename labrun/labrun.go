@@ -94,12 +94,34 @@ func (b *BusyError) Error() string { return "busy: " + b.Why }
 // ErrOff: the kernel track is not on at this server.
 var ErrOff = errors.New("the kernel track is off at this server")
 
+// BrowserExercise is the refusal of a loop exercise sent to run on the
+// GPU: its code is JavaScript, graded in the student's page.
+func BrowserExercise(e *lab.Exercise) error {
+	return kernels.FieldErrors{{Field: "exercise", Message: fmt.Sprintf("exercise %s runs in the browser (its page grades your code there), not on the GPU: only the kernel track's exercises are submitted", e.ID)}}
+}
+
 // Status is where a submission stands.
 type Status struct {
 	State    string   `json:"state"`    // "queued", "running", "done", "cancelled"
 	Exercise string   `json:"exercise"` // the exercise's id
 	Ahead    int      `json:"ahead"`    // submissions before it, while queued
 	Verdict  *Verdict `json:"verdict,omitempty"`
+	// Room is the room whose page it came from ("" : none), Student the
+	// student who submitted it there: a room counts the verdict for that
+	// student alone. Student stays out of the JSON: anyone holding the
+	// ticket reads the status, and a student's identity is the room's.
+	Room    string `json:"room,omitempty"`
+	Student string `json:"-"`
+}
+
+// Owner is who a submission is for, when it comes from a room's page:
+// the room's code, and the student's identity in it, one the room issued
+// (empty when the request carried none). A room counts a kernel's verdict
+// for its owner only, so a ticket passed to another student counts for
+// nobody else.
+type Owner struct {
+	Room    string
+	Student string
 }
 
 // Verdict is a finished submission's result.
@@ -153,6 +175,7 @@ type Service struct {
 
 type ticket struct {
 	id, addr string
+	owner    Owner
 	e        *lab.Exercise
 	source   string
 	check    Check
@@ -178,16 +201,17 @@ func (s *Service) On() bool { return s.o.Command != nil }
 // Checks says whether a submission may ask for compute-sanitizer.
 func (s *Service) Checks() bool { return s.On() && s.o.Sanitizer != "" }
 
-// Submit queues source for exercise e from a student at addr, under
-// compute-sanitizer's check if one is asked for (and offered). It refuses at once,
-// with a BusyError, a second submission while the address has one waiting
-// or running, and any past the queue's bound.
-func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check) (string, error) {
+// Submit queues source for exercise e from a student at addr (in a
+// room: owner), under compute-sanitizer's check if one is asked for (and
+// offered). It refuses at once, with a BusyError, a second submission
+// while the address has one waiting or running, and any past the queue's
+// bound; a loop exercise, which runs in the browser, with a FieldErrors.
+func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check, owner Owner) (string, error) {
+	if e.Track != lab.TrackKernel {
+		return "", BrowserExercise(e)
+	}
 	if !s.On() {
 		return "", ErrOff
-	}
-	if e.Track != lab.TrackKernel {
-		return "", fmt.Errorf("exercise %s runs in the browser, not on the GPU", e.ID)
 	}
 	if check != NoCheck && s.o.Sanitizer == "" {
 		return "", kernels.FieldErrors{{Field: "check", Message: "compute-sanitizer is not installed on this GPU machine"}}
@@ -212,7 +236,7 @@ func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check) (str
 	var b [12]byte
 	rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, e: e, source: source, check: check, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
+	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, owner: owner, e: e, source: source, check: check, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
 	s.byID[t.id], s.byAddr[addr] = t, t
 	s.queue = append(s.queue, t)
 	s.startLocked()
@@ -229,7 +253,7 @@ func (s *Service) Status(id string) (Status, bool) {
 		return Status{}, false
 	}
 	t.seen = time.Now()
-	st := Status{State: t.state, Exercise: t.e.ID, Verdict: t.verdict}
+	st := Status{State: t.state, Exercise: t.e.ID, Verdict: t.verdict, Room: t.owner.Room, Student: t.owner.Student}
 	if t.state == "queued" {
 		for k, q := range s.queue {
 			if q == t {

@@ -93,7 +93,7 @@ func TestVerdicts(t *testing.T) {
 		{"CRASH", "error", func(v *Verdict) bool { return strings.Contains(v.Message, "without an answer") }},
 		{"SLEEP", "timeout", func(v *Verdict) bool { return v.Took < 5 }},
 	} {
-		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source, NoCheck)
+		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source, NoCheck, Owner{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestChecks(t *testing.T) {
 		{"// RACE PASS", Memcheck, "pass", ""}, // memcheck does not look for races
 		{"// OOBREAD PASS", Racecheck, "pass", ""},
 	} {
-		id, err := s.Submit(e, tc.source, fmt.Sprint("m", k), tc.check)
+		id, err := s.Submit(e, tc.source, fmt.Sprint("m", k), tc.check, Owner{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestChecks(t *testing.T) {
 	}
 	plain := fake(Options{})
 	defer plain.Close()
-	if _, err := plain.Submit(e, "// PASS", "m", Racecheck); err == nil || !strings.Contains(err.Error(), "compute-sanitizer") {
+	if _, err := plain.Submit(e, "// PASS", "m", Racecheck, Owner{}); err == nil || !strings.Contains(err.Error(), "compute-sanitizer") {
 		t.Errorf("racecheck where none is installed: %v", err)
 	}
 	for _, bad := range []string{"1", "synccheck", "MEMCHECK"} {
@@ -166,7 +166,7 @@ func TestQueueIsFair(t *testing.T) {
 	defer s.Close()
 	var ids []string
 	for _, addr := range []string{"a", "b", "c"} {
-		id, err := s.Submit(e, "// SLOW", addr, NoCheck)
+		id, err := s.Submit(e, "// SLOW", addr, NoCheck, Owner{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,10 +179,10 @@ func TestQueueIsFair(t *testing.T) {
 		}
 	}
 	var busy *BusyError
-	if _, err := s.Submit(e, "// SLOW", "a", NoCheck); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLOW", "a", NoCheck, Owner{}); !errors.As(err, &busy) {
 		t.Errorf("a second submission from one address: %v", err)
 	}
-	if _, err := s.Submit(e, "// SLOW", "d", NoCheck); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLOW", "d", NoCheck, Owner{}); !errors.As(err, &busy) {
 		t.Errorf("past the queue's bound: %v", err)
 	}
 	for _, id := range ids {
@@ -190,18 +190,33 @@ func TestQueueIsFair(t *testing.T) {
 			t.Errorf("%+v", st)
 		}
 	}
-	if _, err := s.Submit(e, "// PASS", "a", NoCheck); err != nil {
+	if _, err := s.Submit(e, "// PASS", "a", NoCheck, Owner{}); err != nil {
 		t.Errorf("after its verdict, an address may submit again: %v", err)
 	}
 	off := New(Options{})
-	if _, err := off.Submit(e, "// PASS", "a", NoCheck); !errors.Is(err, ErrOff) {
+	if _, err := off.Submit(e, "// PASS", "a", NoCheck, Owner{}); !errors.Is(err, ErrOff) {
 		t.Errorf("the track off: %v", err)
 	}
 	loop, _ := lab.ByID("online-step")
-	if _, err := s.Submit(loop, "// PASS", "z", NoCheck); err == nil {
-		t.Errorf("a loop exercise was taken for the GPU")
+	var fe kernels.FieldErrors
+	if _, err := s.Submit(loop, "// PASS", "z", NoCheck, Owner{}); !errors.As(err, &fe) || fe[0].Field != "exercise" || !strings.Contains(fe[0].Message, "runs in the browser") {
+		t.Errorf("a loop exercise for the GPU: %v, want a field error saying it runs in the browser", err)
 	}
-	if _, err := s.Submit(e, strings.Repeat("x", lab.MaxSourceBytes+1), "y", NoCheck); err == nil || !strings.Contains(err.Error(), "at most") {
+	if _, err := off.Submit(loop, "// PASS", "z", NoCheck, Owner{}); !errors.As(err, &fe) {
+		t.Errorf("a loop exercise, the track off: %v, want the same field error", err)
+	}
+	// A submission from a room's page is its student's: the status says
+	// so to the server, and never to whoever holds the ticket.
+	id, err := s.Submit(e, "// PASS", "owned", NoCheck, Owner{Room: "ABCDEFGH", Student: "the-student"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := wait(t, s, id, 20*time.Second)
+	b, _ := json.Marshal(st)
+	if st.Room != "ABCDEFGH" || st.Student != "the-student" || strings.Contains(string(b), "the-student") || !strings.Contains(string(b), `"room":"ABCDEFGH"`) {
+		t.Errorf("an owned submission's status: %+v, as JSON %s", st, b)
+	}
+	if _, err := s.Submit(e, strings.Repeat("x", lab.MaxSourceBytes+1), "y", NoCheck, Owner{}); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("an oversized source: %v", err)
 	}
 }
@@ -216,11 +231,11 @@ func TestAbandonedSubmissionIsKilled(t *testing.T) {
 	// once passed between two asks, and the live submission was cancelled.
 	s := fake(Options{Concurrent: 1, Limit: time.Minute, Abandoned: time.Second})
 	defer s.Close()
-	gone, err := s.Submit(e, "// SLEEP", "gone", NoCheck)
+	gone, err := s.Submit(e, "// SLEEP", "gone", NoCheck, Owner{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := s.Submit(e, "// PASS", "next", NoCheck)
+	next, err := s.Submit(e, "// PASS", "next", NoCheck, Owner{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,12 @@ type Limits struct {
 	// connected or sent a command. Students alone keep no room alive.
 	IdleExpiry        time.Duration
 	UnpresentedExpiry time.Duration
+	// PresenterIdle ends a room whose presenter stays connected but sends
+	// nothing (no step, run, poll) for this long: an open tab forgotten on
+	// a projector would otherwise hold a room, and its place among
+	// MaxRooms, for ever. The default is longer than a lesson; a teacher
+	// sets another with the server's -room-idle.
+	PresenterIdle time.Duration
 	// Open rooms created from one client address, on one server.
 	RoomsPerAddress int
 	MaxMessage      int // bytes of one message from a participant
@@ -35,7 +41,7 @@ type Limits struct {
 
 // DefaultLimits are the limits of a server that says nothing else.
 var DefaultLimits = Limits{
-	MaxRooms: 1000, MaxMembers: 1000, IdleExpiry: time.Hour, UnpresentedExpiry: 5 * time.Minute, RoomsPerAddress: 20,
+	MaxRooms: 1000, MaxMembers: 1000, IdleExpiry: time.Hour, UnpresentedExpiry: 5 * time.Minute, PresenterIdle: 3 * time.Hour, RoomsPerAddress: 20,
 	MaxMessage: 1024, MaxQuery: 512, MaxAnswer: 64, MaxSteps: 1 << 22,
 	JoinsPerMinute: 600, FailedJoinsPerMinute: 30,
 	PresenterRate: 60, StudentRate: 5,
@@ -63,6 +69,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.UnpresentedExpiry == 0 {
 		l.UnpresentedExpiry = d.UnpresentedExpiry
+	}
+	if l.PresenterIdle == 0 {
+		l.PresenterIdle = d.PresenterIdle
 	}
 	if l.PresenterRate == 0 {
 		l.PresenterRate = d.PresenterRate

@@ -64,7 +64,9 @@ type Member struct {
 	Presenter bool
 	// Student is the student's identity (ValidStudent), the same for each
 	// of its connections: a tab, a reconnect. A poll keeps one answer per
-	// identity. Empty for the presenter, who is no student.
+	// identity. Empty for the presenter, who is no student, and for a
+	// follower: a connection that brought no identity the room issued
+	// (students.go), which sees the room but is not counted.
 	Student string
 	Box     *Mailbox
 
@@ -97,6 +99,10 @@ func (m *Member) Send(u Up) error {
 		return nil
 	case CmdPoll:
 		return fieldErr("type", "a poll is opened by the presenter's server (OpenPoll), not sent")
+	case CmdAnswer, CmdLabResult:
+		if !m.Presenter && m.Student == "" {
+			return notCounted(m.Code) // at once: the room would refuse it too
+		}
 	case cmdPresence, cmdJoin:
 		return fieldErr("type", "unknown message type %q", u.Type)
 	}
@@ -138,8 +144,10 @@ func NewLocal(server string) *Local {
 
 // Add makes a member of room code, with hello (and, for a presenter,
 // tally) already in its mailbox, and returns it with the room's presence
-// on this server to report. A student whose identity is not well formed
-// (ValidStudent), or who has none, gets a fresh one; a presenter has none.
+// on this server to report. A participant whose identity is not well
+// formed (ValidStudent), or who has none, is a follower (Student empty):
+// never given a fresh identity, which would make each connection of a
+// client that keeps no cookie a student of its own. A presenter has none.
 func (l *Local) Add(code string, presenter bool, student string, limits Limits, deliver func(Command) error, hello ...*Event) (*Member, Command) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -150,7 +158,7 @@ func (l *Local) Add(code string, presenter bool, student string, limits Limits, 
 		perSecond = limits.PresenterRate
 		student = ""
 	} else if !ValidStudent(student) {
-		student = NewStudent()
+		student = ""
 	}
 	m := &Member{ID: l.Server + "-" + strconv.FormatUint(l.next, 10), Code: code, Presenter: presenter, Student: student,
 		Box: NewMailbox(&l.Coalesced), lim: NewMessageLimiter(perSecond), deliver: deliver, local: l, status: StatusFollow}
@@ -193,7 +201,8 @@ func (l *Local) presenceCommand(p Presence) Command {
 }
 
 // presenceLocked is this server's report of room code: its students by
-// identity, each once however many connections it has here.
+// identity, each once however many connections it has here. Followers
+// count as connections (the room's capacity) but as no student.
 func (l *Local) presenceLocked(code string) Presence {
 	l.seq++
 	p := Presence{Seq: l.seq}
@@ -204,6 +213,9 @@ func (l *Local) presenceLocked(code string) Presence {
 			continue
 		}
 		p.Connections++
+		if m.Student == "" {
+			continue
+		}
 		follows[m.Student] = follows[m.Student] || m.status != StatusBranch
 	}
 	for id, f := range follows {

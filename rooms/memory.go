@@ -154,7 +154,7 @@ func (m *Memory) apply(code string, c Command) error {
 
 // expire ends rooms whose time is up, checking a few times per limit.
 func (m *Memory) expire() {
-	tick := time.NewTicker(max(min(m.limits.IdleExpiry/4, m.limits.UnpresentedExpiry/4, 30*time.Second), time.Millisecond))
+	tick := time.NewTicker(max(min(m.limits.IdleExpiry/4, m.limits.UnpresentedExpiry/4, m.limits.PresenterIdle/4, 30*time.Second), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {

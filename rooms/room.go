@@ -306,11 +306,16 @@ type Room struct {
 	lab        map[string]bool
 	kernelsOff bool
 	// Its lifetime (Limits): when it opened, whether a presenter ever
-	// joined it, and the last moment a presenter was connected or sent a
-	// command.
-	created     time.Time
-	presented   bool
-	presenterAt time.Time
+	// joined it, the last moment a presenter was connected or sent a
+	// command, and the last moment one joined or sent a command (a
+	// presenter connected but silent past Limits.PresenterIdle ends it).
+	created          time.Time
+	presented        bool
+	presenterAt      time.Time
+	presenterSpokeAt time.Time
+	// studentKey signs the student identities the room issues
+	// (State.IssueStudent): only those count.
+	studentKey []byte
 	// Creator is the client address that created the room, for the bound
 	// on open rooms per address; its service sets it.
 	Creator string
@@ -327,7 +332,7 @@ type answer struct {
 func NewRoom(code, token string, run Run, limits Limits, now time.Time) *Room {
 	return &Room{Code: code, token: hashToken(token), limits: limits.WithDefaults(), page: run.Page, query: run.Query, step: run.Step,
 		answers: map[string]answer{}, lab: map[string]bool{}, servers: map[string]Presence{}, heard: map[string]time.Time{}, present: map[string]bool{},
-		created: now, presenterAt: now, lesson: run.Lesson, widget: run.Widget}
+		created: now, presenterAt: now, presenterSpokeAt: now, lesson: run.Lesson, widget: run.Widget, studentKey: newStudentKey()}
 }
 
 // ValidateRun checks a run's page and query against the limits.
@@ -354,11 +359,16 @@ func (r *Room) Authorize(token string) bool { return r.token.matches(token) }
 // ExpiredEvent is the closed event of a room whose time is up at now, or
 // nil while it lives: a room nobody presented lives Limits.UnpresentedExpiry
 // from its creation (a room opened and never presented is a probe, or a
-// click by mistake); a presented one lives while a presenter is connected,
-// and Limits.IdleExpiry after the last moment one was connected or sent a
+// click by mistake); a presented one lives while a presenter is connected
+// and joined or sent a command within Limits.PresenterIdle (a tab left
+// open on a projector would hold the room for ever), and
+// Limits.IdleExpiry after the last moment one was connected or sent a
 // command (a laptop asleep through a break). Students keep no room alive.
 func (r *Room) ExpiredEvent(now time.Time) *Event {
 	if r.presenters() > 0 {
+		if now.Sub(r.presenterSpokeAt) > r.limits.PresenterIdle {
+			return ClosedEvent(WhyExpired, "This room ended after "+Human(r.limits.PresenterIdle)+" of the presenter's inactivity: the presenter's page stayed open but sent nothing. Ask the presenter for a new code.")
+		}
 		return nil
 	}
 	if !r.presented {
@@ -423,7 +433,8 @@ func (r *Room) Hello(member string, presenter bool) *Event {
 
 // State is the room's run and step now.
 func (r *Room) State() State {
-	return State{Run: Run{Page: r.page, Query: r.query, Step: r.step, Lesson: r.lesson, Widget: r.widget}, Total: r.total, KernelsOff: r.kernelsOff}
+	return State{Run: Run{Page: r.page, Query: r.query, Step: r.step, Lesson: r.lesson, Widget: r.widget}, Total: r.total, KernelsOff: r.kernelsOff,
+		StudentKey: r.studentKey}
 }
 
 // HelloTally is the presenter's first tally.
@@ -439,7 +450,7 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		if !c.Presenter {
 			return nil, fieldErr("type", "only the presenter may send %q", c.Type)
 		}
-		r.presenterAt = now
+		r.presenterAt, r.presenterSpokeAt = now, now
 	}
 	switch c.Type {
 	case CmdStep:
@@ -509,7 +520,7 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 			return nil, fieldErr("answer", "must be at most %d characters, got %d", r.limits.MaxAnswer, len([]rune(c.Answer)))
 		}
 		if !ValidStudent(c.Student) {
-			return nil, fieldErr("student", "is missing: a poll keeps one answer per student")
+			return nil, notCounted(r.Code) // a follower: its server sends no identity
 		}
 		if _, ok := r.answers[c.Student]; !ok && len(r.answers) >= r.maxAnswers() {
 			r.dropAbsentAnswers()
@@ -530,7 +541,7 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 			return nil, fieldErr("answer", "must be %q or %q, got %q", "pass", "fail", truncate(c.Answer, 20))
 		}
 		if !ValidStudent(c.Student) {
-			return nil, fieldErr("student", "is missing: the tally keeps one verdict per student")
+			return nil, notCounted(r.Code)
 		}
 		if _, ok := r.lab[c.Student]; !ok && len(r.lab) >= r.maxAnswers() {
 			for id := range r.lab {
@@ -575,7 +586,7 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		return []*Event{r.tallyEvent()}, nil
 	case cmdJoin:
 		if c.Presenter {
-			r.presented, r.presenterAt = true, now
+			r.presented, r.presenterAt, r.presenterSpokeAt = true, now, now
 		}
 		return nil, nil
 	}

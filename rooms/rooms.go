@@ -32,11 +32,14 @@ type Service interface {
 	Create(ctx context.Context, run Run, from string) (Created, error)
 	// Join attaches a participant to the room with this code: a student
 	// with an empty token, the presenter with the room's control token.
-	// student is the student's identity (ValidStudent; anything else is
-	// replaced by a fresh one, as for a client that keeps none): a poll
+	// student is the student's identity (ValidStudent), one the room
+	// issued (State.IssuedStudent says so; the caller checks): a poll
 	// counts one answer per identity, and the presenter's tally one
-	// student per identity however many connections it has. It is ignored
-	// for the presenter, who is no student. Join returns ErrNoRoom for an
+	// student per identity however many connections it has. Anything
+	// else, "" included, joins a follower: it sees the room and counts
+	// against its capacity, but is no student, and its answers and lab
+	// results are refused. It is ignored for the presenter, who is no
+	// student. Join returns ErrNoRoom for an
 	// unknown or expired code and ErrBadToken for a token that is not the
 	// room's. The member's mailbox first holds a hello event with the
 	// room's current state.
@@ -70,6 +73,11 @@ type State struct {
 	// KernelsOff: the presenter turned the lab's kernel track off for the
 	// room (on a server where it is on).
 	KernelsOff bool `json:"kernels_off,omitempty"`
+	// StudentKey is the room's key for the student identities it issues
+	// (IssueStudent, IssuedStudent). It crosses the broker between the
+	// room's servers (natsrooms), as control tokens do, and is never sent
+	// to a client.
+	StudentKey []byte `json:"student_key,omitempty"`
 }
 
 // The pages a room can show. A lab room's query is the exercise's id; its

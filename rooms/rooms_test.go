@@ -122,8 +122,8 @@ func TestRoomFollowsPollsAndTallies(t *testing.T) {
 	svc, c := newRoom(t, Limits{})
 	ctx := context.Background()
 	p, _ := svc.Join(ctx, c.Code, c.Token, "")
-	a, _ := svc.Join(ctx, c.Code, "", "")
-	b, _ := svc.Join(ctx, c.Code, "", "")
+	a, _ := svc.Join(ctx, c.Code, "", NewStudent())
+	b, _ := svc.Join(ctx, c.Code, "", NewStudent())
 	hello := find(take(t, a), EventHello)
 	if hello == nil || hello.Role != "student" || hello.Query != "variant=flash2&n=8" || hello.Member != a.ID {
 		t.Fatalf("a student's hello: %+v", hello)
@@ -138,7 +138,7 @@ func TestRoomFollowsPollsAndTallies(t *testing.T) {
 		t.Fatalf("the student did not land on step 5: %+v", e)
 	}
 	// A late joiner lands on the current step.
-	late, _ := svc.Join(ctx, c.Code, "", "")
+	late, _ := svc.Join(ctx, c.Code, "", NewStudent())
 	if e := find(take(t, late), EventHello); e.Step != 5 {
 		t.Fatalf("the late joiner's hello is at step %d, want 5", e.Step)
 	}
@@ -384,7 +384,7 @@ func TestCheckpointPollsGradeAsTheCourse(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, a := range tc.answers {
-				s, _ := svc.Join(ctx, c.Code, "", "")
+				s, _ := svc.Join(ctx, c.Code, "", NewStudent())
 				take(t, s)
 				if err := s.Send(Up{Type: CmdAnswer, Answer: a}); err != nil {
 					t.Fatal(err)
@@ -502,7 +502,8 @@ func tallyUntil(t *testing.T, p *Member, what string, ok func(*Tally) bool) *Tal
 // identity, not its connection. A student who reconnects and answers again
 // replaces its answer; one who leaves stops counting and counts again when
 // back; two tabs are one student; and connect, answer, disconnect cycles
-// (a stuffing script without an identity) leave nothing in the tally.
+// (a stuffing script without an identity) are followers: their answers are
+// refused and they leave nothing in the tally.
 func TestOneAnswerPerStudentPresent(t *testing.T) {
 	t.Parallel()
 	svc, c := newRoom(t, Limits{StudentRate: 1000})
@@ -523,8 +524,9 @@ func TestOneAnswerPerStudentPresent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Send(Up{Type: CmdAnswer, Answer: "9"}); err != nil {
-			t.Fatal(err)
+		var fe *FieldError
+		if err := s.Send(Up{Type: CmdAnswer, Answer: "9"}); !errors.As(err, &fe) || fe.Field != "student" || !strings.Contains(fe.Message, "/r/"+c.Code) {
+			t.Fatalf("a follower's answer: %v, want a refusal naming the room's page", err)
 		}
 		s.Leave()
 	}
@@ -569,13 +571,14 @@ func TestOneAnswerPerStudentPresent(t *testing.T) {
 	if rev.Answered != 1 || rev.Correct != 1 || n != 1 {
 		t.Fatalf("revealed: %d answered, %d right, %d in the histogram; want x's one answer", rev.Answered, rev.Correct, n)
 	}
-	// An identity that is not well formed is replaced, never used.
+	// An identity that is not well formed is never used, nor replaced by
+	// a fresh one: the connection follows as no student.
 	for _, bad := range []string{"x", strings.Repeat("A", 21), strings.Repeat("!", 22), x + "A", x[:21] + "B"} {
 		m, err := svc.Join(ctx, c.Code, "", bad)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Student == bad || !ValidStudent(m.Student) {
+		if m.Student != "" {
 			t.Errorf("identity %q kept as %q", bad, m.Student)
 		}
 		m.Leave()
@@ -591,10 +594,10 @@ func TestAnswersAreBounded(t *testing.T) {
 	ctx := context.Background()
 	p, _ := svc.Join(ctx, c.Code, c.Token, "")
 	p.OpenPoll(&Poll{Question: "m?", Number: 1, Tolerance: grading.Absolute(0.1), Lo: -9, Hi: 9})
-	stay, _ := svc.Join(ctx, c.Code, "", "")
+	stay, _ := svc.Join(ctx, c.Code, "", NewStudent())
 	stay.Send(Up{Type: CmdAnswer, Answer: "1"})
 	for range 50 {
-		s, err := svc.Join(ctx, c.Code, "", "")
+		s, err := svc.Join(ctx, c.Code, "", NewStudent())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -634,8 +637,8 @@ func TestStudentIdentities(t *testing.T) {
 
 // TestRoomLifetimes: a room nobody presents ends five minutes after it
 // opened, whoever joins it; a presented one lives while its presenter is
-// connected and an hour after the presenter was last there; students keep
-// no room alive.
+// connected (TestPresenterIdleEndsARoom: and not silent for hours) and an
+// hour after the presenter was last there; students keep no room alive.
 func TestRoomLifetimes(t *testing.T) {
 	t.Parallel()
 	clk := roomstest.NewClock()
@@ -668,8 +671,9 @@ func TestRoomLifetimes(t *testing.T) {
 	if e := find(take(t, watcher), EventClosed); e == nil || e.Why != WhyExpired || !strings.Contains(e.Reason, "5 minutes") {
 		t.Fatalf("the probe's student was told %+v", e)
 	}
-	// The presenter stays connected for three hours without a word: alive.
-	clk.Advance(3 * time.Hour)
+	// The presenter stays connected for two and a half hours without a
+	// word: alive.
+	clk.Advance(150 * time.Minute)
 	svc.ExpireNow()
 	if !alive(class.Code) {
 		t.Fatal("a room ended while its presenter was connected")
@@ -701,7 +705,7 @@ func TestRoomLifetimes(t *testing.T) {
 func TestRoomsPerAddress(t *testing.T) {
 	t.Parallel()
 	if d := DefaultLimits; d.MaxRooms != 1000 || d.RoomsPerAddress != 20 || d.UnpresentedExpiry != 5*time.Minute ||
-		d.FailedJoinsPerMinute != 30 || d.IdleExpiry != time.Hour {
+		d.FailedJoinsPerMinute != 30 || d.IdleExpiry != time.Hour || d.PresenterIdle != 3*time.Hour {
 		t.Fatalf("defaults: %+v", d)
 	}
 	clk := roomstest.NewClock()
@@ -847,4 +851,141 @@ func TestLabRoom(t *testing.T) {
 func sortedOf(ids ...string) []string {
 	sort.Strings(ids)
 	return ids
+}
+
+// TestPresenterIdleEndsARoom: a room whose presenter stays connected but
+// sends nothing for Limits.PresenterIdle (3 hours unless the server says
+// otherwise) ends, and everyone in it is told after how long of whose
+// inactivity; a step, or the presenter's reconnect, starts the count
+// again; students' messages do not.
+func TestPresenterIdleEndsARoom(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		idle time.Duration
+		says string
+	}{{0, "3 hours"}, {45 * time.Minute, "45 minutes"}} {
+		clk := roomstest.NewClock()
+		svc := NewMemoryWithClock(Limits{PresenterIdle: tc.idle, StudentRate: 1000}, clk.Now)
+		t.Cleanup(func() { svc.Close("test over") })
+		idle := svc.limits.PresenterIdle
+		c, _ := svc.Create(ctx, Run{Page: PageStepper, Query: "n=8"}, "")
+		alive := func() bool {
+			_, err := svc.Peek(ctx, c.Code, "")
+			return err == nil
+		}
+		pres, _ := svc.Join(ctx, c.Code, c.Token, "")
+		stud, _ := svc.Join(ctx, c.Code, "", NewStudent())
+		take(t, stud)
+		clk.Advance(idle - time.Minute)
+		stud.Send(Up{Type: CmdStatus, Status: StatusBranch})
+		svc.ExpireNow()
+		if !alive() {
+			t.Fatalf("idle %v: the room ended a minute before its presenter had been silent that long", idle)
+		}
+		if err := pres.Send(Up{Type: CmdStep, Step: 2, Total: 3}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(idle - time.Minute)
+		svc.ExpireNow()
+		if !alive() {
+			t.Fatalf("idle %v: the room ended though its presenter stepped within the limit", idle)
+		}
+		again, _ := svc.Join(ctx, c.Code, c.Token, "") // the presenter's page reloads
+		pres.Leave()
+		clk.Advance(idle - time.Minute)
+		svc.ExpireNow()
+		if !alive() {
+			t.Fatalf("idle %v: the room ended though its presenter came back within the limit", idle)
+		}
+		take(t, stud)
+		clk.Advance(2 * time.Minute)
+		svc.ExpireNow()
+		if alive() {
+			t.Fatalf("idle %v: the room outlived its connected presenter's silence", idle)
+		}
+		for who, m := range map[string]*Member{"student": stud, "presenter": again} {
+			e := find(take(t, m), EventClosed)
+			if e == nil || e.Why != WhyExpired || !strings.Contains(e.Reason, "ended after "+tc.says+" of the presenter's inactivity") {
+				t.Fatalf("idle %v: the %s was told %+v", idle, who, e)
+			}
+		}
+	}
+}
+
+// TestIssuedStudents: a room issues identities with its own MAC; only a
+// pass it issued, whole, names a student: not a made-up one, not one cut
+// short or altered, not another room's, not a bare identity.
+func TestIssuedStudents(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	room := NewRoom("ABCDEFGH", "tok", Run{Page: PageStepper, Query: "n=8"}, Limits{}, now).State()
+	other := NewRoom("ABCDEFGJ", "tok", Run{Page: PageStepper, Query: "n=8"}, Limits{}, now).State()
+	id, pass := room.IssueStudent()
+	if !ValidStudent(id) || room.IssuedStudent(pass) != id {
+		t.Fatalf("issued %q with pass %q: reads back as %q", id, pass, room.IssuedStudent(pass))
+	}
+	if id2, _ := room.IssueStudent(); id2 == id {
+		t.Fatal("two identities issued alike")
+	}
+	mac := pass[len(id)+1:]
+	flip := []byte(pass)
+	flip[len(flip)-1] ^= 1
+	for what, bad := range map[string]string{
+		"empty": "", "a bare identity": id, "cut short": pass[:len(pass)-1], "altered": string(flip),
+		"a made-up identity with the MAC": NewStudent() + "." + mac, "another room's pass": func() string { _, p := other.IssueStudent(); return p }(),
+		"no MAC": id + ".", "two dots": pass + ".x",
+	} {
+		if got := room.IssuedStudent(bad); got != "" {
+			t.Errorf("%s (%q) read as student %q", what, bad, got)
+		}
+	}
+	if got := other.IssuedStudent(pass); got != "" {
+		t.Errorf("another room took this room's pass as %q", got)
+	}
+	if _, p := (State{}).IssueStudent(); p != "" || (State{}).IssuedStudent(pass) != "" {
+		t.Error("a state without a key issued or took a pass")
+	}
+}
+
+// TestFollowersCountAsNoStudent: thirty connections without an identity
+// beside one student with two tabs: the tally counts one student (and all
+// 32 connections against the room's capacity), and the followers'
+// answers and lab results are refused, naming the room's page.
+func TestFollowersCountAsNoStudent(t *testing.T) {
+	t.Parallel()
+	svc, c := newRoom(t, Limits{})
+	ctx := context.Background()
+	p, _ := svc.Join(ctx, c.Code, c.Token, "")
+	p.OpenPoll(&Poll{Question: "m?", Number: 1, Tolerance: grading.Absolute(0.1), Lo: -9, Hi: 9})
+	x := NewStudent()
+	for range 2 {
+		m, _ := svc.Join(ctx, c.Code, "", x)
+		if err := m.Send(Up{Type: CmdAnswer, Answer: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 30 {
+		m, err := svc.Join(ctx, c.Code, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []Up{{Type: CmdAnswer, Answer: "5"}, {Type: CmdLabResult, Answer: "pass"}} {
+			var fe *FieldError
+			if err := m.Send(u); !errors.As(err, &fe) || fe.Field != "student" || !strings.Contains(fe.Message, "/r/"+c.Code) || !strings.Contains(fe.Message, "cookie") {
+				t.Fatalf("a follower's %s: %v", u.Type, err)
+			}
+		}
+	}
+	tl := tallyUntil(t, p, "32 connections", func(tl *Tally) bool { return tl.Connections == 32 })
+	if tl.Students != 1 || tl.Answered != 1 || tl.Following != 1 {
+		t.Fatalf("one student on two tabs beside 30 followers: %+v", tl)
+	}
+	// The room refuses them too, whatever server sends them.
+	svc.mu.Lock()
+	_, err := svc.rooms[c.Code].Apply(Command{Type: CmdAnswer, Answer: "5"}, time.Now())
+	svc.mu.Unlock()
+	if err == nil {
+		t.Fatal("the room took an answer without a student")
+	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -125,39 +126,78 @@ func (s *Server) labRecorded(w http.ResponseWriter, r *http.Request) error {
 
 // labSubmit queues a kernel-track submission: the source in the body
 // (text, at most lab.MaxSourceBytes), check=memcheck or check=racecheck
-// to run it under compute-sanitizer where the server offers it, and
-// room=CODE from a room's page, which is refused while the room's
-// presenter has the kernel track off. (The switch is the presenter's
-// for the room's pages; the server's own flag is what guards the GPU.) It answers 202 with the submission's
-// id, which labStatus reports on; a second submission while one is live,
-// or a full queue, is answered busy.
+// to run it under compute-sanitizer where the server offers it. It
+// answers 202 with the submission's id, which labStatus reports on; a
+// second submission while one is live, or a full queue, is answered busy.
+// A room's page submits through labSubmitInRoom, whose request carries
+// the student's cookie; room=CODE here still names the room (refused
+// while its presenter has the kernel track off), but such a submission is
+// nobody's in the room and its verdict is counted for no student.
 func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
+	return s.submitKernel(w, r, r.URL.Query().Get("room"), false)
+}
+
+// labSubmitInRoom is POST /r/{code}/lab/{id}/submissions, from a lab
+// room's page: as labSubmit, the submission recorded as the room's and
+// its student's (the identity the room issued, in the fs_student cookie
+// scoped to the room's path), whose lab_result alone may count it.
+func (s *Server) labSubmitInRoom(w http.ResponseWriter, r *http.Request) error {
+	return s.submitKernel(w, r, chi.URLParam(r, "code"), true)
+}
+
+// submitKernel is both submission routes. The source is read and checked
+// for anything naming a file first, so every server answers such a source
+// alike, kernel track on or off; then the request must come from this
+// site's pages (another site's page could otherwise spend its visitors'
+// GPU turns); then the exercise, the check, the room; the service says
+// whether the track is on.
+func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room string, inRoom bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lab.MaxSourceBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("source: the source must be at most %d bytes (%d KiB)", lab.MaxSourceBytes, lab.MaxSourceBytes>>10)}
+		}
+		return &httpError{http.StatusBadRequest, "source: the body could not be read: " + err.Error()}
+	}
+	if err := lab.CheckSource(string(body)); err != nil {
+		return err
+	}
+	if !fromThisSite(r) {
+		return &httpError{http.StatusForbidden, "kernels are submitted from this site's own pages"}
+	}
 	e, ok := lab.ByID(chi.URLParam(r, "id"))
 	if !ok {
 		return errNotFound
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lab.MaxSourceBytes+1))
-	if err != nil {
-		return kernels.FieldErrors{{Field: "source", Message: fmt.Sprintf("the source must be at most %d bytes", lab.MaxSourceBytes)}}
+	if e.Track != lab.TrackKernel {
+		return labrun.BrowserExercise(e)
 	}
 	check, err := labrun.ParseCheck(r.URL.Query().Get("check"))
 	if err != nil {
 		return err
 	}
-	if code := r.URL.Query().Get("room"); code != "" {
-		c := rooms.NormalizeCode(code)
-		if c == "" {
-			return kernels.FieldErrors{{Field: "room", Message: fmt.Sprintf("room must be a room's code, like K7QM-4TXZ (got %q)", truncate(code, 24))}}
+	var owner labrun.Owner
+	if inRoom || room != "" {
+		// The code counts as every room route's does (peekRoom): a wrong
+		// one against the address's wrong codes, a malformed one too.
+		code := rooms.NormalizeCode(room)
+		st, err := s.peekRoom(w, r, code, "")
+		if code == "" && !inRoom && errors.Is(err, rooms.ErrNoRoom) {
+			return kernels.FieldErrors{{Field: "room", Message: fmt.Sprintf("room must be a room's code, like K7QM-4TXZ (got %q)", truncate(room, 24))}}
 		}
-		st, err := s.rooms.Peek(r.Context(), c, "")
 		if err != nil {
 			return roomErr(err)
 		}
 		if st.KernelsOff {
-			return &httpError{http.StatusForbidden, "the presenter turned the kernel track off for room " + rooms.FormatCode(c)}
+			return &httpError{http.StatusForbidden, "the presenter turned the kernel track off for room " + rooms.FormatCode(code)}
+		}
+		owner.Room = code
+		if inRoom {
+			owner.Student = studentIn(r, st)
 		}
 	}
-	id, err := s.lab.Submit(e, string(body), clientAddr(r), check)
+	id, err := s.lab.Submit(e, string(body), clientAddr(r), check, owner)
 	if err != nil {
 		return err
 	}
@@ -187,11 +227,17 @@ func labChoices() []templates.LabChoice {
 }
 
 // labVerdictOf is the verdict a student's lab_result reports, as the room
-// counts it. A loop exercise is graded in the student's browser, so its
+// counts it. Only a student the room issued reports one (a follower is
+// refused). A loop exercise is graded in the student's browser, so its
 // page's word is taken (a student who forges it forges only their own
 // line of the tally). A kernel exercise's verdict is this server's: the
-// message names the submission's ticket, and its verdict is read here.
+// message names the submission's ticket, which must be the sender's own,
+// submitted from this room's page (labSubmitInRoom), and its verdict is
+// read here: a ticket passed round the class counts for its owner alone.
 func (s *Server) labVerdictOf(m *rooms.Member, u rooms.Up) (string, error) {
+	if m.Student == "" {
+		return "", rooms.NotCounted(m.Code)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := s.rooms.Peek(ctx, m.Code, "")
@@ -209,6 +255,8 @@ func (s *Server) labVerdictOf(m *rooms.Member, u rooms.Up) (string, error) {
 	switch {
 	case !ok:
 		return "", &rooms.FieldError{Field: "ticket", Message: "a kernel's verdict is counted from its submission on this server: no submission has this ticket"}
+	case sub.Room != m.Code || sub.Student != m.Student:
+		return "", &rooms.FieldError{Field: "ticket", Message: "this submission is not yours: a kernel's verdict counts for the student who submitted it from this room's page"}
 	case sub.Exercise != e.ID:
 		return "", &rooms.FieldError{Field: "ticket", Message: fmt.Sprintf("this submission was for exercise %s, not %s", sub.Exercise, e.ID)}
 	case sub.State != "done" || sub.Verdict == nil:

@@ -121,9 +121,23 @@ func TestLabRoom(t *testing.T) {
 		t.Helper()
 		return post("/api/lab/online-kernel/submissions"+query, "text/plain", source)
 	}
-	verdictOf := func(source string) string {
+	// A student's kernel goes from the room's page, with its cookie.
+	submitAs := func(s *participant, source string) (int, string) {
 		t.Helper()
-		code, body := submit(source, "?room="+c.Code)
+		req, _ := http.NewRequest("POST", ts.URL+"/r/"+c.Code+"/lab/online-kernel/submissions", strings.NewReader(source))
+		req.Header.Set("Content-Type", "text/plain")
+		req.AddCookie(&http.Cookie{Name: studentCookie, Value: s.pass})
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	verdictOf := func(s *participant, source string) string {
+		t.Helper()
+		code, body := submitAs(s, source)
 		var sub struct{ ID string }
 		json.Unmarshal([]byte(body), &sub)
 		if code != http.StatusAccepted {
@@ -142,10 +156,10 @@ func TestLabRoom(t *testing.T) {
 	// a's kernel passes, and a's page says "fail"; b's fails, and says so;
 	// then c's fails, and its page says "pass": the server counts what it
 	// knows.
-	a.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail", Ticket: verdictOf("// PASS")})
-	b.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail", Ticket: verdictOf("// LSE")})
+	a.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail", Ticket: verdictOf(a, "// PASS")})
+	b.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "fail", Ticket: verdictOf(b, "// LSE")})
 	labTally("two kernels, one passing", class, 2, 1)
-	students[2].send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass", Ticket: verdictOf("// NEGINF")})
+	students[2].send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass", Ticket: verdictOf(students[2], "// NEGINF")})
 	labTally("a failing kernel that claims a pass", class, 3, 1)
 
 	// Kernels off for the room: every page hears it; the room's
@@ -160,8 +174,11 @@ func TestLabRoom(t *testing.T) {
 			t.Errorf("kernels event: %v", e)
 		}
 	}
-	if code, body := submit("// PASS", "?room="+c.Code); code != http.StatusForbidden || !strings.Contains(body, "turned the kernel track off") {
+	if code, body := submitAs(a, "// PASS"); code != http.StatusForbidden || !strings.Contains(body, "turned the kernel track off") {
 		t.Errorf("a submission from the room with its track off: %d %s", code, body)
+	}
+	if code, body := submit("// PASS", "?room="+c.Code); code != http.StatusForbidden || !strings.Contains(body, "turned the kernel track off") {
+		t.Errorf("a submission naming the room with its track off: %d %s", code, body)
 	}
 	if code, body := submit("// PASS", "?room=nope!"); code != http.StatusBadRequest || !strings.Contains(body, "room") {
 		t.Errorf("a submission naming a bad room: %d %s", code, body)

@@ -29,12 +29,21 @@ import (
 // reach, and a student's browser never has it.
 //
 // A student's identity travels the same way, in the cookie fs_student
-// (HttpOnly, SameSite=Lax, scoped to the room's path): 128 random bits that
-// the room's page, its websocket and its events stream each set when the
-// browser has none, so every tab and every reconnect of one browser is one
-// student, whose poll answer a new one replaces. A client that keeps no
-// cookies (a program) is a new student on each connection, and counts only
-// while connected: a poll counts the answers of the students present.
+// (HttpOnly, SameSite=Lax, scoped to the room's path): 128 random bits and
+// the room's MAC of them (rooms/students.go), which the room's page alone
+// issues, to a browser that brings none back, counting it against the
+// address's joins a minute. Every tab and every reconnect of one browser
+// is one student, whose poll answer a new one replaces; a poll counts the
+// answers of the students present. A websocket or events connection that
+// brings no identity the room issued (a program that keeps no cookie, a
+// script opening sockets by the dozen) follows the room as no student: it
+// is not counted, and its answers and lab results are refused with a
+// notice that names the room's page. Each of those connections still
+// counts against the joins a minute and the room's capacity.
+//
+// Every route that takes a code looks it up through peekRoom, so a wrong
+// code counts against the address's wrong codes whichever route it comes
+// by, and no route tells a guesser more than the join form does.
 //
 //	POST /rooms               the stepper's Present button: create, set the cookie, 303 to /r/{code}
 //	POST /api/rooms           the same for programs: JSON {code, join_url, token}
@@ -44,6 +53,7 @@ import (
 //	GET  /r/{code}/events     the same downstream as server-sent events, where websockets are blocked
 //	POST /r/{code}/send       the upstream of an events connection
 //	GET  /r/{code}/qr.svg     the join URL as a QR code
+//	POST /r/{code}/lab/{id}/submissions a kernel from a lab room's page, its student's (lab.go)
 //	GET  /api/trace/bytes?run what a student downloads to follow a run, compressed and not
 const (
 	presenterCookie = "fs_presenter"
@@ -151,8 +161,11 @@ func clientAddr(r *http.Request) string {
 // codes a minute only (the guesses an attacker gets), whichever URL it
 // comes by (the join form, a room's page, its websocket or events); a
 // connection to a room that exists counts against the joins a minute only
-// (a class behind one NAT joins at once; its pages and the join form do
-// not count, or each student would count three times). While an address
+// (a class behind one NAT joins at once), and so does a room's page that
+// issues a student's identity; a page that finds the cookie, and the join
+// form, do not count, or each student would count at every reload. A
+// student's first visit so costs two joins (the page, the socket): the
+// default joins a minute hold a class of 300 behind one address. While an address
 // has spent its wrong codes, every code from it is refused, the right ones
 // too: were a right code let in, the refusals would tell a guesser which
 // of its guesses is right. The refusal says for how long, in Retry-After
@@ -201,20 +214,41 @@ func retrySeconds(w http.ResponseWriter, wait time.Duration) int {
 	return secs
 }
 
-// studentOf is the request's student identity, and whether it is fresh: a
-// request whose fs_student cookie is missing or not a well-formed identity
-// (rooms.ValidStudent) gets a new one, which the answer must set.
-func studentOf(r *http.Request) (string, bool) {
-	if c, err := r.Cookie(studentCookie); err == nil && rooms.ValidStudent(c.Value) {
-		return c.Value, false
+// peekRoom looks up the room a request names, as every route that takes
+// a code does: the lookup holds one of the address's wrong codes until
+// the room turns out to exist (guess), so a wrong code counts whichever
+// route brings it, and while they are spent every code is refused.
+func (s *Server) peekRoom(w http.ResponseWriter, r *http.Request, code, token string) (rooms.State, error) {
+	settle, err := s.guess(w, r)
+	if err != nil {
+		return rooms.State{}, err
 	}
-	return rooms.NewStudent(), true
+	var st rooms.State
+	err = rooms.ErrNoRoom
+	if code != "" {
+		st, err = s.rooms.Peek(r.Context(), code, token)
+	}
+	settle(!errors.Is(err, rooms.ErrNoRoom))
+	return st, err
 }
 
-// studentCookieFor is the cookie that keeps a student's identity in room
-// code: for about the room's lifetime, sent back only to the room's URLs.
-func (s *Server) studentCookieFor(code, id string) *http.Cookie {
-	return &http.Cookie{Name: studentCookie, Value: id, Path: "/r/" + code, HttpOnly: true,
+// studentIn is the student a request's fs_student cookie names in the room
+// whose state is st: an identity the room issued, or "" for none (no
+// cookie, a forged or another room's one): a follower.
+func studentIn(r *http.Request, st rooms.State) string {
+	for _, c := range r.CookiesNamed(studentCookie) {
+		if id := st.IssuedStudent(c.Value); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+// studentCookieFor is the cookie that keeps a student's pass (the identity
+// and the room's MAC of it) in room code: for about the room's lifetime,
+// sent back only to the room's URLs.
+func (s *Server) studentCookieFor(code, pass string) *http.Cookie {
+	return &http.Cookie{Name: studentCookie, Value: pass, Path: "/r/" + code, HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, MaxAge: int(s.roomLimits.IdleExpiry.Seconds()) + 3600}
 }
 
@@ -436,25 +470,25 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/r/"+code, http.StatusMovedPermanently)
 		return nil
 	}
-	settle, err := s.guess(w, r)
-	if err != nil {
-		return err
+	st, err := s.peekRoom(w, r, code, presenterToken(r))
+	if errors.Is(err, rooms.ErrBadToken) {
+		// A stale cookie (an old room's): a student's view.
+		st, err = s.rooms.Peek(r.Context(), code, "")
 	}
-	var st rooms.State
-	err = rooms.ErrNoRoom
-	if code != "" {
-		st, err = s.rooms.Peek(r.Context(), code, presenterToken(r))
-		if errors.Is(err, rooms.ErrBadToken) {
-			// A stale cookie (an old room's): a student's view.
-			st, err = s.rooms.Peek(r.Context(), code, "")
-		}
-	}
-	settle(!errors.Is(err, rooms.ErrNoRoom))
 	if err != nil {
 		return roomErr(err)
 	}
-	if id, fresh := studentOf(r); fresh && !st.Presenter {
-		http.SetCookie(w, s.studentCookieFor(code, id))
+	if !st.Presenter && studentIn(r, st) == "" {
+		// The page is where a student's identity comes from. Issuing one
+		// counts against the address's joins a minute, as a connection
+		// does, so an address draws identities no faster than it may join;
+		// a reload that brings the cookie back costs nothing.
+		if err := s.admitJoin(w, r); err != nil {
+			return err
+		}
+		if _, pass := st.IssueStudent(); pass != "" {
+			http.SetCookie(w, s.studentCookieFor(code, pass))
+		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	r2 := r.Clone(context.WithValue(r.Context(), roomPlaceKey{}, roomPlace{code: code, presenter: st.Presenter, state: st}))

@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,8 +21,8 @@ import (
 // {"type":"session","member","key"}), and POST /r/{code}/send carries the
 // participant's messages: {"member","key","message":{…rooms.Up…}}. The key,
 // 128 random bits known only to the events connection's reader, is what
-// stops one participant sending as another. The events answer of a
-// student sets its identity cookie (fs_student) when the request had none.
+// stops one participant sending as another. The student is the one the
+// request's fs_student cookie names, as for the websocket (rooms.go).
 
 // sseSession is one events connection's member and the hash of its key.
 type sseSession struct {
@@ -37,34 +36,11 @@ type sseSessions struct {
 }
 
 func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
-	code := roomCode(r)
-	settle, err := s.guess(w, r)
-	if err != nil {
-		return err
-	}
-	student, fresh := studentOf(r)
-	var m *rooms.Member
-	err = rooms.ErrNoRoom
-	if code != "" {
-		m, err = s.rooms.Join(r.Context(), code, presenterToken(r), student)
-	}
-	exists := !errors.Is(err, rooms.ErrNoRoom)
-	settle(exists)
-	if exists {
-		if aerr := s.admitJoin(w, r); aerr != nil {
-			if m != nil {
-				m.Leave()
-			}
-			return aerr
-		}
-	}
+	m, err := s.joinRoom(w, r)
 	if err != nil {
 		return roomErr(err)
 	}
 	defer m.Leave()
-	if fresh && !m.Presenter {
-		http.SetCookie(w, s.studentCookieFor(code, m.Student))
-	}
 	keyBytes := make([]byte, 16)
 	rand.Read(keyBytes)
 	key := base64.RawURLEncoding.EncodeToString(keyBytes)

@@ -63,18 +63,44 @@ func createRoom(t *testing.T, base, query string) roomCreated {
 type participant struct {
 	conn   *websocket.Conn
 	events chan map[string]any // ends with {"type":"_close","close":*websocket.CloseError}
+	pass   string              // a student's: the fs_student cookie the room's page issued
 }
 
+// joinRoom joins as a browser does: the presenter with the token's
+// cookie; a student with the identity the room's page issues it.
 func joinRoom(t *testing.T, base, code, token string) *participant {
 	t.Helper()
-	p, err := tryJoin(base, code, token, nil)
+	h := http.Header{}
+	pass := ""
+	if token != "" {
+		h.Set("Cookie", presenterCookie+"="+token)
+	} else {
+		pass = studentPass(t, base, code)
+		h.Set("Cookie", studentCookie+"="+pass)
+	}
+	p, _, err := dialRoom(base, code, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.pass = pass
 	t.Cleanup(func() { p.conn.Close() })
 	return p
 }
 
+// studentPass is the fs_student cookie the room's page issues a browser
+// that brings none.
+func studentPass(t *testing.T, base, code string) string {
+	t.Helper()
+	res, body := get(t, base+"/r/"+code)
+	ck := studentCookieOf(res)
+	if ck == nil {
+		t.Fatalf("the room's page issued no identity: %s %.300s", res.Status, body)
+	}
+	return ck.Value
+}
+
+// tryJoin opens a room's websocket as a program that keeps no cookie
+// does: a student's socket so follows the room as no student.
 func tryJoin(base, code, token string, dialer *websocket.Dialer) (*participant, error) {
 	h := http.Header{}
 	if token != "" {
@@ -373,14 +399,30 @@ func TestWrongCodesDoNotEatTheJoins(t *testing.T) {
 			t.Fatalf("wrong code %d of 50 at 100 a minute: %s", i+1, res.Status)
 		}
 	}
-	// Pages of the room do not count as joins: its connections do.
-	if res, _ := get(t, ts.URL+"/r/"+c.Code); res.StatusCode != 200 {
-		t.Fatalf("the room's page: %s", res.Status)
+	// The room's page counts as a join when it issues an identity, not
+	// when the browser brings it back; its connections count each.
+	pass := studentPass(t, ts.URL, c.Code)
+	withCookie := http.Header{"Cookie": {studentCookie + "=" + pass}}
+	for range 3 {
+		req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code, nil)
+		req.Header = withCookie
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 || studentCookieOf(res) != nil {
+			t.Fatalf("the room's page with its identity: %s, set %v", res.Status, studentCookieOf(res))
+		}
 	}
-	for i := range 3 {
-		s := joinRoom(t, ts.URL, c.Code, "")
+	for i := range 2 {
+		s, _, err := dialRoom(ts.URL, c.Code, withCookie, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.conn.Close() })
 		if h := s.next(t, "hello"); h["code"] != c.Code {
-			t.Fatalf("good join %d of 3 after 50 wrong codes: %v", i+1, h)
+			t.Fatalf("good join %d of 2 after the page and 50 wrong codes: %v", i+1, h)
 		}
 	}
 	p, _ := tryJoin(ts.URL, c.Code, "", nil)
@@ -501,15 +543,17 @@ func studentCookieOf(res *http.Response) *http.Cookie {
 // TestRoomStudentIdentitySurvivesReconnects: the room's page gives a student an
 // identity in a cookie scoped to the room; with it a reconnect replaces the
 // student's answer, a student who left counts again when back, and two tabs
-// are one student. The websocket and the events stream set the cookie
-// where a page has none; a forged value is replaced.
+// are one student. The websocket and the events stream never issue one: a
+// connection without it, or with a made-up or altered one, follows the
+// room as no student (TestCookielessSocketsAreNoStudents).
 func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 	t.Parallel()
-	_, ts := newRoomServer(t, rooms.Limits{})
+	app, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	res, _ := get(t, ts.URL+"/r/"+c.Code)
 	ck := studentCookieOf(res)
-	if ck == nil || ck.Path != "/r/"+c.Code || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.MaxAge < 3600 || !rooms.ValidStudent(ck.Value) {
+	st, _ := app.rooms.Peek(context.Background(), c.Code, "")
+	if ck == nil || ck.Path != "/r/"+c.Code || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.MaxAge < 3600 || st.IssuedStudent(ck.Value) == "" {
 		t.Fatalf("the room's page set %+v, want an HttpOnly, SameSite=Lax identity scoped to the room", ck)
 	}
 	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code, nil)
@@ -535,15 +579,15 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 		p.next(t, "hello")
 		return p
 	}
-	// Without the page's cookie, or with a forged one, the websocket sets one.
-	for _, h := range []http.Header{{}, {"Cookie": {studentCookie + "=forged"}}} {
+	// Without the page's cookie, or with a made-up one, the websocket sets none.
+	for _, h := range []http.Header{{}, {"Cookie": {studentCookie + "=forged"}}, {"Cookie": {studentCookie + "=" + rooms.NewStudent()}}} {
 		p, res, err := dialRoom(ts.URL, c.Code, h, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := studentCookieOf(res)
 		p.conn.Close()
-		if got == nil || !rooms.ValidStudent(got.Value) || got.Path != "/r/"+c.Code || !got.HttpOnly {
+		if got != nil {
 			t.Fatalf("a websocket with cookie %q was given %+v", h.Get("Cookie"), got)
 		}
 	}
@@ -574,7 +618,7 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 	if num(tl["students"]) != 2 || num(tl["answered"]) != 1 {
 		t.Fatalf("two tabs of x beside one other student: %v", tl)
 	}
-	// The events stream: the same identity with the cookie, a new one without.
+	// The events stream: the same identity with the cookie, none without.
 	req, _ = http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
 	req.Header.Set("Cookie", cookie.Get("Cookie"))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -596,8 +640,12 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res2.Body.Close()
-	if got := studentCookieOf(res2); got == nil || !rooms.ValidStudent(got.Value) || got.Value == ck.Value {
+	if got := studentCookieOf(res2); got != nil {
 		t.Fatalf("an events stream without an identity was given %+v", got)
+	}
+	tl = tallies(t, pres, "a follower's events stream", oneAnswer, func(tl map[string]any) bool { return num(tl["connections"]) == 5 })
+	if num(tl["students"]) != 2 {
+		t.Fatalf("an events stream without an identity counted as a student: %v", tl)
 	}
 }
 
@@ -886,7 +934,10 @@ func TestRoomOverServerSentEvents(t *testing.T) {
 	_, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
-	res, err := http.Get(ts.URL + "/r/" + c.Code + "/events")
+	// A student's browser: the identity its room's page issued comes along.
+	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
+	req.AddCookie(&http.Cookie{Name: studentCookie, Value: studentPass(t, ts.URL, c.Code)})
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,9 @@ import (
 // expired, 1012 the server restarted. A refused join is a close frame at
 // once: 4004 no such room, 4003 a token that is not the room's, 4009 room
 // full, 4029 too many joins or wrong codes from this address (the reason
-// says in how many seconds to retry). A student's upgrade answer sets its
-// identity cookie (fs_student) when the request had none.
+// says in how many seconds to retry). The student is the one the request's
+// fs_student cookie names, issued by the room's page; without one the
+// connection follows the room as no student (rooms.go).
 //
 // Browser to server: rooms.Up as JSON text, at most Limits.MaxMessage
 // bytes; a larger one closes the connection with 1009 (the room and the
@@ -38,33 +39,8 @@ var roomUpgrader = websocket.Upgrader{
 
 // roomSocket joins the room with this code and serves the participant.
 func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
-	code := roomCode(r)
-	token := presenterToken(r)
-	student, fresh := studentOf(r)
-	var m *rooms.Member
-	settle, err := s.guess(w, r)
-	if err == nil {
-		err = rooms.ErrNoRoom
-		if code != "" {
-			m, err = s.rooms.Join(r.Context(), code, token, student)
-		}
-		exists := !errors.Is(err, rooms.ErrNoRoom)
-		settle(exists)
-		if exists {
-			if aerr := s.admitJoin(w, r); aerr != nil {
-				if m != nil {
-					m.Leave()
-					m = nil
-				}
-				err = aerr
-			}
-		}
-	}
-	var header http.Header
-	if fresh && m != nil && !m.Presenter {
-		header = http.Header{"Set-Cookie": {s.studentCookieFor(code, m.Student).String()}}
-	}
-	conn, uerr := roomUpgrader.Upgrade(w, r, header)
+	m, err := s.joinRoom(w, r)
+	conn, uerr := roomUpgrader.Upgrade(w, r, nil)
 	if uerr != nil {
 		if m != nil {
 			m.Leave()
@@ -82,6 +58,22 @@ func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
 	go s.readRoom(conn, m, readerDone)
 	writeRoom(conn, m, readerDone)
 	<-readerDone
+}
+
+// joinRoom joins the room a websocket or events request names: the code
+// looked up as every route does (peekRoom), the join counted against the
+// address's joins a minute, the presenter known by the cookie's token and
+// the student by the identity the room issued, if the cookie holds one.
+func (s *Server) joinRoom(w http.ResponseWriter, r *http.Request) (*rooms.Member, error) {
+	code := roomCode(r)
+	st, err := s.peekRoom(w, r, code, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.admitJoin(w, r); err != nil {
+		return nil, err
+	}
+	return s.rooms.Join(r.Context(), code, presenterToken(r), studentIn(r, st))
 }
 
 // closeReason fits a reason in a close frame (at most 123 bytes).

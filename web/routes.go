@@ -59,6 +59,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/r/{code}/ws", s.roomSocket)
 	r.Get("/r/{code}/events", s.handleAPI(s.roomEvents))
 	r.Post("/r/{code}/send", s.handleAPI(s.roomSend))
+	r.Post("/r/{code}/lab/{id}/submissions", s.handleAPI(s.labSubmitInRoom)) // under the room's path: the student's cookie comes with it
 	r.Get("/r/{code}/qr.svg", s.handleAPI(s.qrCode))
 	r.Get("/debug/stats", s.handleAPI(s.debugStats))
 

@@ -99,13 +99,18 @@ type routeCase struct {
 	path   string     // the pattern with its parameters filled
 	base   url.Values // a valid request's fields
 	fields []string   // the fields to poison: in the query, or the body
-	body   string     // "form" or "json" for a POST body; "" for the query
+	body   string     // "form" or "json" for a POST body, "text" for a body that is field source alone; "" for the query
 	page   bool       // a page: a bad field is shown beside it (200), or the page is a 4xx
 	accept map[string][]string
 	// pathParam poisons the route's URL parameter instead (its name).
 	pathParam string
 	ws        bool // a websocket: the answer is a message or a close frame
 }
+
+// sourceAccepts are the bad values a kernel's source may be: any text
+// within lab.MaxSourceBytes (64 KiB) is a source, which the track off
+// refuses as a whole; the megabyte is the body's limit.
+var sourceAccepts = []string{"empty", "letters", "enum", "negative", "zero", "2^63", "NaN", "1e9", "64KB"}
 
 // run is the valid run most rows start from.
 var run = url.Values{"variant": {"flash2"}, "n": {"16"}, "d": {"4"}, "br": {"4"}, "bc": {"4"}, "seed": {"3"}}
@@ -166,8 +171,16 @@ func routeCases(t *testing.T) map[string]routeCase {
 		"GET /lab/{id}/grade.js":      {path: "/lab/online-step/grade.js", pathParam: "id"},
 		"GET /lab/{id}/recorded.json": {path: "/lab/online-kernel/recorded.json", pathParam: "id"},
 		// The kernel track is off on this server: a submission is refused,
-		// saying what the track needs; an unknown submission is a 404.
-		"POST /api/lab/{id}/submissions":    {path: "/api/lab/causal-kernel/submissions", pathParam: "id", fields: []string{"check", "room"}, accept: map[string][]string{"check": {"empty"}, "room": {"empty"}}},
+		// saying what the track needs; an unknown submission is a 404. The
+		// source is the body: past lab.MaxSourceBytes it is a 413 naming the
+		// limit (a source that names a file, a loop exercise, another site's
+		// page: TestKernelSubmissionRefusals).
+		"POST /api/lab/{id}/submissions": {path: "/api/lab/causal-kernel/submissions", pathParam: "id", fields: []string{"check", "room", "source"}, body: "text",
+			accept: map[string][]string{"check": {"empty"}, "room": {"empty"}, "source": sourceAccepts}},
+		// From a lab room's page: a code that names no room is a 404, and
+		// counts against the address's wrong codes (TestWrongRoomCodesCountOnEveryRoute).
+		"POST /r/{code}/lab/{id}/submissions": {path: "/r/K7QM4TXZ/lab/causal-kernel/submissions", pathParam: "code", fields: []string{"check", "source"}, body: "text",
+			accept: map[string][]string{"check": {"empty"}, "source": sourceAccepts}},
 		"GET /api/lab/submissions/{ticket}": {path: "/api/lab/submissions/0123456789abcdef01234567", pathParam: "ticket"},
 		"GET /kernels":                      {path: "/kernels"},
 		"GET /ladder":                       {path: "/ladder"},
@@ -331,6 +344,13 @@ func check(t *testing.T, base, method string, rc routeCase, v url.Values, field,
 	switch rc.body {
 	case "form":
 		body, ctype = strings.NewReader(v.Encode()), "application/x-www-form-urlencoded"
+	case "text":
+		q := with(v)
+		q.Del("source")
+		if len(q) > 0 {
+			target += "?" + q.Encode()
+		}
+		body, ctype = strings.NewReader(v.Get("source")), "text/plain"
 	case "json":
 		m := map[string]any{}
 		for k := range v {

@@ -186,7 +186,7 @@ func TestLabRaceOnSharedMemory(t *testing.T) {
 	defer s.Close()
 	for _, tc := range []struct{ name, source, verdict string }{{"racy", racy, "racecheck"}, {"solution", tiles.Solution, "pass"}} {
 		start := time.Now()
-		id, err := s.Submit(tiles, tc.source, tc.name, labrun.Racecheck)
+		id, err := s.Submit(tiles, tc.source, tc.name, labrun.Racecheck, labrun.Owner{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -175,6 +175,29 @@ func dialRoom(t *testing.T, base, code, token string) *roomClient {
 	if token != "" {
 		h.Set("Cookie", "fs_presenter="+token)
 	}
+	return dialRoomWith(t, base, code, h)
+}
+
+// studentPass is the identity a room's page issues a browser (the
+// fs_student cookie), which its sockets bring back to count as a student.
+func studentPass(t *testing.T, base, code string) string {
+	t.Helper()
+	res, err := http.Get(base + "/r/" + code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	for _, ck := range res.Cookies() {
+		if ck.Name == "fs_student" {
+			return ck.Value
+		}
+	}
+	t.Fatalf("the room's page on %s issued no identity: %s", base, res.Status)
+	return ""
+}
+
+func dialRoomWith(t *testing.T, base, code string, h http.Header) *roomClient {
+	t.Helper()
 	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/r/"+code+"/ws", h)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +278,9 @@ func TestTwoServersShareARoomThroughNATS(t *testing.T) {
 	}
 	var studs []*roomClient
 	for range 3 {
-		s := dialRoom(t, b, room.Code, "")
+		// Each student's page comes from A, its socket through B: the
+		// identity is the room's, whichever server issued it.
+		s := dialRoomWith(t, b, room.Code, http.Header{"Cookie": {"fs_student=" + studentPass(t, a, room.Code)}})
 		if h := s.next(t, "hello"); h["query"] != room.Query {
 			t.Fatalf("a student's hello on B: %v", h)
 		}

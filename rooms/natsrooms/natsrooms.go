@@ -25,8 +25,12 @@
 // LostAfter stops counting its students, and their answers.
 //
 // The owner ends its rooms when their time is up (rooms.Limits: a room
-// nobody presented, a room whose presenter is long gone), and bounds the
-// open rooms created from one client address.
+// nobody presented, a room whose presenter is long gone or, connected,
+// silent past PresenterIdle), and bounds the open rooms created from one
+// client address. A room's key for the student identities it issues
+// travels in its state (rooms.State.StudentKey), so that every server
+// tells the room's students from followers alike with no secret of its
+// own (rooms/students.go).
 //
 // A server that shuts down ends the rooms it owns; its participants of
 // rooms owned elsewhere are told to reconnect (closed, why "moved"), and
@@ -427,7 +431,7 @@ func (s *Service) follow(code string) error {
 // janitor ends owned rooms whose time is up and drops event subscriptions
 // of rooms nobody here follows any more.
 func (s *Service) janitor() {
-	tick := time.NewTicker(max(min(s.limits.IdleExpiry/4, s.limits.UnpresentedExpiry/4, 10*time.Second), time.Millisecond))
+	tick := time.NewTicker(max(min(s.limits.IdleExpiry/4, s.limits.UnpresentedExpiry/4, s.limits.PresenterIdle/4, 10*time.Second), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {

@@ -201,7 +201,7 @@ func TestCrashedServersStudentsLeaveTheTally(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := b.Join(ctx, c.Code, "", ""); err != nil {
+		if _, err := b.Join(ctx, c.Code, "", rooms.NewStudent()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -416,5 +416,61 @@ func TestRoomLifetimesAcrossServers(t *testing.T) {
 	}
 	if n := a.Stats().Rooms; n != 1 {
 		t.Fatalf("%d rooms open, want the last one", n)
+	}
+}
+
+// TestPresenterIdleAcrossServers: the owner ends a room whose presenter,
+// connected through another server, sends nothing for the limit the
+// service was given, and every server's participants are told; a room
+// page drawn through one server and a socket through another agree on
+// the students the room issued, since its key travels with its state.
+func TestPresenterIdleAcrossServers(t *testing.T) {
+	t.Parallel()
+	url := broker(t)
+	clk := roomstest.NewClock()
+	idleLimits := rooms.Limits{PresenterIdle: 40 * time.Minute}
+	service := func() *Service {
+		nc, err := nats.Connect(url, nats.NoReconnect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := NewWithOptions(nc, idleLimits, Options{Beat: time.Hour, LostAfter: 4 * time.Second, Now: clk.Now})
+		t.Cleanup(func() { s.Close("test over"); nc.Close() })
+		return s
+	}
+	a, b := service(), service()
+	ctx := context.Background()
+	c, err := a.Create(ctx, rooms.Run{Page: rooms.PageStepper, Query: "n=8"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onA, _ := a.Peek(ctx, c.Code, "")
+	onB, _ := b.Peek(ctx, c.Code, "")
+	id, pass := onA.IssueStudent()
+	if id == "" || onB.IssuedStudent(pass) != id {
+		t.Fatalf("a student issued through A is %q through B", onB.IssuedStudent(pass))
+	}
+	pres, err := b.Join(ctx, c.Code, c.Token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stud, _ := b.Join(ctx, c.Code, "", id)
+	take(t, stud, rooms.EventHello)
+	if err := pres.Send(rooms.Up{Type: rooms.CmdStep, Step: 2, Total: 3}); err != nil {
+		t.Fatal(err)
+	}
+	take(t, stud, rooms.EventStep)
+	clk.Advance(39 * time.Minute)
+	a.ExpireNow()
+	if _, err := b.Peek(ctx, c.Code, ""); err != nil {
+		t.Fatalf("the room ended within 40 minutes of its presenter's step: %v", err)
+	}
+	clk.Advance(2 * time.Minute)
+	a.ExpireNow()
+	if e := take(t, stud, rooms.EventClosed); e.Why != rooms.WhyExpired || !strings.Contains(e.Reason, "after 40 minutes of the presenter's inactivity") {
+		t.Fatalf("B's student was told %+v", e)
+	}
+	if _, err := b.Peek(ctx, c.Code, ""); !errors.Is(err, rooms.ErrNoRoom) {
+		t.Fatalf("the room outlived its presenter's silence: %v", err)
 	}
 }

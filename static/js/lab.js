@@ -246,8 +246,10 @@ async function runKernel() {
     say('running', 'Sending your kernel to the GPU…');
     const params = new URLSearchParams();
     if ($('lab-check')?.value) params.set('check', $('lab-check').value);
-    if (page.room) params.set('room', page.room);
-    const res = await fetch(`/api/lab/${page.id}/submissions${params.size ? `?${params}` : ''}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
+    // In a room, under the room's path: the request carries the student's
+    // cookie, so the kernel is theirs and its verdict counts for them alone.
+    const submissions = page.room ? `/r/${page.room}/lab/${page.id}/submissions` : `/api/lab/${page.id}/submissions`;
+    const res = await fetch(`${submissions}${params.size ? `?${params}` : ''}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
     const body = await res.json();
     if (!res.ok) {
       say(res.status === 503 ? 'busy' : 'error', body.error || `HTTP ${res.status}`, { counted: false });
