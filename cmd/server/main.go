@@ -2,7 +2,7 @@
 //
 //	server [-addr localhost:8080] [-worker path/to/gpuworker | -worker none]
 //	       [-nats nats://host:4222] [-public-url http://10.0.0.5:8080]
-//	       [-lab-kernels auto|on|off] [-lab-worker path]
+//	       [-lab-kernels auto|on|off] [-lab-worker path] [-room-idle 3h]
 //
 // It starts the GPU worker (by default the gpuworker binary beside it) and
 // runs on the GPU when the worker finds one. Otherwise it is in CPU mode:
@@ -131,6 +131,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	workerPath := fs.String("worker", "", `the GPU worker binary (default: gpuworker beside this binary); "none": CPU mode`)
 	verbose := fs.Bool("v", false, "log every request")
 	natsURL := fs.String("nats", "", "share classroom rooms with other servers through this NATS server (default: rooms in this process)")
+	roomIdle := fs.Duration("room-idle", rooms.DefaultLimits.PresenterIdle, "how long a room lives while its presenter's page stays open but sends nothing (no step, run or poll): then it ends, and the room is told after how long")
 	publicURL := fs.String("public-url", "", "the address students use to reach this server, for join links and QR codes (default: the presenter's)")
 	traceMemory := fs.Int64("trace-memory", 256, "MiB for traces: computing, cached and being sent (runs past it wait, then are refused as busy)")
 	computeSlots := fs.Int("compute-slots", 0, "runs the CPU mirror computes at once (default: one per core); more wait in a queue")
@@ -141,6 +142,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	}
 	if *labKernels != "auto" && *labKernels != "on" && *labKernels != "off" {
 		return fmt.Errorf("-lab-kernels must be auto, on or off, got %q", *labKernels)
+	}
+	if *roomIdle < time.Minute {
+		return fmt.Errorf("-room-idle must be at least 1m (a lesson's pause is longer), got %v", *roomIdle)
 	}
 	if *workerPath == "" {
 		exe, err := os.Executable()
@@ -193,14 +197,15 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	var roomService rooms.Service // nil: in this process
+	roomLimits := rooms.Limits{PresenterIdle: *roomIdle} // the same for rooms here and shared through NATS
+	var roomService rooms.Service                        // nil: in this process
 	if *natsURL != "" {
 		nc, err := nats.Connect(*natsURL, nats.Name("flashstep"), nats.MaxReconnects(-1))
 		if err != nil {
 			return fmt.Errorf("-nats %s: %w", *natsURL, err)
 		}
 		defer nc.Close()
-		roomService = natsrooms.New(nc, rooms.Limits{})
+		roomService = natsrooms.New(nc, roomLimits)
 		log.Info("classroom rooms shared through NATS", "url", *natsURL)
 	}
 	var labKernelsOn bool
@@ -225,7 +230,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	labService := labrun.New(labOpts)
 	defer labService.Close()
 	app := web.NewServer(web.Deps{Engines: eng, Lab: labService, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[string]int{runner.OnCPU: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
-		Static: static.Files, Log: log, Rooms: roomService, PublicURL: *publicURL})
+		Static: static.Files, Log: log, Rooms: roomService, RoomLimits: roomLimits, PublicURL: *publicURL})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	ln, err := net.Listen("tcp", *addr)
