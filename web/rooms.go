@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -138,23 +137,6 @@ func fromThisSite(r *http.Request) bool {
 		return site == "same-origin"
 	}
 	return sameOrigin(r)
-}
-
-// clientAddr is the address a limit counts: the peer's IPv4 address, or
-// the /64 network of its IPv6 one (one home or host holds a whole /64, and
-// would otherwise hold as many "addresses" as it likes). A server behind a
-// proxy sees the proxy's, and limits the whole class as one; the limits on
-// joins with a good code are set for that.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.To4() != nil {
-		return host
-	}
-	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // The per-address join limits. A wrong code counts against the wrong

@@ -11,8 +11,10 @@ import (
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	r.Use(s.resolveClientAddr) // the address every per-address limit counts (clientaddr.go)
 	r.Use(s.logRequests)
 	r.Use(securityHeaders)
+	r.Use(s.bodyDeadline) // a body arrives within Deps.BodyTimeout, or 408 (bodies.go)
 	r.Use(s.refuseWhileDraining)
 	r.Use(middleware.GetHead) // HEAD answers as GET does, without the body (uptime monitors ask)
 

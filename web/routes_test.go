@@ -236,11 +236,14 @@ func with2(m map[string][]string, kv ...string) map[string][]string {
 // TestEveryRouteTakesBadInput sends every bad value to every field of
 // every route (under -short, one of each kind: badValuesFor): each answer
 // comes within 2 s, never a 5xx, and a rejected value is a 4xx (a page:
-// the error beside its field) naming the field. A route added to
-// routes.go without a row here fails the test.
+// the error beside its field) naming the field. A body promised and never
+// sent is answered 408 within the body deadline, on a server whose
+// deadline is short (checkLateBody). A route added to routes.go without a
+// row here fails the test.
 func TestEveryRouteTakesBadInput(t *testing.T) {
 	t.Parallel()
 	app, ts := newTestServer(t, runner.Mirror{})
+	_, late := newSlowBodyServer(t, runner.Mirror{})
 	cases := routeCases(t)
 	var routes []string
 	chi.Walk(app.routes().(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
@@ -272,6 +275,7 @@ func TestEveryRouteTakesBadInput(t *testing.T) {
 			t.Parallel()
 			// The valid request answers, and fast.
 			check(t, ts.URL, method, rc, rc.base, "", "")
+			checkLateBody(t, late.URL, method, rc)
 			bads := badValuesFor(t, rc)
 			for _, field := range rc.fields {
 				for _, bad := range bads[field] {

@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"flashstep/instrument"
 	"flashstep/kernels"
@@ -53,6 +55,12 @@ type Server struct {
 	sizes                       traceSizes
 	sseMu                       sync.Mutex
 	sse                         sseSessions
+
+	// What a client may hold up: the time its request's body may take
+	// (bodies.go), and the proxies whose word on the client's address the
+	// per-address limits take (clientaddr.go).
+	bodyTimeout    time.Duration
+	trustedProxies []netip.Prefix
 }
 
 // Engines is what the server needs of whatever computes its runs
@@ -90,6 +98,14 @@ type Deps struct {
 	// PublicURL is how students reach this server ("http://10.0.0.5:8080"),
 	// for join links and QR codes; empty: the host the presenter used.
 	PublicURL string
+	// BodyTimeout is how long a request's body may take to arrive once its
+	// headers have (DefaultBodyTimeout when zero); past it the answer is
+	// 408 and the connection closes.
+	BodyTimeout time.Duration
+	// TrustedProxies are the reverse proxies in front of the server: from
+	// them, the per-address limits count the client X-Forwarded-For names.
+	// From any other peer the header is ignored.
+	TrustedProxies []netip.Prefix
 }
 
 // NewServer wires the routes around its dependencies.
@@ -105,6 +121,11 @@ func NewServer(d Deps) *Server {
 	s.failedJoins = rooms.NewAddrLimiter(s.roomLimits.FailedJoinsPerMinute)
 	s.creates = rooms.NewAddrLimiter(20)
 	s.publicURL = strings.TrimSuffix(d.PublicURL, "/")
+	s.bodyTimeout = d.BodyTimeout
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
+	}
+	s.trustedProxies = d.TrustedProxies
 	s.lab = d.Lab
 	if s.lab == nil {
 		s.lab = labrun.New(labrun.Options{})

@@ -3,6 +3,8 @@
 //	server [-addr localhost:8080] [-worker path/to/gpuworker | -worker none]
 //	       [-nats nats://host:4222] [-public-url http://10.0.0.5:8080]
 //	       [-lab-kernels auto|on|off] [-lab-worker path] [-room-idle 3h]
+//	       [-body-timeout 10s] [-conns-per-addr 256] [-max-conns n]
+//	       [-trusted-proxies 127.0.0.1,10.0.0.0/8]
 //
 // It starts the GPU worker (by default the gpuworker binary beside it) and
 // runs on the GPU when the worker finds one. Otherwise it is in CPU mode:
@@ -16,6 +18,13 @@
 // Classroom rooms live in this process unless -nats names a NATS server:
 // then every flashstep server started with the same -nats shares them, so
 // several can stand behind one load balancer.
+//
+// What one client may hold is bounded: a request's body must arrive within
+// -body-timeout of its headers (which have 10 s), and one address may hold
+// -conns-per-addr connections open; past either the server answers (408,
+// 503) and closes. Behind a reverse proxy, -trusted-proxies names it: its
+// connections carry a whole class and are not held to -conns-per-addr, and
+// the per-address limits count the client its X-Forwarded-For names.
 package main
 
 import (
@@ -36,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"flashstep/connlimit"
 	"flashstep/kernels"
 	"flashstep/labrun"
 	"flashstep/ladder"
@@ -137,8 +147,28 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	computeSlots := fs.Int("compute-slots", 0, "runs the CPU mirror computes at once (default: one per core); more wait in a queue")
 	labWorker := fs.String("lab-worker", "", "the binary run with -lab for each student's kernel (default: the GPU worker); naming one turns the kernel track on with -lab-kernels on, GPU or not")
 	labKernels := fs.String("lab-kernels", "auto", `the lab's kernel track, students' CUDA compiled and run on the GPU: "auto" (on with a GPU when the server listens on loopback alone), "on" (a classroom server), or "off"`)
+	bodyTimeout := fs.Duration("body-timeout", web.DefaultBodyTimeout, "how long a request's body may take to arrive once its headers have; past it the answer is 408 and the connection closes")
+	connsPerAddr := fs.Int("conns-per-addr", connlimit.DefaultPerAddress, "connections one client address (IPv6: one /64) may hold open at once; past it a connection is answered 503 and closed. A browser holds about 8: a class of 300 behind one NAT, without a proxy, needs 2500. 0: no cap")
+	maxConns := fs.Int("max-conns", 0, "connections open at once in all; past it a connection is answered 503 and closed (default: the limit on open files, less 256 kept for the server's own)")
+	trustedProxiesFlag := fs.String("trusted-proxies", "", "comma-separated addresses or CIDR ranges of the reverse proxies in front of the server (127.0.0.1,10.0.0.0/8): their connections are not held to -conns-per-addr, and the per-address limits count the client their X-Forwarded-For names")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *bodyTimeout < time.Millisecond || *bodyTimeout > 10*time.Minute {
+		return fmt.Errorf("-body-timeout must be from 1ms to 10m, got %v", *bodyTimeout)
+	}
+	if *connsPerAddr < 0 {
+		return fmt.Errorf("-conns-per-addr must be 0 (no cap) or more, got %d", *connsPerAddr)
+	}
+	if *maxConns < 0 {
+		return fmt.Errorf("-max-conns must be 0 (the limit on open files, less a reserve) or more, got %d", *maxConns)
+	}
+	if *maxConns == 0 {
+		*maxConns = connlimit.DefaultTotal()
+	}
+	trustedProxies, err := web.ParseTrustedProxies(*trustedProxiesFlag)
+	if err != nil {
+		return fmt.Errorf("-trusted-proxies: %w", err)
 	}
 	if *labKernels != "auto" && *labKernels != "on" && *labKernels != "off" {
 		return fmt.Errorf("-lab-kernels must be auto, on or off, got %q", *labKernels)
@@ -230,19 +260,23 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	labService := labrun.New(labOpts)
 	defer labService.Close()
 	app := web.NewServer(web.Deps{Engines: eng, Lab: labService, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[string]int{runner.OnCPU: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
-		Static: static.Files, Log: log, Rooms: roomService, RoomLimits: roomLimits, PublicURL: *publicURL})
+		Static: static.Files, Log: log, Rooms: roomService, RoomLimits: roomLimits, PublicURL: *publicURL, BodyTimeout: *bodyTimeout, TrustedProxies: trustedProxies})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
-	log.Info("flashstep listening", "url", "http://"+ln.Addr().String(), "engine", eng.Engine().Name, "recordings", len(recs.All()))
+	// Past its caps a connection hears 503 from the listener itself, and
+	// reaches no handler.
+	limited := connlimit.New(ln, connlimit.Options{PerAddress: *connsPerAddr, Total: *maxConns, Exempt: trustedProxies})
+	log.Info("flashstep listening", "url", "http://"+ln.Addr().String(), "engine", eng.Engine().Name, "recordings", len(recs.All()),
+		"conns_per_addr", *connsPerAddr, "max_conns", *maxConns, "trusted_proxies", len(trustedProxies))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limited) }()
 
 	select {
 	case err := <-errc:
