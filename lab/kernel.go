@@ -16,13 +16,27 @@ import (
 // and run by the GPU worker in a process of its own (gpuworker -lab), one
 // process per submission, so that a kernel that faults, traps or never ends
 // takes only its own process down. The server sends a KernelRequest on the
-// process's standard input and reads a KernelReply from its output.
+// process's standard input and reads its answer on a channel of its own,
+// descriptor ReplyFD: Progress lines as the process moves from stage to
+// stage, then one KernelReply. Its standard output is left to the
+// student's threads, whose printf is shown with the verdict.
 
 // Limits of a submission, named in the error a student gets.
 const (
 	MaxSourceBytes = 64 << 10 // the source
 	MaxLogBytes    = 16 << 10 // the compiler's log kept for the page
+	MaxOutputBytes = 8 << 10  // what the kernel's threads print, kept for the page
 )
+
+// ReplyFD is the descriptor on which the kernel's process answers.
+const ReplyFD = 3
+
+// Progress is a line the kernel's process writes on ReplyFD as it enters
+// a stage ("compile", "load", "run"): a process that dies without a reply
+// is known to have died there (a compiler that overflows its stack).
+type Progress struct {
+	Progress string `json:"progress"`
+}
 
 // KernelRequest is one submission: the source, the tile it is compiled at
 // (FS_BR, FS_BC, FS_D), whether its kernel takes the causal flag, and the
@@ -56,6 +70,12 @@ type KernelReply struct {
 	Error   string      `json:"error,omitempty"`
 	Runs    []KernelRun `json:"runs,omitempty"`
 	TimedMs float64     `json:"timed_ms,omitempty"`
+	// Crash, at stage "compile": the compiler stopped without a message
+	// of its own, said in the student's words.
+	Crash string `json:"crash,omitempty"`
+	// Sandbox is what confined the process, as it found it (package
+	// sandbox's report): the server logs it, the GPU tests check it.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // KernelRun is one launch's results: every record the student's threads

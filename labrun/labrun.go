@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -24,12 +23,16 @@ import (
 	"flashstep/lab"
 	"flashstep/ladder"
 	"flashstep/runner"
+	"flashstep/sandbox"
 )
 
 // Options say how submissions run. Command nil: the kernel track is off.
 type Options struct {
 	Command []string // the GPU worker
-	Env     []string
+	// Sandbox confines each submission's process (package sandbox): the
+	// unprivileged user it runs as where the server is root, variables a
+	// test adds.
+	Sandbox sandbox.Options
 	// Limit bounds one submission's compile and runs (default 20 s).
 	Limit time.Duration
 	// Concurrent is how many kernels run at once (default 1: the GPU is
@@ -134,6 +137,11 @@ type Verdict struct {
 	Line    int       `json:"line,omitempty"`
 	Log     string    `json:"log,omitempty"`
 	Miss    *lab.Miss `json:"miss,omitempty"`
+	// Output is what the kernel's threads printed (printf) on the
+	// exercise's runs, its first lab.MaxOutputBytes; OutputCut counts the
+	// bytes past them.
+	Output    string `json:"output,omitempty"`
+	OutputCut int    `json:"output_cut,omitempty"`
 	// Steps are the student's records on the exercise's own run, for the
 	// page to step beside the reference kernel's.
 	Steps []lab.StepSeen `json:"steps,omitempty"`
@@ -169,7 +177,7 @@ type Service struct {
 	queue   []*ticket // waiting, in order
 	running int
 	byID    map[string]*ticket
-	byAddr  map[string]*ticket // each address's one live submission
+	byAddr  map[string]*ticket // each student's (or address's) one live submission
 	closed  bool
 }
 
@@ -204,9 +212,15 @@ func (s *Service) Checks() bool { return s.On() && s.o.Sanitizer != "" }
 // Submit queues source for exercise e from a student at addr (in a
 // room: owner), under compute-sanitizer's check if one is asked for (and
 // offered). It refuses at once, with a BusyError, a second submission
-// while the address has one waiting or running, and any past the queue's
+// while the student has one waiting or running, and any past the queue's
 // bound; a loop exercise, which runs in the browser, with a FieldErrors.
+// A student is the identity a room issued, where the submission comes
+// from a room's page (a class behind one school's NAT is many students),
+// else the address.
 func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check, owner Owner) (string, error) {
+	if owner.Student != "" {
+		addr = "student " + owner.Room + " " + owner.Student
+	}
 	if e.Track != lab.TrackKernel {
 		return "", BrowserExercise(e)
 	}
@@ -338,22 +352,16 @@ func (s *Service) janitor() {
 func (s *Service) grade(t *ticket) *Verdict {
 	seed := uint64(time.Now().UnixNano()) >> 1
 	req, runs := t.e.KernelRequestFor(t.source, seed)
-	command, limit, report := s.o.Command, s.o.Limit, ""
+	proc, limit := runner.LabProcess{Command: s.o.Command, Sandbox: s.o.Sandbox}, s.o.Limit
 	if t.check != NoCheck {
 		// A sanitizer runs a kernel tens of times slower: three times the time.
-		f, err := os.CreateTemp("", "flashstep-"+string(t.check)+"-*.log")
-		if err != nil {
-			return &Verdict{Verdict: "error", Message: err.Error()}
-		}
-		report = f.Name()
-		f.Close()
-		defer os.Remove(report)
-		command, limit = runner.Sanitize(s.o.Sanitizer, string(t.check), report, command), 3*limit
+		proc.Sanitizer, proc.Tool, limit = s.o.Sanitizer, string(t.check), 3*limit
 	}
-	reply, took, err := runner.LabKernel(t.ctx, command, s.o.Env, req, limit)
-	v := &Verdict{Seed: seed, Took: took.Seconds()}
-	if report != "" {
-		if found := sanitizerFound(t.check, report); found != "" {
+	res, err := runner.LabKernel(t.ctx, proc, req, limit)
+	reply := res.Reply
+	v := &Verdict{Seed: seed, Took: res.Took.Seconds(), Output: res.Output, OutputCut: res.OutputCut}
+	if t.check != NoCheck {
+		if found := sanitizerFound(t.check, res.Report); found != "" {
 			v.Verdict, v.Log = string(t.check), found
 			v.Message = checkFound[t.check]
 			return v
@@ -366,6 +374,9 @@ func (s *Service) grade(t *ticket) *Verdict {
 		return v
 	case err != nil:
 		v.Verdict, v.Message = "error", err.Error()
+		return v
+	case res.Crash != "":
+		v.Verdict, v.Message = "compile", res.Crash
 		return v
 	case reply.Stage == "compile":
 		v.Verdict, v.Log, v.Line = "compile", reply.Log, lab.FirstErrorLine(reply.Log)
@@ -421,18 +432,13 @@ var (
 	}
 )
 
-// sanitizerFound is the report of what check found, "" when it found
-// nothing: memcheck's invalid and misaligned accesses, racecheck's races.
-// racecheck files a read of a tile that another warp may not have finished
-// writing (a missing barrier) as a "Warning" (so it did on the H100): a
-// race of either severity is a verdict, since either gives a student
-// numbers that depend on the warps' order.
-func sanitizerFound(check Check, path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	report := string(b)
+// sanitizerFound is the part of report that says what check found, ""
+// when it found nothing: memcheck's invalid and misaligned accesses,
+// racecheck's races. racecheck files a read of a tile that another warp
+// may not have finished writing (a missing barrier) as a "Warning" (so it
+// did on the H100): a race of either severity is a verdict, since either
+// gives a student numbers that depend on the warps' order.
+func sanitizerFound(check Check, report string) string {
 	if !reportFinds(check, report) {
 		return ""
 	}
@@ -473,7 +479,8 @@ func (s *Service) place(t *ticket) *Placement {
 	req, flops := t.e.TimingFor(t.source)
 	tm := req.Timing
 	p := &Placement{Shape: fmt.Sprintf("N=%d, d=%d, B·N=%d, H·d=%d%s", tm.N, req.D, tm.Batch*tm.N, tm.Heads*req.D, map[bool]string{true: ", causal"}[tm.Causal])}
-	reply, _, err := runner.LabKernel(t.ctx, s.o.Command, s.o.Env, req, s.o.Limit)
+	res, err := runner.LabKernel(t.ctx, runner.LabProcess{Command: s.o.Command, Sandbox: s.o.Sandbox}, req, s.o.Limit)
+	reply := res.Reply
 	switch {
 	case errors.Is(err, runner.ErrLabTimeout):
 		p.Note = fmt.Sprintf("at the ladder's size your kernel ran past the %v limit: too slow to place", s.o.Limit)

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 func fake(o Options) *Service {
-	o.Command, o.Env = labruntest.Command()
+	o.Command = labruntest.Command()
 	s := New(o)
 	return s
 }
@@ -92,6 +92,17 @@ func TestVerdicts(t *testing.T) {
 		{"COMPILE", "compile", func(v *Verdict) bool { return v.Line == 7 && strings.Contains(v.Log, "expected") }},
 		{"CRASH", "error", func(v *Verdict) bool { return strings.Contains(v.Message, "without an answer") }},
 		{"SLEEP", "timeout", func(v *Verdict) bool { return v.Took < 5 }},
+		{"COMPILECRASH", "compile", func(v *Verdict) bool {
+			return strings.HasPrefix(v.Message, "The compiler stopped on your source: it crashed (SIGSEGV)") && !strings.Contains(v.Message, "goroutine")
+		}},
+		{"PRINTF", "pass", func(v *Verdict) bool {
+			// 1000 lines of printf: the first 8 KiB are shown, the rest counted.
+			total := 0
+			for row := range 1000 {
+				total += len(fmt.Sprintf("row %d: m = %g\n", row, float64(row)/8))
+			}
+			return strings.HasPrefix(v.Output, "row 0: m = 0\nrow 1: m = 0.125\n") && len(v.Output) == lab.MaxOutputBytes && v.OutputCut == total-lab.MaxOutputBytes
+		}},
 	} {
 		id, err := s.Submit(e, "// "+tc.source, "10.0.0."+tc.source, NoCheck, Owner{})
 		if err != nil {
@@ -101,6 +112,40 @@ func TestVerdicts(t *testing.T) {
 		if st.Verdict == nil || st.Verdict.Verdict != tc.verdict || !tc.check(st.Verdict) {
 			t.Errorf("%s: %+v", tc.source, st.Verdict)
 		}
+	}
+}
+
+// TestSubmissionReadsNothingOfTheServer: with the source check out of the
+// way (the service takes any source; the pages check it first), a kernel
+// whose compiler quotes what it includes, as NVRTC does, gets the server's
+// environment and a file only root may read as errors, never as text.
+func TestSubmissionReadsNothingOfTheServer(t *testing.T) {
+	t.Setenv("FLASHSTEP_SERVER_SECRET", "s3cr3t-env")
+	dir := t.TempDir()
+	secret := dir + "/root-only"
+	if err := os.WriteFile(secret, []byte("s3cr3t-file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	e, _ := lab.ByID("causal-kernel")
+	s := fake(Options{Limit: 5 * time.Second})
+	defer s.Close()
+	id, err := s.Submit(e, "// INCLUDE:/proc/self/environ INCLUDE:"+secret+" INCLUDE:/etc/passwd", "10.0.0.1", NoCheck, Owner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := wait(t, s, id, 20*time.Second).Verdict
+	if v == nil || v.Verdict != "compile" {
+		t.Fatalf("verdict %+v, want compile", v)
+	}
+	t.Logf("the compiler's log:\n%s", v.Log)
+	for _, leak := range []string{"s3cr3t", "FLASHSTEP_SERVER_SECRET", "root:x:0:0"} {
+		if strings.Contains(v.Log, leak) {
+			t.Errorf("the compiler's log quotes %q: %s", leak, v.Log)
+		}
+	}
+	if os.Geteuid() == 0 && !strings.Contains(v.Log, "cannot open source file \""+secret) {
+		t.Errorf("the root-only file was not refused: %s", v.Log)
 	}
 }
 
@@ -184,6 +229,19 @@ func TestQueueIsFair(t *testing.T) {
 	}
 	if _, err := s.Submit(e, "// SLOW", "d", NoCheck, Owner{}); !errors.As(err, &busy) {
 		t.Errorf("past the queue's bound: %v", err)
+	}
+
+	// Students of a room behind one address (a school's NAT) each have
+	// their own live submission; the same student twice is told to wait.
+	nat := fake(Options{Concurrent: 1, QueueMax: 8, Limit: 10 * time.Second})
+	defer nat.Close()
+	for _, student := range []string{"s1", "s2", "s3"} {
+		if _, err := nat.Submit(e, "// SLOW", "10.0.0.1", NoCheck, Owner{Room: "ABCDEFGH", Student: student}); err != nil {
+			t.Errorf("student %s behind the class's one address: %v", student, err)
+		}
+	}
+	if _, err := nat.Submit(e, "// SLOW", "10.0.0.1", NoCheck, Owner{Room: "ABCDEFGH", Student: "s2"}); !errors.As(err, &busy) {
+		t.Errorf("a second submission of one student: %v", err)
 	}
 	for _, id := range ids {
 		if st := wait(t, s, id, 20*time.Second); st.Verdict == nil || st.Verdict.Verdict != "pass" {

@@ -1,80 +1,218 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"flashstep/lab"
+	"flashstep/sandbox"
 )
 
 // ErrLabTimeout: a student's kernel (or its compilation) ran past its time
 // limit, and its process was killed.
 var ErrLabTimeout = errors.New("time limit")
 
-// LabKernel runs one student's kernel in a process of its own: command
-// (the GPU worker with -lab) reads req on its standard input and writes
-// its reply on its standard output. A kernel that faults takes down only
-// that process and its CUDA context; past limit, or when ctx ends (the
-// student left), the process is killed and the GPU is free for the next.
-func LabKernel(ctx context.Context, command []string, env []string, req lab.KernelRequest, limit time.Duration) (lab.KernelReply, time.Duration, error) {
+// LabProcess says how a student's kernel's process starts.
+type LabProcess struct {
+	// Command is the GPU worker; "-lab" is added.
+	Command []string
+	// Sandbox confines the process (package sandbox): its user, the
+	// variables a test adds.
+	Sandbox sandbox.Options
+	// Sanitizer, with Tool ("memcheck", "racecheck"), runs the process
+	// under compute-sanitizer, whose report comes back in LabResult.Report.
+	Sanitizer, Tool string
+}
+
+// LabResult is what a student's kernel's process gave back.
+type LabResult struct {
+	Reply lab.KernelReply
+	// Output is what the kernel's threads printed (printf), its first
+	// lab.MaxOutputBytes; OutputCut counts the bytes past them.
+	Output    string
+	OutputCut int
+	// Crash, when the process died without a reply while compiling, says
+	// so in the student's words; Reply.Stage is then "compile".
+	Crash string
+	// Report is compute-sanitizer's report, when it ran.
+	Report string
+	// Stderr is the process's own messages (its first 16 KiB), for the
+	// server's log: never shown to the student, since a crash report of
+	// the worker's says nothing about their kernel.
+	Stderr string
+	Took   time.Duration
+}
+
+// LabKernel runs one student's kernel in a process of its own, confined
+// (package sandbox): the worker reads req on its standard input, answers
+// on descriptor lab.ReplyFD, and leaves its standard output to the
+// kernel's printf. A kernel that faults takes down only that process and
+// its CUDA context; past limit, or when ctx ends (the student left), the
+// process and any it started are killed and the GPU is free for the next.
+func LabKernel(ctx context.Context, p LabProcess, req lab.KernelRequest, limit time.Duration) (LabResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	body, err := json.Marshal(req)
 	if err != nil {
-		return lab.KernelReply{}, 0, err
+		return LabResult{}, err
 	}
-	args := append(command[1:len(command):len(command)], "-lab")
-	cmd := exec.CommandContext(ctx, command[0], args...)
-	cmd.Env = env
+	argv := append(p.Command[:len(p.Command):len(p.Command)], "-lab")
+	opts := p.Sandbox
+	reportName := ""
+	if p.Sanitizer != "" {
+		// The report is the one file the process may write, in its own
+		// directory.
+		opts.Writable = true
+		reportName = p.Tool + ".log"
+		opts.Wrapper = []string{p.Sanitizer, "--tool", p.Tool, "--log-file", reportName, "--print-limit", "20"}
+	}
+	proc, err := sandbox.Command(ctx, argv, opts)
+	if err != nil {
+		return LabResult{}, err
+	}
+	defer proc.Cleanup()
+	replyR, replyW, err := os.Pipe()
+	if err != nil {
+		return LabResult{}, err
+	}
+	defer replyR.Close()
+	cmd := proc.Cmd
 	cmd.Stdin = bytes.NewReader(body)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &limitedBuffer{max: 16 << 10, buf: &errOut}
+	output := &limitedBuffer{max: lab.MaxOutputBytes}
+	stderr := &limitedBuffer{max: 16 << 10}
+	cmd.Stdout, cmd.Stderr = output, stderr
+	cmd.ExtraFiles = []*os.File{replyW} // lab.ReplyFD
 	cmd.WaitDelay = time.Second
 	start := time.Now()
-	runErr := cmd.Run()
-	took := time.Since(start)
+	if err := proc.Start(); err != nil {
+		replyW.Close()
+		return LabResult{}, fmt.Errorf("starting the kernel's process: %w", err)
+	}
+	replyW.Close() // the child's copy is the only writer now
+	answered := make(chan labAnswer, 1)
+	go func() { answered <- readReply(replyR) }()
+	runErr := cmd.Wait()
+	res := LabResult{Took: time.Since(start), Output: output.String(), OutputCut: output.cut, Stderr: stderr.String()}
+	var a labAnswer
+	select {
+	case a = <-answered:
+	case <-time.After(time.Second):
+		// A grandchild kept the channel open: what came is what there is.
+		replyR.Close()
+		a = <-answered
+	}
+	if reportName != "" {
+		if b, err := os.ReadFile(filepath.Join(proc.Dir, reportName)); err == nil {
+			res.Report = string(b)
+		}
+	}
 	if ctx.Err() == context.DeadlineExceeded {
-		return lab.KernelReply{}, took, ErrLabTimeout
+		return res, ErrLabTimeout
 	}
 	if ctx.Err() != nil {
-		return lab.KernelReply{}, took, ctx.Err()
+		return res, ctx.Err()
 	}
-	var reply lab.KernelReply
-	if err := json.Unmarshal(out.Bytes(), &reply); err != nil {
-		tail := strings.TrimSpace(errOut.String())
-		if runErr != nil {
-			return lab.KernelReply{}, took, fmt.Errorf("the kernel's process ended without an answer (%v): %s", runErr, tail)
-		}
-		return lab.KernelReply{}, took, fmt.Errorf("the kernel's process answered nonsense: %v", err)
+	if a.reply != nil {
+		res.Reply, res.Crash = *a.reply, a.reply.Crash
+		return res, nil
 	}
-	return reply, took, nil
+	if a.nonsense != nil {
+		return res, fmt.Errorf("the kernel's process answered nonsense on its reply channel: %v", a.nonsense)
+	}
+	why := exitWhy(runErr, stderr.String())
+	if a.stage == "compile" {
+		res.Reply = lab.KernelReply{Stage: "compile"}
+		res.Crash = "The compiler stopped on your source: it " + why + " before it could say what is wrong. " +
+			"A compiler runs out of stack on recursion it cannot see the end of: a template or constexpr function that instantiates itself without a base case, or a very deep chain of them."
+		return res, nil
+	}
+	where := map[string]string{"load": " while loading your compiled kernel", "run": " while running your kernel"}[a.stage]
+	return res, fmt.Errorf("the kernel's process ended without an answer%s: it %s", where, why)
 }
 
-// limitedBuffer keeps the first max bytes written to it.
+// labAnswer is what the reply channel carried: the reply, or the last
+// stage the process said it entered, or something that was no answer.
+type labAnswer struct {
+	reply    *lab.KernelReply
+	stage    string
+	nonsense error
+}
+
+// readReply reads the channel: progress lines, then the reply.
+func readReply(r *os.File) (out labAnswer) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var m struct {
+			lab.Progress
+			lab.KernelReply
+		}
+		if err := dec.Decode(&m); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				out.nonsense = err
+			}
+			return out
+		}
+		if m.Progress.Progress != "" {
+			out.stage = m.Progress.Progress
+			continue
+		}
+		reply := m.KernelReply
+		out.reply = &reply
+		return out
+	}
+}
+
+// exitWhy says how a process ended, in words: the signal that killed it
+// (a Go program's crash report names the one that arrived in C code), or
+// its exit status.
+func exitWhy(err error, stderr string) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "crashed (" + unix.SignalName(ws.Signal()) + ")"
+		}
+	}
+	for _, sig := range []string{"SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE"} {
+		if strings.Contains(stderr, sig) {
+			return "crashed (" + sig + ")"
+		}
+	}
+	if err != nil {
+		line, _, _ := strings.Cut(strings.TrimSpace(stderr), "\n")
+		if line != "" {
+			return fmt.Sprintf("ended (%v): %s", err, line)
+		}
+		return fmt.Sprintf("ended (%v)", err)
+	}
+	return "ended"
+}
+
+// limitedBuffer keeps the first max bytes written to it and counts the
+// rest.
 type limitedBuffer struct {
 	max int
-	buf *bytes.Buffer
+	buf bytes.Buffer
+	cut int
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.buf.Len(); room > 0 {
-		l.buf.Write(p[:min(len(p), room)])
-	}
+	room := max(l.max-l.buf.Len(), 0)
+	l.buf.Write(p[:min(len(p), room)])
+	l.cut += len(p) - min(len(p), room)
 	return len(p), nil
 }
 
-// Sanitize wraps a lab command in compute-sanitizer (at sanitizer) running
-// tool, its report written to logFile. memcheck names every access of a
-// student's kernel outside the buffers it was given, read or write, even
-// one that happens not to fault; racecheck names every pair of accesses
-// to shared memory that no barrier orders, even when the race's luck gave
-// the right numbers.
-func Sanitize(sanitizer, tool, logFile string, command []string) []string {
-	return append([]string{sanitizer, "--tool", tool, "--log-file", logFile, "--print-limit", "20"}, command...)
-}
+func (l *limitedBuffer) String() string { return l.buf.String() }

@@ -26,12 +26,21 @@ const Report = "FLASHSTEP_SANDBOX"
 
 // policy is what the parent tells the trampoline.
 type policy struct {
-	Target   int    `json:"target"` // descriptor of the command's binary
-	Self     int    `json:"self"`   // descriptor of the trampoline's own, closed before the command runs
-	Dir      string `json:"dir"`
-	Writable bool   `json:"writable"`
-	FSize    uint64 `json:"fsize"`
-	NProc    uint64 `json:"nproc"` // 0: unchanged (the server's own user)
+	Target      int      `json:"target"` // descriptor of the command's binary
+	Self        int      `json:"self"`   // descriptor of the trampoline's own, closed before the command runs
+	Dir         string   `json:"dir"`
+	Writable    bool     `json:"writable"`
+	FSize       uint64   `json:"fsize"`
+	NProc       uint64   `json:"nproc"` // 0: unchanged (the server's own user)
+	Also        []int    `json:"also"`  // descriptors of other binaries it may execute (a wrapper's command)
+	Readable    []string `json:"readable,omitempty"`
+	NoLandlock  bool     `json:"no_landlock,omitempty"`
+	ReadWrite   []string `json:"read_write,omitempty"`
+	KeepNetwork bool     `json:"keep_network,omitempty"`
+	KeepScope   bool     `json:"keep_scope,omitempty"`
+	// WholeProc lets a wrapper reach every process's /proc entry (a
+	// sanitizer's, of the command it starts).
+	WholeProc bool `json:"whole_proc,omitempty"`
 }
 
 func init() {
@@ -142,14 +151,18 @@ var readable = []struct {
 	rights uint64
 }{
 	{"/usr", readExec}, {"/lib", readExec}, {"/lib64", readExec}, {"/lib32", readExec},
-	{"/etc/ld.so.cache", readOnly}, {"/proc/self", readOnly}, {"/proc/driver/nvidia", readOnly},
-	{"/proc/sys/vm", readOnly}, {"/proc/cpuinfo", readOnly}, {"/proc/meminfo", readOnly}, {"/sys", readOnly},
+	{"/etc/ld.so.cache", readOnly}, {"/proc/driver/nvidia", readOnly},
+	{"/proc/sys/vm", readOnly}, {"/proc/cpuinfo", readOnly}, {"/proc/meminfo", readOnly}, {"/proc/devices", readOnly},
+	{"/proc/modules", readOnly}, {"/sys", readOnly},
 	{"/dev/null", device}, {"/dev/zero", device}, {"/dev/urandom", device},
 }
 
 // restrict applies Landlock, as much of it as the kernel has, and says
 // which ABI held ("none (why)" where the kernel has none).
 func restrict(pol policy) (string, error) {
+	if pol.NoLandlock {
+		return "off", nil
+	}
 	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno != 0 {
 		return "none(" + errno.Error() + ")", nil
@@ -164,12 +177,12 @@ func restrict(pol policy) (string, error) {
 	case abi >= 2:
 		attr.handledFS = fsV2
 	}
-	if abi >= 4 {
+	if abi >= 4 && !pol.KeepNetwork {
 		// No TCP at all: the process talks to the server over pipes.
 		attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 		size = 2 * unsafe.Sizeof(attr.handledFS)
 	}
-	if abi >= 6 {
+	if abi >= 6 && !pol.KeepScope {
 		attr.scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
 		size = unsafe.Sizeof(attr)
 	}
@@ -202,6 +215,28 @@ func restrict(pol policy) (string, error) {
 			return "", err
 		}
 	}
+	// Its own /proc entry, where CUDA's driver writes and truncates as
+	// well as reads (with reads alone cuInit fails:
+	// CUDA_ERROR_OPERATING_SYSTEM, on the H200 machine); a wrapper's,
+	// every process's, which the kernel's own permissions still limit to
+	// the same user's.
+	proc := "/proc/self"
+	if pol.WholeProc {
+		proc = "/proc"
+	}
+	if err := add(proc, attr.handledFS&^(unix.LANDLOCK_ACCESS_FS_MAKE_CHAR|unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK)); err != nil {
+		return "", err
+	}
+	for _, path := range pol.ReadWrite {
+		if err := add(path, attr.handledFS&^(unix.LANDLOCK_ACCESS_FS_MAKE_CHAR|unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK)); err != nil {
+			return "", err
+		}
+	}
+	for _, path := range pol.Readable {
+		if err := add(path, readExec); err != nil {
+			return "", err
+		}
+	}
 	for _, dir := range strings.Split(os.Getenv("LD_LIBRARY_PATH"), ":") {
 		if filepath.IsAbs(dir) {
 			if err := add(dir, readExec); err != nil {
@@ -217,8 +252,10 @@ func restrict(pol policy) (string, error) {
 		return "", err
 	}
 	// The command's own binary, by the descriptor the parent gave.
-	if err := addRule(int(fd), pol.Target, readExec&attr.handledFS); err != nil {
-		return "", fmt.Errorf("the command's binary: %w", err)
+	for _, bin := range append([]int{pol.Target}, pol.Also...) {
+		if err := addRule(int(fd), bin, readExec&attr.handledFS); err != nil {
+			return "", fmt.Errorf("the command's binary: %w", err)
+		}
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
 		return "", fmt.Errorf("restrict_self: %w", errno)

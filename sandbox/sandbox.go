@@ -51,6 +51,23 @@ type Options struct {
 	// Writable lets the process write files in its own directory (up to
 	// WritableBytes): compute-sanitizer writes its report there.
 	Writable bool
+	// Wrapper, if set, is a program and its options that run the command
+	// (compute-sanitizer): it is started instead, given the command's
+	// binary by descriptor, since the confined user may not reach its
+	// path.
+	Wrapper []string
+	// Readable are paths it may read besides the system's libraries and
+	// the GPU's (package sandbox's list): CUDA installed elsewhere.
+	Readable []string
+	// ReadWrite are paths it may also create and write files in: a
+	// driver's shared memory.
+	ReadWrite []string
+	// KeepNetwork and KeepScope leave Landlock's TCP rules and its
+	// scoping of signals and abstract sockets out.
+	KeepNetwork, KeepScope bool
+	// NoLandlock leaves Landlock out (the other limits hold): a kernel
+	// whose Landlock gets in the GPU driver's way.
+	NoLandlock bool
 	// Off runs the process without Landlock and without changing user (a
 	// machine whose kernel refuses the trampoline). Environment,
 	// directory and limits still apply.
@@ -86,6 +103,13 @@ func Env(environ []string, dir string, extra []string) []string {
 	return append(out, extra...)
 }
 
+// Check says whether o can be had on this machine: its user exists and is
+// not root.
+func (o Options) Check() error {
+	_, err := credential(o)
+	return err
+}
+
 // Process is a confined command, ready to start: set Stdin, Stdout,
 // Stderr and ExtraFiles on Cmd (ExtraFiles become descriptors 3, 4, …
 // as always; the sandbox's own come after them), call Start, then Wait,
@@ -96,6 +120,7 @@ type Process struct {
 	Dir     string
 	self    *os.File
 	target  *os.File
+	inner   *os.File // the command's binary, when a wrapper runs it
 	opts    Options
 	argv    []string
 	started bool
@@ -131,8 +156,14 @@ func Command(ctx context.Context, argv []string, o Options) (*Process, error) {
 		}
 		os.Chmod(dir, 0o700)
 	}
-	if p.target, err = os.Open(argv[0]); err != nil {
-		return fail(fmt.Errorf("sandbox: opening %s: %w", argv[0], err))
+	if len(o.Wrapper) > 0 {
+		if p.inner, err = os.Open(argv[0]); err != nil {
+			return fail(fmt.Errorf("sandbox: opening %s: %w", argv[0], err))
+		}
+		p.argv = append(o.Wrapper[:len(o.Wrapper):len(o.Wrapper)], argv...)
+	}
+	if p.target, err = os.Open(p.argv[0]); err != nil {
+		return fail(fmt.Errorf("sandbox: opening %s: %w", p.argv[0], err))
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	if !o.Off {
@@ -164,7 +195,8 @@ func Command(ctx context.Context, argv []string, o Options) (*Process, error) {
 func (p *Process) Start() error {
 	cmd := p.Cmd
 	n := 3 + len(cmd.ExtraFiles)
-	pol := policy{FSize: 0, Writable: p.opts.Writable, Dir: p.Dir}
+	pol := policy{FSize: 0, Writable: p.opts.Writable, Dir: p.Dir, Readable: p.opts.Readable, NoLandlock: p.opts.NoLandlock,
+		ReadWrite: p.opts.ReadWrite, KeepNetwork: p.opts.KeepNetwork, KeepScope: p.opts.KeepScope}
 	if p.opts.Writable {
 		pol.FSize = WritableBytes
 	}
@@ -172,6 +204,19 @@ func (p *Process) Start() error {
 		pol.NProc = maxProcesses
 	}
 	args := p.argv[1:]
+	if p.inner != nil {
+		// The wrapper executes the command by its descriptor, in the same
+		// domain: compute-sanitizer loses a target that executes another
+		// program ("terminated before first instrumented API call"), so
+		// the trampoline cannot run again in between. The domain then
+		// grants every process's /proc entry, as the command's own is not
+		// the wrapper's; the kernel still limits them to the same user's.
+		k := len(p.opts.Wrapper)
+		args = append(append(p.argv[1:k:k], "/proc/self/fd/"+strconv.Itoa(n)), p.argv[k+1:]...)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, p.inner)
+		pol.Also, pol.WholeProc = []int{n}, true
+		n++
+	}
 	if p.self != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, p.target, p.self)
 		pol.Target, pol.Self = n, n+1
@@ -186,6 +231,11 @@ func (p *Process) Start() error {
 		cmd.Path = "/proc/self/fd/" + strconv.Itoa(n)
 		cmd.Args = append([]string{filepath.Base(p.argv[0])}, args...)
 	}
+	return p.start()
+}
+
+func (p *Process) start() error {
+	cmd := p.Cmd
 	p.started = true
 	err := cmd.Start()
 	// The child has its copies; the parent's are of no more use.
@@ -193,6 +243,10 @@ func (p *Process) Start() error {
 	if err == nil && p.self == nil {
 		// Without the trampoline the limits are set from outside, before
 		// the process reads its request.
+		pol := policy{FSize: 0}
+		if p.opts.Writable {
+			pol.FSize = WritableBytes
+		}
 		setLimitsOf(cmd.Process.Pid, pol)
 	}
 	return err
@@ -207,7 +261,7 @@ func (p *Process) Cleanup() {
 }
 
 func (p *Process) closeFiles() {
-	for _, f := range []*os.File{p.self, p.target} {
+	for _, f := range []*os.File{p.self, p.target, p.inner} {
 		if f != nil {
 			f.Close()
 		}

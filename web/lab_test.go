@@ -34,8 +34,7 @@ func TestMain(m *testing.M) {
 // the room: the room's pages say so and their submissions are refused.
 func TestLabRoom(t *testing.T) {
 	t.Parallel()
-	cmd, env := labruntest.Command()
-	svc := labrun.New(labrun.Options{Command: cmd, Env: env, Limit: 5 * time.Second})
+	svc := labrun.New(labrun.Options{Command: labruntest.Command(), Limit: 5 * time.Second})
 	t.Cleanup(svc.Close)
 	_, ts := serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, Lab: svc})
 

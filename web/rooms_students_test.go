@@ -26,8 +26,7 @@ import (
 // (labruntest).
 func kernelTrackOn(t *testing.T) (*Server, *labrun.Service, string) {
 	t.Helper()
-	cmd, env := labruntest.Command()
-	svc := labrun.New(labrun.Options{Command: cmd, Env: env, Limit: 5 * time.Second})
+	svc := labrun.New(labrun.Options{Command: labruntest.Command(), Limit: 5 * time.Second})
 	t.Cleanup(svc.Close)
 	app, ts := serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, Lab: svc})
 	return app, svc, ts.URL

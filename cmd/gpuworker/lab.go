@@ -5,6 +5,7 @@ package main
 /*
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 // NVRTC is loaded at run time from the GPU machine's CUDA installation:
@@ -17,10 +18,21 @@ typedef int (*fs_nvrtc_destroy)(void **);
 
 static void *fs_nvrtc;
 
+// fs_flush_printf pushes what the kernel's printf left in C's buffer for
+// standard output to the pipe: Go's exit does not run C's.
+static void fs_flush_printf(void) { fflush(stdout); }
+
 static const char *fs_nvrtc_open(void) {
 	const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"};
 	for (int k = 0; k < 5 && !fs_nvrtc; k++) fs_nvrtc = dlopen(names[k], RTLD_NOW);
 	return fs_nvrtc ? NULL : dlerror();
+}
+
+// fs_nvrtc_error names an NVRTC result.
+typedef const char *(*fs_nvrtc_errstr)(int);
+static const char *fs_nvrtc_error(int r) {
+	fs_nvrtc_errstr f = (fs_nvrtc_errstr)dlsym(fs_nvrtc, "nvrtcGetErrorString");
+	return f ? f(r) : "unnamed";
 }
 
 // fs_nvrtc_ptx compiles src; on success *ptx holds the PTX, else *log the
@@ -65,6 +77,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -72,24 +85,37 @@ import (
 
 	"flashstep/kernels"
 	"flashstep/lab"
+	"flashstep/sandbox"
 )
 
 // labMain is `gpuworker -lab`: one student's kernel, in a process of its
-// own. It reads a lab.KernelRequest on standard input, compiles the source
-// with NVRTC, launches it on each run and writes a lab.KernelReply. A
-// kernel that faults poisons this process's context only; one that never
-// ends is killed by the server's watchdog.
+// own, confined by the server (package sandbox). It reads a
+// lab.KernelRequest on standard input, compiles the source with NVRTC,
+// launches it on each run and writes a lab.KernelReply on descriptor
+// lab.ReplyFD, saying first each stage it enters; standard output is the
+// kernel's printf. A kernel that faults poisons this process's context
+// only; one that never ends is killed by the server's watchdog.
 func labMain() int {
 	runtime.LockOSThread()
-	reply := labRun(os.Stdin)
-	if err := json.NewEncoder(os.Stdout).Encode(reply); err != nil {
+	out := os.NewFile(lab.ReplyFD, "reply")
+	if _, err := out.Stat(); err != nil {
+		fmt.Fprintln(os.Stderr, "gpuworker -lab answers on descriptor 3, which is not open:", err)
+		return 1
+	}
+	replies := json.NewEncoder(out)
+	reply := labRun(os.Stdin, func(stage string) { replies.Encode(lab.Progress{Progress: stage}) })
+	C.fs_flush_printf()
+	if os.Getenv(sandbox.Report) != "" {
+		reply.Sandbox = os.Getenv(sandbox.Report)
+	}
+	if err := replies.Encode(reply); err != nil {
 		fmt.Fprintln(os.Stderr, "gpuworker -lab: writing the reply:", err)
 		return 1
 	}
 	return 0
 }
 
-func labRun(in io.Reader) lab.KernelReply {
+func labRun(in io.Reader, progress func(stage string)) lab.KernelReply {
 	var req lab.KernelRequest
 	if err := json.NewDecoder(io.LimitReader(in, 4<<20)).Decode(&req); err != nil {
 		return lab.KernelReply{Stage: "load", Error: "reading the request: " + err.Error()}
@@ -116,6 +142,7 @@ func labRun(in io.Reader) lab.KernelReply {
 	}
 	defer ctx.Destroy()
 
+	progress("compile")
 	src := C.CString(lab.Harness(req.Br, req.Bc, req.D) + req.Source)
 	defer C.free(unsafe.Pointer(src))
 	arch := C.CString(fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor))
@@ -131,8 +158,15 @@ func labRun(in io.Reader) lab.KernelReply {
 		}
 	}
 	if r != 0 || ptx == nil {
-		if r == -1 {
+		switch {
+		case r == -1:
 			reply.Error = "this NVRTC lacks a function the lab needs"
+		case strings.TrimSpace(reply.Log) == "":
+			// NVRTC gave up without a message (a source deep enough to
+			// exhaust its own limits does this): say so, with its code.
+			reply.Crash = fmt.Sprintf("The compiler stopped on your source without saying why (NVRTC's result %d, %s). "+
+				"A compiler gives up this way on nesting or recursion it cannot see the end of: thousands of nested parentheses or blocks, "+
+				"or a template or constexpr function that instantiates itself without a base case.", int(r), C.GoString(C.fs_nvrtc_error(r)))
 		}
 		return reply
 	}
@@ -140,6 +174,7 @@ func labRun(in io.Reader) lab.KernelReply {
 	C.free(unsafe.Pointer(ptx))
 
 	reply.Stage = "load"
+	progress("load")
 	mod, err := cu.LoadData(code)
 	if err != nil {
 		reply.Error = "loading the compiled kernel: " + err.Error()
@@ -151,6 +186,7 @@ func labRun(in io.Reader) lab.KernelReply {
 		return reply
 	}
 	reply.Stage = "run"
+	progress("run")
 	if req.Timing != nil {
 		if reply.TimedMs, err = labTime(mod, fn, &req); err != nil {
 			reply.Error = err.Error()
@@ -161,6 +197,7 @@ func labRun(in io.Reader) lab.KernelReply {
 	}
 	for _, q := range req.Runs {
 		run, err := labLaunch(mod, fn, &req, q)
+		C.fs_flush_printf()
 		if err != nil {
 			reply.Error = err.Error()
 			return reply

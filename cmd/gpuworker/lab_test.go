@@ -19,6 +19,7 @@ import (
 	"flashstep/lab"
 	"flashstep/labrun"
 	"flashstep/runner"
+	"flashstep/sandbox"
 )
 
 // labChild, set in its environment, makes this test binary gpuworker -lab:
@@ -26,9 +27,14 @@ import (
 // does.
 const labChild = "FS_LAB_CHILD"
 
+// labProcess starts this test binary as the lab's worker, confined as the
+// server confines it.
+var labProcess = runner.LabProcess{Command: []string{os.Args[0]}, Sandbox: sandbox.Options{Env: []string{labChild + "=1"}}}
+
 func labKernel(t *testing.T, req lab.KernelRequest, limit time.Duration) (lab.KernelReply, time.Duration, error) {
 	t.Helper()
-	return runner.LabKernel(context.Background(), []string{os.Args[0]}, append(os.Environ(), labChild+"=1"), req, limit)
+	res, err := runner.LabKernel(context.Background(), labProcess, req, limit)
+	return res.Reply, res.Took, err
 }
 
 // gradeReply holds every run of a reply as the server would.
@@ -182,7 +188,7 @@ func TestLabRaceOnSharedMemory(t *testing.T) {
 	if sanitizer == "" {
 		t.Skip("compute-sanitizer is not installed here")
 	}
-	s := labrun.New(labrun.Options{Command: []string{os.Args[0]}, Env: append(os.Environ(), labChild+"=1"), Sanitizer: sanitizer, Limit: 20 * time.Second})
+	s := labrun.New(labrun.Options{Command: labProcess.Command, Sandbox: labProcess.Sandbox, Sanitizer: sanitizer, Limit: 20 * time.Second})
 	defer s.Close()
 	for _, tc := range []struct{ name, source, verdict string }{{"racy", racy, "racecheck"}, {"solution", tiles.Solution, "pass"}} {
 		start := time.Now()
@@ -197,11 +203,11 @@ func TestLabRaceOnSharedMemory(t *testing.T) {
 		}
 		if st.Verdict == nil || st.Verdict.Verdict != tc.verdict {
 			t.Errorf("%s under racecheck: %s", tc.name, describe(st))
-			raw := filepath.Join(t.TempDir(), "racecheck.log")
 			req, _ := tiles.KernelRequestFor(tc.source, 6)
-			_, _, err := runner.LabKernel(context.Background(), runner.Sanitize(sanitizer, "racecheck", raw, []string{os.Args[0]}), append(os.Environ(), labChild+"=1"), req, 60*time.Second)
-			report, _ := os.ReadFile(raw)
-			t.Logf("racecheck's own report (%v):\n%s", err, report)
+			p := labProcess
+			p.Sanitizer, p.Tool = sanitizer, "racecheck"
+			res, err := runner.LabKernel(context.Background(), p, req, 60*time.Second)
+			t.Logf("racecheck's own report (%v):\n%s\nstage %s %s", err, res.Report, res.Reply.Stage, res.Reply.Error)
 			continue
 		}
 		t.Logf("%s under racecheck: %s in %v: %s\n%s", tc.name, st.Verdict.Verdict, time.Since(start), st.Verdict.Message, st.Verdict.Log)
@@ -213,4 +219,135 @@ func describe(st labrun.Status) string {
 		return st.State + ", no verdict"
 	}
 	return fmt.Sprintf("%s: %s: %s", st.Verdict.Verdict, st.Verdict.Message, st.Verdict.Log)
+}
+
+// TestLabSandbox: a student's kernel whose source names files (the
+// server's source check out of the way: runner.LabKernel takes any
+// source) reads nothing of the server's; a kernel that prints passes and
+// its output comes back beside the reply; sources that may overflow the
+// compiler's stack get a verdict in words, never a crash report.
+func TestLabSandbox(t *testing.T) {
+	t.Setenv("FLASHSTEP_SERVER_SECRET", "s3cr3t-env")
+	dir := t.TempDir()
+	rootOnly := filepath.Join(dir, "root-only")
+	if err := os.WriteFile(rootOnly, []byte("int s3cr3t_file;\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	naive, _ := lab.ByID("naive-kernel")
+	for _, name := range []string{"/proc/self/environ", rootOnly, "/etc/passwd"} {
+		req, _ := naive.KernelRequestFor("#include \""+name+"\"\n"+naive.Solution, 8)
+		res, err := runner.LabKernel(context.Background(), labProcess, req, 30*time.Second)
+		if err != nil {
+			t.Fatalf("#include %s: %v", name, err)
+		}
+		t.Logf("#include %q: stage %s %s, sandbox %q, log:\n%s\nstderr: %s", name, res.Reply.Stage, res.Reply.Error, res.Reply.Sandbox, res.Reply.Log, res.Stderr)
+		for _, leak := range []string{"s3cr3t", "FLASHSTEP_SERVER_SECRET", "root:x:0:0", "HOME=/root"} {
+			if strings.Contains(res.Reply.Log, leak) {
+				t.Errorf("#include %s: the compiler's log quotes %q", name, leak)
+			}
+		}
+		if res.Reply.Stage == "done" && name != "/proc/self/environ" {
+			t.Errorf("#include %s compiled: the file was read", name)
+		}
+	}
+
+	// printf: the kernel passes, its lines come back as its output.
+	src := strings.Replace(naive.Solution, "  if (!live) return;", "  if (threadIdx.x == 0) printf(\"hello from q-tile %d, batch-head %d\\n\", blockIdx.x, blockIdx.y);\n  if (!live) return;", 1)
+	if src == naive.Solution {
+		// The naive solution has no such line: print at the kernel's start.
+		src = strings.Replace(naive.Solution, "{\n", "{\n  if (threadIdx.x == 0) printf(\"hello from q-tile %d, batch-head %d\\n\", blockIdx.x, blockIdx.y);\n", 1)
+	}
+	req, runs := naive.KernelRequestFor(src, 9)
+	res, err := runner.LabKernel(context.Background(), labProcess, req, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reply.Stage != "done" {
+		t.Fatalf("the printing kernel stopped at %s: %s %s\nstderr: %s", res.Reply.Stage, res.Reply.Error, res.Reply.Log, res.Stderr)
+	}
+	if m := gradeReply(t, naive, res.Reply, runs); m != nil {
+		t.Errorf("the printing kernel fails: %+v", *m)
+	}
+	if !strings.Contains(res.Output, "hello from q-tile 0, batch-head 0\n") {
+		t.Errorf("the printing kernel's output: %q (%d bytes cut)", res.Output, res.OutputCut)
+	}
+	t.Logf("printf: %d bytes shown, %d cut; first lines:\n%.300s", len(res.Output), res.OutputCut, res.Output)
+	if os.Geteuid() == 0 && !strings.Contains(res.Reply.Sandbox, "uid=65534") || !strings.Contains(res.Reply.Sandbox, "landlock=") {
+		t.Errorf("the sandbox reports %q", res.Reply.Sandbox)
+	}
+
+	// Sources that may overflow the compiler's stack.
+	// Each within the source's 64 KiB.
+	deepParens := "__device__ int deep = " + strings.Repeat("(", 30000) + "1" + strings.Repeat(")", 30000) + ";\n"
+	deepTemplate := "template <int N> struct Deep { static constexpr int v = Deep<N + 1>::v + 1; };\n__device__ int deep = Deep<0>::v;\n"
+	deepConstexpr := "constexpr int f(int n) { return n == 0 ? 0 : 1 + f(n - 1); }\n__device__ int deep = f(1 << 30);\n"
+	deepNest := "__device__ int deep() { " + strings.Repeat("{", 30000) + strings.Repeat("}", 30000) + "return 1; }\n"
+	deepMacro := "#define A0 1\n" + func() string {
+		var b strings.Builder
+		for k := 1; k < 2000; k++ {
+			fmt.Fprintf(&b, "#define A%d (A%d+1)\n", k, k-1)
+		}
+		return b.String()
+	}() + "__device__ int deep = A1999;\n"
+	deepArgs := "template <class T> struct X {};\n__device__ X<" + strings.Repeat("X<", 15000) + "int" + strings.Repeat(">", 15001) + " *deep;\n"
+	deepBraces := "__device__ int deep[1] = " + strings.Repeat("{", 20000) + "1" + strings.Repeat("}", 20000) + ";\n"
+	for name, src := range map[string]string{"parentheses": deepParens, "template": deepTemplate, "constexpr": deepConstexpr, "blocks": deepNest,
+		"macros": deepMacro, "template arguments": deepArgs, "braces": deepBraces} {
+		req, _ := naive.KernelRequestFor(src+naive.Solution, 10)
+		res, err := runner.LabKernel(context.Background(), labProcess, req, 60*time.Second)
+		switch {
+		case err != nil:
+			t.Errorf("%s: no verdict: %v\nstderr: %.600s", name, err, res.Stderr)
+		case res.Reply.Error != "":
+			t.Errorf("%s: %s", name, res.Reply.Error)
+		case res.Crash != "":
+			t.Logf("%s: the compiler crashed, and the student reads: %s", name, res.Crash)
+		case res.Reply.Stage == "compile":
+			t.Logf("%s: the compiler refused it: %.300s", name, res.Reply.Log)
+		default:
+			t.Logf("%s: compiled (stage %s)", name, res.Reply.Stage)
+		}
+	}
+}
+
+// TestLabSandboxDiagnosis (FS_SANDBOX_DIAG=1) starts the lab's worker under
+// variants of the sandbox and says which lets CUDA start: for a machine
+// whose driver needs a path the sandbox does not grant.
+func TestLabSandboxDiagnosis(t *testing.T) {
+	if os.Getenv("FS_SANDBOX_DIAG") != "1" {
+		t.Skip("FS_SANDBOX_DIAG=1 runs it")
+	}
+	naive, _ := lab.ByID("naive-kernel")
+	req, _ := naive.KernelRequestFor(naive.Solution, 1)
+	for _, v := range []struct {
+		name string
+		o    sandbox.Options
+	}{
+		{"default", sandbox.Options{}},
+		{"no landlock", sandbox.Options{NoLandlock: true}},
+		{"scope kept", sandbox.Options{KeepScope: true}},
+		{"scope and network kept", sandbox.Options{KeepScope: true, KeepNetwork: true}},
+		{"rw /", sandbox.Options{ReadWrite: []string{"/"}}},
+		{"rw /, scope and network kept", sandbox.Options{ReadWrite: []string{"/"}, KeepScope: true, KeepNetwork: true}},
+	} {
+		p := labProcess
+		v.o.Env = p.Sandbox.Env
+		p.Sandbox = v.o
+		res, err := runner.LabKernel(context.Background(), p, req, 30*time.Second)
+		t.Logf("%-32s err=%v stage=%s error=%q sandbox=%q stdout=%.200q stderr=%.300q", v.name, err, res.Reply.Stage, res.Reply.Error, res.Reply.Sandbox, res.Output, res.Stderr)
+		if sanitizer, err := exec.LookPath("compute-sanitizer"); err == nil || fileExists("/usr/local/cuda/bin/compute-sanitizer") {
+			if err != nil {
+				sanitizer = "/usr/local/cuda/bin/compute-sanitizer"
+			}
+			p.Sanitizer, p.Tool = sanitizer, "memcheck"
+			res, err := runner.LabKernel(context.Background(), p, req, 60*time.Second)
+			t.Logf("%-32s under memcheck: err=%v stage=%s error=%q sandbox=%q report=%.300q stderr=%.500q", v.name, err, res.Reply.Stage, res.Reply.Error, res.Reply.Sandbox, res.Report, res.Stderr)
+		}
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

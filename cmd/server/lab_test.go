@@ -172,6 +172,18 @@ func TestBrowserLabKernelTrack(t *testing.T) {
 	if n := evalJS[int](ctx, t, `document.querySelectorAll('.cm-lintRange-error, .cm-lint-marker-error').length`); n == 0 {
 		t.Errorf("the compile error is not marked in the editor")
 	}
+	// A kernel that prints: it passes, and its printf shows under the
+	// verdict, cut at 8 KiB with a note.
+	if v := labRun(ctx, t, "// PRINTF\n"); v.Verdict != "pass" {
+		t.Errorf("a kernel that prints: %+v", v)
+	}
+	if out := evalJS[string](ctx, t, `document.getElementById('lab-output').hidden ? '' : document.getElementById('lab-output').textContent`); !strings.Contains(out, "row 0: m = 0\nrow 1: m = 0.125") || !strings.Contains(out, "more bytes were cut") {
+		t.Errorf("what the kernel printed, as the page shows it: %.200q", out)
+	}
+	// A compiler that crashes on the source: a verdict in words.
+	if v := labRun(ctx, t, "// COMPILECRASH\n"); v.Verdict != "error" || !strings.Contains(v.Text, "The compiler stopped on your source") || strings.Contains(v.Text, "goroutine") {
+		t.Errorf("a source that crashes the compiler: %+v", v)
+	}
 }
 
 // slipsToTry are an exercise's slips the test runs: all of them, or under

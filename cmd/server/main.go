@@ -54,6 +54,7 @@ import (
 	"flashstep/rooms/natsrooms"
 	"flashstep/runner"
 	"flashstep/runs"
+	"flashstep/sandbox"
 	"flashstep/static"
 	"flashstep/sweep"
 	"flashstep/web"
@@ -146,6 +147,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	traceMemory := fs.Int64("trace-memory", 256, "MiB for traces: computing, cached and being sent (runs past it wait, then are refused as busy)")
 	computeSlots := fs.Int("compute-slots", 0, "runs the CPU mirror computes at once (default: one per core); more wait in a queue")
 	labWorker := fs.String("lab-worker", "", "the binary run with -lab for each student's kernel (default: the GPU worker); naming one turns the kernel track on with -lab-kernels on, GPU or not")
+	labUser := fs.String("lab-user", "nobody", "the unprivileged user each student's kernel runs as, when the server runs as root (see docs/DEPLOY.md)")
 	labKernels := fs.String("lab-kernels", "auto", `the lab's kernel track, students' CUDA compiled and run on the GPU: "auto" (on with a GPU when the server listens on loopback alone), "on" (a classroom server), or "off"`)
 	bodyTimeout := fs.Duration("body-timeout", web.DefaultBodyTimeout, "how long a request's body may take to arrive once its headers have; past it the answer is 408 and the connection closes")
 	connsPerAddr := fs.Int("conns-per-addr", connlimit.DefaultPerAddress, "connections one client address (IPv6: one /64) may hold open at once; past it a connection is answered 503 and closed. A browser holds about 8: a class of 300 behind one NAT, without a proxy, needs 2500. 0: no cap")
@@ -251,6 +253,10 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	labOpts := labrun.Options{}
 	if labKernelsOn {
 		labOpts.Command = []string{*labWorker}
+		labOpts.Sandbox = sandbox.Options{User: *labUser}
+		if err := labOpts.Sandbox.Check(); err != nil {
+			return fmt.Errorf("-lab-user %s: %w", *labUser, err)
+		}
 		if labOpts.Ladder, err = ladder.Build(recordings.Files); err != nil {
 			log.Warn("the ladder's figures do not load: passing kernels are timed but not placed", "err", err)
 		}

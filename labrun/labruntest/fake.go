@@ -9,12 +9,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"flashstep/instrument"
@@ -29,13 +31,16 @@ func IsFake() bool {
 	return len(os.Args) == 2 && os.Args[1] == "-lab" || len(os.Args) > 2 && os.Args[1] == "--tool"
 }
 
-// Command is the command and environment that start this test binary as
-// the fake (its TestMain must call Fake when IsFake).
-func Command() ([]string, []string) { return []string{os.Args[0]}, os.Environ() }
+// Command is the command that starts this test binary as the fake (its
+// TestMain must call Fake when IsFake), confined as the real worker is.
+func Command() []string { return []string{os.Args[0]} }
 
 // Fake is a kernel that is right ("PASS"), sleeps forever ("SLEEP"),
-// does not compile ("COMPILE"), kills its process ("CRASH"), or is right
-// but one LSE, off by 0.5 ("LSE") or −∞ ("NEGINF").
+// does not compile ("COMPILE"), crashes its compiler ("COMPILECRASH": the
+// process dies of SIGSEGV after saying it is compiling), kills its
+// process ("CRASH"), prints ("PRINTF": a line per row of its run, on its
+// standard output, as a kernel's printf does), or is right but one LSE,
+// off by 0.5 ("LSE") or −∞ ("NEGINF").
 func Fake() int {
 	if os.Args[1] == "--tool" {
 		return fakeSanitizer()
@@ -51,6 +56,25 @@ func Fake() int {
 	switch {
 	case strings.Contains(src, "SLEEP"):
 		time.Sleep(time.Hour)
+	case strings.Contains(src, "INCLUDE:"):
+		// As NVRTC does with #include "path": it reads the file and
+		// quotes it in its errors.
+		log := ""
+		for _, f := range strings.Fields(src) {
+			if path, ok := strings.CutPrefix(f, "INCLUDE:"); ok {
+				if b, err := os.ReadFile(path); err != nil {
+					log += fmt.Sprintf("student.cu(1): catastrophic error: cannot open source file %q: %v\n", path, err)
+				} else {
+					log += fmt.Sprintf("%s(1): error: this declaration has no storage class or type specifier: %q\n", path, b)
+				}
+			}
+		}
+		return reply(lab.KernelReply{Stage: "compile", Log: log})
+	case strings.Contains(src, "COMPILECRASH"):
+		progress("compile")
+		syscall.Kill(os.Getpid(), syscall.SIGSEGV)
+		time.Sleep(time.Second)
+		return 2
 	case strings.Contains(src, "CRASH"):
 		return 3
 	case strings.Contains(src, "COMPILE"):
@@ -58,6 +82,12 @@ func Fake() int {
 	}
 	if strings.Contains(src, "SLOW") {
 		time.Sleep(300 * time.Millisecond)
+	}
+	progress("run")
+	if strings.Contains(src, "PRINTF") {
+		for row := range 1000 {
+			fmt.Printf("row %d: m = %g\n", row, float64(row)/8)
+		}
 	}
 	out := lab.KernelReply{Stage: "done"}
 	for k, q := range req.Runs {
@@ -99,10 +129,15 @@ func Fake() int {
 	return reply(out)
 }
 
+// replyChannel is where the fake answers, as the worker does.
+var replyChannel = os.NewFile(lab.ReplyFD, "reply")
+
 func reply(r lab.KernelReply) int {
-	json.NewEncoder(os.Stdout).Encode(r)
+	json.NewEncoder(replyChannel).Encode(r)
 	return 0
 }
+
+func progress(stage string) { json.NewEncoder(replyChannel).Encode(lab.Progress{Progress: stage}) }
 
 // fakeSanitizer is compute-sanitizer around the command after its
 // options: it runs the command and, as the tool it was given would, writes

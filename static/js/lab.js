@@ -237,10 +237,23 @@ function floats(b64) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// showOutput shows what the kernel's threads printed (printf), as the
+// server kept it: its first 8 KiB (lab.MaxOutputBytes), and how much
+// more there was.
+function showOutput(v) {
+  if (!v.output) return;
+  $('lab-output').hidden = false;
+  $('lab-output-title').textContent = v.output_cut
+    ? `What your kernel printed (its first 8 KiB; ${v.output_cut} more bytes were cut)`
+    : 'What your kernel printed';
+  $('lab-output-text').textContent = v.output;
+}
+
 async function runKernel() {
   $('lab-run').disabled = true;
   $('lab-diff').hidden = true;
   $('lab-log').hidden = true;
+  $('lab-output').hidden = true;
   $('lab-placed').hidden = true;
   try {
     say('running', 'Sending your kernel to the GPU…');
@@ -267,12 +280,13 @@ async function runKernel() {
     }
     const v = st.verdict;
     if (!v) { say('error', 'The submission was cancelled.', { counted: false }); return; }
+    showOutput(v);
     if (v.verdict === 'compile') {
       say('error', v.line ? `Line ${v.line}: ${firstError(v.log)}` : v.message, { line: v.line || undefined, ticket });
       if (v.line) code.mark(v.line, firstError(v.log));
       $('lab-log-title').textContent = "The compiler's messages";
-      $('lab-log').hidden = false;
-      $('lab-log-text').textContent = v.log;
+      $('lab-log').hidden = !v.log;
+      $('lab-log-text').textContent = v.log || '';
       return;
     }
     if (v.verdict === 'memcheck' || v.verdict === 'racecheck') {
