@@ -43,7 +43,7 @@ type Limits struct {
 var DefaultLimits = Limits{
 	MaxRooms: 1000, MaxMembers: 1000, IdleExpiry: time.Hour, UnpresentedExpiry: 5 * time.Minute, PresenterIdle: 3 * time.Hour, RoomsPerAddress: 20,
 	MaxMessage: 1024, MaxQuery: 512, MaxAnswer: 64, MaxSteps: 1 << 22,
-	JoinsPerMinute: 600, FailedJoinsPerMinute: 30,
+	JoinsPerMinute: 1200, FailedJoinsPerMinute: 30,
 	PresenterRate: 60, StudentRate: 5,
 }
 
