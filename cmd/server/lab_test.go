@@ -180,6 +180,8 @@ func TestBrowserLabKernelTrack(t *testing.T) {
 	if out := evalJS[string](ctx, t, `document.getElementById('lab-output').hidden ? '' : document.getElementById('lab-output').textContent`); !strings.Contains(out, "row 0: m = 0\nrow 1: m = 0.125") || !strings.Contains(out, "more bytes were cut") {
 		t.Errorf("what the kernel printed, as the page shows it: %.200q", out)
 	}
+	evalJS[bool](ctx, t, `(document.getElementById('lab-output').scrollIntoView(), true)`)
+	saveShot(ctx, t, "lab-kernel-printf.png")
 	// A compiler that crashes on the source: a verdict in words.
 	if v := labRun(ctx, t, "// COMPILECRASH\n"); v.Verdict != "error" || !strings.Contains(v.Text, "The compiler stopped on your source") || strings.Contains(v.Text, "goroutine") {
 		t.Errorf("a source that crashes the compiler: %+v", v)

@@ -265,7 +265,7 @@ async function runKernel() {
     const res = await fetch(`${submissions}${params.size ? `?${params}` : ''}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
     const body = await res.json();
     if (!res.ok) {
-      say(res.status === 503 ? 'busy' : 'error', body.error || `HTTP ${res.status}`, { counted: false });
+      say(res.status === 503 ? 'busy' : 'error', body.fields?.[0]?.message || body.error || `HTTP ${res.status}`, { counted: false });
       return;
     }
     const ticket = body.id;
