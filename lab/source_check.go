@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -43,7 +44,9 @@ var allowedDirectives = map[string]bool{
 // allowedPragmas are the pragmas a kernel may use: loop unrolling, and
 // the compiler's diagnostics switched on or off.
 var allowedPragmas = map[string]bool{
-	"unroll": true, "nounroll": true, "once": true,
+	"unroll": true, "nounroll": true, "once": true, "GCC unroll": true, "GCC ivdep": true, "message": true,
+	"STDC FP_CONTRACT": true, "STDC FENV_ACCESS": true, "STDC CX_LIMITED_RANGE": true,
+	"nv_diagnostic": true, "hd_warning_disable": true, "nv_exec_check_disable": true,
 	"nv_diag_suppress": true, "nv_diag_warning": true, "nv_diag_error": true, "nv_diag_default": true,
 	"nv_diag_once": true, "diag_suppress": true, "diag_warning": true, "diag_error": true, "diag_default": true,
 }
@@ -104,19 +107,14 @@ func spliced(src string, trigraphs bool) []srcChar {
 		}
 		k += size
 	}
-	// Remove backslash-newline pairs (a backslash then spaces then a
-	// newline is a splice to GCC and to clang too).
+	// Remove backslash-newline pairs. (A backslash, spaces, then a
+	// newline is a splice to GCC and not to NVRTC: such a source is
+	// refused before it gets here.)
 	joined := out[:0:0]
 	for k := 0; k < len(out); k++ {
-		if out[k].c == '\\' {
-			j := k + 1
-			for j < len(out) && (out[j].c == ' ' || out[j].c == '\t') {
-				j++
-			}
-			if j < len(out) && out[j].c == '\n' {
-				k = j
-				continue
-			}
+		if out[k].c == '\\' && k+1 < len(out) && out[k+1].c == '\n' {
+			k++
+			continue
 		}
 		joined = append(joined, out[k])
 	}
@@ -137,10 +135,138 @@ func findFileNaming(src string) (int, string) {
 	if k := strings.IndexByte(strings.ReplaceAll(src, "\r\n", "\n\n"), '\r'); k >= 0 {
 		return strings.Count(src[:k], "\n") + 1, "a carriage return outside a line ending: save the file with ordinary line endings"
 	}
-	if line, what := scanForFiles(spliced(src, false)); what != "" {
-		return line, what
+	if m := spaceSplice.FindStringIndex(src); m != nil {
+		return strings.Count(src[:m[0]], "\n") + 1, "a backslash followed by spaces at the end of a line: delete the spaces (one compiler joins the lines, another does not)"
 	}
-	return scanForFiles(spliced(src, true))
+	readings := [][]srcChar{spliced(src, false), spliced(src, true)}
+	for _, s := range readings {
+		if line, what := scanForFiles(s); what != "" {
+			return line, what
+		}
+	}
+	// The backstop: whatever the scan took for a comment or a literal, a
+	// directive's name after a # anywhere, in the text as written and as
+	// each reading joins it, is refused.
+	for _, s := range append(readings, plain(src)) {
+		if line, what := anywhere(s); what != "" {
+			return line, what
+		}
+	}
+	return 0, ""
+}
+
+// spaceSplice is a backslash, then spaces or tabs, then a line's end
+// (trigraph ??/ as well).
+var spaceSplice = regexp.MustCompile(`(\\|\?\?/)[ \t\f\v]+\r?\n`)
+
+// plain is src as written, each character with its line.
+func plain(src string) []srcChar {
+	out := make([]srcChar, 0, len(src))
+	line := 1
+	for _, r := range src {
+		out = append(out, srcChar{r, line})
+		if r == '\n' {
+			line++
+		}
+	}
+	return out
+}
+
+// anywhere finds, ignoring comments and literals, a # (or %:) followed,
+// past spaces, block comments and line splices, by a file-naming
+// directive's name or a pragma not allowed; the operators that test for a
+// file or make a pragma; and token pasting. It reads each character once.
+func anywhere(s []srcChar) (int, string) {
+	at := func(k int) rune {
+		if k < len(s) {
+			return s[k].c
+		}
+		return 0
+	}
+	word := func(k int) (string, int) {
+		j := k
+		for j < len(s) && isIdentChar(s[j].c) {
+			j++
+		}
+		var b strings.Builder
+		for _, c := range s[k:j] {
+			b.WriteRune(c.c)
+		}
+		return b.String(), j
+	}
+	// closeAfter[k] is where the first */ at or after k starts (len(s)
+	// if none): a comment is skipped in one step, so a source of many
+	// unclosed comments costs no more than one.
+	closeAfter := make([]int, len(s)+2)
+	closeAfter[len(s)], closeAfter[len(s)+1] = len(s), len(s)
+	for k := len(s) - 1; k >= 0; k-- {
+		closeAfter[k] = closeAfter[k+1]
+		if s[k].c == '*' && at(k+1) == '/' {
+			closeAfter[k] = k
+		}
+	}
+	gap := func(k int) int {
+		for k < len(s) {
+			switch {
+			case s[k].c == ' ' || s[k].c == '\t' || s[k].c == '\f' || s[k].c == '\v':
+				k++
+			case s[k].c == '\\' && at(k+1) == '\n':
+				k += 2
+			case s[k].c == '/' && at(k+1) == '*':
+				k = min(closeAfter[k+2]+2, len(s))
+			default:
+				return k
+			}
+		}
+		return k
+	}
+	for k := 0; k < len(s); k++ {
+		c := s[k].c
+		switch {
+		case c == '#' && at(k+1) == '#', c == '%' && at(k+1) == ':' && at(k+2) == '%' && at(k+3) == ':':
+			return s[k].line, "## (token pasting) is not available in the lab: it can build a name this check cannot read; write the name whole"
+		case c == '#' || c == '%' && at(k+1) == ':':
+			j := k + 1
+			if c == '%' {
+				j++
+			}
+			name, end := word(gap(j))
+			if fileNamingNames[name] {
+				return s[k].line, fmt.Sprintf("#%s is not available in the lab (in a comment or a string too): %s", name, noFilesHint)
+			}
+			if name == "pragma" {
+				if p := pragmaName(word, gap, end); !allowedPragmas[p] {
+					return s[k].line, fmt.Sprintf("#pragma %s is not available in the lab: only #pragma unroll (and the compiler's diagnostic pragmas) are; %s", p, noFilesHint)
+				}
+			}
+		case isIdentChar(c) && (k == 0 || !isIdentChar(s[k-1].c)):
+			name, end := word(k)
+			if fileOperators[name] {
+				return s[k].line, fmt.Sprintf("%s is not available in the lab (in a comment or a string too): %s", name, noFilesHint)
+			}
+			k = end - 1
+		}
+	}
+	return 0, ""
+}
+
+// pragmaName is the pragma after "#pragma" (ending at end): its first
+// word, or its first two for the families of GCC and STDC.
+func pragmaName(word func(int) (string, int), gap func(int) int, end int) string {
+	p, pend := word(gap(end))
+	if p == "GCC" || p == "STDC" {
+		q, _ := word(gap(pend))
+		return p + " " + q
+	}
+	return p
+}
+
+// isIdentChar is a character of an identifier as this check reads one:
+// ASCII letters, digits and the underscore. Any other character outside
+// comments and literals is refused, so no compiler can read a longer
+// identifier than the check does.
+func isIdentChar(r rune) bool {
+	return r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')
 }
 
 // scanForFiles reads one spliced reading of a source for file-naming
@@ -152,9 +278,7 @@ func scanForFiles(s []srcChar) (int, string) {
 		}
 		return 0
 	}
-	isIdent := func(r rune) bool {
-		return r == '_' || r == '$' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') || r >= 0x80
-	}
+	isIdent := isIdentChar
 	// skipSpace moves past spaces and comments on the same logical line;
 	// a block comment may span lines (and so may hide a line start).
 	skipSpace := func(k int) int {
@@ -167,7 +291,7 @@ func scanForFiles(s []srcChar) (int, string) {
 				for k < len(s) && !(s[k].c == '*' && at(k+1) == '/') {
 					k++
 				}
-				k += 2
+				k = min(k+2, len(s))
 			case s[k].c == '/' && at(k+1) == '/':
 				for k < len(s) && s[k].c != '\n' {
 					k++
@@ -212,11 +336,9 @@ func scanForFiles(s []srcChar) (int, string) {
 				switch {
 				case name == "" || allowedDirectives[name] && name != "pragma":
 				case name == "pragma":
-					p, pend := ident(skipSpace(end))
-					if !allowedPragmas[p] {
+					if p := pragmaName(ident, skipSpace, end); !allowedPragmas[p] {
 						return c.line, fmt.Sprintf("#pragma %s is not available in the lab: only #pragma unroll (and the compiler's diagnostic pragmas) are; %s", p, noFilesHint)
 					}
-					end = pend
 				case '0' <= rune(name[0]) && rune(name[0]) <= '9':
 					return c.line, fmt.Sprintf("# %s is a line marker, which names a file: it is not available in the lab; %s", name, noFilesHint)
 				default:
@@ -227,7 +349,7 @@ func scanForFiles(s []srcChar) (int, string) {
 			} else if name == "pragma" {
 				// Not a directive where it stands, unless a compiler counts a
 				// block comment's newline as a line start: held to the same list.
-				if p, _ := ident(skipSpace(end)); !allowedPragmas[p] {
+				if p := pragmaName(ident, skipSpace, end); !allowedPragmas[p] {
 					return c.line, fmt.Sprintf("#pragma %s is not available in the lab: only #pragma unroll (and the compiler's diagnostic pragmas) are; %s", p, noFilesHint)
 				}
 			}
@@ -243,10 +365,12 @@ func scanForFiles(s []srcChar) (int, string) {
 			lineStart = false
 			// A raw string's prefix is a whole token: R, LR, uR, UR, u8R.
 			if at(end) == '"' && (name == "R" || name == "LR" || name == "uR" || name == "UR" || name == "u8R") {
-				if skip, ok := rawStringEnd(s, end); ok {
-					k = skip
-					continue
+				skip, ok := rawStringEnd(s, end)
+				if !ok {
+					return c.line, "a raw string literal whose delimiter is malformed or that never closes: write it as R\"(…)\" with a plain delimiter"
 				}
+				k = skip
+				continue
 			}
 			k = end
 		case '0' <= c.c && c.c <= '9':
@@ -273,6 +397,8 @@ func scanForFiles(s []srcChar) (int, string) {
 			if j < len(s) && s[j].c == '\n' {
 				k = j
 			}
+		case c.c >= 0x80 || c.c == '$' || c.c == '@' || c.c == '`':
+			return c.line, fmt.Sprintf("the character %q is only available in comments and strings in the lab", c.c)
 		default:
 			lineStart = false
 			k++

@@ -23,7 +23,18 @@ func TestCheckSourceRefusesFileNaming(t *testing.T) {
 		{"include after a comment", "/* hi */ # /* there */ include \"x\"\n", 1, "#include"},
 		{"comment spanning lines before #", "int a; /*\n*/ #include \"x\"\n", 2, "#include"},
 		{"line splice in the name", "#inc\\\nlude \"x\"\n", 1, "#include"},
-		{"line splice with trailing spaces", "#inc\\  \nlude \"x\"\n", 1, "#include"},
+		{"backslash, spaces, newline", "#inc\\  \nlude \"x\"\n", 1, "a backslash followed by spaces"},
+		{"backslash and spaces hiding a comment's end", "// see below \\ \n#include \"/proc/self/environ\"\n", 1, "a backslash followed by spaces"},
+		{"backslash and spaces in a string", "const char *s = \"abc\\ \n#include \"x\"\n", 1, "a backslash followed by spaces"},
+		{"raw string after a non-ASCII character", "auto s = ×R\"( \" /* )\";\n#include \"/proc/self/environ\"\n// */\n", 1, "the character '×'"},
+		{"raw string after a dollar", "auto s = $R\"( \" /* )\";\n#include \"x\"\n// */\n", 1, "the character '$'"},
+		{"raw string with a malformed delimiter", "auto s = R\"a b( \" /* )a b\";\n#include \"x\"\n// */\n", 1, "raw string literal"},
+		{"raw string never closed", "auto s = R\"(\n#include \"x\"\n", 1, "raw string literal"},
+		{"include in a comment", "// #include \"x\"\n", 1, "#include is not available in the lab (in a comment or a string too)"},
+		{"include in a string", "const char *s = \"#include \\\"x\\\"\";\n", 1, "#include"},
+		{"include in a raw string", "const char *r = R\"tag(\n#include \"x\"\n)tag\";\n", 2, "#include"},
+		{"has_include in a comment", "/* __has_include */\n", 1, "__has_include"},
+		{"pragma GCC dependency", "#pragma GCC dependency \"/etc/passwd\"\n", 1, "#pragma GCC dependency"},
 		{"line splice before the name", "#\\\ninclude \"x\"\n", 1, "#include"},
 		{"splice joins the # to a comment line", "// note \\\n\n#include \"x\"\n", 3, "#include"},
 		{"CRLF line endings", "int a;\r\n#include \"x\"\r\n", 2, "#include"},
@@ -37,7 +48,7 @@ func TestCheckSourceRefusesFileNaming(t *testing.T) {
 		{"line marker", "# 5 \"/etc/passwd\"\n", 1, "line marker"},
 		{"embed", "#embed \"/etc/passwd\"\n", 1, "#embed"},
 		{"ident", "#ident \"x\"\n", 1, "#ident"},
-		{"pragma dependency", "#pragma GCC dependency \"/etc/passwd\"\n", 1, "#pragma GCC"},
+		{"pragma GCC system_header", "#pragma GCC system_header\n", 1, "#pragma GCC system_header"},
 		{"pragma include_alias", "#pragma include_alias(\"a\", \"/etc/passwd\")\n", 1, "#pragma include_alias"},
 		{"has_include in #if", "#if __has_include(\"/etc/passwd\")\n#endif\n", 1, "__has_include is not available"},
 		{"has_include in a macro", "#define F __has_include\n", 1, "__has_include"},
@@ -79,9 +90,12 @@ func TestCheckSourceAllowsKernels(t *testing.T) {
 	for _, src := range []string{
 		"#define TILE 16\n#if TILE > 8\n#pragma unroll\n#endif\n",
 		"#define STR(x) #x\nconst char *s = STR(include);\n",
-		"// #include \"x\" in a comment\n/* #include <y> */\n",
-		"const char *s = \"#include \\\"x\\\"\";\n",
-		"const char *r = R\"tag(\n#include \"x\"\n)tag\";\n",
+		"// a comment may hold any character: × é 😀 $ @\n/* # see above */\n",
+		"const char *s = \"a string: × # ok\";\n",
+		"const char *r = R\"tag(\n# not a directive\n)tag\";\n",
+		"#pragma unroll 4\n#pragma GCC unroll 8\n#pragma nv_diagnostic push\n#pragma nv_diag_suppress 177\n#pragma nv_diagnostic pop\n#pragma STDC FP_CONTRACT OFF\n",
+		"#if defined(FS_BR) && FS_BR > 16\n#elif !defined(X)\n#endif\n",
+		"int x = 1; // a line that ends in a backslash joins the next\\\nint y = 2;\n",
 		"char c = '#'; int n = 0x1'000'000;\n",
 		"#pragma nv_diag_suppress 177\n#ifdef FS_BR\n#undef X\n#else\n#error no\n#endif\n",
 		"float x = 1e-5f + 2.5e+3;\n",
@@ -106,4 +120,17 @@ func TestCheckSourceAllowsKernels(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzCheckSource: no source makes the check panic, and a source it
+// passes holds no file-naming word after a #, whatever it is inside.
+func FuzzCheckSource(f *testing.F) {
+	for _, seed := range []string{"#include \"x\"\n", "R\"(\n", "#/*", "/*#", "%:%:", "??=include", "a\\\nb", "'#'", "\"\\\"#\"", "R\"a(b)a\""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if CheckSource(src) == nil && strings.Contains(strings.ReplaceAll(strings.ReplaceAll(src, " ", ""), "\\\n", ""), "#include") {
+			t.Errorf("passed a source holding #include: %q", src)
+		}
+	})
 }
