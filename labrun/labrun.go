@@ -40,6 +40,16 @@ type Options struct {
 	Concurrent int
 	// QueueMax is how many submissions may wait (default 64).
 	QueueMax int
+	// PerAddress is how many submissions from one client address may be
+	// live (queued or running) at once (default 8), whatever identities
+	// they carry: a room's student has one live submission, but an
+	// identity costs one GET of a room's page and anyone may open a room,
+	// so without this one address could fetch a new identity before each
+	// submission and fill the queue with kernels that never end. A class
+	// behind a trusted proxy (-trusted-proxies) has an address per
+	// student; a class behind one NAT without such a proxy shares this
+	// bound, and its students past it are told to wait for a verdict.
+	PerAddress int
 	// Abandoned is how long a submission waits for its student to ask
 	// about it before it is cancelled (default 15 s).
 	Abandoned time.Duration
@@ -81,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.QueueMax == 0 {
 		o.QueueMax = 64
+	}
+	if o.PerAddress == 0 {
+		o.PerAddress = 8
 	}
 	if o.Abandoned == 0 {
 		o.Abandoned = 15 * time.Second
@@ -177,26 +190,30 @@ type Service struct {
 	queue   []*ticket // waiting, in order
 	running int
 	byID    map[string]*ticket
-	byAddr  map[string]*ticket // each student's (or address's) one live submission
+	byAddr  map[string]*ticket // each student's (or address's) one live submission, by ticket.addr
+	perAddr map[string]int     // live submissions by client address, ticket.from
 	closed  bool
 }
 
 type ticket struct {
-	id, addr string
-	owner    Owner
-	e        *lab.Exercise
-	source   string
-	check    Check
-	state    string
-	verdict  *Verdict
-	seen     time.Time
-	cancel   context.CancelFunc
-	ctx      context.Context
+	// addr is what allows one live submission: the room's student, else
+	// the client's address; from is always the client's address, which
+	// PerAddress bounds.
+	id, addr, from string
+	owner          Owner
+	e              *lab.Exercise
+	source         string
+	check          Check
+	state          string
+	verdict        *Verdict
+	seen           time.Time
+	cancel         context.CancelFunc
+	ctx            context.Context
 }
 
 // New starts a service; Close stops it.
 func New(o Options) *Service {
-	s := &Service{o: o.withDefaults(), byID: map[string]*ticket{}, byAddr: map[string]*ticket{}}
+	s := &Service{o: o.withDefaults(), byID: map[string]*ticket{}, byAddr: map[string]*ticket{}, perAddr: map[string]int{}}
 	if o.Command != nil {
 		go s.janitor()
 	}
@@ -213,13 +230,15 @@ func (s *Service) Checks() bool { return s.On() && s.o.Sanitizer != "" }
 // room: owner), under compute-sanitizer's check if one is asked for (and
 // offered). It refuses at once, with a BusyError, a second submission
 // while the student has one waiting or running, and any past the queue's
-// bound; a loop exercise, which runs in the browser, with a FieldErrors.
-// A student is the identity a room issued, where the submission comes
-// from a room's page (a class behind one school's NAT is many students),
-// else the address.
+// bound, or past Options.PerAddress live from addr whoever the students;
+// a loop exercise, which runs in the browser, with a FieldErrors. A
+// student is the identity a room issued, where the submission comes from
+// a room's page (a class behind one school's NAT is many students), else
+// the address.
 func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check, owner Owner) (string, error) {
+	from, key := addr, addr
 	if owner.Student != "" {
-		addr = "student " + owner.Room + " " + owner.Student
+		key = "student " + owner.Room + " " + owner.Student
 	}
 	if e.Track != lab.TrackKernel {
 		return "", BrowserExercise(e)
@@ -241,8 +260,11 @@ func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check, owne
 	if s.closed {
 		return "", &BusyError{"the server is shutting down"}
 	}
-	if t := s.byAddr[addr]; t != nil {
+	if t := s.byAddr[key]; t != nil {
 		return "", &BusyError{"your last kernel is still queued or running: wait for its verdict"}
+	}
+	if n := s.perAddr[from]; n >= s.o.PerAddress {
+		return "", &BusyError{fmt.Sprintf("%d kernels from your address are queued or running, as many as one address may have: wait for one's verdict", n)}
 	}
 	if len(s.queue) >= s.o.QueueMax {
 		return "", &BusyError{fmt.Sprintf("%d kernels are waiting for the GPU", len(s.queue))}
@@ -250,8 +272,9 @@ func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check, owne
 	var b [12]byte
 	rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &ticket{id: hex.EncodeToString(b[:]), addr: addr, owner: owner, e: e, source: source, check: check, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
-	s.byID[t.id], s.byAddr[addr] = t, t
+	t := &ticket{id: hex.EncodeToString(b[:]), addr: key, from: from, owner: owner, e: e, source: source, check: check, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
+	s.byID[t.id], s.byAddr[key] = t, t
+	s.perAddr[from]++
 	s.queue = append(s.queue, t)
 	s.startLocked()
 	return t.id, nil
@@ -308,9 +331,18 @@ func (s *Service) run(t *ticket) {
 	} else {
 		t.state, t.verdict = "done", v
 	}
-	delete(s.byAddr, t.addr)
+	s.notLiveLocked(t)
 	t.cancel()
 	s.startLocked()
+}
+
+// notLiveLocked forgets t among the live submissions, once it is done or
+// cancelled: its student and its address may submit again.
+func (s *Service) notLiveLocked(t *ticket) {
+	delete(s.byAddr, t.addr)
+	if s.perAddr[t.from]--; s.perAddr[t.from] <= 0 {
+		delete(s.perAddr, t.from)
+	}
 }
 
 // janitor cancels submissions nobody asks about, and forgets finished ones
@@ -337,7 +369,7 @@ func (s *Service) janitor() {
 						break
 					}
 				}
-				delete(s.byAddr, t.addr)
+				s.notLiveLocked(t)
 			case t.state == "running" && idle > s.o.Abandoned:
 				t.cancel() // kills its process; run() finishes the rest
 			case (t.state == "done" || t.state == "cancelled") && idle > 4*s.o.Abandoned:

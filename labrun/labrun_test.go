@@ -279,6 +279,78 @@ func TestQueueIsFair(t *testing.T) {
 	}
 }
 
+// TestOneAddressCannotFillTheQueue: a room's identity costs one GET of
+// its page, so one address fetching a new one before each submission is
+// still held to Options.PerAddress live submissions (8 by default), and
+// told how many it has; other addresses are not.
+func TestOneAddressCannotFillTheQueue(t *testing.T) {
+	t.Parallel()
+	e, _ := lab.ByID("online-kernel")
+	s := fake(Options{Concurrent: 1, Limit: time.Minute})
+	defer s.Close()
+	for k := range 8 {
+		if _, err := s.Submit(e, "// SLEEP", "198.51.100.7", NoCheck, Owner{Room: "ABCDEFGH", Student: fmt.Sprint("s", k)}); err != nil {
+			t.Fatalf("submission %d from one address, each a new student: %v", k, err)
+		}
+	}
+	var busy *BusyError
+	_, err := s.Submit(e, "// SLEEP", "198.51.100.7", NoCheck, Owner{Room: "ABCDEFGH", Student: "s8"})
+	if !errors.As(err, &busy) || !strings.Contains(busy.Why, "8 kernels from your address") {
+		t.Errorf("a ninth from one address, a new student: %v, want busy saying 8 kernels from the address", err)
+	}
+	if _, err := s.Submit(e, "// SLEEP", "198.51.100.7", NoCheck, Owner{}); !errors.As(err, &busy) {
+		t.Errorf("a ninth from one address, no student: %v, want busy", err)
+	}
+	if _, err := s.Submit(e, "// SLEEP", "198.51.100.8", NoCheck, Owner{Room: "ABCDEFGH", Student: "other"}); err != nil {
+		t.Errorf("another address: %v", err)
+	}
+}
+
+// TestAddressCountsOnlyLiveSubmissions: a submission leaves its address's
+// count when it is cancelled, queued (the janitor) or running (its
+// process killed, run), so the address may submit again.
+func TestAddressCountsOnlyLiveSubmissions(t *testing.T) {
+	t.Parallel()
+	e, _ := lab.ByID("online-kernel")
+	s := fake(Options{Concurrent: 1, PerAddress: 2, Limit: time.Minute, Abandoned: 2 * time.Second})
+	defer s.Close()
+	const addr = "198.51.100.9"
+	var ids []string
+	for _, student := range []string{"s1", "s2"} {
+		id, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: student})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	var busy *BusyError
+	if _, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: "s3"}); !errors.As(err, &busy) || !strings.Contains(busy.Why, "2 kernels from your address") {
+		t.Fatalf("a third past PerAddress 2: %v", err)
+	}
+	// Nobody asks about them: the running one is killed, the queued one
+	// cancelled (asking would keep them; the state is read directly).
+	state := func(id string) string {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.byID[id].state
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for state(ids[0]) != "cancelled" || state(ids[1]) != "cancelled" {
+		if time.Now().After(deadline) {
+			t.Fatalf("not cancelled: %s, %s", state(ids[0]), state(ids[1]))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, student := range []string{"s3", "s4"} {
+		if _, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: student}); err != nil {
+			t.Errorf("after both were cancelled, %s from the address: %v", student, err)
+		}
+	}
+	if _, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: "s5"}); !errors.As(err, &busy) {
+		t.Errorf("a third again: %v, want busy", err)
+	}
+}
+
 // TestAbandonedSubmissionIsKilled: a student who stops asking loses the
 // GPU: the running kernel's process is killed and the next one runs.
 func TestAbandonedSubmissionIsKilled(t *testing.T) {

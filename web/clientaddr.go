@@ -85,10 +85,15 @@ func addrKey(ip netip.Addr) string {
 // it heard from, so the list is read from the right: trusted proxies are
 // skipped, and the first address that is not one is the client; what lies
 // to its left the client wrote itself, and is not read. Where every
-// address is a trusted proxy's, the leftmost is the client. ok is false
-// where the header is absent, or malformed where it is read: then the
-// peer counts.
+// address is in a trusted range, the nearest (the rightmost: the address
+// the nearest trusted proxy heard from) is the client, never the leftmost,
+// which whoever sent the request may have written: were a range to hold
+// clients as well as proxies (10.0.0.0/8 on a school's LAN in 10/8), a
+// student writing a random 10.x in front would otherwise be a new address
+// on every request. ok is false where the header is absent, or malformed
+// where it is read: then the peer counts.
 func forwardedClient(lines []string, proxies []netip.Prefix) (client netip.Addr, ok bool) {
+	var nearest netip.Addr
 	for i := len(lines) - 1; i >= 0; i-- {
 		rest := lines[i]
 		for {
@@ -101,7 +106,9 @@ func forwardedClient(lines []string, proxies []netip.Prefix) (client netip.Addr,
 			if err != nil {
 				return netip.Addr{}, false
 			}
-			client = a
+			if !nearest.IsValid() {
+				nearest = a
+			}
 			if !trusted(a, proxies) {
 				return a, true
 			}
@@ -110,7 +117,7 @@ func forwardedClient(lines []string, proxies []netip.Prefix) (client netip.Addr,
 			}
 		}
 	}
-	return client, client.IsValid()
+	return nearest, nearest.IsValid()
 }
 
 // parseHop reads one address of X-Forwarded-For; some proxies write its

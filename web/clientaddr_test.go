@@ -57,6 +57,12 @@ func TestTrustedProxyForwardsTheClientAddress(t *testing.T) {
 		{"127.0.0.1", "", 201, "the proxy itself"},
 		{"127.0.0.1", "no-address, 192.0.2.1", 429, "a malformed hop left of the client is never read"},
 		{"127.0.0.1", "192.0.2.3, no-address", 429, "a malformed hop where the client should be: the peer counts (the proxy, holding a room)"},
+		// A trusted range that holds students too (127.0.0.64/26 here, as
+		// 10.0.0.0/8 on a school's LAN): a student who writes another
+		// address of the range in front of theirs is still theirs.
+		{"127.0.0.1", "127.0.0.80, 127.0.0.70", 201, "a student inside a trusted range, through the proxy"},
+		{"127.0.0.1", "127.0.0.81, 127.0.0.70", 429, "the same student, writing another address of the range in front"},
+		{"127.0.0.1", "127.0.0.82, 127.0.0.83, 127.0.0.70", 429, "the same student, writing two"},
 		{"127.0.0.2", "192.0.2.10", 201, "an untrusted peer claiming to forward"},
 		{"127.0.0.2", "192.0.2.11", 429, "the same untrusted peer claiming another client: ignored"},
 	} {
@@ -83,7 +89,13 @@ func TestForwardedClientReadsFromTheRight(t *testing.T) {
 		{[]string{"198.51.100.1,192.0.2.7,10.1.2.3,127.0.0.1"}, "192.0.2.7"},
 		{[]string{"198.51.100.1", "192.0.2.7, 10.1.2.3"}, "192.0.2.7"},
 		{[]string{"192.0.2.7", "10.1.2.3"}, "192.0.2.7"},
-		{[]string{"10.9.9.9, 10.1.2.3"}, "10.9.9.9"}, // every hop a proxy: the farthest
+		// Every hop in a trusted range: the nearest, the address the
+		// nearest proxy heard from; never the leftmost, which the sender
+		// may have written (a range holding students as well as proxies).
+		{[]string{"10.9.9.9, 10.1.2.3"}, "10.1.2.3"},
+		{[]string{"10.9.9.9", "10.1.2.3"}, "10.1.2.3"},
+		{[]string{"10.9.9.9, 10.1.2.3, 127.0.0.1"}, "127.0.0.1"},
+		{[]string{"10.1.2.3"}, "10.1.2.3"},
 		{[]string{"2001:db8:1:2::7"}, "2001:db8:1:2::7"},
 		{[]string{"[2001:db8:1:2::7]:443, 2001:db8:ffff:1::1"}, "2001:db8:1:2::7"},
 		{[]string{"192.0.2.7:5555"}, "192.0.2.7"},

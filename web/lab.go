@@ -131,8 +131,9 @@ func (s *Server) labRecorded(w http.ResponseWriter, r *http.Request) error {
 // second submission while one is live, or a full queue, is answered busy.
 // A room's page submits through labSubmitInRoom, whose request carries
 // the student's cookie; room=CODE here still names the room (refused
-// while its presenter has the kernel track off), but such a submission is
-// nobody's in the room and its verdict is counted for no student.
+// while its presenter has the kernel track off, or shows another page or
+// exercise), but such a submission is nobody's in the room and its
+// verdict is counted for no student.
 func (s *Server) labSubmit(w http.ResponseWriter, r *http.Request) error {
 	return s.submitKernel(w, r, r.URL.Query().Get("room"), false)
 }
@@ -149,8 +150,9 @@ func (s *Server) labSubmitInRoom(w http.ResponseWriter, r *http.Request) error {
 // for anything naming a file first, so every server answers such a source
 // alike, kernel track on or off; then the request must come from this
 // site's pages (another site's page could otherwise spend its visitors'
-// GPU turns); then the exercise, the check, the room; the service says
-// whether the track is on.
+// GPU turns); then the exercise, the check, the room (which must show
+// this exercise, 409 otherwise); the service says whether the track is
+// on.
 func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room string, inRoom bool) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lab.MaxSourceBytes))
 	if err != nil {
@@ -191,6 +193,16 @@ func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room strin
 		}
 		if st.KernelsOff {
 			return &httpError{http.StatusForbidden, "the presenter turned the kernel track off for room " + rooms.FormatCode(code)}
+		}
+		// A room takes kernels for the exercise in front of it alone: its
+		// students' identities are free, so a room of any other page, or
+		// of another exercise, would be a way to queue any kernel under a
+		// fresh identity each time.
+		if st.Page != rooms.PageLab {
+			return &httpError{http.StatusConflict, fmt.Sprintf("room %s shows no lab exercise now, so it takes no kernel for %s: a room takes kernels only for the exercise in front of it", rooms.FormatCode(code), e.ID)}
+		}
+		if st.Query != e.ID {
+			return &httpError{http.StatusConflict, fmt.Sprintf("room %s shows exercise %s, not %s: a room takes kernels only for the exercise in front of it", rooms.FormatCode(code), st.Query, e.ID)}
 		}
 		owner.Room = code
 		if inRoom {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"strings"
 	"testing"
@@ -197,5 +198,66 @@ func TestLabRoom(t *testing.T) {
 	a.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass"})
 	if n := a.next(t, "notice"); !strings.Contains(n["error"].(string), "no lab exercise") {
 		t.Errorf("a verdict in a stepper room: %v", n)
+	}
+}
+
+// TestRoomTakesKernelsForItsExerciseOnly: a room's identities are free
+// (one GET of its page each), so a room takes kernels, on either route,
+// only for the lab exercise in front of it: a room of another exercise,
+// or of no exercise, is refused with 409, naming what it shows.
+func TestRoomTakesKernelsForItsExerciseOnly(t *testing.T) {
+	t.Parallel()
+	svc := labrun.New(labrun.Options{Command: labruntest.Command(), Limit: 5 * time.Second})
+	t.Cleanup(svc.Close)
+	_, ts := serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, Lab: svc})
+	create := func(page, query string) string {
+		t.Helper()
+		body, _ := json.Marshal(roomRequest{Page: page, Query: query})
+		res, err := http.Post(ts.URL+"/api/rooms", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var c roomCreated
+		json.NewDecoder(res.Body).Decode(&c)
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("a %s room: %d", page, res.StatusCode)
+		}
+		return c.Code
+	}
+	// submit sends a kernel for online-kernel naming room code: from its
+	// page, as a student it issued (inRoom), or with ?room=.
+	submit := func(code string, inRoom bool) (int, string) {
+		t.Helper()
+		jar, _ := cookiejar.New(nil)
+		client := &http.Client{Jar: jar, Timeout: clientPatience}
+		url := ts.URL + "/api/lab/online-kernel/submissions?room=" + code
+		if inRoom {
+			res, err := client.Get(ts.URL + "/r/" + code) // an identity
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			url = ts.URL + "/r/" + code + "/lab/online-kernel/submissions"
+		}
+		res, err := client.Post(url, "text/plain", strings.NewReader("// SLEEP"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	other, stepper, shown := create(rooms.PageLab, "online-step"), create("step", roomRun), create(rooms.PageLab, "online-kernel")
+	for _, inRoom := range []bool{true, false} {
+		if code, body := submit(other, inRoom); code != http.StatusConflict || !strings.Contains(body, "shows exercise online-step, not online-kernel") {
+			t.Errorf("in room %v, a room showing another exercise: %d %s", inRoom, code, body)
+		}
+		if code, body := submit(stepper, inRoom); code != http.StatusConflict || !strings.Contains(body, "shows no lab exercise") {
+			t.Errorf("in room %v, a room showing the stepper: %d %s", inRoom, code, body)
+		}
+		if code, body := submit(shown, inRoom); code != http.StatusAccepted {
+			t.Errorf("in room %v, the room's own exercise: %d %s", inRoom, code, body)
+		}
 	}
 }
