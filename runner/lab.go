@@ -115,9 +115,7 @@ func LabKernel(ctx context.Context, p LabProcess, req lab.KernelRequest, limit t
 		a = <-answered
 	}
 	if reportName != "" {
-		if b, err := os.ReadFile(filepath.Join(proc.Dir, reportName)); err == nil {
-			res.Report = string(b)
-		}
+		res.Report = readReport(filepath.Join(proc.Dir, reportName))
 	}
 	if ctx.Err() == context.DeadlineExceeded {
 		return res, ErrLabTimeout
@@ -151,9 +149,31 @@ type labAnswer struct {
 	nonsense error
 }
 
+// maxReplyBytes bounds what the server reads of a reply: a few runs'
+// records and outputs are far less; a process that writes more is no
+// worker of ours.
+const maxReplyBytes = 64 << 20
+
+// readReport reads the sanitizer's report from the process's directory,
+// which the confined user owns: only a regular file (not a FIFO that
+// would block, nor a link to something endless), at most
+// sandbox.WritableBytes of it.
+func readReport(path string) string {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, sandbox.WritableBytes))
+	return string(b)
+}
+
 // readReply reads the channel: progress lines, then the reply.
 func readReply(r *os.File) (out labAnswer) {
-	dec := json.NewDecoder(bufio.NewReader(r))
+	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(r, maxReplyBytes)))
 	for {
 		var m struct {
 			lab.Progress

@@ -41,6 +41,7 @@ type policy struct {
 	// WholeProc lets a wrapper reach every process's /proc entry (a
 	// sanitizer's, of the command it starts).
 	WholeProc bool `json:"whole_proc,omitempty"`
+	NetNS     bool `json:"netns,omitempty"` // the parent gave it a network namespace of its own
 }
 
 func init() {
@@ -72,7 +73,7 @@ func trampoline(raw string, args []string) error {
 		return fmt.Errorf("landlock: %w", err)
 	}
 	unix.CloseOnExec(pol.Self)
-	env := append(os.Environ(), fmt.Sprintf("%s=landlock=%s uid=%d fsize=%d nofile=%d", Report, held, os.Getuid(), pol.FSize, maxOpenFiles))
+	env := append(os.Environ(), fmt.Sprintf("%s=landlock=%s uid=%d fsize=%d nofile=%d netns=%v", Report, held, os.Getuid(), pol.FSize, maxOpenFiles, pol.NetNS))
 	target := "/proc/self/fd/" + strconv.Itoa(pol.Target)
 	return unix.Exec(target, append([]string{filepath.Base(target)}, args...), env)
 }

@@ -9,10 +9,15 @@
 //   - resource limits: no file written (RLIMIT_FSIZE 0; a sanitizer's
 //     report is the one exception, in the process's own directory), a
 //     bounded number of open files and of the user's processes, no core;
+//   - a network namespace of its own, where the server is root: no
+//     socket reaches out, and /proc/self/net shows no other process's
+//     connections;
 //   - where the Linux kernel offers it, Landlock: reads limited to the
 //     system's libraries (/usr, /lib), the GPU's device files and the
-//     process's own /proc entry; no TCP; signals and abstract sockets kept
-//     inside the sandbox (Landlock ABI 6 and later).
+//     process's own /proc entry (which CUDA's driver also writes); no TCP;
+//     signals and abstract sockets kept inside the sandbox (Landlock ABI
+//     6 and later). Under a wrapper (compute-sanitizer), which executes
+//     the command as its child, the one domain reaches every /proc entry.
 //
 // Landlock restricts the thread that asks and what it executes; a Go
 // program has many threads, so the restriction is made by a trampoline:
@@ -34,9 +39,13 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options say how a confined process runs.
@@ -65,6 +74,8 @@ type Options struct {
 	// KeepNetwork and KeepScope leave Landlock's TCP rules and its
 	// scoping of signals and abstract sockets out.
 	KeepNetwork, KeepScope bool
+	// HostNetwork keeps the server's network namespace.
+	HostNetwork bool
 	// NoLandlock leaves Landlock out (the other limits hold): a kernel
 	// whose Landlock gets in the GPU driver's way.
 	NoLandlock bool
@@ -178,6 +189,12 @@ func Command(ctx context.Context, argv []string, o Options) (*Process, error) {
 	cmd.Dir = dir
 	cmd.Env = Env(os.Environ(), dir, o.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	if cred != nil && !o.Off && !o.HostNetwork && netNamespaces() {
+		// A network of its own, with nothing in it: no TCP, UDP or
+		// socket of any kind reaches out, and /proc/self/net shows no
+		// other process's connections (a classmate's address).
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+	}
 	cmd.Cancel = func() error {
 		// The whole group: compute-sanitizer and the worker it started.
 		if cmd.Process == nil {
@@ -203,6 +220,7 @@ func (p *Process) Start() error {
 	if cmd.SysProcAttr.Credential != nil {
 		pol.NProc = maxProcesses
 	}
+	pol.NetNS = cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWNET != 0
 	args := p.argv[1:]
 	if p.inner != nil {
 		// The wrapper executes the command by its descriptor, in the same
@@ -252,8 +270,12 @@ func (p *Process) start() error {
 	return err
 }
 
-// Cleanup removes the process's directory; call it after Wait.
+// Cleanup kills whatever the process left running in its group and
+// removes its directory; call it after Wait.
 func (p *Process) Cleanup() {
+	if p.started && p.Cmd.Process != nil {
+		syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	}
 	p.closeFiles()
 	if p.Dir != "" {
 		os.RemoveAll(p.Dir)
@@ -267,6 +289,18 @@ func (p *Process) closeFiles() {
 		}
 	}
 }
+
+// netNamespaces says whether this process may give a child a network
+// namespace of its own (root, and a kernel and container that allow it):
+// tried once, on a thread that is then thrown away.
+var netNamespaces = sync.OnceValue(func() bool {
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		done <- unix.Unshare(unix.CLONE_NEWNET)
+	}()
+	return <-done == nil
+})
 
 // credential is the user a confined process runs as: nil where the server
 // cannot change user (not root) or is told not to.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -35,9 +37,22 @@ type probe struct {
 	FSize       uint64   `json:"fsize"`
 	Subprocess  bool     `json:"subprocess"` // could it start another program
 	ServerFiles bool     `json:"server_files"`
+	NetLines    int      `json:"net_lines"`   // connections /proc/self/net/tcp lists
+	ParentProc  bool     `json:"parent_proc"` // could it read its parent's /proc entry (a wrapper's)
+	ServerProc  bool     `json:"server_proc"` // could it read the server's (the test's) /proc entry
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(probeChild) == "1" && len(os.Args) > 2 && os.Args[1] == "--wrap" {
+		// A wrapper, as compute-sanitizer is: it runs the command after
+		// its option as its child.
+		cmd := exec.Command(os.Args[2], os.Args[3:]...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if cmd.Run() != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(probeChild) == "1" {
 		os.Exit(runProbe())
 	}
@@ -46,6 +61,15 @@ func TestMain(m *testing.M) {
 
 func runProbe() int {
 	var p probe
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", os.Getppid())); err == nil && len(b) > 0 {
+		p.ParentProc = true
+	}
+	if b, err := os.ReadFile("/proc/" + os.Getenv("SANDBOX_SERVER_PID") + "/cmdline"); err == nil && len(b) > 0 {
+		p.ServerProc = true
+	}
+	if b, err := os.ReadFile("/proc/self/net/tcp"); err == nil {
+		p.NetLines = strings.Count(string(b), "\n") - 1
+	}
 	env, _ := os.ReadFile("/proc/self/environ")
 	p.Environ = string(env)
 	for _, f := range strings.Split(os.Getenv("SANDBOX_FILES"), ",") {
@@ -100,7 +124,7 @@ func runProbeConfined(t *testing.T, o Options, files []string) (probe, string) {
 		}
 	}()
 	repo, _ := filepath.Abs("..")
-	o.Env = append(o.Env, probeChild+"=1", "SANDBOX_FILES="+strings.Join(files, ","), "SANDBOX_ADDR="+ln.Addr().String(), "SANDBOX_REPO="+repo)
+	o.Env = append(o.Env, probeChild+"=1", "SANDBOX_FILES="+strings.Join(files, ","), "SANDBOX_ADDR="+ln.Addr().String(), "SANDBOX_REPO="+repo, fmt.Sprintf("SANDBOX_SERVER_PID=%d", os.Getpid()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	p, err := Command(ctx, []string{os.Args[0]}, o)
@@ -147,7 +171,7 @@ func TestConfinedProcessFindsNothingOfTheServer(t *testing.T) {
 	for _, kv := range strings.Split(strings.TrimRight(got.Environ, "\x00"), "\x00") {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "PATH", "HOME", "TMPDIR", "CUDA_CACHE_DISABLE", "LANG", Report, probeChild, "SANDBOX_FILES", "SANDBOX_ADDR", "SANDBOX_REPO":
+		case "PATH", "HOME", "TMPDIR", "CUDA_CACHE_DISABLE", "LANG", Report, probeChild, "SANDBOX_FILES", "SANDBOX_ADDR", "SANDBOX_REPO", "SANDBOX_SERVER_PID":
 		default:
 			if !containsString(cudaVariables, name) {
 				t.Errorf("the confined process's environment holds %q", kv)
@@ -169,7 +193,16 @@ func TestConfinedProcessFindsNothingOfTheServer(t *testing.T) {
 	if os.Geteuid() == 0 && got.UID == 0 {
 		t.Errorf("the server is root and so is the confined process")
 	}
+	if strings.Contains(got.Report, "netns=true") && (got.NetLines != 0 || got.Connected) {
+		t.Errorf("in a network of its own, the process sees %d connections and connected: %v", got.NetLines, got.Connected)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(got.Report, "netns=true") {
+		t.Logf("no network namespace here: %s", got.Report)
+	}
 	if landlocked() {
+		if got.ParentProc {
+			t.Errorf("the confined process read its parent's /proc entry")
+		}
 		if !strings.Contains(got.Report, "landlock=") || strings.Contains(got.Report, "landlock=none") {
 			t.Errorf("this kernel has Landlock, but the report says %q", got.Report)
 		}
