@@ -255,6 +255,11 @@ func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check, owne
 	if strings.TrimSpace(source) == "" {
 		return "", kernels.FieldErrors{{Field: "source", Message: "the source is empty"}}
 	}
+	// The pages check first (before anything else, track on or off);
+	// checked here too, so no caller can hand the compiler a file's name.
+	if err := lab.CheckSource(source); err != nil {
+		return "", err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -260,6 +260,9 @@ func TestQueueIsFair(t *testing.T) {
 	if _, err := s.Submit(loop, "// PASS", "z", NoCheck, Owner{}); !errors.As(err, &fe) || fe[0].Field != "exercise" || !strings.Contains(fe[0].Message, "runs in the browser") {
 		t.Errorf("a loop exercise for the GPU: %v, want a field error saying it runs in the browser", err)
 	}
+	if _, err := s.Submit(e, "#include \"/proc/self/environ\"\n// PASS", "y", NoCheck, Owner{}); !errors.As(err, &fe) || fe[0].Field != "source" || !strings.Contains(fe[0].Message, "line 1: #include") {
+		t.Errorf("a source naming a file, handed to the service itself: %v", err)
+	}
 	if _, err := off.Submit(loop, "// PASS", "z", NoCheck, Owner{}); !errors.As(err, &fe) {
 		t.Errorf("a loop exercise, the track off: %v, want the same field error", err)
 	}

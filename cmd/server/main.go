@@ -4,7 +4,7 @@
 //	       [-nats nats://host:4222] [-public-url http://10.0.0.5:8080]
 //	       [-lab-kernels auto|on|off] [-lab-worker path] [-room-idle 3h]
 //	       [-body-timeout 10s] [-conns-per-addr 256] [-max-conns n]
-//	       [-trusted-proxies 127.0.0.1,10.0.0.0/8]
+//	       [-trusted-proxies 127.0.0.1] [-lab-user nobody]
 //
 // It starts the GPU worker (by default the gpuworker binary beside it) and
 // runs on the GPU when the worker finds one. Otherwise it is in CPU mode:
