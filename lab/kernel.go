@@ -51,6 +51,10 @@ type KernelRequest struct {
 	// Timing, instead of Runs: time the kernel at a size the ladder's rungs
 	// are timed at, records off.
 	Timing *Timing `json:"timing,omitempty"`
+	// NoFMA compiles with --fmad=false: every multiply and add rounded on
+	// its own, as the ladder's float32 rungs do (NVRTC fuses them into
+	// FMAs by default).
+	NoFMA bool `json:"no_fma,omitempty"`
 }
 
 // Timing is a timed launch's size: N, batch and heads (at the request's

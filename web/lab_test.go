@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"flashstep/internal/testrand"
+	"flashstep/lab"
 	"flashstep/labrun"
+	"flashstep/ladder"
+	"flashstep/recordings"
 	"flashstep/labrun/labruntest"
 	"flashstep/rooms"
 	"flashstep/runner"
@@ -258,6 +261,58 @@ func TestRoomTakesKernelsForItsExerciseOnly(t *testing.T) {
 		}
 		if code, body := submit(shown, inRoom); code != http.StatusAccepted {
 			t.Errorf("in room %v, the room's own exercise: %d %s", inRoom, code, body)
+		}
+	}
+}
+
+// TestRecordedPlacementUsesTheLadder: a kernel exercise's recorded verdict
+// keeps its solution's time, and sets it among the rungs' figures as
+// /ladder shows them today, naming their source and why the float32 rungs
+// trail a lab kernel.
+func TestRecordedPlacementUsesTheLadder(t *testing.T) {
+	t.Parallel()
+	_, ts := newTestServer(t, runner.Mirror{})
+	tab, err := ladder.Build(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{}
+	for k, shape := range tab.Shapes {
+		if shape.D == 64 && !shape.Causal {
+			for _, row := range tab.Rows {
+				want[row.Rung.Name] = row.Cells[k].TFLOPs
+			}
+		}
+	}
+	for _, e := range lab.All() {
+		if e.Recorded == nil || e.CausalFlag {
+			continue
+		}
+		res, body := get(t, ts.URL+"/lab/"+e.ID+"/recorded.json")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", e.ID, res.StatusCode, body)
+		}
+		var rec labrun.Recording
+		if err := json.Unmarshal(body, &rec); err != nil {
+			t.Fatal(err)
+		}
+		var stored labrun.Recording
+		json.Unmarshal(e.Recorded, &stored)
+		p := rec.Verdict.Placed
+		if p == nil || p.TFLOPs != stored.Verdict.Placed.TFLOPs || !strings.Contains(p.Source, "ladder-h100.json") || !strings.Contains(p.FloatRungs, "FMA") {
+			t.Fatalf("%s: placement %+v", e.ID, p)
+		}
+		seen := 0
+		for _, r := range p.Rungs {
+			if !r.Yours {
+				seen++
+				if r.TFLOPs != want[r.Name] {
+					t.Errorf("%s: rung %s at %.1f, the ladder says %.1f", e.ID, r.Name, r.TFLOPs, want[r.Name])
+				}
+			}
+		}
+		if seen != len(tab.Rows) || len(rec.Verdict.Steps) != len(stored.Verdict.Steps) {
+			t.Errorf("%s: %d rungs of %d, %d steps of %d", e.ID, seen, len(tab.Rows), len(rec.Verdict.Steps), len(stored.Verdict.Steps))
 		}
 	}
 }

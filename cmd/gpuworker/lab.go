@@ -38,7 +38,7 @@ static const char *fs_nvrtc_error(int r) {
 // fs_nvrtc_ptx compiles src; on success *ptx holds the PTX, else *log the
 // compiler's messages (either may be set either way). Returns NVRTC's result,
 // or -1 when a symbol is missing.
-static int fs_nvrtc_ptx(const char *src, const char *arch, char **ptx, char **log) {
+static int fs_nvrtc_ptx(const char *src, const char *arch, int nofma, char **ptx, char **log) {
 	fs_nvrtc_create create = (fs_nvrtc_create)dlsym(fs_nvrtc, "nvrtcCreateProgram");
 	fs_nvrtc_compile compile = (fs_nvrtc_compile)dlsym(fs_nvrtc, "nvrtcCompileProgram");
 	fs_nvrtc_size logSize = (fs_nvrtc_size)dlsym(fs_nvrtc, "nvrtcGetProgramLogSize");
@@ -51,8 +51,8 @@ static int fs_nvrtc_ptx(const char *src, const char *arch, char **ptx, char **lo
 	int r = create(&prog, src, "student.cu", 0, NULL, NULL);
 	if (r) return r;
 	// -lineinfo: compute-sanitizer's reports name the student's lines.
-	const char *opts[] = {arch, "--std=c++17", "-default-device", "-lineinfo"};
-	int cr = compile(prog, 4, opts);
+	const char *opts[] = {arch, "--std=c++17", "-default-device", "-lineinfo", "--fmad=false"};
+	int cr = compile(prog, nofma ? 5 : 4, opts);
 	size_t n = 0;
 	if (!logSize(prog, &n) && n > 1) {
 		*log = malloc(n);
@@ -148,7 +148,11 @@ func labRun(in io.Reader, progress func(stage string)) lab.KernelReply {
 	arch := C.CString(fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor))
 	defer C.free(unsafe.Pointer(arch))
 	var ptx, clog *C.char
-	r := C.fs_nvrtc_ptx(src, arch, &ptx, &clog)
+	nofma := C.int(0)
+	if req.NoFMA {
+		nofma = 1
+	}
+	r := C.fs_nvrtc_ptx(src, arch, nofma, &ptx, &clog)
 	reply := lab.KernelReply{Stage: "compile"}
 	if clog != nil {
 		reply.Log = C.GoString(clog)

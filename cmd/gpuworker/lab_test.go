@@ -352,3 +352,26 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// TestLabFMA times every kernel exercise's solution at the ladder's size
+// as NVRTC compiles it by default (multiplies and adds fused into FMAs)
+// and with --fmad=false (each rounded on its own, as the ladder's float32
+// rungs do): how much of the lab's placement above rung 4 the fusion is.
+func TestLabFMA(t *testing.T) {
+	for _, e := range lab.All() {
+		if e.Track != lab.TrackKernel {
+			continue
+		}
+		req, flops := e.TimingFor(e.Solution)
+		var ms [2]float64
+		for k, nofma := range []bool{false, true} {
+			req.NoFMA = nofma
+			res, err := runner.LabKernel(context.Background(), labProcess, req, 60*time.Second)
+			if err != nil || res.Reply.Stage != "done" {
+				t.Fatalf("%s (no FMA %v): %v %s %s", e.ID, nofma, err, res.Reply.Error, res.Reply.Log)
+			}
+			ms[k] = res.Reply.TimedMs
+		}
+		t.Logf("%s: %.2f ms (%.2f TFLOP/s) with FMAs, %.2f ms (%.2f TFLOP/s) without: %.2fx", e.ID, ms[0], flops/(ms[0]*1e9), ms[1], flops/(ms[1]*1e9), ms[1]/ms[0])
+	}
+}

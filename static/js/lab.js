@@ -336,6 +336,16 @@ function showPlaced(p, who = 'your kernel') {
     tr.insertCell().textContent = r.yours ? who : `rung ${r.number}: ${r.name}`;
     tr.insertCell().textContent = `${r.tflops.toFixed(r.tflops < 10 ? 2 : 0)} TFLOP/s`;
   }
+  // Where the rungs' figures come from, and why a float32 kernel may
+  // outrun the float32 rungs.
+  const about = [p.source ? `Rungs: ${p.source}.` : '', p.float_rungs || ''].filter(Boolean).join(' ');
+  if (about) {
+    const tr = table.insertRow();
+    const td = tr.insertCell();
+    td.colSpan = 2;
+    td.className = 'note';
+    td.textContent = about;
+  }
 }
 
 // firstError is the compiler's first error message, without its file and line.
