@@ -58,12 +58,30 @@ type Row struct {
 	Code    *Code           // its CUDA source and the diff from the rung below
 }
 
+// Recording is where a set of the table's figures comes from.
+type Recording struct {
+	What    string // the rows it times, the GPU, compiler and date
+	Command string // the command that recorded them; empty if none is named
+}
+
+// String is the recording in words, the command after "by": no Markdown,
+// for a line of plain text.
+func (r Recording) String() string {
+	if r.Command == "" {
+		return r.What
+	}
+	return r.What + ", by " + r.Command
+}
+
 // Table is the ladder as the page shows it.
 type Table struct {
 	Rows    []Row
 	Partner Row // naive_mma
 	Shapes  []Shape
-	// Recordings describes each recording used: GPU, date, command.
+	// Sources are the recordings used: which rows, GPU, date, command.
+	// Recordings are the same in words, for a line of plain text (a
+	// checkpoint's "Numbers from"): Sources[k].String().
+	Sources    []Recording
 	Recordings []string
 	// Bench is the ladder bench's recording whole, controls included (the
 	// kernels without one idea each, such as flash2_fast's _noswizzle);
@@ -221,10 +239,13 @@ func Build(files fs.FS) (*Table, error) {
 	}
 	t.Bench, t.Sweep = bench, rec
 	if bench != nil {
-		t.Recordings = append(t.Recordings, fmt.Sprintf("bf16 rungs and naive_mma: %s, %s, %s; `%s`", bench.GPU, bench.NVCC, bench.Date, bench.Command))
+		t.Sources = append(t.Sources, Recording{What: fmt.Sprintf("bf16 rungs and naive_mma: %s, %s, %s", bench.GPU, bench.NVCC, bench.Date), Command: bench.Command})
 	}
 	if rec != nil {
-		t.Recordings = append(t.Recordings, fmt.Sprintf("float32 rungs: the sweep recorded on %s, %s, with SDPA measured on the same GPU right after it", rec.Source, rec.Recorded.Format("2006-01-02")))
+		t.Sources = append(t.Sources, Recording{What: fmt.Sprintf("float32 rungs: the sweep recorded on %s, %s, with SDPA measured on the same GPU right after it", rec.Source, rec.Recorded.Format("2006-01-02"))})
+	}
+	for _, s := range t.Sources {
+		t.Recordings = append(t.Recordings, s.String())
 	}
 	ptxas := kernels.Ptxas()
 	for _, r := range kernels.Ladder {
