@@ -70,7 +70,7 @@ func (s *Server) glossary(w http.ResponseWriter, r *http.Request) error {
 		l, _ := c.Lesson(t.Lesson)
 		v.Terms = append(v.Terms, templates.GlossaryEntry{Term: t, Lesson: l})
 	}
-	return render(w, r, http.StatusOK, templates.GlossaryPage(s.page("Glossary", "lessons"), v))
+	return render(w, r, http.StatusOK, templates.GlossaryPage(s.page("Glossary", "glossary"), v))
 }
 
 // document shows one worklog of docs/ (GET /docs/{name}), or the
