@@ -240,7 +240,7 @@ func (loopParts) pose(c *Checkpoint, key grading.Solution) grading.Question {
 		for k, s := range c.Slips { // as the lesson names them: (b) stale-max
 			names[k] = fmt.Sprintf("(%c) %s", 'a'+slices.Index(loop.Slips, s), s)
 		}
-		h := fmt.Sprintf("Not that one. Compare the two loops kv-tile by kv-tile in the loop widget, with slip %s ticked: after each kv-tile read row %d's m, α, l and O, the correct loop's beside the slipped one's (✗), and find the first kv-tile where any of them differs. Only if every kv-tile agrees, compare the output row after the loop.",
+		h := fmt.Sprintf("Not that one. Work out what the slipped line changes, then check it in the loop widget, with slip %s ticked: its slipped numbers (✗) show once you press Run the slipped loop. After each kv-tile compare row %d's m, α, l and O, the correct loop's over the slipped one's, and find the first kv-tile where any of them differs. Only if every kv-tile agrees, compare the output row after the loop.",
 			strings.Join(names, " and "), c.Row)
 		if picked == "never" {
 			h += " A slip changes nothing only if every one of those numbers and the output agree."
@@ -284,6 +284,6 @@ func (loopL) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) {
 
 func (loopL) pose(c *Checkpoint, key grading.Solution) grading.Question {
 	return c.number(key, grading.SmallValue(c.Tol), grading.Plain, func(float64) string {
-		return fmt.Sprintf("Not quite. The slipped loop still computes l = α·l_old + Σp after each kv-tile, but with the α its slip gives: find the max it rescales from (the loop widget shows row %d's α and l after every kv-tile, the correct loop's beside the slipped one's), then add the row's probabilities exp(s − m) over kv-tile %d's keys.", c.Row, c.KV)
+		return fmt.Sprintf("Not quite. The slipped loop still computes l = α·l_old + Σp after each kv-tile, but with the α its slip gives: find the max it rescales from and the α that gives (the loop widget shows row %d's m, α and l after every kv-tile for the correct loop; the slipped loop's m and α under them show once you have said where the loops part or pressed Run the slipped loop, and its l waits for this answer), then add the row's probabilities exp(s − m) over kv-tile %d's keys, which the correct loop's l and α tell: its l after kv-tile %d is α·l_old + Σp.", c.Row, c.KV, c.KV)
 	})
 }

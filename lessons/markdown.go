@@ -158,6 +158,11 @@ func render(l *Lesson, body string) error {
 				if h, ok := holdFor(w, c); ok {
 					w.Holds = append(w.Holds, h)
 				}
+			} else if h, ok := holdFor(w, c); ok && h.Of != "" {
+				// A backward run's answer is a few steps on in every
+				// stepper of that run on the page: each holds it.
+				w.AskedBy = append(w.AskedBy, c.ID)
+				w.Holds = append(w.Holds, h)
 			}
 		}
 	}

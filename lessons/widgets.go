@@ -55,7 +55,8 @@ type Widget struct {
 	AskedBy []string
 	// Holds are the numbers its checkpoints ask for, which the embedded
 	// stepper shows as "?" until they are answered (hold=bh.row.step; a
-	// roles run's lanes, hold=roles.bh.q.step).
+	// roles run's lanes, hold=roles.bh.q.step; a backward run's sums of p
+	// and finished dQ, hold=psum.bh.row.step and dq.bh.row.step).
 	Holds []Hold
 
 	// memory: the calculator's starting problem, and the pass it plans
@@ -88,16 +89,32 @@ const (
 // block is (batch-head BH, q-tile Row): how much of each consumer's
 // softmax ran under the other consumer's products, which a hidden
 // checkpoint asks for (hold=roles.bh.q.step; a stepper that reads only
-// bh.row.step holds skips it).
+// bh.row.step holds skips it). With Of, it is a backward run's number
+// (static/js/backward.js): HoldPSum, the row's sums of p and its p in the
+// P tile at the steps of its q-tile after Step, which would tell what the
+// later kv-tiles add; HoldDQ, the row's finished dQ from Step, its
+// q-tile's last pass, on. Such a hold names its checkpoint (By), since
+// every stepper of the run holds it: a widget that several checkpoints
+// hold lets go of each one's numbers as it is answered.
 type Hold struct {
 	BH, Row, Step int
 	Roles         bool
+	Of, By        string
 }
+
+// What a backward run's hold keeps back (Hold.Of).
+const (
+	HoldPSum = "psum"
+	HoldDQ   = "dq"
+)
 
 // String is the hold as the embedded page's URL gives it.
 func (h Hold) String() string {
-	if h.Roles {
+	switch {
+	case h.Roles:
 		return fmt.Sprintf("roles.%d.%d.%d", h.BH, h.Row, h.Step)
+	case h.Of != "":
+		return fmt.Sprintf("%s.%d.%d.%d.%s", h.Of, h.BH, h.Row, h.Step, h.By)
 	}
 	return fmt.Sprintf("%d.%d.%d", h.BH, h.Row, h.Step)
 }
@@ -106,7 +123,9 @@ func (h Hold) String() string {
 // it asks for a row's m, l or α at a kv-tile, or its final weights (whose
 // log-sum-exp the q-tile's end shows), or how much of a softmax ran under
 // the other consumer's products (a roles run's lanes, on a stepper or a
-// timeline).
+// timeline), or on a backward run what the later kv-tiles add to a row's
+// Σp (held after kv-tile KV's step) or a row's finished dQ (held from its
+// q-tile's last pass).
 func holdFor(w *Widget, c *Checkpoint) (Hold, bool) {
 	if c.Ask == AskHidden && (w.Kind == WidgetStepper || w.Kind == WidgetTimeline) && c.Run.Key() == w.Run.Key() {
 		k := 0
@@ -133,6 +152,10 @@ func holdFor(w *Widget, c *Checkpoint) (Hold, bool) {
 		case (c.Ask == AskM || c.Ask == AskL || c.Ask == AskAlpha) && st.Kind == instrument.KindFlashStep && st.J == c.KV,
 			c.Ask == AskWeight && st.Kind == instrument.KindEpilogue:
 			return Hold{BH: c.BH, Row: c.Row, Step: k + 1}, true
+		case c.Ask == AskPLeft && st.Kind == instrument.KindBwdStep && st.J == c.KV:
+			return Hold{BH: c.BH, Row: c.Row, Step: k + 1, Of: HoldPSum, By: c.ID}, true
+		case c.Ask == AskDQ && st.Kind == instrument.KindBwdDQ:
+			return Hold{BH: c.BH, Row: c.Row, Step: k + 1, Of: HoldDQ, By: c.ID}, true
 		}
 	}
 	return Hold{}, false

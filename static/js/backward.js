@@ -8,6 +8,70 @@ import { Heatmap, fmt, tex } from './views.js';
 import { rung } from './rungs.js';
 import { firstQTile, sub } from './steps.js';
 
+// held are the backward numbers a lesson's checkpoint asks the student to
+// predict (lessons.Hold): psum.bh.row.step.id holds the row's sums of p,
+// and its p in the P tile, at the steps of its q-tile after step (from 1),
+// where they would tell what the later kv-tiles add; dq.bh.row.step.id
+// holds the row's finished dQ from step, its q-tile's last pass, on. They
+// show as "?" until checkpoint id is answered: every stepper of the run on
+// the lesson's page holds them, so each hold follows its own checkpoint
+// (the lesson's flashstep-settled), and all go when the lesson releases
+// the widget (flashstep-release). This module is evaluated before the
+// stepper's, so its listener clears them before the stepper redraws.
+const held = { psum: new Map(), dq: new Map() };
+for (const part of (new URLSearchParams(location.search).get('hold') || '').split(',')) {
+  const [what, ...rest] = part.split('.');
+  const [bh, row, step] = rest.slice(0, 3).map(Number);
+  if (!(what in held) || rest.length < 3 || ![bh, row, step].every(Number.isInteger)) continue;
+  held[what].set(`${bh}.${row}`, { step, by: rest.slice(3).join('.') });
+}
+window.addEventListener('message', (ev) => {
+  if (ev.origin === location.origin && ev.data?.type === 'flashstep-release') {
+    held.psum.clear();
+    held.dq.clear();
+  }
+});
+
+// lastDrawn is the step (from 0) draw last showed, which a hold's release
+// redraws.
+let lastDrawn = -1;
+
+// letGo drops the holds of the checkpoints answered, and redraws the step
+// shown if that changed it.
+function letGo(answered) {
+  let changed = false;
+  for (const m of Object.values(held)) {
+    for (const [key, h] of m) {
+      if (h.by && answered.has(h.by)) {
+        m.delete(key);
+        changed = true;
+      }
+    }
+  }
+  if (changed && lastDrawn >= 0) document.dispatchEvent(new CustomEvent('flashstep:go', { detail: { step: lastDrawn + 1 } }));
+}
+
+// The lesson around an embedded stepper (same origin) says which of its
+// checkpoints are answered: those answered before this frame loaded, and
+// each one as it is.
+if (held.psum.size + held.dq.size > 0 && window.parent !== window) {
+  try {
+    const lesson = window.parent.document;
+    letGo(new Set((lesson.body.dataset.settled || '').split(',').filter(Boolean)));
+    lesson.addEventListener('flashstep-settled', (ev) => letGo(new Set([ev.detail.checkpoint])));
+  } catch {
+    // Not a lesson's frame: the holds wait for flashstep-release.
+  }
+}
+
+// heldRow says whether row (global) of batch-head bh is held as `what` at
+// step k (counted from 0): psum after the hold's step, dq from it.
+function heldRow(what, bh, row, k) {
+  const h = held[what].get(`${bh}.${row}`);
+  if (h === undefined) return false;
+  return what === 'psum' ? k + 1 > h.step : k + 1 >= h.step;
+}
+
 // isBackward says whether a trace's kernel is a backward one.
 export const isBackward = (h) => Boolean(rung(h.variant)?.backward);
 
@@ -108,6 +172,7 @@ export function draw({ h, m, r, k, views, $ }) {
   const tile = (values, rows, cols, rowsValid, colsValid, name, extra = {}) => ({
     values, rows, cols, rowsValid, colsValid, name, rowIndex, ...extra,
   });
+  lastDrawn = k;
   // Input tiles: what the step reads from device memory.
   drawReads(h, m, r, $);
 
@@ -116,7 +181,8 @@ export function draw({ h, m, r, k, views, $ }) {
     views.s.draw(tile(r.s, h.Br, h.Bc, r.rowsValid, r.colsValid, 'S',
       { scale: 'diverging', max: m.maxAbs(r.bh, 's'), colIndex, colWord: 'key', masked: '−∞: masked' }));
     $('p-caption').textContent = `P = exp(S − L${sub(r.i)}): final weights, no running max`;
-    views.p.draw(tile(r.p, h.Br, h.Bc, r.rowsValid, r.colsValid, 'P', { scale: 'sequential', max: 1, colIndex, colWord: 'key' }));
+    views.p.draw(tile(r.p, h.Br, h.Bc, r.rowsValid, r.colsValid, 'P', { scale: 'sequential', max: 1, colIndex, colWord: 'key',
+      held: (x) => heldRow('psum', r.bh, rowIndex(x), k) }));
     $('o-caption').textContent = 'dS = P ∘ (dP − D)';
     views.o.draw(tile(r.ds, h.Br, h.Bc, r.rowsValid, r.colsValid, 'dS',
       { scale: 'diverging', max: m.maxAbs(r.bh, 'ds'), colIndex, colWord: 'key' }));
@@ -150,7 +216,8 @@ export function draw({ h, m, r, k, views, $ }) {
       views.o.clear('dS of these rows is written to device memory, N values a row.');
     } else if (r.kind === 'bwd_dq') {
       $('o-caption').textContent = `dQ${sub(r.i)}, finished (× 1/√d)`;
-      views.o.draw(tile(r.dq, h.Br, h.D, r.rowsValid, h.D, 'dQ', { scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq') }));
+      views.o.draw(tile(r.dq, h.Br, h.D, r.rowsValid, h.D, 'dQ', { scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'),
+        held: (x) => heldRow('dq', r.bh, rowIndex(x), k) }));
     } else {
       $('o-caption').textContent = 'dS';
       views.o.clear('A timing trace records no arrays.');
@@ -262,12 +329,19 @@ function drawRows(h, m, r, k, $) {
       td.textContent = `row ${r.i * h.Br + x}: padding (past N), not data`;
       continue;
     }
+    const sumsHeld = r.kind === 'bwd_step' && heldRow('psum', r.bh, r.i * h.Br + x, k);
     for (const [name, testid, get] of cols) {
       const td = tr.insertCell();
       const v = get(x);
       td.dataset.testid = `${testid}-${x}`;
       if (name === 'row') {
         td.textContent = String(v);
+        continue;
+      }
+      if (sumsHeld && (name === 'sumP' || name === 'sumPSoFar')) {
+        td.textContent = '?';
+        td.className = 'held';
+        td.title = 'The lesson asks you to predict this: it shows once you have answered the checkpoint.';
         continue;
       }
       td.dataset.value = String(v);
@@ -354,7 +428,8 @@ function drawOnChip(h, m, r, k, $) {
     hm.clear(r.kind === 'bwd_pre' ? 'dQ is zero: the kv-tiles\' blocks have not added to it yet.' : 'No q-tile\'s dQ has finished yet.');
     return;
   }
-  hm.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'), name: 'dQ' });
+  hm.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'), name: 'dQ',
+    held: (x) => heldRow('dq', r.bh, x, k) });
 }
 
 // gradients reads a finished backward trace's dQ, dK and dV of batch-head bh

@@ -7,7 +7,9 @@
 // Where a checkpoint asks where the loops part, the widget first shows the
 // correct loop alone: the slipped loop's numbers wait until the student
 // runs it (a button) or has answered the checkpoint, so that the table
-// does not answer the question before it is asked.
+// does not answer the question before it is asked. Where a checkpoint
+// asks for the slipped loop's l, its l waits in the same way for that one,
+// and the rest shows once the first is answered.
 import { fmt } from './playground.js';
 
 const SLIPS = [
@@ -66,11 +68,22 @@ class LoopWidget {
     this.slips = root.dataset.slips ? root.dataset.slips.split(',') : [];
     this.row = Number(root.dataset.row);
     // Checkpoints answered before (the progress kept in this browser) wait
-    // for nothing.
-    this.waitingFor = unsettled(root);
-    this.held = this.waitingFor.size > 0;
+    // for nothing. A choice about the loop asks where it parts, and holds
+    // every slipped number back (held); a number asks for the slipped
+    // loop's l (the lessons' ask=loop-l, the one numeric ask on the loop),
+    // and holds its l back (heldL).
+    const waiting = [...unsettled(root)];
+    const numeric = (id) => document.getElementById(id)?.dataset.format === 'number';
+    this.waitParts = new Set(waiting.filter((id) => !numeric(id)));
+    this.waitL = new Set(waiting.filter(numeric));
+    this.held = this.waitParts.size > 0;
+    this.heldL = this.waitL.size > 0;
     document.addEventListener('flashstep-settled', (ev) => {
-      if (this.waitingFor.delete(ev.detail.checkpoint) && this.waitingFor.size === 0) this.unhold();
+      const id = ev.detail.checkpoint;
+      let changed = false;
+      if (this.waitParts.delete(id) && this.waitParts.size === 0) { this.held = false; changed = true; }
+      if (this.waitL.delete(id) && this.waitL.size === 0) { this.heldL = false; changed = true; }
+      if (changed) this.redraw();
     });
     const switches = el('fieldset', { class: 'loop-slips' }, el('legend', { text: 'Slips in the loop (untick one to fix that line)' }));
     for (const s of SLIPS) {
@@ -88,7 +101,7 @@ class LoopWidget {
     this.status = el('p', { class: 'loop-status', 'aria-live': 'polite', 'data-testid': 'loop-status' });
     this.table = el('table', { class: 'loop-table' });
     this.runButton = el('button', { type: 'button', class: 'button', 'data-testid': 'loop-run-slipped', text: 'Run the slipped loop' });
-    this.runButton.hidden = !this.held;
+    this.runButton.hidden = !this.held && !this.heldL;
     this.runButton.addEventListener('click', () => this.unhold());
     root.replaceChildren(el('div', { class: 'loop-top' }, switches, this.code),
       el('div', { class: 'loop-row' }, el('label', {}, 'row ', this.rowSelect), this.runButton), this.status, el('div', { class: 'loop-scroll', tabindex: '0', role: 'region', 'aria-label': `The two loops' numbers, kv-tile by kv-tile (${root.closest('figure')?.id || 'loop'})` }, this.table));
@@ -96,8 +109,12 @@ class LoopWidget {
   }
 
   unhold() {
-    this.held = false;
-    this.runButton.hidden = true;
+    this.held = this.heldL = false;
+    this.redraw();
+  }
+
+  redraw() {
+    this.runButton.hidden = !this.held && !this.heldL;
     this.draw();
   }
 
@@ -139,9 +156,9 @@ class LoopWidget {
     for (let x = 0; x < show; x++) head.push(`O[${x}]`);
     const thead = el('thead', {}, el('tr', {}, ...head.map((h) => el('th', { text: h, scope: 'col' }))));
     const tbody = el('tbody');
-    const pair = (good, bad, a, b) => {
+    const pair = (good, bad, a, b, isL = false) => {
       good.append(el('td', { text: fmt(a) }));
-      if (this.held) bad.append(el('td', { text: '?', class: 'held' }));
+      if (this.held || (isL && this.heldL)) bad.append(el('td', { text: '?', class: 'held' }));
       else bad.append(el('td', { text: fmt(b), class: same(a, b) ? '' : 'parted' }));
     };
     const lines = (label, cls) => {
@@ -158,7 +175,7 @@ class LoopWidget {
       good.dataset.kv = bad.dataset.kv = String(st.kv);
       pair(good, bad, num(st.m)[r], num(sl.m)[r]);
       pair(good, bad, num(st.alpha)[r], num(sl.alpha)[r]);
-      pair(good, bad, num(st.l)[r], num(sl.l)[r]);
+      pair(good, bad, num(st.l)[r], num(sl.l)[r], true);
       const o = num(st.o);
       const so = num(sl.o);
       for (let x = 0; x < show; x++) pair(good, bad, o[r * d.d + x], so[r * d.d + x]);
@@ -182,6 +199,9 @@ class LoopWidget {
       this.status.textContent = 'm, l and O agree after every kv-tile; they part only in the output.';
     } else {
       this.status.textContent = 'On this row the slips change nothing.';
+    }
+    if (this.heldL && !this.held && d.slipped.slips?.length) {
+      this.status.textContent += ' The slipped loop\'s l shows once you have answered the checkpoint that asks for it, or run the slipped loop.';
     }
     this.root.dataset.part = this.held ? 'held' : part.kv >= 0 ? String(part.kv) : part.output ? 'output' : 'never';
   }

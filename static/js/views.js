@@ -110,7 +110,9 @@ export class Heatmap {
   // draw: values (Float32Array, row stride cols), rows, cols, rowsValid,
   // colsValid, scale, max, name, rowIndex(r) and colIndex(c) for global
   // indices in the labels and the tooltip, colWord for what a column is
-  // ("key"; "column" by default).
+  // ("key"; "column" by default), held(r, c) for the cells a lesson's
+  // checkpoint asks the student to predict: drawn blank with "?" and no
+  // value in the tooltip until it is answered.
   draw(opts) {
     this.opts = opts;
     const { rows, cols, values } = opts;
@@ -151,7 +153,7 @@ export class Heatmap {
     for (let r = 0; r < rows; r++) {
       for (let k = 0; k < cols; k++) {
         const pad = r >= opts.rowsValid || k >= opts.colsValid;
-        const rgb = pad ? PADDING : colourFor(values[r * cols + k], opts.scale, opts.max);
+        const rgb = pad ? PADDING : opts.held?.(r, k) ? NOT_YET : colourFor(values[r * cols + k], opts.scale, opts.max);
         const p = 4 * (r * cols + k);
         img.data[p] = rgb[0]; img.data[p + 1] = rgb[1]; img.data[p + 2] = rgb[2]; img.data[p + 3] = 255;
       }
@@ -206,7 +208,7 @@ export class Heatmap {
   // Every number of a panel is printed at one size, the largest at which
   // the longest of them fits its cell, so that no value looks more
   // important than its neighbours for being shorter.
-  printValues(g, { rows, cols, values, rowsValid, colsValid, scale, max }) {
+  printValues(g, { rows, cols, values, rowsValid, colsValid, scale, max, held }) {
     const cap = this.fit ? 40 : 13;
     // Monospace glyphs are about 0.6 em wide: fit the text in the cell.
     const sizeOf = (text) => Math.min(cap, this.cellH * 0.42, (this.cellW - 6) / (0.62 * text.length));
@@ -216,7 +218,7 @@ export class Heatmap {
       for (let r = 0; r < rowsValid; r++) {
         for (let k = 0; k < colsValid; k++) {
           const v = values[r * cols + k];
-          if (!Number.isNaN(v)) px = Math.min(px, sizeOf(fmt(v, d)));
+          if (!Number.isNaN(v) && !held?.(r, k)) px = Math.min(px, sizeOf(fmt(v, d)));
         }
       }
       return px;
@@ -234,6 +236,11 @@ export class Heatmap {
     for (let r = 0; r < rowsValid; r++) {
       for (let k = 0; k < colsValid; k++) {
         const v = values[r * cols + k];
+        if (held?.(r, k)) {
+          g.fillStyle = '#111';
+          g.fillText('?', (k + 0.5) * this.cellW, (r + 0.5) * this.cellH);
+          continue;
+        }
         if (Number.isNaN(v)) continue; // not written yet: left blank
         const [R, G, B] = colourFor(v, scale, max);
         g.fillStyle = 0.299 * R + 0.587 * G + 0.114 * B > 140 ? '#111' : '#fff';
@@ -315,6 +322,7 @@ export class Heatmap {
     // "S: row 4, key 9", as the labels along the edges number them.
     const where = `${o.name}: row ${o.rowIndex ? o.rowIndex(r) : r}, ${o.colWord || 'column'} ${o.colIndex ? o.colIndex(k) : k}`;
     if (r >= o.rowsValid || k >= o.colsValid) return showTip(ev, `${where}: padding, not data`);
+    if (o.held?.(r, k)) return showTip(ev, `${where}: ? (the lesson asks you to predict it: it shows once you have answered the checkpoint)`);
     const v = o.values[r * o.cols + k];
     if (v === -Infinity) return showTip(ev, `${where}: −∞ (masked)`);
     if (Number.isNaN(v)) return showTip(ev, `${where}: not written yet`);
