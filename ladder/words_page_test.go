@@ -56,8 +56,20 @@ func TestLadderPageWords(t *testing.T) {
 	if src == nil {
 		t.Fatal(`no "Where the figures come from" list`)
 	}
+	var items []string
+	for d := range src.Descendants() {
+		if d.Type == html.ElementNode && d.Data == "li" {
+			items = append(items, text(d))
+		}
+	}
+	if len(items) != len(tab.Sources) {
+		t.Fatalf("%d recordings listed, the table has %d", len(items), len(tab.Sources))
+	}
 	commands := 0
-	for _, s := range tab.Sources {
+	for k, s := range tab.Sources {
+		if items[k] != s.String() {
+			t.Errorf("recording %d reads %q on the page, want %q", k, items[k], s.String())
+		}
 		if strings.Contains(s.What+s.Command, "`") {
 			t.Errorf("recording %q carries Markdown backticks", s)
 		}
