@@ -1,7 +1,7 @@
 // Package loop owns the tiled-attention loop of the debugging lesson: FlashAttention's
 // loop over the kv-tiles of one q-tile, written plainly in Go with float32
-// arithmetic, with a switch for each of three slips that a widely shared
-// lecture version of the loop makes. Run gives, after every kv-tile, the
+// arithmetic, with a switch for each of three slips that are easy to make
+// when the loop is written from its formulas. Run gives, after every kv-tile, the
 // running max m, the rescale factor α as applied, the running sum l and the
 // accumulator O, and the q-tile's output at the end; the lesson puts a
 // slipped run beside the correct one and asks where they part.

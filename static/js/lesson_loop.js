@@ -48,7 +48,7 @@ const num = (a) => a.map(Number); // "Infinity", "-Infinity" and "NaN" arrive as
 const same = (a, b) => a === b || (Number.isNaN(a) && Number.isNaN(b));
 
 // listing is the loop in the lesson's own pseudo-code, each slipped line
-// shown as the lecture printed it while its slip is on.
+// shown as the slip writes it while its slip is on.
 function listing(on) {
   const line = (s) => {
     const slip = SLIPS.find((x) => x.id === s);
