@@ -14,9 +14,9 @@ import (
 	"flashstep/internal/testrand"
 	"flashstep/lab"
 	"flashstep/labrun"
+	"flashstep/labrun/labruntest"
 	"flashstep/ladder"
 	"flashstep/recordings"
-	"flashstep/labrun/labruntest"
 	"flashstep/rooms"
 	"flashstep/runner"
 )

@@ -152,7 +152,9 @@ func TestBrowserLessonBackwardHolds(t *testing.T) {
 		  return [...out];
 		})()`, dq.Row, dq.Col))
 	}
-	value := func(tip string) string { return strings.TrimPrefix(tip, fmt.Sprintf("dQ: row %d, column %d:", dq.Row, dq.Col)) }
+	value := func(tip string) string {
+		return strings.TrimPrefix(tip, fmt.Sprintf("dQ: row %d, column %d:", dq.Row, dq.Col))
+	}
 	tips := cellTips()
 	if len(tips) == 0 {
 		t.Errorf("sweeping the finished dQ finds no tooltip of row %d, column %d", dq.Row, dq.Col)
