@@ -63,7 +63,7 @@ func KernelsPage(p Page, v KernelsView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<section class=\"kernels\"><h1>The kernels, as compiled</h1><p>Where do register spills show? Here: <code>ptxas -v</code> reported these figures for each kernel when the PTX was built for sm_90 (Hopper), and ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<section class=\"kernels\"><h1>The kernels, as compiled</h1><p>Where do register spills show? Here: <code>ptxas -v</code> reported these figures for each kernel when the PTX was built for sm_90 (sm_90a for the Hopper rungs), and ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

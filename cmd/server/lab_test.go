@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -41,8 +42,13 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 		}
 		navigate(ctx, t, base+"/lab/"+id)
 		waitText(ctx, t, "#lab-status", "Not run yet")
-		if v := labRun(ctx, t, e.Solution); v.Verdict != "pass" {
+		v := labRun(ctx, t, e.Solution)
+		if v.Verdict != "pass" {
 			t.Errorf("%s: the solution's verdict is %+v", id, v)
+		}
+		// Exercise 2's calls are q-tiles, each with its records.
+		if id == "qtile-loop" && !regexp.MustCompile(`every one of its \d+ q-tiles \(\d+ records\)`).MatchString(v.Text) {
+			t.Errorf("%s: the pass does not count q-tiles and records: %q", id, v.Text)
 		}
 		recs := mirrorRecords(t, e.Run)
 		for name, src := range slipsToTry(t, e) {
@@ -90,6 +96,10 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 	// recorded numbers to the mirror's).
 	navigate(ctx, t, base+"/lab/causal-kernel")
 	waitText(ctx, t, "#lab-recorded-caption", "H100")
+	// Under the disabled Run button the status says why nothing runs, and
+	// the recorded placement names where its rungs' figures come from.
+	waitText(ctx, t, "#lab-status", "Not run here: this server's kernel track is off")
+	waitText(ctx, t, "#lab-placed-table", "ladder-h100.json")
 	type recordedView struct {
 		Off, Track      bool
 		Options, Picked int

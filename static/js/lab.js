@@ -82,6 +82,15 @@ function kernelRun() {
   return kernel;
 }
 
+// callsMatched says what the kernel's calls were, as a student counts
+// them: a call that runs a q-tile's loop (its expectation holds that
+// tile's steps) is a q-tile and its records; any other, a call.
+function callsMatched(calls) {
+  const steps = calls.reduce((n, c) => n + (c.expect?.steps?.length ?? 0), 0);
+  if (steps > 0) return `on every one of its ${calls.length} ${calls.length === 1 ? 'q-tile' : 'q-tiles'} (${steps} ${steps === 1 ? 'record' : 'records'})`;
+  return `at every one of its ${calls.length} ${calls.length === 1 ? 'call' : 'calls'}`;
+}
+
 // runStudent makes the calls in a fresh worker and resolves with what it
 // answered, or { timeout: true } past the time limit.
 export function runStudent(source, entry, calls, limit = TIME_LIMIT_MS) {
@@ -191,7 +200,7 @@ async function runLoop() {
         return;
       }
     }
-    say('pass', `Passed: your code matches the kernel at every one of its ${phases[0].calls.length} ${phases[0].calls.length === 1 ? 'call' : 'calls'}, and the float64 reference on ${phases[1].calls.length} hidden random cases (seed ${seed}).`, { seed });
+    say('pass', `Passed: your code matches the kernel ${callsMatched(phases[0].calls)}, and the float64 reference on ${phases[1].calls.length} hidden random cases (seed ${seed}).`, { seed });
     localStorage.setItem(`${saved}.passed`, '1');
   } catch (e) {
     say('error', `The run could not start: ${e.message}`, { counted: false });
