@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"flashstep/lessons"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// longTaskScript watches the top page's main thread from before its first
+// script runs: every long task (the page's own and its same-origin
+// frames', which share the thread) is kept with its start and duration.
+// Frames run the script too; only the top page keeps the list.
+const longTaskScript = `(() => {
+  if (window !== window.top || window.__fsLong) return;
+  window.__fsLong = [];
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) window.__fsLong.push({ start: e.startTime, duration: e.duration, where: (e.attribution || []).map((a) => a.containerType + ':' + (a.containerSrc || a.name)).join(' ') });
+    }).observe({ type: 'longtask', buffered: true });
+  } catch (e) { window.__fsLong = null; }
+})();`
+
+// blockingTime is what the page's long tasks blocked: the sum over long
+// tasks of their time past 50 ms (Lighthouse's total blocking time, from
+// navigation rather than first paint), the longest task, their number,
+// and how long after navigation the last one ended.
+type blockingTime struct {
+	Total, Longest float64
+	Tasks          int
+	LastEnd        float64
+}
+
+// pageBlockingTime loads u and waits until its main thread has been free
+// of long tasks for a second (at most quietBound after navigation), then
+// sums what its long tasks blocked.
+func pageBlockingTime(t *testing.T, u string) blockingTime {
+	t.Helper()
+	ctx := browser(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: longTaskScript}); err != nil {
+		t.Fatal(err)
+	}
+	navigate(ctx, t, u)
+	if !evalJS[bool](ctx, t, `Array.isArray(window.__fsLong)`) {
+		t.Skip("this browser reports no long tasks")
+	}
+	const quietBound = 12 * time.Second
+	const quiet = 1200.0 // ms without a long task
+	var bt blockingTime
+	for deadline := time.Now().Add(quietBound); ; {
+		bt = evalJS[blockingTime](ctx, t, `(() => {
+  const ls = window.__fsLong;
+  let total = 0, longest = 0, lastEnd = 0;
+  for (const e of ls) {
+    total += Math.max(0, e.duration - 50);
+    longest = Math.max(longest, e.duration);
+    lastEnd = Math.max(lastEnd, e.start + e.duration);
+  }
+  return { Total: total, Longest: longest, Tasks: ls.length, LastEnd: lastEnd, now: performance.now() };
+})()`)
+		now := evalJS[float64](ctx, t, `performance.now()`)
+		if now-bt.LastEnd >= quiet || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return bt
+}
+
+// TestBrowserLessonBlockingTime loads lesson pages in Chromium and sums
+// the time their long tasks held the main thread, from navigation until
+// the page is idle: a page whose main thread is busy cannot answer a
+// click. Under -short the heaviest pages; at full size every lesson.
+func TestBrowserLessonBlockingTime(t *testing.T) {
+	base, _ := startServer(t)
+	course, err := lessons.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slugs []string
+	if testing.Short() {
+		slugs = []string{"attention", "stability", "hopper", "backward"}
+	} else {
+		for _, l := range course.Lessons {
+			slugs = append(slugs, l.Slug)
+		}
+	}
+	var report []string
+	for _, slug := range slugs {
+		if _, ok := course.Lesson(slug); !ok {
+			t.Fatalf("no lesson %q", slug)
+		}
+		var bt blockingTime
+		t.Run(slug, func(t *testing.T) {
+			bt = pageBlockingTime(t, base+"/lessons/"+slug)
+			t.Logf("/lessons/%s: blocking time %.0f ms (%d long tasks, longest %.0f ms, last ended at %.0f ms)", slug, bt.Total, bt.Tasks, bt.Longest, bt.LastEnd)
+		})
+		report = append(report, fmt.Sprintf("%-14s %6.0f ms  %2d tasks  longest %5.0f ms", slug, bt.Total, bt.Tasks, bt.Longest))
+	}
+	t.Logf("blocking time per page:\n%s", strings.Join(report, "\n"))
+}
