@@ -34,6 +34,9 @@ type blockingTime struct {
 	Total, Longest float64
 	Tasks          int
 	LastEnd        float64
+	// Frames is how many framed widgets the page has, Wanted how many it
+	// asked to build as it loaded, Built how many had their run in.
+	Frames, Wanted, Built int
 }
 
 // pageBlockingTime loads u and waits until its main thread has been free
@@ -49,6 +52,10 @@ func pageBlockingTime(t *testing.T, u string) blockingTime {
 	if !evalJS[bool](ctx, t, `Array.isArray(window.__fsLong)`) {
 		t.Skip("this browser reports no long tasks")
 	}
+	// The widgets the page builds at once (those near the first screen)
+	// finish loading within the measure: a page that built nothing would
+	// block nothing.
+	chromedp.Run(ctx, chromedp.Poll[bool](framesBuilt+`.every((f) => !f.wanted || f.done)`, chromedp.WithPollingTimeout(10*time.Second)))
 	const quietBound = 12 * time.Second
 	const quiet = 1200.0 // ms without a long task
 	var bt blockingTime
@@ -69,8 +76,34 @@ func pageBlockingTime(t *testing.T, u string) blockingTime {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	fs := evalJS[[]struct{ Wanted, Done bool }](ctx, t, framesBuilt)
+	for _, f := range fs {
+		if f.Wanted {
+			bt.Wanted++
+		}
+		if f.Done {
+			bt.Built++
+		}
+	}
+	bt.Frames = len(fs)
 	return bt
 }
+
+// framesBuilt is, for each framed widget of a lesson, whether the lesson
+// has asked it to build (wanted) and whether its run is in (done).
+const framesBuilt = `[...document.querySelectorAll('figure.widget iframe')].map((f) => {
+  const d = f.contentDocument;
+  const st = d?.getElementById('run-status')?.textContent || '';
+  const panes = [...(d?.querySelectorAll('.pane [data-role=status]') || [])];
+  return { wanted: f.closest('figure').dataset.wanted === '1', done: st.includes('Trace complete') || (panes.length === 2 && panes.every((p) => p.textContent.includes('numbers from'))) };
+})`
+
+// blockingBound is the most a lesson page may block its main thread as it
+// loads (issue 30's goal, Lighthouse's "good" total blocking time). On a
+// two-core machine the pages measured 0 to 41 ms after the widgets below
+// the fold waited to be wanted (1.2 s on /lessons/attention in
+// Lighthouse, up to 604 ms for /lessons/hopper here, before).
+const blockingBound = 200.0
 
 // TestBrowserLessonBlockingTime loads lesson pages in Chromium and sums
 // the time their long tasks held the main thread, from navigation until
@@ -98,9 +131,25 @@ func TestBrowserLessonBlockingTime(t *testing.T) {
 		var bt blockingTime
 		t.Run(slug, func(t *testing.T) {
 			bt = pageBlockingTime(t, base+"/lessons/"+slug)
-			t.Logf("/lessons/%s: blocking time %.0f ms (%d long tasks, longest %.0f ms, last ended at %.0f ms)", slug, bt.Total, bt.Tasks, bt.Longest, bt.LastEnd)
+			if bt.Total > blockingBound {
+				// Other tests' work on the same two cores lengthens a task:
+				// a page over the bound is loaded once more, and its lower
+				// figure held to the bound.
+				again := pageBlockingTime(t, base+"/lessons/"+slug)
+				t.Logf("/lessons/%s: %.0f ms, over the bound; loaded again: %.0f ms", slug, bt.Total, again.Total)
+				if again.Total < bt.Total {
+					bt = again
+				}
+			}
+			if bt.Total > blockingBound {
+				t.Errorf("/lessons/%s: blocking time %.0f ms, over %.0f ms: the page would not answer a click at once", slug, bt.Total, blockingBound)
+			}
+			t.Logf("/lessons/%s: blocking time %.0f ms (%d long tasks, longest %.0f ms, last ended at %.0f ms); %d of %d framed widgets built", slug, bt.Total, bt.Tasks, bt.Longest, bt.LastEnd, bt.Built, bt.Frames)
+			if bt.Built < bt.Wanted {
+				t.Errorf("/lessons/%s: %d framed widgets were asked to build, %d did", slug, bt.Wanted, bt.Built)
+			}
 		})
-		report = append(report, fmt.Sprintf("%-14s %6.0f ms  %2d tasks  longest %5.0f ms", slug, bt.Total, bt.Tasks, bt.Longest))
+		report = append(report, fmt.Sprintf("%-14s %6.0f ms  %2d tasks  longest %5.0f ms  %d of %d frames built", slug, bt.Total, bt.Tasks, bt.Longest, bt.Built, bt.Frames))
 	}
 	t.Logf("blocking time per page:\n%s", strings.Join(report, "\n"))
 }

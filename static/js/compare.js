@@ -8,7 +8,7 @@ import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
 import { TileGrid, fmtBytes } from './views.js';
 import { describe, materialises } from './steps.js';
-import { reportSize } from './embed.js';
+import { reportSize, whenWanted } from './embed.js';
 import { gradients } from './backward.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 
@@ -453,9 +453,12 @@ document.addEventListener('keydown', (ev) => {
 });
 
 if (page.valid) {
-  $('c-status').textContent = 'Running both kernels…';
-  makePane('naive', page.naive_query);
-  makePane('flash2', page.flash_query);
+  // Framed in a lesson, the runs wait until the frame comes into view.
+  whenWanted().then(() => {
+    $('c-status').textContent = 'Running both kernels…';
+    makePane('naive', page.naive_query);
+    makePane('flash2', page.flash_query);
+  });
 } else {
   const err = document.getElementById('cerr-form');
   $('c-status').textContent = err

@@ -13,3 +13,36 @@ export function reportSize() {
   new ResizeObserver(send).observe(document.body);
   send();
 }
+
+// A lesson holds many framed widgets; building one (its run streamed,
+// decoded and drawn) holds the lesson's main thread, which its frames
+// share. whenWanted resolves when a framed page should build what it
+// shows. A frame in a lesson's widget (figure.widget) waits for the lesson
+// to want it: lesson.js marks the figure data-wanted and posts
+// flashstep-build when the widget comes near the viewport, when its frame
+// is asked to load at once (loading="eager") or when the lesson moves it;
+// wanted() builds it from inside (a step asked for). Any other page builds
+// at once.
+let wantNow = null;
+
+export function whenWanted() {
+  let fig = null;
+  try { fig = window.frameElement?.closest('figure.widget'); } catch { /* cross-origin: not a lesson's */ }
+  if (!fig || fig.dataset.wanted === '1') return Promise.resolve();
+  return new Promise((resolve) => {
+    const heard = (ev) => {
+      if (ev.origin === location.origin && ev.source === window.parent && ev.data?.type === 'flashstep-build') go();
+    };
+    const go = () => {
+      if (!wantNow) return;
+      wantNow = null;
+      window.removeEventListener('message', heard);
+      resolve();
+    };
+    wantNow = go;
+    window.addEventListener('message', heard);
+  });
+}
+
+// wanted builds a page that waits in whenWanted at once.
+export function wanted() { wantNow?.(); }

@@ -13,15 +13,32 @@ const data = JSON.parse($('#lesson-data')?.textContent || '{}');
 
 // ---- math ----
 
+// typeset renders the page's formulas a slice at a time, those in view
+// first, yielding the main thread between slices: a long lesson's formulas
+// at once held it for a tenth of a second or more. It resolves when every
+// formula is typeset.
 function typeset() {
   const maths = $$('.math');
-  for (const el of maths) {
-    const tex = el.textContent;
-    el.dataset.tex = tex;
-    if (globalThis.katex) {
-      globalThis.katex.render(tex, el, { displayMode: el.classList.contains('display'), throwOnError: false });
-    }
-  }
+  for (const el of maths) el.dataset.tex = el.textContent;
+  const done = new Promise((resolve) => {
+    if (!globalThis.katex) return resolve();
+    const inView = (el) => {
+      const r = el.getBoundingClientRect();
+      return r.bottom >= 0 && r.top <= innerHeight;
+    };
+    const first = maths.filter(inView);
+    const queue = [...first, ...maths.filter((el) => !first.includes(el))];
+    const slice = () => {
+      const until = performance.now() + 25;
+      while (queue.length && performance.now() < until) {
+        const el = queue.shift();
+        globalThis.katex.render(el.dataset.tex, el, { displayMode: el.classList.contains('display'), throwOnError: false });
+      }
+      if (queue.length) setTimeout(slice, 0);
+      else resolve();
+    };
+    slice();
+  });
   // A server built without its browser libraries (no `make assets`) sends
   // no KaTeX: say why the formulas read as LaTeX rather than leave them so.
   if (!globalThis.katex && maths.length) {
@@ -31,6 +48,7 @@ function typeset() {
     note.textContent = 'The formulas on this page are shown as raw LaTeX: this server was built without its browser libraries (run `make assets`, then build and start it again).';
     maths[0].closest('article, main, body').prepend(note);
   }
+  return done;
 }
 
 // ---- embedded steppers ----
@@ -38,10 +56,39 @@ function typeset() {
 // Each framed widget hears from its page which step it shows.
 const frames = new Map(); // contentWindow -> widget element
 
+// A framed widget builds itself (streams its run, decodes it, draws it)
+// only when the lesson wants it (embed.js's whenWanted): when it comes
+// within WANT_MARGIN of the viewport, when its frame is asked to load at
+// once (loading="eager"), or when the lesson moves it to a step. A lesson
+// with a dozen widgets otherwise built them all as it loaded, and held the
+// main thread, which its frames share, for a second.
+const WANT_MARGIN = '600px';
+
+function want(fig) {
+  if (fig.dataset.wanted === '1') return;
+  fig.dataset.wanted = '1';
+  // A frame whose page has not loaded yet reads data-wanted when it does.
+  $('iframe', fig)?.contentWindow?.postMessage({ type: 'flashstep-build' }, location.origin);
+}
+
 function widgetFrames() {
+  const near = typeof IntersectionObserver === 'undefined' ? null : new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (!e.isIntersecting) continue;
+      near.unobserve(e.target);
+      want(e.target);
+    }
+  }, { rootMargin: `${WANT_MARGIN} 0px` });
+  const eager = new MutationObserver((records) => {
+    for (const r of records) if (r.target.loading === 'eager') want(r.target.closest('figure.widget'));
+  });
   for (const fig of $$('figure.widget')) {
     const frame = $('iframe', fig);
-    if (frame) frames.set(frame.contentWindow, fig);
+    if (!frame) continue;
+    frames.set(frame.contentWindow, fig);
+    if (!near || frame.loading === 'eager') want(fig);
+    else near.observe(fig);
+    eager.observe(frame, { attributes: true, attributeFilter: ['loading'] });
   }
 }
 
@@ -67,6 +114,7 @@ window.addEventListener('message', (ev) => {
 function showStep(fig, k) {
   const frame = $('iframe', fig);
   if (!frame) return;
+  want(fig);
   setProjectorWidget(fig);
   fig.scrollIntoView({ behavior: 'smooth', block: 'start' });
   if (fig.dataset.current !== undefined) {
@@ -364,7 +412,7 @@ document.addEventListener('keydown', (ev) => {
   ev.preventDefault();
 });
 
-typeset();
+const typeset_ = typeset();
 widgetFrames();
 initCheckpoints();
 initCourseMap();
@@ -374,5 +422,6 @@ initLoopWidgets();
 initProjector();
 updateLessonProgress();
 updateRevisit();
-followHash();
+// A deep link scrolls once the formulas above its target have their height.
+typeset_.then(followHash);
 window.addEventListener('hashchange', followHash);

@@ -5,7 +5,7 @@ import { TraceModel } from './model.js';
 import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
 import { RoleLanes } from './role_lanes.js';
 import { batchHead, batchHeadShort, describe, fill, materialises, sub } from './steps.js';
-import { reportSize } from './embed.js';
+import { reportSize, whenWanted, wanted } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { rung } from './rungs.js';
 import * as backward from './backward.js';
@@ -413,6 +413,9 @@ document.addEventListener('flashstep:run', (ev) => {
   begin(query, step - 1);
 });
 
+// Framed in a lesson, the page waits to be wanted before it starts its run.
+let waiting = Boolean(page.valid);
+
 // A lesson around an embedded stepper may move it, and release the numbers
 // it holds once their checkpoint is answered.
 window.addEventListener('message', (ev) => {
@@ -424,6 +427,12 @@ window.addEventListener('message', (ev) => {
     return;
   }
   if (ev.data?.type !== 'flashstep-go') return;
+  if (waiting) {
+    // Not built yet: build it at that step.
+    page.step = Number(ev.data.step);
+    wanted();
+    return;
+  }
   pause();
   go(Number(ev.data.step) - 1);
 });
@@ -979,7 +988,10 @@ for (const [name, [idea, what]] of Object.entries(UNTAUGHT_VIEWS)) {
   if (asked === 'projector' || (asked === null && saved === '1' && !page.embed)) setProjector(true);
 }
 state.urlNote = page.step_error ? ` The link's ${page.step_error}.` : '';
-if (page.valid) begin(page.query, Math.max(0, page.step - 1));
+// Framed in a lesson, the run waits until its frame comes into view.
+if (page.valid) {
+  whenWanted().then(() => { waiting = false; if (!state.run && !state.model) begin(page.query, Math.max(0, page.step - 1)); });
+}
 else if (page.step_error) setStatus(page.step_error, true);
 
 if (page.embed) reportSize();

@@ -19,17 +19,32 @@ function rgbOf(css) {
   return [c.r, c.g, c.b];
 }
 
+// A scale's colours are d3's, read once at LEVELS points: d3 parses a CSS
+// colour string for every value it is asked, and a heatmap asks for
+// thousands a step (most of the time a lesson's widgets took to draw).
+// Neighbouring levels differ by under one unit of 255 in every channel.
+const LEVELS = 1024;
+const tables = {};
+
+function tableFor(scale) {
+  if (!tables[scale]) {
+    const f = scale === 'sequential' ? d3.interpolateViridis : d3.interpolateRdBu;
+    tables[scale] = Array.from({ length: LEVELS + 1 }, (_, k) => rgbOf(f(k / LEVELS)));
+  }
+  return tables[scale];
+}
+
 // colourFor maps a value to RGB under a scale: 'diverging' over
 // [−max, max], 'sequential' over [0, max].
 export function colourFor(v, scale, max) {
   if (v === -Infinity) return MASKED;
   if (Number.isNaN(v)) return NOT_YET;
-  if (scale === 'sequential') {
-    const t = Math.max(0, Math.min(1, v / max));
-    return d3 ? rgbOf(d3.interpolateViridis(t)) : [255 * t, 255 * t, 255 * t];
-  }
-  const t = Math.max(0, Math.min(1, 0.5 - v / (2 * max)));
-  return d3 ? rgbOf(d3.interpolateRdBu(t)) : [255 * t, 255 * t, 255 * t];
+  const seq = scale === 'sequential';
+  const t = Math.max(0, Math.min(1, seq ? v / max : 0.5 - v / (2 * max)));
+  if (!d3) return [255 * t, 255 * t, 255 * t];
+  // 0/0 (an all-zero matrix) reads as zero: the scale's start, or its middle.
+  const at = Number.isNaN(t) ? (seq ? 0 : 0.5) : t;
+  return tableFor(seq ? 'sequential' : 'diverging')[Math.round(at * LEVELS)];
 }
 
 // fmt writes a float32 for people: four significant digits, −∞ for masked.
