@@ -8,7 +8,7 @@ import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
 import { TileGrid, fmtBytes } from './views.js';
 import { describe, materialises } from './steps.js';
-import { reportSize, whenWanted } from './embed.js';
+import { reportSize, waitsToBeWanted, whenWanted } from './embed.js';
 import { gradients } from './backward.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 
@@ -454,6 +454,7 @@ document.addEventListener('keydown', (ev) => {
 
 if (page.valid) {
   // Framed in a lesson, the runs wait until the frame comes into view.
+  if (waitsToBeWanted()) $('c-status').textContent = 'These runs start when the lesson reaches them.';
   whenWanted().then(() => {
     $('c-status').textContent = 'Running both kernels…';
     makePane('naive', page.naive_query);

@@ -25,9 +25,19 @@ export function reportSize() {
 // at once.
 let wantNow = null;
 
+function lessonWidget() {
+  try { return window.frameElement?.closest('figure.widget') || null; } catch { return null; } // cross-origin: not a lesson's
+}
+
+// waitsToBeWanted says whether whenWanted will wait: the page is a lesson's
+// widget the lesson has not asked for yet.
+export function waitsToBeWanted() {
+  const fig = lessonWidget();
+  return Boolean(fig) && fig.dataset.wanted !== '1';
+}
+
 export function whenWanted() {
-  let fig = null;
-  try { fig = window.frameElement?.closest('figure.widget'); } catch { /* cross-origin: not a lesson's */ }
+  const fig = lessonWidget();
   if (!fig || fig.dataset.wanted === '1') return Promise.resolve();
   return new Promise((resolve) => {
     const heard = (ev) => {

@@ -5,7 +5,7 @@ import { TraceModel } from './model.js';
 import { Heatmap, TileGrid, Timeline, fmt, fmtBytes, tex } from './views.js';
 import { RoleLanes } from './role_lanes.js';
 import { batchHead, batchHeadShort, describe, fill, materialises, sub } from './steps.js';
-import { reportSize, whenWanted, wanted } from './embed.js';
+import { reportSize, waitsToBeWanted, whenWanted, wanted } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { rung } from './rungs.js';
 import * as backward from './backward.js';
@@ -990,6 +990,7 @@ for (const [name, [idea, what]] of Object.entries(UNTAUGHT_VIEWS)) {
 state.urlNote = page.step_error ? ` The link's ${page.step_error}.` : '';
 // Framed in a lesson, the run waits until its frame comes into view.
 if (page.valid) {
+  if (waitsToBeWanted()) setStatus('This run starts when the lesson reaches it.');
   whenWanted().then(() => { waiting = false; if (!state.run && !state.model) begin(page.query, Math.max(0, page.step - 1)); });
 }
 else if (page.step_error) setStatus(page.step_error, true);
