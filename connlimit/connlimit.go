@@ -1,7 +1,8 @@
 // Package connlimit owns the server's bound on open connections: at most
 // PerAddress at once from one client address (an IPv4 address, or the /64
 // network of an IPv6 one, which one home or host holds whole), at most
-// Total in all, and an explicit answer past either, a minimal HTTP 503
+// SiteFactor times as many from one IPv6 /56 (a home is often given a
+// whole /56: 256 /64s of its own), at most Total in all, and an explicit answer past either, a minimal HTTP 503
 // that names the limit and says when to retry, then a graceful close,
 // never a silent reset.
 //
@@ -33,6 +34,11 @@ import (
 // class of 300 behind one school NAT, with no proxy in front of the
 // server, needs about 2500.
 const DefaultPerAddress = 256
+
+// SiteFactor is how many addresses' worth of connections one IPv6 /56 may
+// hold: without it one household, holding 256 /64s, could hold 256 times
+// PerAddress, the whole of Total by default.
+const SiteFactor = 4
 
 // DefaultRetryAfter is what a refusal asks the client to wait: its own
 // connections close within seconds once a page has loaded.
@@ -157,11 +163,28 @@ func (l *Listener) admit(key netip.Prefix, keyed bool) string {
 	if keyed && l.opts.PerAddress > 0 && l.open[key] >= l.opts.PerAddress {
 		return fmt.Sprintf("too many connections from your address: at most %d", l.opts.PerAddress)
 	}
+	site, sited := siteOf(key)
+	sited = sited && keyed && l.opts.PerAddress > 0
+	if sited && l.open[site] >= SiteFactor*l.opts.PerAddress {
+		return fmt.Sprintf("too many connections from your network: at most %d from one IPv6 /56", SiteFactor*l.opts.PerAddress)
+	}
 	l.total++
 	if keyed {
 		l.open[key]++
 	}
+	if sited {
+		l.open[site]++
+	}
 	return ""
+}
+
+// siteOf is the IPv6 /56 an address's /64 lies in; ok is false for IPv4.
+func siteOf(key netip.Prefix) (netip.Prefix, bool) {
+	if !key.Addr().Is6() {
+		return netip.Prefix{}, false
+	}
+	p, err := key.Addr().Prefix(56)
+	return p, err == nil
 }
 
 func (l *Listener) release(key netip.Prefix, keyed bool) {
@@ -171,6 +194,11 @@ func (l *Listener) release(key netip.Prefix, keyed bool) {
 	if keyed {
 		if l.open[key]--; l.open[key] <= 0 {
 			delete(l.open, key)
+		}
+		if site, ok := siteOf(key); ok && l.opts.PerAddress > 0 {
+			if l.open[site]--; l.open[site] <= 0 {
+				delete(l.open, site)
+			}
 		}
 	}
 }

@@ -203,3 +203,34 @@ func TestTotalForLeavesFilesInReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6SiteCap: one household's /56 holds 256 /64s; each is an address
+// of its own, but together they hold at most SiteFactor addresses' worth,
+// and a place freed anywhere in the /56 is free again.
+func TestIPv6SiteCap(t *testing.T) {
+	l := New(nil, Options{PerAddress: 2})
+	var held []netip.Prefix
+	for k := range 256 {
+		key := Network(netip.MustParseAddr(fmt.Sprintf("2001:db8:0:%x::1", k)))
+		if why := l.admit(key, true); why != "" {
+			if len(held) != SiteFactor*2 || !strings.Contains(why, "/56") {
+				t.Fatalf("refused after %d connections from the /56 (%q), want %d and a reason naming the /56", len(held), why, SiteFactor*2)
+			}
+			break
+		}
+		held = append(held, key)
+	}
+	if len(held) != SiteFactor*2 {
+		t.Fatalf("the /56 held %d connections, want %d", len(held), SiteFactor*2)
+	}
+	if why := l.admit(Network(netip.MustParseAddr("2001:db8:0:100::1")), true); why != "" {
+		t.Errorf("the next /56 is refused: %s", why)
+	}
+	if why := l.admit(Network(netip.MustParseAddr("192.0.2.1")), true); why != "" {
+		t.Errorf("an IPv4 address is refused: %s", why)
+	}
+	l.release(held[0], true)
+	if why := l.admit(Network(netip.MustParseAddr("2001:db8:0:ff::1")), true); why != "" {
+		t.Errorf("a place freed in the /56 is not free again: %s", why)
+	}
+}
