@@ -102,14 +102,6 @@ func setLimits(pol policy) error {
 	return nil
 }
 
-// setLimitsOf sets the same limits on another process (without the
-// trampoline), best effort.
-func setLimitsOf(pid int, pol policy) {
-	for what, n := range map[int]uint64{unix.RLIMIT_FSIZE: pol.FSize, unix.RLIMIT_NOFILE: maxOpenFiles, unix.RLIMIT_CORE: 0} {
-		unix.Prlimit(pid, what, &unix.Rlimit{Cur: n, Max: n}, nil)
-	}
-}
-
 // Landlock's access rights by the ABI that introduced them.
 const (
 	fsV1 = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |

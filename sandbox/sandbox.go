@@ -79,10 +79,6 @@ type Options struct {
 	// NoLandlock leaves Landlock out (the other limits hold): a kernel
 	// whose Landlock gets in the GPU driver's way.
 	NoLandlock bool
-	// Off runs the process without Landlock and without changing user (a
-	// machine whose kernel refuses the trampoline). Environment,
-	// directory and limits still apply.
-	Off bool
 }
 
 // WritableBytes bounds a file a Writable process writes.
@@ -177,19 +173,17 @@ func Command(ctx context.Context, argv []string, o Options) (*Process, error) {
 		return fail(fmt.Errorf("sandbox: opening %s: %w", p.argv[0], err))
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	if !o.Off {
-		exe, err := os.Executable()
-		if err != nil {
-			return fail(err)
-		}
-		if p.self, err = os.Open(exe); err != nil {
-			return fail(fmt.Errorf("sandbox: opening %s: %w", exe, err))
-		}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	if p.self, err = os.Open(exe); err != nil {
+		return fail(fmt.Errorf("sandbox: opening %s: %w", exe, err))
 	}
 	cmd.Dir = dir
 	cmd.Env = Env(os.Environ(), dir, o.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	if cred != nil && !o.Off && !o.HostNetwork && netNamespaces() {
+	if cred != nil && !o.HostNetwork && netNamespaces() {
 		// A network of its own, with nothing in it: no TCP, UDP or
 		// socket of any kind reaches out, and /proc/self/net shows no
 		// other process's connections (a classmate's address).
@@ -235,38 +229,18 @@ func (p *Process) Start() error {
 		pol.Also, pol.WholeProc = []int{n}, true
 		n++
 	}
-	if p.self != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, p.target, p.self)
-		pol.Target, pol.Self = n, n+1
-		raw, err := json.Marshal(pol)
-		if err != nil {
-			return err
-		}
-		cmd.Path = "/proc/self/fd/" + strconv.Itoa(n+1)
-		cmd.Args = append([]string{filepath.Base(p.argv[0]), trampolineArg, string(raw)}, args...)
-	} else {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, p.target)
-		cmd.Path = "/proc/self/fd/" + strconv.Itoa(n)
-		cmd.Args = append([]string{filepath.Base(p.argv[0])}, args...)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, p.target, p.self)
+	pol.Target, pol.Self = n, n+1
+	raw, err := json.Marshal(pol)
+	if err != nil {
+		return err
 	}
-	return p.start()
-}
-
-func (p *Process) start() error {
-	cmd := p.Cmd
+	cmd.Path = "/proc/self/fd/" + strconv.Itoa(n+1)
+	cmd.Args = append([]string{filepath.Base(p.argv[0]), trampolineArg, string(raw)}, args...)
 	p.started = true
-	err := cmd.Start()
+	err = cmd.Start()
 	// The child has its copies; the parent's are of no more use.
 	p.closeFiles()
-	if err == nil && p.self == nil {
-		// Without the trampoline the limits are set from outside, before
-		// the process reads its request.
-		pol := policy{FSize: 0}
-		if p.opts.Writable {
-			pol.FSize = WritableBytes
-		}
-		setLimitsOf(cmd.Process.Pid, pol)
-	}
 	return err
 }
 
@@ -303,9 +277,9 @@ var netNamespaces = sync.OnceValue(func() bool {
 })
 
 // credential is the user a confined process runs as: nil where the server
-// cannot change user (not root) or is told not to.
+// cannot change user (not root).
 func credential(o Options) (*syscall.Credential, error) {
-	if o.Off || os.Geteuid() != 0 {
+	if os.Geteuid() != 0 {
 		return nil, nil
 	}
 	name := o.User
