@@ -21,15 +21,7 @@ import (
 // lessonCheckpoint is checkpoint id of lesson slug.
 func lessonCheckpoint(t *testing.T, slug, id string) *lessons.Checkpoint {
 	t.Helper()
-	c, err := lessons.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, ok := c.Lesson(slug)
-	if !ok {
-		t.Fatalf("no lesson %s", slug)
-	}
-	cp, ok := l.Checkpoint(id)
+	cp, ok := courseLesson(t, slug).Checkpoint(id)
 	if !ok {
 		t.Fatalf("lesson %s has no checkpoint %s", slug, id)
 	}

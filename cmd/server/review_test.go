@@ -17,8 +17,8 @@ import (
 // The fixes a student review of the course asked for, each held in the
 // browser on the lesson's own widgets, opened as the lesson frames them.
 
-// lessonWidget is the widget id of lesson slug.
-func lessonWidget(t *testing.T, slug, id string) *lessons.Widget {
+// courseLesson is the course's lesson slug.
+func courseLesson(t *testing.T, slug string) *lessons.Lesson {
 	t.Helper()
 	c, err := lessons.Default()
 	if err != nil {
@@ -28,7 +28,13 @@ func lessonWidget(t *testing.T, slug, id string) *lessons.Widget {
 	if !ok {
 		t.Fatalf("no lesson %s", slug)
 	}
-	for _, w := range l.Widgets {
+	return l
+}
+
+// lessonWidget is the widget id of lesson slug.
+func lessonWidget(t *testing.T, slug, id string) *lessons.Widget {
+	t.Helper()
+	for _, w := range courseLesson(t, slug).Widgets {
 		if w.ID == id {
 			return w
 		}
