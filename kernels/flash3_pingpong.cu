@@ -167,7 +167,7 @@ __device__ __forceinline__ void flash3_pingpong_block(const TensorMap *tmQ, cons
     float s[BC / 2];
     const uint32_t kBase = fast::smem_addr(sK);
     turn_wait(c);
-    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::turn_s, t); rl.start(j, me + RS::product_s, t);)
+    FS_TRACED(t = fs_clock_after_bar(sK); rl.end(j, me + RS::turn_s, t); rl.start(j, me + RS::product_s, t);)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
@@ -196,7 +196,7 @@ __device__ __forceinline__ void flash3_pingpong_block(const TensorMap *tmQ, cons
     FS_TRACED(t = fs_clock(); rl.end(j, me + RS::wait_v, t); rl.start(j, me + RS::turn_pv, t);)
     const uint32_t vBase = fast::smem_addr(sV);
     turn_wait(c);
-    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::turn_pv, t); rl.start(j, me + RS::product_pv, t);)
+    FS_TRACED(t = fs_clock_after_bar(sV); rl.end(j, me + RS::turn_pv, t); rl.start(j, me + RS::product_pv, t);)
     wgmma_fence();
     keep(o);
 #pragma unroll

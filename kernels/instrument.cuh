@@ -38,6 +38,20 @@ __device__ __forceinline__ unsigned long long fs_clock() {
   return t;
 }
 
+// fs_clock_after_bar reads %clock64 once the named barrier the thread has
+// just waited on (bar.sync) has let its warp through. ptxas compiles
+// bar.sync to BAR.SYNC.DEFER_BLOCKING, and the one instruction after it
+// issues before the warp blocks: a clock read there stamps the warp's
+// arrival at the barrier, not its release (bench/turns/turns.cu measured
+// it on the H200: ~1,000 cycles early in every turn). A load from shared
+// memory, which the barrier orders, takes that slot; smem is any word of
+// the block's shared memory, read and not used.
+__device__ __forceinline__ unsigned long long fs_clock_after_bar(const void *smem) {
+  unsigned v;
+  asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"((unsigned)__cvta_generic_to_shared(smem)) : "memory");
+  return fs_clock();
+}
+
 __device__ __forceinline__ unsigned int fs_smid() {
   unsigned int s;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(s));

@@ -27,11 +27,12 @@ template <int NC> __device__ __forceinline__ void consumers_sync() {
 // completes when c's 128 threads wait on it and the other warpgroup's 128
 // have arrived (turn_pass). turn_pass gives the turn to warpgroup c without
 // waiting. The barrier is named by an immediate, one branch per warpgroup
-// (c is the same for all its threads): with the id in a register
-// (`bar.sync %r, 256`, which compiles to BAR.SYNC Rn, 0x100) the H100
-// released a waiting warpgroup before the other's warps had all arrived,
-// so the turns ordered nothing (docs/LADDER.md run r; bench/turns/turns.cu
-// shows it in isolation).
+// (c is the same for all its threads). Rung 10's first build named it by a
+// register (`bar.sync %r, 256`) and its role records seemed to show the
+// turns ordering nothing; the barrier was not at fault, the stamps were:
+// a clock read directly after BAR.SYNC reads the warp's arrival, not its
+// release (fs_clock_after_bar, instrument.cuh). bench/turns/turns.cu holds
+// both forms, and CUTLASS's register operands, to the turn order.
 __device__ __forceinline__ void turn_wait(int c) {
   if (c == 0)
     asm volatile("bar.sync 2, 256;\n" ::: "memory");
