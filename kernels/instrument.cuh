@@ -43,11 +43,11 @@ __device__ __forceinline__ unsigned long long fs_clock() {
 // bar.sync to BAR.SYNC.DEFER_BLOCKING, and the one instruction after it
 // issues before the warp blocks: a clock read there stamps the warp's
 // arrival at the barrier, not its release (bench/turns/turns.cu measured
-// it on the H200: ~1,000 cycles early in every turn). A load from shared
+// it on the H100 and the H200: ~1,000 cycles early). A load from shared
 // memory, which the barrier orders, takes that slot; smem is any word of
 // the block's shared memory, read and not used.
 __device__ __forceinline__ unsigned long long fs_clock_after_bar(const void *smem) {
-  unsigned v;
+  [[maybe_unused]] unsigned v; // the load is what matters, not its value
   asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"((unsigned)__cvta_generic_to_shared(smem)) : "memory");
   return fs_clock();
 }

@@ -512,9 +512,10 @@ func TestHiddenWidgetHoldsTheAnswer(t *testing.T) {
 
 // Lesson 12's paragraph on rung 10's roles: its turns hold in the recording
 // (roles.Check, which the recordings' test runs too), they take some of a
-// consumer's time, and they hid less of the softmax under the other's
-// products than rung 9 did, while the two softmaxes ran side by side in
-// step (more of the time than in rung 9).
+// consumer's time, and they "bought little": the softmax they put under
+// the other consumer's products, over rung 9's, is a smaller share of a
+// consumer's time than the turns took ("took more than they hid"), while
+// the two softmaxes still ran side by side most of the time, in step.
 func TestClaimPingPongRoles(t *testing.T) {
 	t.Parallel()
 	h, recs := rolesRecording(t, "pingpong-roles")
@@ -523,17 +524,19 @@ func TestClaimPingPongRoles(t *testing.T) {
 		t.Fatalf("pingpong-roles: %v", err)
 	}
 	fig := func(tok string) float64 { return figureNumber(t, tok) }
-	if v := fig("roles pingpong-roles turns"); v <= 0.01 {
-		t.Errorf("the turns take %.3f of a consumer's time: the lesson says they cost it some", v)
+	turns := fig("roles pingpong-roles turns")
+	if turns <= 0.01 {
+		t.Errorf("the turns take %.3f of a consumer's time: the lesson says they cost it some", turns)
 	}
-	if pp, ws := fig("roles pingpong-roles softmax-hidden"), fig("roles ws-roles softmax-hidden"); pp >= ws {
-		t.Errorf("rung 10 hid %.3f of its softmax, rung 9 %.3f: the lesson says the turns hid less, not more", pp, ws)
+	pp, ws := fig("roles pingpong-roles softmax-hidden"), fig("roles ws-roles softmax-hidden")
+	if gained := (pp - ws) * fig("roles pingpong-roles softmax-share"); gained >= turns {
+		t.Errorf("rung 10 hid %.3f of its softmax, rung 9 %.3f: %.3f of a consumer's time gained against %.3f in turns; the lesson says the turns took more than they hid", pp, ws, gained, turns)
 	}
-	if pp, ws := fig("roles pingpong-roles softmax-together"), fig("roles ws-roles softmax-together"); pp < ws {
-		t.Errorf("rung 10's softmaxes side by side %.3f of the time, rung 9's %.3f: the lesson says in step", pp, ws)
+	if v := fig("roles pingpong-roles softmax-together"); v <= 0.5 {
+		t.Errorf("rung 10's softmaxes side by side %.3f of the time: the lesson says they still ran side by side", v)
 	}
 	text := lessonText(t, "course/12-hopper.md")
-	for _, said := range []string{"They hold:", "hid less softmax, not more", "run their softmax side by side, in step"} {
+	for _, said := range []string{"They hold:", "they bought little", "the turns took more than they hid", "run their softmax in step"} {
 		if !strings.Contains(text, said) {
 			t.Errorf("lesson 12 no longer says %q: check the claim it makes instead here", said)
 		}
