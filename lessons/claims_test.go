@@ -276,8 +276,8 @@ func TestClaimHopperLadder(t *testing.T) {
 		if r > 1.01 || (sh.D == 64 && r > 0.95) || (sh.D == 128 && r < 0.95) {
 			t.Errorf("%+v: rung 9 at %.3f times rung 8; the lesson says not faster anywhere, clearly slower at d=64, level at d=128", sh, r)
 		}
-		if r := pp.TFLOPs / ws.TFLOPs; r > 0.96 || r < 0.9 {
-			t.Errorf("%+v: rung 10 at %.3f times rung 9; the lesson says slower by about 7%%", sh, r)
+		if r := pp.TFLOPs / ws.TFLOPs; r > 1-0.055 || r < 1-0.085 {
+			t.Errorf("%+v: rung 10 at %.3f times rung 9; the lesson says slower by 6 to 8%%", sh, r)
 		}
 		ov := cell("flash3_overlap", sh)
 		if ov.TFLOPs <= pp.TFLOPs || ov.TFLOPs <= ws.TFLOPs {
@@ -292,7 +292,7 @@ func TestClaimHopperLadder(t *testing.T) {
 	}
 	text := lessonText(t, "course/12-hopper.md")
 	for _, said := range []string{"about cuDNN's speed, a little past it on some shapes", "no faster than rung 8 on any shape (level within 1% at best)", "clearly slower", "level with it at $d = 128$",
-		"slower than rung 9 on every shape, by about 7%", "the turns did not pay", "this is the fastest rung", "cuDNN's speed. At $d = 64$",
+		"slower than rung 9 on every shape, by 6 to 8%", "the turns did not pay", "this is the fastest rung", "cuDNN's speed. At $d = 64$",
 		"stays ahead"} {
 		if !strings.Contains(text, said) {
 			t.Errorf("lesson 12 no longer says %q: check the claim it makes instead here", said)

@@ -107,7 +107,7 @@ func (txBytes) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) {
 		last := (h.N - 1) / h.Rows
 		real := h.N - last*h.Rows
 		if real < h.Rows {
-			explain += fmt.Sprintf(" With N = %d the last kv-tile, kv-tile %d, holds only %d − %d · %d = %d real rows; the copy engine writes the other %d rows of the box as zeros and counts their bytes too, so expect_tx announces the whole box's %d bytes. Announce fewer and the phase can complete while bytes are still landing; announce more and it never completes.",
+			explain += fmt.Sprintf(" With N = %d the last kv-tile, kv-tile %d, holds only %d − %d · %d = %d real rows; the TMA unit writes the other %d rows of the box as zeros and counts their bytes too, so expect_tx announces the whole box's %d bytes. Announce fewer and the phase can complete while bytes are still landing; announce more and it never completes.",
 				h.N, last, h.N, last, h.Rows, real, h.Rows-real, n)
 		} else {
 			explain += fmt.Sprintf(" With N = %d the last kv-tile, kv-tile %d, is whole: all %d of its rows are real.", h.N, last, h.Rows)
@@ -120,7 +120,7 @@ func (txBytes) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) {
 // pose's hint says what the count is made of, never the count.
 func (txBytes) pose(c *Checkpoint, key grading.Solution) grading.Question {
 	return c.number(key, grading.Whole(), grading.Bytes, func(float64) string {
-		return "Not quite. expect_tx announces every byte the tile's copies will count off the barrier: the tile's rows times its head dim, at two bytes a bf16 element. The copy engine always writes a whole box, rows past N included (it fills them with zeros), and counts every byte it writes."
+		return "Not quite. expect_tx announces every byte the tile's copies will count off the barrier: the tile's rows times its head dim, at two bytes a bf16 element. The TMA unit always writes a whole box, rows past N included (it fills them with zeros), and counts every byte it writes."
 	})
 }
 

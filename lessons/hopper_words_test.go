@@ -88,8 +88,8 @@ func TestClaimHopperTiles(t *testing.T) {
 func TestClaimHopperSaysOnlyWhatIsMeasured(t *testing.T) {
 	t.Parallel()
 	text := lessonText(t, "course/12-hopper.md")
-	for _, said := range []string{"`bench/turns/turns.cu`", "CUTLASS's `NamedBarrier`", "The barrier was never at fault; the stamps were",
-		"`BAR.SYNC.DEFER_BLOCKING`", "stamps the warp's arrival at the barrier, not its release", "in 1.35 million releases no warp found the other group's count short",
+	for _, said := range []string{"`bench/turns/turns.cu`", "CUTLASS's `NamedBarrier`", "the barrier was not at fault; the stamps were",
+		"`BAR.SYNC.DEFER_BLOCKING`", "stamps the warp's arrival at the barrier, not its release", "in 1.35 million releases no warp found the other group's count short", "bar.sync 2, 256`: barrier 2 opens once 256 threads have reached it",
 		"not measured, since rung 8 has no roles recording", "neither rung 8 nor rung 11 has a roles recording"} {
 		if !strings.Contains(text, said) {
 			t.Errorf("lesson 12 no longer says %q: check the claim it makes instead here", said)
