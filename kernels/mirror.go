@@ -9,8 +9,33 @@ import (
 	"flashstep/instrument"
 )
 
-// MirrorLabel is the source label of traces made by the CPU mirror.
-const MirrorLabel = "CPU mirror: the kernel's Go twin, in the kernel's own arithmetic, on this server"
+// MirrorLabel is the source label of traces made by the CPU mirror, on a
+// server or in a browser (the static site's WebAssembly): the same words,
+// so that the two make the same bytes.
+const MirrorLabel = "CPU mirror: the kernel's Go twin, in the kernel's own arithmetic"
+
+// MirrorTrace is the encoded trace of r as the CPU mirror computes it: emit
+// gets the header alone, then each record, in trace order, each chunk
+// fresh. The server's CPU engine and the static site's WebAssembly both
+// call it, so a configuration's trace is the same bytes in either.
+func MirrorTrace(ctx context.Context, r Run, emit func(chunk []byte) error) error {
+	c := r.Config()
+	h := c.Header(instrument.SourceCPUMirror, MirrorLabel)
+	head, err := instrument.AppendHeader(nil, &h)
+	if err != nil {
+		return err
+	}
+	if err := emit(head); err != nil {
+		return err
+	}
+	return RunMirror(ctx, r, func(rec *instrument.Record) error {
+		chunk, err := instrument.AppendRecord(make([]byte, 0, h.RecordBytes(rec.Kind)), &h, rec)
+		if err != nil {
+			return err
+		}
+		return emit(chunk)
+	})
+}
 
 // RunMirror computes the trace of r on the CPU and hands each record to sink
 // in trace order, as soon as it is ready: the first step leaves long before

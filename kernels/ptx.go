@@ -2,27 +2,27 @@ package kernels
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 )
 
-// The kernels' PTX, compiled by `make ptx` and committed: flash2.ptx and
-// flash2_traced.ptx (built with -DFS_TRACE), likewise naive. ptxas.txt is what
-// `ptxas -v -arch=sm_90` said of each. The Hopper rungs' PTX (Arch sm_90a)
-// comes from a newer nvcc on the GPU machine (scripts/ptx-hopper), with
-// ptxas-hopper.txt, what `ptxas -v -arch=sm_90a` said of it there.
+// What ptxas said of the kernels' PTX when it was compiled: ptxas.txt is
+// what `ptxas -v -arch=sm_90` said of each module `make ptx` builds,
+// ptxas-hopper.txt what `ptxas -v -arch=sm_90a` said of the Hopper rungs'
+// on the GPU machine (scripts/ptx-hopper). The PTX itself (15 MB) is
+// package kernels/ptx's, which only what loads or names it imports (the
+// GPU worker, the kernels page): the lessons, the ladder and the static
+// site's WebAssembly read these figures without it.
 //
-//go:embed ptx/*.ptx ptx/ptxas.txt ptx/ptxas-hopper.txt
-var ptxFiles embed.FS
+//go:embed ptx/ptxas.txt ptx/ptxas-hopper.txt
+var ptxasFiles embed.FS
 
 // Modules lists every PTX module: each rung's untraced one (its name) and
-// traced one (name + "_traced"), in variant order, the order PTXHash reads
-// them in.
+// traced one (name + "_traced"), in variant order, the order ptx.Hash
+// reads them in.
 var Modules = func() []string {
 	byID := slices.SortedFunc(slices.Values(rungs), func(a, b *VariantInfo) int { return int(a.Variant) - int(b.Variant) })
 	var out []string
@@ -35,23 +35,6 @@ var Modules = func() []string {
 // ProbeModule is a traced module for the worker's probe of the trace ABI:
 // every traced module holds fs_probe.
 var ProbeModule = Modules[1]
-
-// PTX returns a module's PTX text.
-func PTX(module string) (string, error) {
-	b, err := ptxFiles.ReadFile("ptx/" + module + ".ptx")
-	return string(b), err
-}
-
-// PTXHash identifies the compiled kernels: a cached GPU trace is only valid
-// for the PTX that made it.
-func PTXHash() string {
-	h := sha256.New()
-	for _, m := range Modules {
-		b, _ := ptxFiles.ReadFile("ptx/" + m + ".ptx")
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
 
 // PtxasFigures is what ptxas reported for one kernel of one module at build.
 type PtxasFigures struct {
@@ -75,8 +58,8 @@ var (
 // PtxasText is ptxas.txt, then ptxas-hopper.txt, as the compilers wrote
 // them, for people to read.
 func PtxasText() string {
-	b, _ := ptxFiles.ReadFile("ptx/ptxas.txt")
-	h, _ := ptxFiles.ReadFile("ptx/ptxas-hopper.txt")
+	b, _ := ptxasFiles.ReadFile("ptx/ptxas.txt")
+	h, _ := ptxasFiles.ReadFile("ptx/ptxas-hopper.txt")
 	return string(b) + string(h)
 }
 

@@ -14,6 +14,7 @@ import (
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/kernels/ptx"
 	. "flashstep/launch"
 )
 
@@ -112,7 +113,7 @@ func TestPtxasReportCoversEveryKernel(t *testing.T) {
 		if len(names) == 0 {
 			t.Errorf("module %s lists no kernels", m)
 		}
-		ptx, err := kernels.PTX(m)
+		text, err := ptx.Text(m)
 		if err != nil {
 			t.Fatalf("module %s: %v", m, err)
 		}
@@ -120,12 +121,12 @@ func TestPtxasReportCoversEveryKernel(t *testing.T) {
 			if p, ok := seen[m+"/"+k]; !ok || p.Registers == 0 {
 				t.Errorf("ptxas.txt has no figures for %s in %s", k, m)
 			}
-			if !strings.Contains(ptx, ".entry "+k+"(") {
+			if !strings.Contains(text, ".entry "+k+"(") {
 				t.Errorf("module %s has no kernel %s", m, k)
 			}
 		}
 	}
-	if len(kernels.PTXHash()) != 16 {
+	if len(ptx.Hash()) != 16 {
 		t.Error("PTX hash")
 	}
 }
@@ -338,12 +339,12 @@ func TestInstancesMatchSource(t *testing.T) {
 	}
 	entry := regexp.MustCompile(`(?m)^\.(?:visible )?\.entry (\w+)\(`)
 	for m, names := range Kernels() {
-		ptx, err := kernels.PTX(m)
+		text, err := ptx.Text(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []string
-		for _, e := range entry.FindAllStringSubmatch(ptx, -1) {
+		for _, e := range entry.FindAllStringSubmatch(text, -1) {
 			got = append(got, e[1])
 		}
 		slices.Sort(got)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"flashstep/kernels"
+	"flashstep/kernels/ptx"
 )
 
 // reParam is one parameter of a PTX entry: its alignment, type and, for an
@@ -15,14 +16,14 @@ var reParam = regexp.MustCompile(`\.param\s+(?:\.align (\d+)\s+)?\.(\w+)\s+\w+(?
 
 // entryParams is the parameter list of kernel name in a module's PTX, each
 // as "u64", "f32", "b8[128]/64" and so on.
-func entryParams(ptx, name string) ([]string, error) {
-	i := strings.Index(ptx, ".entry "+name+"(")
+func entryParams(text, name string) ([]string, error) {
+	i := strings.Index(text, ".entry "+name+"(")
 	if i < 0 {
 		return nil, fmt.Errorf("no entry %s", name)
 	}
-	end := strings.Index(ptx[i:], ")")
+	end := strings.Index(text[i:], ")")
 	var out []string
-	for _, m := range reParam.FindAllStringSubmatch(ptx[i:i+end], -1) {
+	for _, m := range reParam.FindAllStringSubmatch(text[i:i+end], -1) {
 		p := m[2]
 		if m[3] != "" {
 			p += "[" + m[3] + "]/" + m[1]
@@ -43,11 +44,11 @@ func TestLaunchArgsMatchPTXParams(t *testing.T) {
 	checked := 0
 	everyLaunch(func(info *kernels.VariantInfo, _ int, k kernels.Launch) {
 		for _, module := range []string{info.Module(), info.Module() + "_traced"} {
-			ptx, err := kernels.PTX(module)
+			text, err := ptx.Text(module)
 			if err != nil {
 				t.Fatal(err)
 			}
-			params, err := entryParams(ptx, k.Name)
+			params, err := entryParams(text, k.Name)
 			if err != nil {
 				t.Errorf("%s: %v", module, err)
 				continue

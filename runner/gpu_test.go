@@ -23,6 +23,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/kernels/ptx"
 	"flashstep/recordings"
 	"flashstep/worker"
 )
@@ -50,7 +51,7 @@ func fakeWorker(mode string) int {
 	// reports as a death ("its pipe closed"), not a hang.
 	defer runtime.KeepAlive(rep)
 	server := os.Getppid()
-	worker.WriteJSON(rep, worker.TypeHello, worker.Hello{GPU: "Fake GPU", Driver: "0.0", SMs: 4, SMIDs: 4, PTXHash: kernels.PTXHash()})
+	worker.WriteJSON(rep, worker.TypeHello, worker.Hello{GPU: "Fake GPU", Driver: "0.0", SMs: 4, SMIDs: 4, PTXHash: ptx.Hash()})
 	state := os.Getenv("FLASHSTEP_FAKE_STATE")
 	// stuck-once, stuck-twice: the first one or two workers get stuck at
 	// their first run; the state file counts the workers started.

@@ -48,20 +48,5 @@ func (Mirror) Engine() Engine {
 }
 
 func (Mirror) Run(ctx context.Context, run kernels.Run, emit func([]byte) error) error {
-	c := run.Config()
-	h := c.Header(instrument.SourceCPUMirror, kernels.MirrorLabel)
-	head, err := instrument.AppendHeader(nil, &h)
-	if err != nil {
-		return err
-	}
-	if err := emit(head); err != nil {
-		return err
-	}
-	return kernels.RunMirror(ctx, run, func(r *instrument.Record) error {
-		chunk, err := instrument.AppendRecord(make([]byte, 0, h.RecordBytes(r.Kind)), &h, r)
-		if err != nil {
-			return err
-		}
-		return emit(chunk)
-	})
+	return kernels.MirrorTrace(ctx, run, emit)
 }

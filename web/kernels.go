@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"flashstep/kernels"
+	"flashstep/kernels/ptx"
 	"flashstep/launch"
 	"flashstep/templates"
 )
@@ -11,7 +12,7 @@ import (
 // kernelsView joins what ptxas said of each kernel at build time with what
 // the driver says of it on this server's GPU, if there is one.
 func (s *Server) kernelsView() templates.KernelsView {
-	v := templates.KernelsView{PTXHash: kernels.PTXHash()}
+	v := templates.KernelsView{PTXHash: ptx.Hash()}
 	hello, onGPU := s.runner.GPUHello()
 	if onGPU {
 		v.GPU = hello.GPU

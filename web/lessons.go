@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"flashstep/docs"
-	"flashstep/grading"
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/lessons"
@@ -134,19 +133,16 @@ func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	// Most checkpoints read the trace of their run; the playground's and
 	// the loop's are worked out by the lessons package itself.
 	var trace *lessons.Trace
-	source := cp.Source()
 	if cp.NeedsTrace() {
-		if trace, err = s.checkpointTrace(r, cp); err != nil {
+		if trace, err = s.presetTrace(r.Context(), cp, clientAddr(r)); err != nil {
 			return err
 		}
-		source = trace.H.Label
 	}
-	sol, err := cp.Solve(trace)
+	judged, err := cp.Judge(trace, req.Answer, req.Reveal)
 	if err != nil {
 		return err
 	}
-	v := cp.Grade(req.Answer, req.Reveal, sol)
-	writeJSON(w, http.StatusOK, checkpointAnswer{Verdict: v, Source: source})
+	writeJSON(w, http.StatusOK, judged)
 	return nil
 }
 
@@ -160,16 +156,3 @@ func (s *Server) presetTrace(ctx context.Context, cp *lessons.Checkpoint, addr s
 	return s.runTrace(ctx, run, addr)
 }
 
-type checkpointAnswer struct {
-	grading.Verdict
-	Source string `json:"source"` // where the trace's numbers came from
-}
-
-func (s *Server) checkpointTrace(r *http.Request, cp *lessons.Checkpoint) (*lessons.Trace, error) {
-	trace, err := s.presetTrace(r.Context(), cp, clientAddr(r))
-	if err != nil {
-		return nil, err
-	}
-	trace.H.Label = strings.TrimSpace(trace.H.Label)
-	return trace, nil
-}

@@ -125,7 +125,7 @@ func TestCheckpointAPI(t *testing.T) {
 			for answer, status := range map[string]string{right: "correct", "": "invalid", "🙂": "invalid"} {
 				body, _ := json.Marshal(checkpointRequest{Answer: answer})
 				res, b := postJSON(t, u, string(body))
-				var v checkpointAnswer
+				var v lessons.Judged
 				if res.StatusCode != 200 || json.Unmarshal(b, &v) != nil || v.Status != status {
 					t.Errorf("%s/%s: %q: %d %s, want %s", l.Slug, c.ID, answer, res.StatusCode, b, status)
 				}

@@ -71,6 +71,7 @@ import (
 	"unsafe"
 
 	"flashstep/kernels"
+	"flashstep/kernels/ptx"
 	"flashstep/launch"
 	"flashstep/worker"
 
@@ -123,7 +124,7 @@ func openDevice() (*device, error) {
 		return nil, fmt.Errorf("reading the shared memory opt-in: CUDA error %d", int(r))
 	}
 	d.sharedMax = int(optin)
-	h.PTXHash = kernels.PTXHash()
+	h.PTXHash = ptx.Hash()
 	// Without cuTensorMapEncodeTiled (a driver older than CUDA 12) the
 	// rungs that copy by TMA cannot run; the rest can.
 	encodeErr := C.fs_find_encode_tiled()
@@ -173,7 +174,7 @@ func driverRelease() string {
 // modulePTX is the module the worker loads: the committed PTX. The GPU
 // benchmarks swap in other builds of the same source (-ptx-dir), to
 // measure what the compiler that made the PTX is worth.
-var modulePTX = kernels.PTX
+var modulePTX = ptx.Text
 
 // load JIT-compiles one PTX module, opts every kernel into the shared memory
 // it may need, and records what the driver reports of each.

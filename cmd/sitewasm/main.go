@@ -1,0 +1,109 @@
+//go:build js && wasm
+
+// Command sitewasm is the static site's WebAssembly: package offline's
+// functions, given to the page's Web Worker as globalThis.flashstep. It
+// runs in a worker so that a long mirror run never blocks the page.
+//
+//	flashstep.provide(name, bytes)             hand over recordings/NAME.fstrace
+//	flashstep.recording(query) → Promise       the recording that holds a run, or ""
+//	flashstep.trace(query, onChunk) → Promise  the mirror's trace, chunk by chunk
+//	flashstep.grade(slug, id, answer, reveal, trace|null) → Promise of JSON
+//
+// Errors reject with the server's API error JSON, {"error":
+// "...", "fields": [...]}, so that the page shows them as it shows a
+// server's.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"syscall/js"
+
+	"flashstep/offline"
+	"flashstep/recordings"
+)
+
+func main() {
+	api := js.Global().Get("Object").New()
+	api.Set("provide", js.FuncOf(provide))
+	api.Set("recording", js.FuncOf(recording))
+	api.Set("trace", js.FuncOf(trace))
+	api.Set("grade", js.FuncOf(grade))
+	js.Global().Set("flashstep", api)
+	select {} // the functions stay callable for the worker's life
+}
+
+func bytesOf(v js.Value) []byte {
+	if v.IsNull() || v.IsUndefined() {
+		return nil
+	}
+	b := make([]byte, v.Get("length").Int())
+	js.CopyBytesToGo(b, v)
+	return b
+}
+
+func jsError(err error) js.Value {
+	return js.Global().Get("Error").New(offline.ErrorJSON(err))
+}
+
+func provide(_ js.Value, args []js.Value) any {
+	recordings.Provide(args[0].String(), bytesOf(args[1]))
+	return nil
+}
+
+func recording(_ js.Value, args []js.Value) any {
+	query := args[0].String()
+	return promise(func() (any, error) {
+		run, err := offline.Run(query)
+		if err != nil {
+			return nil, err
+		}
+		return offline.Recording(run)
+	})
+}
+
+// promise runs work in a goroutine (the mirror's blocks are goroutines,
+// and a call from JavaScript must not block on them) and settles a Promise
+// with what it returns.
+func promise(work func() (any, error)) any {
+	return js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, settle []js.Value) any {
+		resolve, reject := settle[0], settle[1]
+		go func() {
+			v, err := work()
+			if err != nil {
+				reject.Invoke(jsError(err))
+				return
+			}
+			resolve.Invoke(v)
+		}()
+		return nil
+	}))
+}
+
+func trace(_ js.Value, args []js.Value) any {
+	query, onChunk := args[0].String(), args[1]
+	return promise(func() (any, error) {
+		run, err := offline.Run(query)
+		if err != nil {
+			return nil, err
+		}
+		return nil, offline.Trace(context.Background(), run, func(chunk []byte) error {
+			u8 := js.Global().Get("Uint8Array").New(len(chunk))
+			js.CopyBytesToJS(u8, chunk)
+			onChunk.Invoke(u8)
+			return nil
+		})
+	})
+}
+
+func grade(_ js.Value, args []js.Value) any {
+	slug, id, answer, reveal, tr := args[0].String(), args[1].String(), args[2].String(), args[3].Bool(), bytesOf(args[4])
+	return promise(func() (any, error) {
+		j, err := offline.Grade(slug, id, answer, reveal, tr)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(j)
+		return string(b), err
+	})
+}

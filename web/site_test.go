@@ -1,0 +1,215 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"flashstep/grading"
+	"flashstep/instrument"
+	"flashstep/internal/testrand"
+	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
+	"flashstep/lessons"
+	"flashstep/offline"
+	"flashstep/recordings"
+	"flashstep/runner"
+)
+
+// siteTrace is a run's trace as the static site makes it: the recording
+// that holds the run, read from its file, or the mirror in offline.Trace.
+func siteTrace(t *testing.T, query string) []byte {
+	t.Helper()
+	run, err := offline.Run(query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	name, err := offline.Recording(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "" {
+		b, err := recordings.Files.ReadFile(name + ".fstrace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var buf bytes.Buffer
+	if err := offline.Trace(context.Background(), run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return buf.Bytes()
+}
+
+func cpuServer(t *testing.T) string {
+	t.Helper()
+	recs, err := runner.LoadRecordings(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, &runner.Router{Recordings: recs, Mirror: runner.Mirror{}})
+	return ts.URL
+}
+
+// The static site's traces are the server's, byte for byte: random
+// configurations across every rung, the backward's included, downloaded
+// from a server in CPU mode (GET /api/trace) against what the site's
+// WebAssembly computes (offline.Trace, the same Go) or replays; and every
+// shipped recording is found by the site for the run it holds, as the
+// server's router finds it.
+func TestSiteTracesAreTheServers(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	url := cpuServer(t)
+	var configs []kernels.Config
+	seen := map[instrument.Variant]bool{}
+	for len(configs) < 20 || len(seen) < len(instrument.Variants) {
+		c := kernelstest.RandomGPUConfig(rng, 300)
+		if !seen[c.Variant] || len(configs) < 20 && len(seen) == len(instrument.Variants) {
+			seen[c.Variant] = true
+			configs = append(configs, c)
+		}
+	}
+	for _, c := range configs {
+		q := c.Values().Encode()
+		res, err := http.Get(url + "/api/trace?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %.200s %v", q, res.StatusCode, server, err)
+		}
+		if site := siteTrace(t, q); !bytes.Equal(site, server) {
+			t.Errorf("%s: the site's trace (%d bytes) is not the server's (%d bytes)", q, len(site), len(server))
+		}
+	}
+	recs, err := runner.LoadRecordings(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs.All() {
+		run, err := offline.Run(r.Config.Values().Encode())
+		if err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		if name, err := offline.Recording(run); err != nil || name != r.Name {
+			t.Errorf("recording %s: the site finds %q for its run (%v)", r.Name, name, err)
+		}
+	}
+}
+
+// Every checkpoint grades the same on the site as on the server: the
+// right answer, one just past the tolerance and one far off, each POSTed
+// to a server in CPU mode and graded by offline.Grade on the trace the site
+// would use; the verdicts (status, hint, explanation, source) are equal.
+func TestSiteGradesAsTheServer(t *testing.T) {
+	t.Parallel()
+	url := cpuServer(t)
+	course, err := lessons.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces := map[string][]byte{}
+	graded := 0
+	for _, l := range course.Lessons {
+		for _, c := range l.Checkpoints {
+			var raw []byte
+			var trace *lessons.Trace
+			if c.NeedsTrace() {
+				q := c.Run.Values().Encode()
+				if traces[q] == nil {
+					traces[q] = siteTrace(t, q)
+				}
+				raw = traces[q]
+				h, recs, err := instrument.ReadAll(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				trace = lessons.NewTrace(h, recs)
+			}
+			sol, err := c.Solve(trace)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", l.Slug, c.ID, err)
+			}
+			right, close, far := answers(c, sol)
+			for _, a := range []struct {
+				answer string
+				reveal bool
+			}{{right, false}, {close, false}, {far, false}, {"", true}} {
+				body, _ := json.Marshal(checkpointRequest{Answer: a.answer, Reveal: a.reveal})
+				res, b := postJSON(t, url+"/api/checkpoints/"+l.Slug+"/"+c.ID, string(body))
+				var server lessons.Judged
+				if res.StatusCode != http.StatusOK || json.Unmarshal(b, &server) != nil {
+					t.Fatalf("%s/%s %q: %d %s", l.Slug, c.ID, a.answer, res.StatusCode, b)
+				}
+				site, err := offline.Grade(l.Slug, c.ID, a.answer, a.reveal, raw)
+				if err != nil {
+					t.Fatalf("%s/%s %q: the site: %v", l.Slug, c.ID, a.answer, err)
+				}
+				sj, _ := json.Marshal(site)
+				var siteBack lessons.Judged
+				json.Unmarshal(sj, &siteBack)
+				if !reflect.DeepEqual(siteBack, server) {
+					t.Errorf("%s/%s %q: the site says %s, the server %s", l.Slug, c.ID, a.answer, sj, b)
+				}
+				if a.answer == right && !a.reveal && server.Status != "correct" {
+					t.Errorf("%s/%s: the right answer %q graded %s", l.Slug, c.ID, right, server.Status)
+				}
+				if a.answer == close && server.Status == "correct" {
+					t.Errorf("%s/%s: %q, past the tolerance of %q, graded correct", l.Slug, c.ID, close, right)
+				}
+				graded++
+			}
+		}
+	}
+	t.Logf("%d answers graded alike", graded)
+}
+
+// answers are a checkpoint's right answer, one just wrong (a number just
+// past its tolerance, another option, a tile set one tile off) and one far
+// off.
+func answers(c *lessons.Checkpoint, sol grading.Solution) (right, close, far string) {
+	switch c.Format {
+	case grading.FormatNumber:
+		right = strings.TrimPrefix(strings.TrimSuffix(sol.Display, " bytes"), "SM ")
+		v := sol.Number
+		step := 2*c.Allowed(v) + math.Max(math.Abs(v)*1e-3, 1e-6)
+		if c.Allowed(v) == 0 && v == math.Trunc(v) {
+			step = 1
+		}
+		return right, strconv.FormatFloat(v+step, 'g', -1, 64), strconv.FormatFloat(v*10+1000, 'g', -1, 64)
+	case grading.FormatTiles:
+		right = strings.Join(sol.Tiles, ";")
+		if right == "" {
+			right = "none"
+		}
+		if len(sol.Tiles) > 1 {
+			close = strings.Join(sol.Tiles[1:], ";")
+		} else {
+			close = "0,0;0,1"
+			if right == close {
+				close = "0,0"
+			}
+		}
+		return right, close, "99,99"
+	default:
+		right = sol.Choice
+		for _, o := range c.Choices {
+			if o.Value != right {
+				close = o.Value
+				break
+			}
+		}
+		return right, close, "no-such-option"
+	}
+}
