@@ -1,41 +1,26 @@
 package web
 
 import (
+	"flashstep/api"
 	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
-	"flashstep/instrument"
 	"flashstep/kernels"
 )
-
-// configCheck is the answer of /api/config for a valid configuration.
-type configCheck struct {
-	OK         bool   `json:"ok"`
-	Query      string `json:"query"` // canonical URL form
-	TraceBytes int64  `json:"trace_bytes"`
-	Records    int    `json:"records"`
-	Estimate   string `json:"estimate"`
-	RunsOn     string `json:"runs_on"`
-	Summary    string `json:"summary"` // the run in one line
-}
 
 // checkConfig validates a configuration and estimates its trace, so the form
 // can show each field's problem and the trace size before a run.
 func (s *Server) checkConfig(w http.ResponseWriter, r *http.Request) error {
-	run, err := parseRun(r.URL.Query())
+	check, err := api.Config(r.URL.Query(), func(run kernels.Run) (string, error) {
+		route := s.runner.Route(run)
+		return route.Says, route.Err // engine=gpu on a server without one: as /api/trace says
+	})
 	if err != nil {
 		return err
 	}
-	c := run.Config()
-	route := s.runner.Route(run)
-	if route.Err != nil {
-		return route.Err // engine=gpu on a server without one: as /api/trace says
-	}
-	h := c.Header(instrument.SourceCPUMirror, "")
-	writeJSON(w, http.StatusOK, configCheck{OK: true, Query: c.Values().Encode(),
-		TraceBytes: c.TraceBytes(), Records: h.Records, Estimate: estimate(&c), RunsOn: route.Says, Summary: summary(&c)})
+	writeJSON(w, http.StatusOK, check)
 	return nil
 }
 
@@ -100,12 +85,7 @@ const downloadWriteWait = 10 * time.Second
 
 // parseRun reads the run an API is asked for: a field that is neither a
 // run's nor one of extra is refused by name, with the rest.
-func parseRun(v url.Values, extra ...string) (kernels.Run, error) {
-	if errs := kernels.UnknownFields(v, extra...); len(errs) > 0 {
-		return kernels.Run{}, errs
-	}
-	return kernels.ParseRun(v)
-}
+func parseRun(v url.Values, extra ...string) (kernels.Run, error) { return api.ParseRun(v, extra...) }
 
 func traceFileName(c *kernels.Config) string {
 	causal := ""
@@ -119,12 +99,7 @@ func traceFileName(c *kernels.Config) string {
 // kernelSource answers /api/source?variant=…: a kernel's CUDA source and
 // its marked phases, which the stepper shows beside each step.
 func (s *Server) kernelSource(w http.ResponseWriter, r *http.Request) error {
-	name := r.URL.Query().Get("variant")
-	v, ok := instrument.ParseVariant(name)
-	if !ok {
-		return kernels.FieldErrors{{Field: kernels.FieldVariant, Message: fmt.Sprintf("variant must be one of the kernels (got %q)", truncate(name, 24))}}
-	}
-	src, err := kernels.Source(v)
+	src, err := api.Source(r.URL.Query())
 	if err != nil {
 		return err
 	}

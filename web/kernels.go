@@ -1,11 +1,11 @@
 package web
 
 import (
+	"flashstep/api"
 	"net/http"
 
 	"flashstep/kernels"
 	"flashstep/kernels/ptx"
-	"flashstep/launch"
 	"flashstep/templates"
 )
 
@@ -40,15 +40,7 @@ func (s *Server) kernelsPage(w http.ResponseWriter, r *http.Request) error {
 // so that the stepper names them without knowing any rung's symbols.
 func (s *Server) kernelsAPI(w http.ResponseWriter, r *http.Request) error {
 	v := s.kernelsView()
-	if r.URL.Query().Has("variant") {
-		if c, err := launch.ParseBenchConfig(r.URL.Query()); err == nil {
-			if p, err := launch.For(&c); err == nil {
-				for _, k := range p.Kernels {
-					v.Launched = append(v.Launched, k.Name)
-				}
-			}
-		}
-	}
+	v.Launched = api.Launched(r.URL.Query())
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }

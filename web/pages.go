@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"errors"
+	"flashstep/api"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -50,8 +51,8 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		c := run.Config()
 		v.Valid = true
 		v.Query = c.Values().Encode()
-		v.Summary = summary(&c)
-		v.Estimate = estimate(&c)
+		v.Summary = api.Summary(&c)
+		v.Estimate = api.Estimate(&c)
 		v.RunsOn = s.runner.Route(run).Says
 	}
 	if !v.Valid {
@@ -101,25 +102,6 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// summary is a run in one line, for the folded run form.
-func summary(c *kernels.Config) string {
-	s := fmt.Sprintf("%s · N=%d · d=%d · Br×Bc=%d×%d", c.Variant, c.N, c.D, c.Br, c.Bc)
-	if c.Batch*c.Heads > 1 {
-		s += fmt.Sprintf(" · batch %d × %d heads", c.Batch, c.Heads)
-	}
-	if c.Causal {
-		s += " · causal"
-	}
-	s += fmt.Sprintf(" · %s inputs, seed %d", c.Pattern, c.Seed)
-	switch {
-	case c.Roles:
-		s += " · timing and warp-role trace"
-	case c.Timing:
-		s += " · timing trace"
-	}
-	return s
-}
-
 // formValues is what the form shows: the defaults, overridden by whatever the
 // URL holds, as typed, so a mistyped value stays in its field beside its error.
 func formValues(q url.Values) map[string]string {
@@ -149,11 +131,6 @@ func formValues(q url.Values) map[string]string {
 		vals[kernels.FieldMode] = "full"
 	}
 	return vals
-}
-
-func estimate(c *kernels.Config) string {
-	h := c.Header(instrument.SourceCPUMirror, "")
-	return fmt.Sprintf("%s, %d records", kernels.FormatBytes(c.TraceBytes()), h.Records)
 }
 
 func gpuTileOptions() []templates.Option {
@@ -306,7 +283,7 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err == nil {
-		v.Summary = strings.TrimPrefix(summary(&flash), flash.Variant.String()+" · ")
+		v.Summary = strings.TrimPrefix(api.Summary(&flash), flash.Variant.String()+" · ")
 		switch flash.Variant {
 		case instrument.VariantFlash2Fast:
 			v.Summary = "bf16 on tensor cores · " + v.Summary

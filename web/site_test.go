@@ -213,3 +213,63 @@ func answers(c *lessons.Checkpoint, sol grading.Solution) (right, close, far str
 		return right, close, "no-such-option"
 	}
 }
+
+// The site's answers to the read-only GET APIs are the server's: valid
+// queries and invalid ones (the same error, naming the same field), for
+// the memory calculator, the traffic model, a kernel's source, the
+// debugging lesson's loop and the run form's check; only where a run
+// comes from (config's runs_on, the loop's source) may differ.
+func TestSiteAPIsAsTheServer(t *testing.T) {
+	t.Parallel()
+	url := cpuServer(t)
+	rng := testrand.New(t)
+	type ask struct{ path, query string }
+	asks := []ask{
+		{"/api/memory", "b=2&h=8&n=4096&d=64"}, {"/api/memory", "b=1&h=16&n=32768&d=128&dtype=bf16&pass=backward"},
+		{"/api/memory", "b=1&h=1&n=x&d=64"}, {"/api/memory", "b=1&h=1&n=64&d=64&dtype=f64"},
+		{"/api/source", "variant=flash2"}, {"/api/source", "variant=flash3_overlap"}, {"/api/source", "variant=nope"},
+		{"/api/loop", "variant=flash2&n=16&d=8&br=4&bc=4&pattern=normal&seed=5&q=1&bh=0&slip=stale-max"},
+		{"/api/loop", "variant=flash2&n=16&d=8&br=4&bc=4&pattern=normal&seed=5&q=9&bh=0"},
+		{"/api/config", "variant=flash2&n=0"}, {"/api/config", "variant=flash2&n=16&d=8&br=4&bc=4&bogus=1"},
+		{"/api/traffic", "variant=flash2&n=-1"},
+	}
+	for range 6 {
+		c := kernelstest.RandomGPUConfig(rng, 1000)
+		asks = append(asks, ask{"/api/traffic", c.Values().Encode()}, ask{"/api/config", c.Values().Encode()})
+	}
+	for _, a := range asks {
+		res, err := http.Get(url + a.path + "?" + a.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		v, err := offline.Get(a.path, a.query)
+		var site []byte
+		if err != nil {
+			site = []byte(offline.ErrorJSON(err))
+			if res.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s?%s: the site refuses (%s), the server answers %d", a.path, a.query, site, res.StatusCode)
+				continue
+			}
+		} else if site, err = json.Marshal(v); err != nil || res.StatusCode != http.StatusOK {
+			t.Errorf("%s?%s: the site answers, the server %d %.200s", a.path, a.query, res.StatusCode, server)
+			continue
+		}
+		var s, w map[string]any
+		if json.Unmarshal(site, &s) != nil || json.Unmarshal(server, &w) != nil {
+			// /api/source and the error bodies are objects; anything else is a bug
+			t.Errorf("%s?%s: not JSON objects: %.100s / %.100s", a.path, a.query, site, server)
+			continue
+		}
+		delete(s, "runs_on")
+		delete(w, "runs_on")
+		if a.path == "/api/loop" {
+			delete(s, "source")
+			delete(w, "source")
+		}
+		if !reflect.DeepEqual(s, w) {
+			t.Errorf("%s?%s: the site answers %.300s, the server %.300s", a.path, a.query, site, server)
+		}
+	}
+}

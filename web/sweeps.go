@@ -2,15 +2,13 @@ package web
 
 import (
 	"errors"
+	"flashstep/api"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"flashstep/instrument"
-	"flashstep/kernels"
 	"flashstep/sweep"
-	"flashstep/traffic"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -125,46 +123,14 @@ func (s *Server) sdpaReference(w http.ResponseWriter, r *http.Request) error {
 // (pass=backward), on this server's GPU or the H100 the recordings come
 // from.
 func (s *Server) memoryPlan(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	var errs kernels.FieldErrors
-	num := func(field string) int {
-		n, err := strconv.Atoi(strings.TrimSpace(q.Get(field)))
-		if err != nil {
-			errs = append(errs, kernels.FieldError{Field: field, Message: field + " must be a whole number (got " + strconv.Quote(trunc(q.Get(field))) + ")"})
-		}
-		return n
-	}
-	b, h, n, d := num("b"), num("h"), num("n"), num("d")
-	dt := instrument.DTypeF32
-	switch q.Get("dtype") {
-	case "", "f32":
-	case "bf16":
-		dt = instrument.DTypeBF16
-	default:
-		errs = append(errs, kernels.FieldError{Field: "dtype", Message: "dtype must be f32 or bf16 (got " + strconv.Quote(trunc(q.Get("dtype"))) + ")"})
-	}
-	pass, ok := traffic.ParsePass(q.Get("pass"))
-	if !ok {
-		errs = append(errs, kernels.FieldError{Field: "pass", Message: "pass must be " + string(traffic.PassForward) + " or " + string(traffic.PassBackward) + " (got " + strconv.Quote(trunc(q.Get("pass"))) + ")"})
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	gpu, bytes := "NVIDIA H100 80GB HBM3 (the recordings' GPU)", traffic.H100MemoryBytes
+	gpu := api.RecordingsGPU
 	if hello, ok := s.runner.GPUHello(); ok {
-		gpu, bytes = hello.GPU+" (this server's)", hello.MemoryBytes
+		gpu = api.MemoryGPU{Name: hello.GPU + " (this server's)", Bytes: hello.MemoryBytes}
 	}
-	plan, err := traffic.PlanPass(pass, b, h, n, d, dt, bytes)
+	plan, err := api.Memory(r.URL.Query(), gpu)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"gpu": gpu, "pass": plan.Pass, "plan": plan})
+	writeJSON(w, http.StatusOK, plan)
 	return nil
-}
-
-func trunc(s string) string {
-	if len(s) > 24 {
-		return s[:24] + "…"
-	}
-	return s
 }

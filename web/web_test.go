@@ -16,6 +16,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"flashstep/api"
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
@@ -301,7 +302,7 @@ func TestConfigAPI(t *testing.T) {
 		t.Errorf("oversized trace: %d %s", res.StatusCode, body)
 	}
 	res, body = get(t, ts.URL+"/api/config?n=16&d=4&br=4&bc=4")
-	var ok configCheck
+	var ok api.ConfigCheck
 	if res.StatusCode != 200 || json.Unmarshal(body, &ok) != nil || !ok.OK || ok.Records != 1+4*4+4 {
 		t.Errorf("valid config: %d %s", res.StatusCode, body)
 	}

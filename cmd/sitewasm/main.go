@@ -8,6 +8,7 @@
 //	flashstep.recording(query) → Promise       the recording that holds a run, or ""
 //	flashstep.trace(query, onChunk) → Promise  the mirror's trace, chunk by chunk
 //	flashstep.grade(slug, id, answer, reveal, trace|null) → Promise of JSON
+//	flashstep.get(path, query) → Promise of JSON  a read-only GET API's answer
 //
 // Errors reject with the server's API error JSON, {"error":
 // "...", "fields": [...]}, so that the page shows them as it shows a
@@ -29,6 +30,7 @@ func main() {
 	api.Set("recording", js.FuncOf(recording))
 	api.Set("trace", js.FuncOf(trace))
 	api.Set("grade", js.FuncOf(grade))
+	api.Set("get", js.FuncOf(get))
 	js.Global().Set("flashstep", api)
 	select {} // the functions stay callable for the worker's life
 }
@@ -104,6 +106,18 @@ func grade(_ js.Value, args []js.Value) any {
 			return nil, err
 		}
 		b, err := json.Marshal(j)
+		return string(b), err
+	})
+}
+
+func get(_ js.Value, args []js.Value) any {
+	path, query := args[0].String(), args[1].String()
+	return promise(func() (any, error) {
+		v, err := offline.Get(path, query)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
 		return string(b), err
 	})
 }
