@@ -89,10 +89,10 @@ func Trace(ctx context.Context, run kernels.Run, emit func(chunk []byte) error) 
 }
 
 // Grade grades answer to checkpoint id of lesson slug, as the server's
-// POST /api/checkpoints/{lesson}/{id} does. trace is the checkpoint's run,
-// encoded (its recording, or what Trace made), or nil for a checkpoint
-// that needs none (NeedsTrace).
-func Grade(slug, id, answer string, reveal bool, trace []byte) (lessons.Judged, error) {
+// POST /api/checkpoints/{lesson}/{id} does. traceOf gives the encoded
+// trace of the checkpoint's run (its recording, or what Trace makes); it
+// is called only for a checkpoint graded against one (NeedsTrace).
+func Grade(slug, id, answer string, reveal bool, traceOf func(kernels.Run) ([]byte, error)) (lessons.Judged, error) {
 	l, err := lesson(slug)
 	if err != nil {
 		return lessons.Judged{}, err
@@ -103,8 +103,13 @@ func Grade(slug, id, answer string, reveal bool, trace []byte) (lessons.Judged, 
 	}
 	var t *lessons.Trace
 	if cp.NeedsTrace() {
-		if trace == nil {
-			return lessons.Judged{}, fmt.Errorf("checkpoint %s is graded against the trace of its run (%s), and none was given", id, cp.Run.Values().Encode())
+		run, err := cp.Run.Check()
+		if err != nil {
+			return lessons.Judged{}, err
+		}
+		trace, err := traceOf(run)
+		if err != nil {
+			return lessons.Judged{}, fmt.Errorf("checkpoint %s's run: %w", id, err)
 		}
 		h, recs, err := instrument.ReadAll(bytes.NewReader(trace))
 		if err != nil {
@@ -116,6 +121,22 @@ func Grade(slug, id, answer string, reveal bool, trace []byte) (lessons.Judged, 
 		t = lessons.NewTrace(h, recs)
 	}
 	return cp.Judge(t, answer, reveal)
+}
+
+// SiteTrace is a run's trace as the static site has it: its recording,
+// read by fetch (recordings/NAME.fstrace, NAME from Recording), or the
+// mirror's, computed here.
+func SiteTrace(ctx context.Context, run kernels.Run, fetch func(name string) ([]byte, error)) ([]byte, error) {
+	name, err := Recording(run)
+	if err != nil {
+		return nil, err
+	}
+	if name != "" {
+		return fetch(name)
+	}
+	var buf bytes.Buffer
+	err = Trace(ctx, run, func(b []byte) error { buf.Write(b); return nil })
+	return buf.Bytes(), err
 }
 
 // lessonsRead holds each lesson parsed once: a page grades many answers.

@@ -62,7 +62,7 @@ WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(
     out.traces.push(h.digest("hex"));
   }
   for (const [slug, id, answer] of JSON.parse(process.argv[4])) {
-    out.grades.push(JSON.parse(await flashstep.grade(slug, id, answer, false, null)));
+    out.grades.push(JSON.parse(await flashstep.grade(slug, id, answer, false)));
   }
   out.refused = await flashstep.recording("variant=flash2&n=0").then(() => "", (e) => e.message);
   console.log(JSON.stringify(out));
@@ -101,7 +101,7 @@ WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(
 		}
 	}
 	for i, g := range grades {
-		want, err := offline.Grade(g[0], g[1], g[2], false, nil)
+		want, err := offline.Grade(g[0], g[1], g[2], false, nil) // graded without a trace
 		if err != nil {
 			t.Fatal(err)
 		}

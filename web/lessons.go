@@ -155,4 +155,3 @@ func (s *Server) presetTrace(ctx context.Context, cp *lessons.Checkpoint, addr s
 	}
 	return s.runTrace(ctx, run, addr)
 }
-

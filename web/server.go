@@ -39,6 +39,7 @@ type Server struct {
 	log      *slog.Logger
 	static   fs.FS
 	router   http.Handler
+	site     bool // rendering the static site's pages (Deps.Site)
 
 	mu      sync.Mutex
 	streams map[*stream]struct{}
@@ -106,12 +107,17 @@ type Deps struct {
 	// them, the per-address limits count the client X-Forwarded-For names.
 	// From any other peer the header is ignored.
 	TrustedProxies []netip.Prefix
+	// Site renders the pages of the static site (`make site`, package
+	// sitebuild) rather than a server's: the banner says what a static
+	// copy does and cannot, and the pages' scripts take their runs and
+	// grades from the browser's WebAssembly instead of this server.
+	Site bool
 }
 
 // NewServer wires the routes around its dependencies.
 func NewServer(d Deps) *Server {
 	s := &Server{runner: d.Engines, runs: runs.New(d.Engines, d.Runs), sweeps: d.Sweeps, recorded: d.Recorded, sdpa: d.SDPA, traffic: d.Traffic, log: d.Log, static: d.Static,
-		streams: map[*stream]struct{}{}}
+		streams: map[*stream]struct{}{}, site: d.Site}
 	s.roomLimits = d.RoomLimits.WithDefaults()
 	s.rooms = d.Rooms
 	if s.rooms == nil {
@@ -199,7 +205,7 @@ func (s *Server) untrack(st *stream) {
 
 func (s *Server) page(title, nav string) templates.Page {
 	e := s.runner.Engine()
-	return templates.Page{Title: title, Nav: nav, Engine: templates.Engine{
+	return templates.Page{Title: title, Nav: nav, Site: s.site, Engine: templates.Engine{
 		Name: e.Name, Detail: e.Detail, Short: e.Short, CPU: e.Source == instrument.SourceCPUMirror,
 	}}
 }

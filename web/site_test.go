@@ -31,23 +31,14 @@ func siteTrace(t *testing.T, query string) []byte {
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-	name, err := offline.Recording(run)
+	b, err := offline.SiteTrace(context.Background(), run, readRecording)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if name != "" {
-		b, err := recordings.Files.ReadFile(name + ".fstrace")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var buf bytes.Buffer
-	if err := offline.Trace(context.Background(), run, func(b []byte) error { buf.Write(b); return nil }); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-	return buf.Bytes()
+	return b
 }
+
+func readRecording(name string) ([]byte, error) { return recordings.Files.ReadFile(name + ".fstrace") }
 
 func cpuServer(t *testing.T) string {
 	t.Helper()
@@ -123,15 +114,13 @@ func TestSiteGradesAsTheServer(t *testing.T) {
 	graded := 0
 	for _, l := range course.Lessons {
 		for _, c := range l.Checkpoints {
-			var raw []byte
 			var trace *lessons.Trace
 			if c.NeedsTrace() {
 				q := c.Run.Values().Encode()
 				if traces[q] == nil {
 					traces[q] = siteTrace(t, q)
 				}
-				raw = traces[q]
-				h, recs, err := instrument.ReadAll(bytes.NewReader(raw))
+				h, recs, err := instrument.ReadAll(bytes.NewReader(traces[q]))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -152,7 +141,9 @@ func TestSiteGradesAsTheServer(t *testing.T) {
 				if res.StatusCode != http.StatusOK || json.Unmarshal(b, &server) != nil {
 					t.Fatalf("%s/%s %q: %d %s", l.Slug, c.ID, a.answer, res.StatusCode, b)
 				}
-				site, err := offline.Grade(l.Slug, c.ID, a.answer, a.reveal, raw)
+				site, err := offline.Grade(l.Slug, c.ID, a.answer, a.reveal, func(run kernels.Run) ([]byte, error) {
+					return offline.SiteTrace(context.Background(), run, readRecording)
+				})
 				if err != nil {
 					t.Fatalf("%s/%s %q: the site: %v", l.Slug, c.ID, a.answer, err)
 				}

@@ -153,8 +153,13 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	connsPerAddr := fs.Int("conns-per-addr", connlimit.DefaultPerAddress, "connections one client address (IPv6: one /64) may hold open at once; past it a connection is answered 503 and closed. A browser holds about 8: a class of 300 behind one NAT, without a proxy, needs 2500. 0: no cap")
 	maxConns := fs.Int("max-conns", 0, "connections open at once in all; past it a connection is answered 503 and closed (default: the limit on open files, less 256 kept for the server's own)")
 	trustedProxiesFlag := fs.String("trusted-proxies", "", "comma-separated addresses or CIDR ranges of the reverse proxies in front of the server (127.0.0.1,10.0.0.16/30): their connections are not held to -conns-per-addr, and the per-address limits count the client their X-Forwarded-For names; the ranges must hold the proxies only, never clients, whose X-Forwarded-For would be believed")
+	siteDir := fs.String("write-site", "", "write the static site into this folder and exit (make site): every page, the browser's files, the recordings and the data a server's APIs would answer; no GPU, no listening")
+	siteBase := fs.String("site-base", "/", "with -write-site: the path the site will be served under (/flashstep/ for a project's GitHub Pages)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *siteDir != "" {
+		return writeSite(*siteDir, *siteBase)
 	}
 	if *bodyTimeout < time.Millisecond || *bodyTimeout > 10*time.Minute {
 		return fmt.Errorf("-body-timeout must be from 1ms to 10m, got %v", *bodyTimeout)

@@ -7,7 +7,7 @@
 //	flashstep.provide(name, bytes)             hand over recordings/NAME.fstrace
 //	flashstep.recording(query) → Promise       the recording that holds a run, or ""
 //	flashstep.trace(query, onChunk) → Promise  the mirror's trace, chunk by chunk
-//	flashstep.grade(slug, id, answer, reveal, trace|null) → Promise of JSON
+//	flashstep.grade(slug, id, answer, reveal) → Promise of JSON
 //	flashstep.get(path, query) → Promise of JSON  a read-only GET API's answer
 //
 // Errors reject with the server's API error JSON, {"error":
@@ -18,8 +18,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"syscall/js"
 
+	"flashstep/kernels"
 	"flashstep/offline"
 	"flashstep/recordings"
 )
@@ -32,6 +34,7 @@ func main() {
 	api.Set("grade", js.FuncOf(grade))
 	api.Set("get", js.FuncOf(get))
 	js.Global().Set("flashstep", api)
+	recordings.Fetch = fetchRecording
 	select {} // the functions stay callable for the worker's life
 }
 
@@ -99,15 +102,55 @@ func trace(_ js.Value, args []js.Value) any {
 }
 
 func grade(_ js.Value, args []js.Value) any {
-	slug, id, answer, reveal, tr := args[0].String(), args[1].String(), args[2].String(), args[3].Bool(), bytesOf(args[4])
+	slug, id, answer, reveal := args[0].String(), args[1].String(), args[2].String(), args[3].Bool()
 	return promise(func() (any, error) {
-		j, err := offline.Grade(slug, id, answer, reveal, tr)
+		j, err := offline.Grade(slug, id, answer, reveal, func(run kernels.Run) ([]byte, error) {
+			return offline.SiteTrace(context.Background(), run, fetchRecording)
+		})
 		if err != nil {
 			return nil, err
 		}
 		b, err := json.Marshal(j)
 		return string(b), err
 	})
+}
+
+// fetchRecording fetches recordings/NAME.fstrace from the site, relative
+// to the worker's script (static/js/): it blocks its goroutine until the
+// page's fetch settles.
+func fetchRecording(name string) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	var onBody, onFail js.Func
+	onFail = js.FuncOf(func(_ js.Value, args []js.Value) any {
+		done <- result{err: fmt.Errorf("recording %s: %s", name, args[0].Call("toString").String())}
+		return nil
+	})
+	onBody = js.FuncOf(func(_ js.Value, args []js.Value) any {
+		u8 := js.Global().Get("Uint8Array").New(args[0])
+		b := make([]byte, u8.Get("length").Int())
+		js.CopyBytesToGo(b, u8)
+		done <- result{b: b}
+		return nil
+	})
+	defer onBody.Release()
+	defer onFail.Release()
+	onResponse := js.FuncOf(func(_ js.Value, args []js.Value) any {
+		res := args[0]
+		if !res.Get("ok").Bool() {
+			done <- result{err: fmt.Errorf("recording %s: %d", name, res.Get("status").Int())}
+			return nil
+		}
+		res.Call("arrayBuffer").Call("then", onBody, onFail)
+		return nil
+	})
+	defer onResponse.Release()
+	js.Global().Call("fetch", "../../recordings/"+name+".fstrace").Call("then", onResponse, onFail)
+	r := <-done
+	return r.b, r.err
 }
 
 func get(_ js.Value, args []js.Value) any {

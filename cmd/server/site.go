@@ -1,0 +1,93 @@
+package main
+
+import (
+	"io"
+	"io/fs"
+	"log/slog"
+	"strings"
+
+	"flashstep/docs"
+	"flashstep/kernels"
+	"flashstep/lab"
+	"flashstep/labrun"
+	"flashstep/lessons"
+	"flashstep/recordings"
+	"flashstep/runner"
+	"flashstep/sitebuild"
+	"flashstep/static"
+	"flashstep/sweep"
+	"flashstep/web"
+)
+
+// writeSite writes the static site into dir (-write-site): the pages of a
+// server in site mode with no GPU, as package sitebuild saves them.
+func writeSite(dir, base string) error {
+	recs, err := runner.LoadRecordings(recordings.Files)
+	if err != nil {
+		return err
+	}
+	recorded, sdpa, err := sweep.LoadRecorded(recordings.Files)
+	if err != nil {
+		return err
+	}
+	traffic, err := sweep.LoadTraffic(recordings.Files)
+	if err != nil {
+		return err
+	}
+	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	defer sweeps.Close()
+	labs := labrun.New(labrun.Options{})
+	defer labs.Close()
+	app := web.NewServer(web.Deps{Engines: &runner.Router{Recordings: recs, NoGPU: "a static site"}, Lab: labs, Sweeps: sweeps,
+		Recorded: recorded, SDPA: sdpa, Traffic: traffic, Static: static.Files, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Site: true})
+	pages, err := sitePages()
+	if err != nil {
+		return err
+	}
+	traces := map[string][]byte{}
+	for _, r := range recs.All() {
+		if traces[r.Name+".fstrace"], err = recordings.Files.ReadFile(r.Name + ".fstrace"); err != nil {
+			return err
+		}
+	}
+	return sitebuild.Write(dir, sitebuild.Site{Handler: app, Pages: pages, Static: static.Files, Recordings: traces, Base: base,
+		Data: map[string]string{
+			"/api/kernels":          "data/kernels.json",
+			"/api/traffic/measured": "data/traffic-measured.json",
+			"/api/sdpa":             "data/sdpa.json",
+			"/api/sweeps/recorded":  "data/sweeps-recorded.json",
+		}})
+}
+
+// sitePages are the paths of every page of the site, and the files its
+// pages fetch by their own paths.
+func sitePages() ([]string, error) {
+	pages := []string{"/", "/step", "/lessons", "/glossary", "/playground", "/kernels", "/ladder", "/sweep", "/compare", "/lab", "/docs/ptxas.txt"}
+	course, err := lessons.Default()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range course.Lessons {
+		pages = append(pages, "/lessons/"+l.Slug)
+	}
+	names, err := fs.Glob(docs.Files, "*.md")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		pages = append(pages, "/docs/"+n)
+	}
+	for _, e := range lab.All() {
+		pages = append(pages, "/lab/"+e.ID, "/lab/"+e.ID+"/solution")
+		if e.Grader != "" {
+			pages = append(pages, "/lab/"+e.ID+"/grade.js")
+		}
+		if e.Recorded != nil {
+			pages = append(pages, "/lab/"+e.ID+"/recorded.json")
+		}
+	}
+	for i, p := range pages {
+		pages[i] = strings.TrimSpace(p)
+	}
+	return pages, nil
+}
