@@ -6,6 +6,7 @@ import * as progress from './lesson_progress.js';
 import { initMemoryCalculators } from './lesson_memory.js';
 import { initPlaygrounds } from './playground.js';
 import { initLoopWidgets } from './lesson_loop.js';
+import { installRunHub } from './stream.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
@@ -412,6 +413,8 @@ document.addEventListener('keydown', (ev) => {
   ev.preventDefault();
 });
 
+// The page's widgets (its frames) that show the same run read one stream.
+installRunHub();
 const typeset_ = typeset();
 widgetFrames();
 initCheckpoints();

@@ -1,5 +1,8 @@
 // Getting a trace into the page: over the websocket as the engine computes
 // it, over plain HTTP when a network breaks websockets, or from a file.
+// A run is fetched once per page: every widget of a lesson (its frames
+// included) that shows the same run reads one stream, kept by the page's
+// RunHub.
 import { TraceReader } from './trace.js';
 
 // startRun streams the run named by query. handlers: onHeader(h),
@@ -9,22 +12,355 @@ import { TraceReader } from './trace.js';
 // It returns {cancel(), detach()}: cancel asks the server to stop and
 // reports it; detach stops and silences every handler, for a page that has
 // moved on to another run or a file.
+//
+// The run comes from the hub of the top page when this page is framed by
+// one of this site's pages that keeps a hub (a lesson), else from this
+// page's own: a second caller of the same run, at once or later, is handed
+// what the first stream brought (header, records, its end) and then what
+// it still brings, without a request of its own.
 export function startRun(query, handlers) {
+  const run = runHub().open(query, handlers);
+  // A frame that goes (navigated, removed) stops reading its runs from
+  // the top page's hub.
+  mine.add(run);
+  return {
+    cancel: () => run.cancel(),
+    detach() { mine.delete(run); run.detach(); },
+  };
+}
+
+const mine = new Set();
+addEventListener('pagehide', (ev) => {
+  if (ev.persisted) return; // kept for a return to this page
+  for (const run of mine) run.detach();
+  mine.clear();
+});
+
+// installRunHub gives this page a hub its frames share (a lesson calls it
+// before its widgets load).
+export function installRunHub() {
+  return runHub();
+}
+
+const HUB = '__flashstepRuns';
+
+function runHub() {
+  try {
+    const top = window.top;
+    if (top !== window && top.location.origin === location.origin && top[HUB]) return top[HUB];
+  } catch { /* a frame of another site: this page's own hub */ }
+  window[HUB] ??= new RunHub();
+  return window[HUB];
+}
+
+// KEEP_BYTES bounds the finished runs a hub keeps after their last reader
+// has gone (a lesson's widget built later reads them again); past it the
+// oldest are dropped, and would be fetched again.
+const KEEP_BYTES = 48 << 20;
+
+// SLICE_MS is how long the hub hands a run to its readers before it lets
+// the page's main thread do other work: a widget's handlers (its model,
+// its first drawing) take 20 to 50 ms each, and a page that built three
+// widgets in one task could not answer a click for a fifth of a second.
+const SLICE_MS = 30;
+
+// RunHub: one stream per distinct run query, shared by every reader of the
+// page. A run ended by an error or a cancel is forgotten once told, so
+// that asking again fetches it again. Readers are told in slices of
+// SLICE_MS, each reader in the order of its run.
+class RunHub {
+  constructor() {
+    this.runs = new Map(); // query -> run, in the order last read
+    this.due = new Set(); // readers with something still to be told
+    this.pumping = false;
+  }
+
+  open(query, handlers) {
+    let run = this.runs.get(query);
+    if (!run) {
+      run = { query, header: null, records: [], bytes: 0, transport: null, ahead: undefined, end: null, readers: new Set(), upstream: null };
+      this.runs.set(query, run);
+      run.upstream = openStream(query, {
+        onTransport: (name) => { run.transport = name; this.tell(run, (r) => r.call('onTransport', name)); },
+        onQueued: (ahead) => { run.ahead = ahead; this.tell(run, (r) => r.call('onQueued', ahead)); },
+        onHeader: (h) => { run.header = h; this.tell(run); },
+        onRecords: (list) => {
+          for (const rec of list) { run.records.push(rec); run.bytes += rec.size; }
+          this.tell(run);
+        },
+        onDone: (info) => this.end(run, 'onDone', [info]),
+        onError: (msg, fields) => this.end(run, 'onError', [msg, fields]),
+      });
+    } else {
+      // Read last: the last to be dropped.
+      this.runs.delete(query);
+      this.runs.set(query, run);
+    }
+    const reader = {
+      run, handlers, greeted: false, headerSent: false, sent: 0, ended: false, detached: false,
+      call(name, ...args) {
+        if (this.detached) return;
+        try { this.handlers[name]?.(...args); } catch (e) { reportError(e); }
+      },
+    };
+    run.readers.add(reader);
+    // What the run has brought so far reaches the new reader after open
+    // returns, as a fresh stream's would; then it follows the run.
+    this.wake(reader);
+    const leave = () => {
+      reader.detached = true;
+      this.due.delete(reader);
+      run.readers.delete(reader);
+      if (!run.end && run.readers.size === 0) {
+        // No one reads it any more: stop the stream, forget the run.
+        this.forget(run);
+        run.upstream.detach();
+      }
+      this.trim();
+    };
+    return {
+      cancel: () => {
+        if (reader.detached || reader.ended) return;
+        if (!run.end && run.readers.size === 1) {
+          run.upstream.cancel(); // the server says it stopped; the end is told
+          return;
+        }
+        // Others still read the run: this reader alone stops.
+        reader.ended = true;
+        this.due.delete(reader);
+        reader.call('onDone', { cancelled: true, records: reader.sent });
+        leave();
+      },
+      detach: leave,
+    };
+  }
+
+  // tell brings the readers of run up to date, or calls say(reader) for
+  // each reader already greeted.
+  tell(run, say) {
+    for (const reader of run.readers) {
+      if (say) { if (reader.greeted && !this.due.has(reader)) say(reader); else this.wake(reader); }
+      else this.wake(reader);
+    }
+  }
+
+  wake(reader) {
+    this.due.add(reader);
+    if (this.pumping) return;
+    this.pumping = true;
+    setTimeout(() => this.pump(), 0);
+  }
+
+  // pump tells the readers due what their runs have brought, for SLICE_MS
+  // at most (one handler at least), then yields and goes on.
+  pump() {
+    const until = performance.now() + SLICE_MS;
+    let first = true;
+    const more = () => {
+      if (first) { first = false; return true; }
+      return performance.now() < until;
+    };
+    for (const reader of [...this.due]) {
+      if (!this.catchUp(reader, more)) break;
+      this.due.delete(reader);
+    }
+    if (this.due.size) setTimeout(() => this.pump(), 0);
+    else this.pumping = false;
+  }
+
+  // catchUp tells reader what its run has that it has not been told, while
+  // more() allows; it says whether the reader is up to date.
+  catchUp(reader, more) {
+    const run = reader.run;
+    if (reader.detached) return true;
+    if (!reader.greeted) {
+      reader.greeted = true;
+      if (run.transport) reader.call('onTransport', run.transport);
+      if (!run.header && run.ahead !== undefined) reader.call('onQueued', run.ahead);
+    }
+    if (run.header && !reader.headerSent) {
+      if (!more()) return false;
+      reader.headerSent = true;
+      reader.call('onHeader', run.header);
+    }
+    while (reader.sent < run.records.length) {
+      if (reader.detached) return true;
+      if (!more()) return false;
+      reader.call('onRecord', run.records[reader.sent++]);
+    }
+    if (run.end && !reader.ended && !reader.detached) {
+      if (!more()) return false;
+      reader.ended = true;
+      reader.call(run.end.name, ...run.end.args);
+    }
+    return true;
+  }
+
+  end(run, name, args) {
+    run.end = { name, args };
+    const whole = name === 'onDone' && !args[0]?.cancelled;
+    if (!whole) this.forget(run);
+    this.tell(run);
+    this.trim();
+  }
+
+  forget(run) {
+    if (this.runs.get(run.query) === run) this.runs.delete(run.query);
+  }
+
+  // trim drops the oldest finished runs no one reads past KEEP_BYTES.
+  trim() {
+    let kept = 0;
+    for (const run of [...this.runs.values()].reverse()) {
+      if (!run.end || run.readers.size > 0) continue;
+      kept += run.bytes;
+      if (kept > KEEP_BYTES) this.forget(run);
+    }
+  }
+}
+
+// ---- decoding ----
+
+// A decoder turns one stream's bytes into its header and records:
+// push(chunk) in order, then end(), which resolves with {complete, count,
+// total} once every pushed byte is decoded; drop() forgets the stream.
+// sink: header(h), records(list), error(message). The page's decoder runs
+// in a worker (trace_worker.js); where no worker can start, here.
+let worker = null; // the page's decoding worker, null until wanted, false if none
+let nextID = 1;
+const decoding = new Map(); // stream id -> { sink, ended }
+
+function decodeWorker() {
+  if (worker === null) {
+    try {
+      worker = new Worker(new URL('./trace_worker.js', import.meta.url), { type: 'module' });
+      worker.onmessage = (ev) => {
+        const d = decoding.get(ev.data.id);
+        if (!d) return;
+        const { type } = ev.data;
+        if (type === 'header') d.sink.header(ev.data.h);
+        else if (type === 'records') d.sink.records(ev.data.records);
+        else if (type === 'error') d.sink.error(ev.data.message);
+        else if (type === 'end') { decoding.delete(ev.data.id); d.ended?.(ev.data); }
+      };
+      // A worker that cannot start (no module workers, a policy): the
+      // streams it had are decoded here again from their bytes.
+      worker.onerror = (ev) => {
+        ev.preventDefault?.();
+        const was = [...decoding.values()];
+        worker.terminate();
+        worker = false;
+        decoding.clear();
+        for (const d of was) d.fallBack();
+      };
+    } catch {
+      worker = false;
+    }
+  }
+  return worker || null;
+}
+
+function inlineDecoder(sink) {
+  const reader = new TraceReader({ onHeader: (h) => sink.header(h), onRecord: (r) => sink.records([r]) });
+  let failed = false;
+  return {
+    push(chunk) {
+      if (failed) return;
+      try { reader.push(chunk); } catch (e) { failed = true; sink.error(String(e.message || e)); }
+    },
+    end: () => Promise.resolve({ complete: reader.complete && !failed, count: reader.count, total: reader.header?.records }),
+    drop() {},
+  };
+}
+
+function newDecoder(sink) {
+  const w = decodeWorker();
+  if (!w) return inlineDecoder(sink);
+  const id = nextID++;
+  // Until the worker answers, the bytes are kept: a worker that fails to
+  // start hands them to a decoder here.
+  let kept = [];
+  let local = null;
+  let endWanted = null;
+  const d = {
+    sink,
+    ended: null,
+    fallBack() {
+      local = inlineDecoder(sink);
+      for (const c of kept) local.push(c);
+      kept = null;
+      if (endWanted) local.end().then(endWanted);
+    },
+  };
+  const heard = () => { kept = null; };
+  d.sink = {
+    header: (h) => { heard(); sink.header(h); },
+    records: (list) => { heard(); sink.records(list); },
+    error: (msg) => { heard(); sink.error(msg); },
+  };
+  decoding.set(id, d);
+  return {
+    push(chunk) {
+      if (local) return local.push(chunk);
+      const buf = chunk instanceof ArrayBuffer ? chunk : chunk.buffer.slice(chunk.byteOffset, chunk.byteOffset + chunk.byteLength);
+      if (kept) kept.push(buf.slice(0));
+      worker.postMessage({ type: 'push', id, chunk: buf }, [buf]);
+    },
+    end() {
+      if (local) return local.end();
+      return new Promise((resolve) => {
+        endWanted = resolve;
+        d.ended = (info) => { kept = null; resolve(info); };
+        worker.postMessage({ type: 'end', id });
+      });
+    },
+    drop() {
+      if (local) return;
+      decoding.delete(id);
+      worker?.postMessage({ type: 'drop', id });
+    },
+  };
+}
+
+// openStream is one stream of a run from the server, with the handlers of
+// startRun but records in batches: onRecords(list).
+function openStream(query, handlers) {
   let detached = false;
-  const call = (name, ...args) => { if (!detached) handlers[name]?.(...args); };
-  const newReader = () => new TraceReader({ onHeader: (h) => call('onHeader', h), onRecord: (r) => call('onRecord', r) });
-  let reader = newReader();
   let finished = false;
+  const call = (name, ...args) => { if (!detached && !finished) handlers[name]?.(...args); };
   let fellBack = false;
   let abort = null;
-  const finish = (name, ...args) => { if (!finished) { finished = true; call(name, ...args); } };
+  let got = 0; // records decoded
+  let total; // records the header promises
+  const finish = (name, ...args) => {
+    if (finished) return;
+    finished = true;
+    decoder.drop();
+    if (!detached) handlers[name]?.(...args);
+  };
   const fail = (msg, fields) => finish('onError', msg, fields);
   const busy = (why, seconds) => fail(`The server is busy and did not start this run: ${why}. Try again in ${seconds || 5} s.`);
+  const newStreamDecoder = () => {
+    got = 0;
+    total = undefined;
+    return newDecoder({
+      header: (h) => { total = h.records; call('onHeader', h); },
+      records: (list) => { got += list.length; call('onRecords', list); },
+      error: (msg) => {
+        fail(`bad trace data: ${msg}`);
+        if (ws && ws.readyState <= WebSocket.OPEN) ws.close(1008, 'bad trace data');
+        abort?.();
+      },
+    });
+  };
+  let decoder = newStreamDecoder();
+  let ws = null;
 
   const overHTTP = async () => {
     fellBack = true;
     call('onTransport', 'HTTP (websocket unavailable)');
-    reader = newReader();
+    decoder.drop();
+    decoder = newStreamDecoder();
     const ctl = new AbortController();
     abort = () => ctl.abort();
     try {
@@ -38,52 +374,55 @@ export function startRun(query, handlers) {
       for (;;) {
         const { done, value } = await body.read();
         if (done) break;
-        reader.push(value);
+        decoder.push(value);
       }
-      if (!reader.complete) return fail('the trace download ended early');
-      finish('onDone', { records: reader.count, transport: 'http' });
+      const end = await decoder.end();
+      if (!end.complete) return fail('the trace download ended early');
+      finish('onDone', { records: end.count, transport: 'http' });
     } catch (e) {
-      if (e.name === 'AbortError') return finish('onDone', { cancelled: true });
+      if (e.name === 'AbortError') return finish('onDone', { cancelled: true, records: got });
       fail(String(e.message || e));
     }
   };
 
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  let ws;
   try {
     ws = new WebSocket(`${proto}//${location.host}/ws/trace?${query}`);
   } catch {
+    ws = null;
     overHTTP();
-    return { cancel: () => abort?.(), detach() { detached = true; abort?.(); } };
+    return { cancel: () => abort?.(), detach() { detached = true; abort?.(); decoder.drop(); } };
   }
   ws.binaryType = 'arraybuffer';
   call('onTransport', 'websocket');
+  let bytes = 0; // binary frames received
+  let doneSeen = false; // the server said done: the end is told once every byte is decoded
   ws.onmessage = (ev) => {
+    if (finished) return;
     if (typeof ev.data === 'string') {
       const msg = JSON.parse(ev.data);
       if (msg.type === 'done') {
-        if (!reader.complete) return fail(`the stream ended after ${reader.count} of ${reader.header?.records} records`);
-        finish('onDone', { records: reader.count, ms: msg.ms, transport: 'websocket' });
+        doneSeen = true;
+        decoder.end().then((end) => {
+          if (!end.complete) return fail(`the stream ended after ${end.count} of ${end.total ?? total} records`);
+          finish('onDone', { records: end.count, ms: msg.ms, transport: 'websocket' });
+        });
       } else if (msg.type === 'queued') call('onQueued', msg.ahead);
       else if (msg.type === 'running') call('onQueued', -1);
       else if (msg.type === 'busy') busy(msg.error, msg.retry_after);
-      else if (msg.type === 'cancelled') finish('onDone', { cancelled: true, records: reader.count });
+      else if (msg.type === 'cancelled') finish('onDone', { cancelled: true, records: got });
       else if (msg.type === 'error') fail(msg.error, msg.fields);
       return;
     }
-    try {
-      reader.push(ev.data);
-    } catch (e) {
-      fail(`bad trace data: ${e.message}`);
-      ws.close(1008, 'bad trace data');
-    }
+    bytes++;
+    decoder.push(ev.data);
   };
   ws.onclose = (ev) => {
-    if (finished || fellBack) return;
-    if (!reader.header && ev.code === 1006) return overHTTP(); // never connected
+    if (finished || fellBack || doneSeen) return;
+    if (!bytes && ev.code === 1006) return overHTTP(); // never connected
     if (ev.code === 1001) fail('The server is shutting down; run again in a moment.');
     else if (ev.code === 1013) busy(ev.reason.replace(/^busy: /, '') || 'it has as many runs as it takes', 5);
-    else fail(`the connection closed (${ev.code}${ev.reason ? ': ' + ev.reason : ''}) after ${reader.count} records`);
+    else fail(`the connection closed (${ev.code}${ev.reason ? ': ' + ev.reason : ''}) after ${got} records`);
   };
   abort = () => {
     if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'cancel' }));
@@ -92,6 +431,7 @@ export function startRun(query, handlers) {
     cancel: () => abort?.(),
     detach() {
       detached = true;
+      decoder.drop();
       if (fellBack) abort?.();
       else if (ws.readyState <= WebSocket.OPEN) ws.close(1000, 'the page moved on');
     },
