@@ -5,7 +5,7 @@ GO      ?= go
 ADDR    ?= localhost:8080
 VENDOR  := static/vendor
 
-.PHONY: run build test test-long test-prep check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu bench-backward lab-gpu-build lab-gpu-test perf-pages lighthouse
+.PHONY: run build test test-long test-prep check generate check-generated assets tools bench fuzz clean ptx check-ptx gpu loadtest bench-gpu bench-backward lab-gpu-build lab-gpu-test perf-pages lighthouse site
 
 run: build
 	./bin/server -addr $(ADDR)
@@ -158,3 +158,13 @@ fuzz:
 
 clean:
 	rm -rf bin $(VENDOR) node_modules
+
+# The static site: every page, the browser's files, the recordings and the
+# WebAssembly that computes runs and grades in the browser, in site/ (or
+# SITE=folder), served under SITE_BASE (/ by default; /flashstep/ for a
+# project's GitHub Pages). Any static host serves it as it is:
+# python3 -m http.server -d site. scripts/site says what it writes.
+SITE ?= site
+SITE_BASE ?= /
+site: assets
+	SITE_BASE=$(SITE_BASE) GO=$(GO) scripts/site $(SITE) $(SITE_BASE)

@@ -56,15 +56,18 @@ const go = new Go();
 WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(async (r) => {
   go.run(r.instance);
   const out = {traces: [], grades: []};
+  let id = 0;
   for (const q of JSON.parse(process.argv[3])) {
     const h = crypto.createHash("sha256");
-    await flashstep.trace(q, (chunk) => h.update(chunk));
+    await flashstep.trace(++id, q, (chunk) => h.update(chunk));
     out.traces.push(h.digest("hex"));
   }
   for (const [slug, id, answer] of JSON.parse(process.argv[4])) {
     out.grades.push(JSON.parse(await flashstep.grade(slug, id, answer, false)));
   }
   out.refused = await flashstep.recording("variant=flash2&n=0").then(() => "", (e) => e.message);
+  out.toy = await flashstep.recording("variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1");
+  out.memory = JSON.parse(await flashstep.get("/api/memory", "b=2&h=8&n=4096&d=64"));
   console.log(JSON.stringify(out));
   process.exit(0);
 });
@@ -82,6 +85,8 @@ WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(
 		Traces  []string          `json:"traces"`
 		Grades  []json.RawMessage `json:"grades"`
 		Refused string            `json:"refused"`
+		Toy     string            `json:"toy"`
+		Memory  json.RawMessage   `json:"memory"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -109,6 +114,14 @@ WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(
 		if i >= len(got.Grades) || !bytes.Equal(compact(got.Grades[i]), wj) {
 			t.Errorf("%s/%s: the WebAssembly grades %s, natively %s", g[0], g[1], got.Grades[i], wj)
 		}
+	}
+	if got.Toy != "toy" {
+		t.Errorf("the run of recordings/toy.fstrace is found in %q", got.Toy)
+	}
+	if mem, err := offline.Get("/api/memory", "b=2&h=8&n=4096&d=64"); err != nil {
+		t.Fatal(err)
+	} else if mj, _ := json.Marshal(mem); !bytes.Equal(compact(got.Memory), mj) {
+		t.Errorf("the memory plan: the WebAssembly's %s, the native %s", got.Memory, mj)
 	}
 	if !strings.Contains(got.Refused, `"field":"n"`) {
 		t.Errorf("n=0 refused with %q: want the API's error naming the field", got.Refused)

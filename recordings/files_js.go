@@ -60,6 +60,9 @@ func (p *provided) Open(name string) (fs.File, error) {
 	return p.base.Open(name)
 }
 
-func (p *provided) ReadFile(name string) ([]byte, error) { return fs.ReadFile(p, name) }
+// ReadFile reads through Open (fs.ReadFile of p itself would call this).
+func (p *provided) ReadFile(name string) ([]byte, error) { return fs.ReadFile(openOnly{p}, name) }
+
+type openOnly struct{ fs.FS }
 
 func (p *provided) ReadDir(name string) ([]fs.DirEntry, error) { return fs.ReadDir(p.base, name) }

@@ -117,11 +117,26 @@ func get(h http.Handler, p string) ([]byte, string, error) {
 // from its root: href="/…", src="/…", action="/…", url(/…).
 var rooted = regexp.MustCompile(`((?:href|src|action)=")/([^/"]|")|(url\(['"]?)/([^/])`)
 
+// pageLink is a link attribute's path of the site, up to its query,
+// fragment or end.
+var pageLink = regexp.MustCompile(`((?:href|src|action)=")([^"?#]*)([?#"])`)
+
 // Rebase moves a page's root-relative links under base ("/flashstep/"),
-// and names base in the page (<meta name="fs-base">) for its scripts,
-// which build their own paths from it. With base "/" the page is as the
-// server sent it, less nothing.
+// gives a page's path the slash of its folder (the site's /step is
+// step/index.html, and a static host answers /step?… with a redirect
+// that some drop the query of), and names base in the page (<meta
+// name="fs-base">) for its scripts, which build their own paths from it
+// (static/js/site.js).
 func Rebase(b []byte, base string) []byte {
+	b = pageLink.ReplaceAllFunc(b, func(m []byte) []byte {
+		sub := pageLink.FindSubmatch(m)
+		p := string(sub[2])
+		last := p[strings.LastIndex(p, "/")+1:]
+		if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasSuffix(p, "/") || strings.Contains(last, ".") || p == "" {
+			return m
+		}
+		return []byte(string(sub[1]) + p + "/" + string(sub[3]))
+	})
 	if base != "/" {
 		b = rooted.ReplaceAllFunc(b, func(m []byte) []byte {
 			sub := rooted.FindSubmatch(m)

@@ -6,7 +6,6 @@ import (
 	"flashstep/api"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,12 +25,23 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) error {
 
 // stepper renders the run form filled from the URL, each field's problem
 // beside it, and, for a valid configuration, the data the browser needs to
-// start the run at the step the URL names.
+// start the run at the step the URL names (api.Stepper reads the URL; the
+// static site's stepper page reads it the same way, in the browser).
 func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	st, err := api.Stepper(q, func(run kernels.Run) (string, error) { return s.runner.Route(run).Says, nil })
+	if err != nil {
+		return err
+	}
 	v := templates.StepperView{
-		Values:   formValues(q),
-		Errors:   map[string]string{},
+		Values:   st.Values,
+		Errors:   st.Errors,
+		Valid:    st.Data.Valid,
+		Query:    st.Data.Query,
+		Summary:  st.Summary,
+		Estimate: st.Estimate,
+		RunsOn:   st.RunsOn,
+		Data:     st.Data,
 		Variants: variantOptions(),
 		Patterns: patternOptions(),
 		Engines:  []templates.Option{{Value: "auto", Label: "auto"}, {Value: kernels.EngineGPU, Label: "GPU"}, {Value: kernels.EngineCPU, Label: "CPU mirror"}},
@@ -40,59 +50,10 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		Limits: templates.Limits{MaxN: kernels.MaxN, MaxD: kernels.MaxD, MaxTile: kernels.MaxTile,
 			MaxBatch: kernels.MaxBatch, MaxHeads: kernels.MaxHeads, MaxTrace: kernels.FormatBytes(kernels.MaxTraceBytes)},
 	}
-	run, err := kernels.ParseRun(q)
-	var fe kernels.FieldErrors
-	switch {
-	case errors.As(err, &fe):
-		v.Errors = fe.ByField()
-	case err != nil:
-		return err
-	default:
-		c := run.Config()
-		v.Valid = true
-		v.Query = c.Values().Encode()
-		v.Summary = api.Summary(&c)
-		v.Estimate = api.Estimate(&c)
-		v.RunsOn = s.runner.Route(run).Says
-	}
-	if !v.Valid {
-		v.Summary = "not run yet: fix the highlighted fields"
-	}
-	v.Data = templates.StepperData{Valid: v.Valid, Query: v.Query}
-	v.Data.Step, v.Data.StepError = stepParam(q)
-	v.Data.Embed = q.Get("embed") == "1"
-	v.Data.Panels = panelsParam(q)
-	v.Data.MaxFileBytes = kernels.MaxTraceBytes + 64<<10
 	pg := s.page("Stepper", "step")
 	pg.Embed = v.Data.Embed
 	v.Classroom = s.classroomView(r, "step", v.Query, v.Data.Embed)
 	return render(w, r, http.StatusOK, templates.StepperPage(pg, v))
-}
-
-// stepParam reads the step a URL opens at. Steps count from 1, in the URL as
-// on the page; the page clamps a step past the end and says so.
-func stepParam(q url.Values) (step int, problem string) {
-	s := q.Get("step")
-	if s == "" {
-		return 0, ""
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		return 0, fmt.Sprintf("step must be a whole number from 1 (got %q): showing step 1", truncate(s, 20))
-	}
-	return n, ""
-}
-
-// panelsParam reads panels=grid,rows: the stepper views a lesson's widget
-// shows. Unknown names are dropped; none left means every view.
-func panelsParam(q url.Values) []string {
-	var out []string
-	for _, name := range strings.Split(q.Get("panels"), ",") {
-		if slices.Contains(templates.StepperPanels, strings.TrimSpace(name)) {
-			out = append(out, strings.TrimSpace(name))
-		}
-	}
-	return out
 }
 
 func truncate(s string, n int) string {
@@ -100,37 +61,6 @@ func truncate(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
-}
-
-// formValues is what the form shows: the defaults, overridden by whatever the
-// URL holds, as typed, so a mistyped value stays in its field beside its error.
-func formValues(q url.Values) map[string]string {
-	def := kernels.DefaultConfig()
-	vals := map[string]string{}
-	for k, v := range def.Values() {
-		vals[k] = v[0]
-	}
-	for _, k := range []string{kernels.FieldVariant, kernels.FieldN, kernels.FieldD, kernels.FieldBr, kernels.FieldBc,
-		kernels.FieldBatch, kernels.FieldHeads, kernels.FieldCausal, kernels.FieldPattern, kernels.FieldSeed,
-		kernels.FieldTraceBH, kernels.FieldTraceQ, kernels.FieldEngine, kernels.FieldMode} {
-		if q.Has(k) {
-			vals[k] = q.Get(k)
-		}
-	}
-	// An unchecked checkbox is absent from a submitted form.
-	if q.Has(kernels.FieldN) && !q.Has(kernels.FieldCausal) {
-		vals[kernels.FieldCausal] = "0"
-	}
-	if vals[kernels.FieldCausal] == "true" || vals[kernels.FieldCausal] == "on" {
-		vals[kernels.FieldCausal] = "1"
-	}
-	if vals[kernels.FieldEngine] == "" {
-		vals[kernels.FieldEngine] = "auto"
-	}
-	if vals[kernels.FieldMode] == "" {
-		vals[kernels.FieldMode] = "full"
-	}
-	return vals
 }
 
 func gpuTileOptions() []templates.Option {
@@ -236,7 +166,7 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 // that fits, as the stepper's form does.
 func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	v := templates.CompareView{Values: formValues(q), Errors: map[string]string{}}
+	v := templates.CompareView{Values: api.FormValues(q), Errors: map[string]string{}}
 	// The pair: float32 on CUDA cores, or bf16 on tensor cores.
 	flashV, naiveV := instrument.VariantFlash2, instrument.VariantNaive
 	switch q.Get("pair") {

@@ -6,7 +6,8 @@
 //
 //	flashstep.provide(name, bytes)             hand over recordings/NAME.fstrace
 //	flashstep.recording(query) → Promise       the recording that holds a run, or ""
-//	flashstep.trace(query, onChunk) → Promise  the mirror's trace, chunk by chunk
+//	flashstep.trace(id, query, onChunk) → Promise  the mirror's trace, chunk by chunk
+//	flashstep.cancel(id)                       stop trace id's run
 //	flashstep.grade(slug, id, answer, reveal) → Promise of JSON
 //	flashstep.get(path, query) → Promise of JSON  a read-only GET API's answer
 //
@@ -19,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"syscall/js"
 
 	"flashstep/kernels"
@@ -31,6 +33,7 @@ func main() {
 	api.Set("provide", js.FuncOf(provide))
 	api.Set("recording", js.FuncOf(recording))
 	api.Set("trace", js.FuncOf(trace))
+	api.Set("cancel", js.FuncOf(cancel))
 	api.Set("grade", js.FuncOf(grade))
 	api.Set("get", js.FuncOf(get))
 	js.Global().Set("flashstep", api)
@@ -85,20 +88,34 @@ func promise(work func() (any, error)) any {
 	}))
 }
 
+// running holds the cancel of each trace under way, by the page's id.
+var running sync.Map // id (float64) → context.CancelFunc
+
 func trace(_ js.Value, args []js.Value) any {
-	query, onChunk := args[0].String(), args[1]
+	id, query, onChunk := args[0].Float(), args[1].String(), args[2]
+	ctx, stop := context.WithCancel(context.Background())
+	running.Store(id, stop)
 	return promise(func() (any, error) {
+		defer running.Delete(id)
+		defer stop()
 		run, err := offline.Run(query)
 		if err != nil {
 			return nil, err
 		}
-		return nil, offline.Trace(context.Background(), run, func(chunk []byte) error {
+		return nil, offline.Trace(ctx, run, func(chunk []byte) error {
 			u8 := js.Global().Get("Uint8Array").New(len(chunk))
 			js.CopyBytesToJS(u8, chunk)
 			onChunk.Invoke(u8)
 			return nil
 		})
 	})
+}
+
+func cancel(_ js.Value, args []js.Value) any {
+	if stop, ok := running.Load(args[0].Float()); ok {
+		stop.(context.CancelFunc)()
+	}
+	return nil
 }
 
 func grade(_ js.Value, args []js.Value) any {

@@ -11,6 +11,7 @@ import { describe, materialises } from './steps.js';
 import { reportSize, waitsToBeWanted, whenWanted } from './embed.js';
 import { gradients } from './backward.js';
 import { Knowledge, taughtUpTo } from './taught.js';
+import { apiFetch } from './site.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('compare-data').textContent);
@@ -40,7 +41,7 @@ function makePane(variant, query) {
   p.status.textContent = 'Starting…';
   // A pane replaced by a newer run ignores what its old run still sends.
   const current = () => panes[variant] === p;
-  fetch(`/api/traffic?${query}`).then((r) => r.json()).then((t) => { if (current()) { p.traffic = t; finish(); } });
+  apiFetch(`/api/traffic?${query}`).then((r) => r.json()).then((t) => { if (current()) { p.traffic = t; finish(); } });
   p.run = startRun(query, {
     onHeader(h) { if (current()) p.model = new TraceModel(h); },
     onRecord(r) {

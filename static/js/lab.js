@@ -9,6 +9,7 @@ import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
 import { Heatmap, fmt } from './views.js';
 import { editor } from './lab_editor.js';
+import { apiFetch, siteURL } from './site.js';
 
 const page = JSON.parse(document.getElementById('fs-lab').textContent);
 const $ = (id) => document.getElementById(id);
@@ -44,7 +45,7 @@ $('lab-hint').addEventListener('click', () => {
 
 // The solution is fetched only when asked for: it is not in the page.
 $('lab-solution').addEventListener('click', async () => {
-  const res = await fetch(`/lab/${page.id}/solution`);
+  const res = await apiFetch(`/lab/${page.id}/solution`);
   if (!res.ok) return;
   $('lab-solution-code').textContent = await res.text();
   $('lab-solution-box').hidden = false;
@@ -95,7 +96,7 @@ function callsMatched(calls) {
 // answered, or { timeout: true } past the time limit.
 export function runStudent(source, entry, calls, limit = TIME_LIMIT_MS) {
   return new Promise((resolve) => {
-    const w = new Worker('/static/js/lab_worker.js');
+    const w = new Worker(siteURL('/static/js/lab_worker.js'));
     const timer = setTimeout(() => { w.terminate(); resolve({ timeout: true }); }, limit);
     w.onmessage = (ev) => { clearTimeout(timer); w.terminate(); resolve(ev.data); };
     w.onerror = (ev) => { clearTimeout(timer); w.terminate(); resolve({ error: { message: ev.message || 'the worker failed' } }); };
@@ -158,7 +159,7 @@ async function runLoop() {
   $('lab-diff').hidden = true;
   try {
     say('running', 'Running the kernel, then your code…');
-    const [model, grade] = await Promise.all([kernelRun(), import(`/lab/${page.id}/grade.js`)]);
+    const [model, grade] = await Promise.all([kernelRun(), import(siteURL(`/lab/${page.id}/grade.js`))]);
     const source = code.get();
     const syntax = code.syntaxError();
     if (syntax) {
@@ -195,7 +196,7 @@ async function runLoop() {
         });
         if (!hidden) {
           showMiss(call.at.rowStart, miss);
-          if (miss.step !== undefined) $('lab-run-link').href = `/step?${page.run}&step=${miss.step + 1}`;
+          if (miss.step !== undefined) $('lab-run-link').href = siteURL(`/step?${page.run}&step=${miss.step + 1}`);
         }
         return;
       }
@@ -271,7 +272,7 @@ async function runKernel() {
     // In a room, under the room's path: the request carries the student's
     // cookie, so the kernel is theirs and its verdict counts for them alone.
     const submissions = page.room ? `/r/${page.room}/lab/${page.id}/submissions` : `/api/lab/${page.id}/submissions`;
-    const res = await fetch(`${submissions}${params.size ? `?${params}` : ''}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
+    const res = await apiFetch(`${submissions}${params.size ? `?${params}` : ''}`, { method: 'POST', body: code.get(), headers: { 'Content-Type': 'text/plain' } });
     const body = await res.json();
     if (!res.ok) {
       say(res.status === 503 ? 'busy' : 'error', body.fields?.[0]?.message || body.error || `HTTP ${res.status}`, { counted: false });
@@ -280,7 +281,7 @@ async function runKernel() {
     const ticket = body.id;
     let st;
     for (;;) {
-      const r = await fetch(`/api/lab/submissions/${body.id}`);
+      const r = await apiFetch(`/api/lab/submissions/${body.id}`);
       st = await r.json();
       if (!r.ok) { say('error', st.error || `HTTP ${r.status}`, { counted: false }); return; }
       if (st.state === 'done' || st.state === 'cancelled') break;
@@ -387,7 +388,7 @@ function showRecords(miss) {
   const kernel = kernelState(model, bh, i, j);
   if (!kernel) return;
   showMiss(i * model.h.Br, { row: miss?.row, state: studentState(records.steps, kernel, bh, i, j), kernel }, records.who);
-  $('lab-run-link').href = `/step?${page.run}&step=${kernel.step + 1}`;
+  $('lab-run-link').href = siteURL(`/step?${page.run}&step=${kernel.step + 1}`);
 }
 function moveRecords(by) {
   const pick = $('lab-records-step');
@@ -402,7 +403,7 @@ $('lab-records-next')?.addEventListener('click', () => moveRecords(1));
 // the server answered it on a GPU, its records stepped beside the
 // reference kernel's, as a student's would be.
 async function showRecorded() {
-  const res = await fetch(`/lab/${page.id}/recorded.json`);
+  const res = await apiFetch(`/lab/${page.id}/recorded.json`);
   if (!res.ok) return;
   const rec = await res.json();
   const v = rec.verdict;

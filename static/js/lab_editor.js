@@ -4,7 +4,7 @@
 // error's line, and a message marked at a line.
 import {
   EditorView, basicSetup, EditorState, keymap, indentWithTab, ensureSyntaxTree, cpp, javascript, setDiagnostics, lintGutter,
-} from '/static/vendor/codemirror/codemirror.js';
+} from '../vendor/codemirror/codemirror.js';
 
 export function editor(parent, { doc, lang, onChange }) {
   const view = new EditorView({

@@ -7,6 +7,7 @@ import { initMemoryCalculators } from './lesson_memory.js';
 import { initPlaygrounds } from './playground.js';
 import { initLoopWidgets } from './lesson_loop.js';
 import { installRunHub } from './stream.js';
+import { apiFetch } from './site.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
@@ -23,8 +24,11 @@ function typeset() {
   for (const el of maths) el.dataset.tex = el.textContent;
   const done = new Promise((resolve) => {
     if (!globalThis.katex) return resolve();
+    // Whether a formula is in view, from its block of the lesson: the text
+    // below the fold is not laid out yet (content-visibility: auto in
+    // lesson.css), and a formula's own box there would lay it out.
     const inView = (el) => {
-      const r = el.getBoundingClientRect();
+      const r = (el.closest('.lesson > *') || el).getBoundingClientRect();
       return r.bottom >= 0 && r.top <= innerHeight;
     };
     const first = maths.filter(inView);
@@ -237,7 +241,7 @@ async function submitCheckpoint(cp, reveal) {
   let res;
   let body;
   try {
-    res = await fetch(`/api/checkpoints/${encodeURIComponent(data.slug)}/${encodeURIComponent(id)}`, {
+    res = await apiFetch(`/api/checkpoints/${encodeURIComponent(data.slug)}/${encodeURIComponent(id)}`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ answer: reveal ? '' : answerOf(form, cp.dataset.format), reveal }),

@@ -11,6 +11,7 @@
 // asks for the slipped loop's l, its l waits in the same way for that one,
 // and the rest shows once the first is answered.
 import { fmt } from './playground.js';
+import { apiFetch } from './site.js';
 
 const SLIPS = [
   { id: 'p-overwrite', label: '(a) the new row sum lands in P, not l',
@@ -122,7 +123,7 @@ class LoopWidget {
     this.code.replaceChildren(listing(this.slips));
     let res;
     try {
-      res = await fetch(`/api/loop?${this.query}&slip=${this.slips.join(',')}`);
+      res = await apiFetch(`/api/loop?${this.query}&slip=${this.slips.join(',')}`);
       this.data = await res.json();
     } catch (err) {
       this.status.textContent = `The server could not be reached: ${err.message}`;

@@ -3,6 +3,7 @@
 // problem the student types, from the server's /api/memory. A calculator
 // placed with pass=backward (its form's hidden pass field) plans the
 // backward: naive_bwd's P, dP and dS against flash2_bwd's D.
+import { apiFetch } from './site.js';
 const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
 
 function bytes(n) {
@@ -27,7 +28,7 @@ async function update(form, out) {
   let res;
   let body;
   try {
-    res = await fetch(`/api/memory?${q}`);
+    res = await apiFetch(`/api/memory?${q}`);
     body = await res.json();
   } catch (err) {
     out.textContent = `The server could not be reached: ${err.message}`;

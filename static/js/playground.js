@@ -6,6 +6,7 @@
 // `::: playground`; each .playground element carries its starting
 // settings in data-settings.
 import { run, dtypes } from './playground_math.js';
+import { siteURL } from './site.js';
 
 const MAX_LOGITS = 32; // lessons/playground.MaxLogits
 const MAX_ABS = 1e5; // lessons/playground.MaxAbsLogit
@@ -227,10 +228,10 @@ class Playground {
 
     const q = `logits=${s.logits.join(',')}&tile=${s.tile}&max=${s.max ? 'on' : 'off'}&dtype=${s.dtype}`;
     if (this.standalone) {
-      history.replaceState(null, '', `/playground?${q}`);
+      history.replaceState(null, '', siteURL(`/playground?${q}`));
       this.link.hidden = true;
     } else {
-      this.link.href = `/playground?${q}`;
+      this.link.href = siteURL(`/playground?${q}`);
       this.link.textContent = 'open this row in the playground ↗';
     }
     this.tileInput.max = String(s.logits.length);

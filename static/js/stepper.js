@@ -9,9 +9,42 @@ import { reportSize, waitsToBeWanted, whenWanted, wanted } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { rung } from './rungs.js';
 import * as backward from './backward.js';
+import { apiFetch, call, onSite, siteURL } from './site.js';
 
 const $ = (id) => document.getElementById(id);
-const page = JSON.parse($('page-data').textContent);
+const page = onSite && location.search ? await siteStepperPage() : JSON.parse($('page-data').textContent);
+
+// siteStepperPage: on the static site the stepper is one page for every
+// URL, so the worker reads the URL as the server does (api.Stepper) and
+// the page is filled here as the server would have rendered it: the
+// form, each field's problem, the views a lesson's frame asks for, and a
+// frame without the site's chrome.
+async function siteStepperPage() {
+  const st = JSON.parse(await call('get', ['/step', location.search.slice(1)]));
+  const f = document.getElementById('run-form');
+  for (const [k, v] of Object.entries(st.values)) {
+    const el = f?.elements[k];
+    if (!el || el instanceof RadioNodeList) continue;
+    if (el.type === 'checkbox') el.checked = v === '1';
+    else el.value = v;
+  }
+  for (const el of document.querySelectorAll('.field-error')) el.textContent = st.errors[el.dataset.field] || '';
+  document.getElementById('run-summary').textContent = st.summary;
+  document.getElementById('estimate').textContent = st.estimate;
+  document.getElementById('runs-on').textContent = st.runs_on;
+  document.getElementById('run-settings').open = !st.data.valid;
+  if (!st.data.valid) document.getElementById('run-status').textContent = 'Fix the highlighted fields to run.';
+  const shown = st.data.panels || [];
+  for (const el of document.querySelectorAll('[data-panel]')) el.hidden = shown.length > 0 && !shown.includes(el.dataset.panel);
+  const figures = document.getElementById('kernel-figures');
+  if (figures) figures.hidden = shown.length > 0 && !shown.includes('source');
+  if (st.data.embed) {
+    document.body.classList.add('embedded');
+    document.getElementById('stepper-page')?.classList.add('embed');
+    for (const el of document.querySelectorAll('body > header.topbar, body > .banner')) el.remove();
+  }
+  return st.data;
+}
 const form = $('run-form');
 
 // What the reader knows: a lesson's frame says how far its course has gone
@@ -127,7 +160,7 @@ let checkSeq = 0;
 async function checkForm() {
   const seq = ++checkSeq;
   const q = formQuery();
-  const res = await fetch(`/api/config?${q}`);
+  const res = await apiFetch(`/api/config?${q}`);
   const body = await res.json();
   if (seq !== checkSeq) return null; // a newer edit has been checked since
   if (!res.ok) {
@@ -143,7 +176,9 @@ async function checkForm() {
   showFieldErrors([]);
   $('estimate').textContent = body.estimate;
   $('runs-on').textContent = body.runs_on;
-  $('download').href = `/api/trace?${body.query}`;
+  // A static site has no trace to download but a recording's own file.
+  if (onSite) $('download').hidden = true;
+  else $('download').href = `/api/trace?${body.query}`;
   $('run').disabled = false;
   if (body.query === state.query && state.model) {
     $('stepper').classList.remove('stale');
@@ -365,7 +400,7 @@ function go(k) {
 
 // pagePath is where the URL keeps the run: the stepper's own path, or a
 // classroom's /r/… that shows the stepper.
-const pagePath = () => (location.pathname.startsWith('/r/') ? location.pathname : '/step');
+const pagePath = () => (location.pathname.startsWith('/r/') ? location.pathname : siteURL('/step'));
 
 let urlTimer = null;
 function syncURL() {
@@ -511,7 +546,7 @@ async function showKernelFigures(h) {
     return;
   }
   const run = new URLSearchParams({ variant: h.variant, n: h.N, d: h.D, br: h.Br, bc: h.Bc, causal: h.causal ? '1' : '0' }).toString();
-  if (!kernelTables.has(run)) kernelTables.set(run, await fetch('/api/kernels?' + run).then((r) => r.json()).catch(() => null));
+  if (!kernelTables.has(run)) kernelTables.set(run, await apiFetch('/api/kernels?' + run).then((r) => r.json()).catch(() => null));
   const kernelTable = kernelTables.get(run);
   if (!kernelTable) return;
   const names = kernelTable.Launched || [];
@@ -550,7 +585,7 @@ const kernelSources = new Map();
 async function loadKernelSource(variant) {
   if (!kernelSources.has(variant)) {
     kernelSources.set(variant, null);
-    const src = await fetch(`/api/source?variant=${variant}`).then((r) => (r.ok ? r.json() : null)).catch(() => null);
+    const src = await apiFetch(`/api/source?variant=${variant}`).then((r) => (r.ok ? r.json() : null)).catch(() => null);
     kernelSources.set(variant, src);
   }
   buildSourceView(variant);

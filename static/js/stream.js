@@ -4,6 +4,7 @@
 // included) that shows the same run reads one stream, kept by the page's
 // RunHub.
 import { TraceReader } from './trace.js';
+import { onSite, siteBytes } from './site.js';
 
 // startRun streams the run named by query. handlers: onHeader(h),
 // onRecord(r), onDone(info), onError(message, fields), onTransport(name),
@@ -355,6 +356,18 @@ function openStream(query, handlers) {
   };
   let decoder = newStreamDecoder();
   let ws = null;
+
+  // The static site has no server: the run comes from its recording or
+  // the browser's WebAssembly (site.js), into the same decoder.
+  if (onSite) {
+    const run = siteBytes(query, { onChunk: (c) => decoder.push(c), onTransport: (name) => call('onTransport', name) });
+    run.done.then(async () => {
+      const end = await decoder.end();
+      if (!end.complete) return fail(`the trace ended after ${end.count} of ${end.total ?? total} records`);
+      finish('onDone', { records: end.count, transport: 'site' });
+    }, (e) => (run.stopped ? finish('onDone', { cancelled: true, records: got }) : fail(e.message, e.body?.fields)));
+    return { cancel: () => run.cancel(), detach() { detached = true; run.cancel(); decoder.drop(); } };
+  }
 
   const overHTTP = async () => {
     fellBack = true;

@@ -3,6 +3,7 @@
 // calculator and the traffic table.
 import { fmtBytes } from './views.js';
 import { rungs } from './rungs.js';
+import { apiFetch } from './site.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('sweep-data').textContent);
@@ -41,7 +42,7 @@ $('sweep-form').addEventListener('submit', async (ev) => {
   }
   const defaults = page.default_variants[body.get('engine') || 'gpu'] || [];
   if (ticked.join(',') !== defaults.join(',')) body.set('variants', ticked.join(','));
-  const res = await fetch('/api/sweeps', { method: 'POST', body });
+  const res = await apiFetch('/api/sweeps', { method: 'POST', body });
   const job = await res.json();
   if (!res.ok) {
     showErrors(ev.target, job.fields);
@@ -90,7 +91,7 @@ function memoryNote(job) {
 }
 
 async function showRecorded() {
-  const rec = await (await fetch('/api/sweeps/recorded')).json();
+  const rec = await (await apiFetch('/api/sweeps/recorded')).json();
   $('sweep-status').textContent = '';
   $('sweep-progress').value = 0;
   showRecord(rec, '/api/sweeps/recorded', `Recorded on ${rec.source}, ${rec.recorded.slice(0, 10)}`);
@@ -350,7 +351,7 @@ let memSeq = 0;
 async function calc() {
   const seq = ++memSeq;
   const q = new URLSearchParams(new FormData($('memory-form')));
-  const res = await fetch(`/api/memory?${q}`);
+  const res = await apiFetch(`/api/memory?${q}`);
   const body = await res.json();
   if (seq !== memSeq) return;
   showErrors($('memory-form'), res.ok ? [] : body.fields);
@@ -380,7 +381,7 @@ $('memory-form').addEventListener('input', calc);
 // ---- traffic: model against counters ----
 
 async function traffic() {
-  const rows = await (await fetch('/api/traffic/measured')).json();
+  const rows = await (await apiFetch('/api/traffic/measured')).json();
   const t = $('traffic-table');
   t.replaceChildren();
   if (!rows.length) {
@@ -409,7 +410,7 @@ async function traffic() {
 // ---- start ----
 
 (async () => {
-  state.sdpa = await fetch('/api/sdpa').then((r) => (r.ok ? r.json() : null)).catch(() => null);
+  state.sdpa = await apiFetch('/api/sdpa').then((r) => (r.ok ? r.json() : null)).catch(() => null);
   calc();
   traffic();
   if (page.has_recorded) showRecorded();

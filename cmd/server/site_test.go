@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// buildSite writes the static site as make site does (scripts/site): the
+// pages, then the WebAssembly and Go's wasm_exec.js beside it.
+func buildSite(t *testing.T, base string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "site")
+	if err := writeSite(dir, base); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, "wasm", "site.wasm"), "flashstep/cmd/sitewasm")
+	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/sitewasm: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "wasm", "wasm_exec.js"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// staticHost serves dir as static hosts do (Go's http.FileServer, with a
+// folder's redirect to its trailing slash keeping the query, as GitHub
+// Pages and python3 -m http.server do), under base, and notes every
+// request that names an API or that no file answers.
+func staticHost(t *testing.T, dir, base string) (url string, bad func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var problems []string
+	files := http.StripPrefix(strings.TrimSuffix(base, "/"), http.FileServer(http.Dir(dir)))
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: 200}
+		rel := strings.TrimPrefix(r.URL.Path, base)
+		if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel))); err == nil && fi.IsDir() && rel != "" && !strings.HasSuffix(rel, "/") {
+			u := *r.URL
+			u.Path += "/"
+			http.Redirect(rec, r, u.RequestURI(), http.StatusMovedPermanently)
+		} else if !strings.HasPrefix(r.URL.Path, base) {
+			http.NotFound(rec, r)
+		} else {
+			files.ServeHTTP(rec, r)
+		}
+		p := strings.TrimPrefix(r.URL.Path, strings.TrimSuffix(base, "/"))
+		if strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/ws/") || rec.status == http.StatusNotFound {
+			mu.Lock()
+			problems = append(problems, fmt.Sprintf("%d %s", rec.status, r.URL.RequestURI()))
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL + base, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), problems...) }
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+
+// The static site as a new user opens it, from a static file server and
+// no flashstep server: every page loads with no request to an API and no
+// 404; a lesson's checkpoint, graded against its run's recording, grades
+// in the page; a stepper run no recording holds is computed in the
+// browser's WebAssembly and stepped. Under a sub-path, as a project's
+// GitHub Pages serves it.
+func TestBrowserStaticSite(t *testing.T) {
+	longOnly(t)
+	t.Parallel()
+	const base = "/flashstep/"
+	dir := buildSite(t, base)
+	site, bad := staticHost(t, dir, base)
+	ctx := browserSized(t, 1366, 900)
+	problems := watchConsole(ctx)
+	pages, err := sitePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		if strings.HasSuffix(p, ".js") || strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".txt") || strings.HasSuffix(p, "/solution") {
+			continue
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(site+strings.TrimPrefix(p, "/")),
+			chromedp.Evaluate[chromedp.Void](`for (const f of document.querySelectorAll('iframe')) f.loading = 'eager'; window.scrollTo(0, document.body.scrollHeight)`),
+			chromedp.Sleep(300*time.Millisecond)); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	// A checkpoint graded against its run's recording (lesson 4's first).
+	if err := chromedp.Do(ctx, chromedp.Navigate(site+"lessons/tiling"),
+		chromedp.Click(chromedp.CSS(`section.checkpoint [data-action=reveal]`))); err != nil {
+		t.Fatal(err)
+	}
+	verdict, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const v = document.querySelector('section.checkpoint .verdict'); return v && !v.classList.contains('pending') && v.textContent ? v.className + ': ' + v.textContent : null })()`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil || !strings.Contains(verdict, "revealed") {
+		t.Errorf("lesson tiling's first checkpoint, shown: %q (%v)", verdict, err)
+	}
+	// A run no recording holds: computed in the worker, then stepped.
+	if err := chromedp.Do(ctx, chromedp.Navigate(site+"step?variant=flash2&n=37&d=8&br=4&bc=4&pattern=normal&seed=11")); err != nil {
+		t.Fatal(err)
+	}
+	// The page starts the run itself, once the worker has read the URL.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(document.getElementById('run-status')?.textContent || '').includes('Trace complete')`,
+		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		st, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('run-status')?.textContent`))
+		t.Fatalf("the run did not complete: %q (%v)", st, err)
+	}
+	// Step on and check the page shows the run's steps.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("next")), chromedp.Click(chromedp.ID("next"))); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('run-summary').textContent`)); !strings.Contains(n, "N=37") {
+		t.Errorf("the stepper's form does not show the URL's run: %q", n)
+	}
+	said, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('run-status').textContent + ' | ' + document.getElementById('runs-on').textContent`))
+	if !strings.Contains(said, "WebAssembly") && !strings.Contains(said, "in this browser") {
+		t.Errorf("the run does not say it ran in the browser: %q", said)
+	}
+	if p := bad(); len(p) > 0 {
+		t.Errorf("requests a static site cannot answer:\n%s", strings.Join(p, "\n"))
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the site logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
