@@ -10,6 +10,7 @@ package sitebuild
 import (
 	"bytes"
 	"fmt"
+	"html"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -147,4 +148,44 @@ func Rebase(b []byte, base string) []byte {
 		})
 	}
 	return bytes.Replace(b, []byte("<head>"), []byte(`<head><meta name="fs-base" content="`+base+`">`), 1)
+}
+
+// stepLink is a link to the stepper in a written page, its query up to
+// the attribute's end (still HTML-escaped).
+var stepLink = regexp.MustCompile(`step/\?([^"]+)"`)
+
+// StepQueries are the queries of every link to the stepper in the pages
+// written under dir (the lessons' frames, the home page's starters), as
+// the browser's location.search will hold them: what the site answers
+// from a file rather than the WebAssembly.
+func StepQueries(dir string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".html") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range stepLink.FindAllSubmatch(b, -1) {
+			q := html.UnescapeString(string(m[1]))
+			if !seen[q] {
+				seen[q] = true
+				out = append(out, q)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Put writes one more file of the site, path relative to its root.
+func Put(dir, rel string, b []byte) error {
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, b, 0o644)
 }

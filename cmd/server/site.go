@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 	"flashstep/lab"
 	"flashstep/labrun"
 	"flashstep/lessons"
+	"flashstep/offline"
 	"flashstep/recordings"
 	"flashstep/runner"
 	"flashstep/sitebuild"
@@ -50,13 +53,55 @@ func writeSite(dir, base string) error {
 			return err
 		}
 	}
-	return sitebuild.Write(dir, sitebuild.Site{Handler: app, Pages: pages, Static: static.Files, Recordings: traces, Base: base,
-		Data: map[string]string{
-			"/api/kernels":          "data/kernels.json",
-			"/api/traffic/measured": "data/traffic-measured.json",
-			"/api/sdpa":             "data/sdpa.json",
-			"/api/sweeps/recorded":  "data/sweeps-recorded.json",
-		}})
+	data := map[string]string{
+		"/api/kernels":          "data/kernels.json",
+		"/api/traffic/measured": "data/traffic-measured.json",
+		"/api/sdpa":             "data/sdpa.json",
+		"/api/sweeps/recorded":  "data/sweeps-recorded.json",
+	}
+	// Each kernel's source, which every stepper shows beside its steps.
+	for _, info := range kernels.Variants() {
+		data["/api/source?variant="+info.Name()] = "data/source/" + info.Name() + ".json"
+	}
+	err = sitebuild.Write(dir, sitebuild.Site{Handler: app, Pages: pages, Static: static.Files, Recordings: traces, Base: base, Data: data})
+	if err != nil {
+		return err
+	}
+	return writeSiteIndexes(dir, recs)
+}
+
+// writeSiteIndexes writes what lets a page of the site open a recorded
+// run without the WebAssembly (2 MB, loaded only for a run no recording
+// holds, or a grade): data/recordings.json, each recording by its run's
+// canonical query, and data/steps.json, the stepper's state (api.Stepper,
+// as offline.Get answers /step) for every stepper link of the pages.
+func writeSiteIndexes(dir string, recs *runner.Recordings) error {
+	byQuery := map[string]string{}
+	for _, r := range recs.All() {
+		byQuery[r.Config.Values().Encode()] = r.Name
+	}
+	queries, err := sitebuild.StepQueries(dir)
+	if err != nil {
+		return err
+	}
+	steps := map[string]any{}
+	for _, q := range queries {
+		st, err := offline.Get("/step", q)
+		if err != nil {
+			return fmt.Errorf("stepper link ?%s: %w", q, err)
+		}
+		steps[q] = st
+	}
+	for name, v := range map[string]any{"data/recordings.json": byQuery, "data/steps.json": steps} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := sitebuild.Put(dir, name, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sitePages are the paths of every page of the site, and the files its

@@ -43,10 +43,10 @@ func buildSite(t *testing.T, base string) string {
 // folder's redirect to its trailing slash keeping the query, as GitHub
 // Pages and python3 -m http.server do), under base, and notes every
 // request that names an API or that no file answers.
-func staticHost(t *testing.T, dir, base string) (url string, bad func() []string) {
+func staticHost(t *testing.T, dir, base string) (url string, bad func() []string, asked func(suffix string) int) {
 	t.Helper()
 	var mu sync.Mutex
-	var problems []string
+	var problems, all []string
 	files := http.StripPrefix(strings.TrimSuffix(base, "/"), http.FileServer(http.Dir(dir)))
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: 200}
@@ -61,6 +61,9 @@ func staticHost(t *testing.T, dir, base string) (url string, bad func() []string
 			files.ServeHTTP(rec, r)
 		}
 		p := strings.TrimPrefix(r.URL.Path, strings.TrimSuffix(base, "/"))
+		mu.Lock()
+		all = append(all, p)
+		mu.Unlock()
 		if strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/ws/") || rec.status == http.StatusNotFound {
 			mu.Lock()
 			problems = append(problems, fmt.Sprintf("%d %s", rec.status, r.URL.RequestURI()))
@@ -68,7 +71,18 @@ func staticHost(t *testing.T, dir, base string) (url string, bad func() []string
 		}
 	}))
 	t.Cleanup(ts.Close)
-	return ts.URL + base, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), problems...) }
+	return ts.URL + base, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), problems...) },
+		func(suffix string) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, p := range all {
+				if strings.HasSuffix(p, suffix) {
+					n++
+				}
+			}
+			return n
+		}
 }
 
 type statusRecorder struct {
@@ -89,7 +103,7 @@ func TestBrowserStaticSite(t *testing.T) {
 	t.Parallel()
 	const base = "/flashstep/"
 	dir := buildSite(t, base)
-	site, bad := staticHost(t, dir, base)
+	site, bad, asked := staticHost(t, dir, base)
 	ctx := browserSized(t, 1366, 900)
 	problems := watchConsole(ctx)
 	pages, err := sitePages()
@@ -106,9 +120,24 @@ func TestBrowserStaticSite(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 	}
-	// A checkpoint graded against its run's recording (lesson 4's first).
+	// Recorded runs open without the WebAssembly: a fresh tab on lesson 4,
+	// its frames drawn from recordings, has not asked for it.
+	ctx = browserSized(t, 1366, 900)
+	before := asked("wasm/site.wasm")
 	if err := chromedp.Do(ctx, chromedp.Navigate(site+"lessons/tiling"),
-		chromedp.Click(chromedp.CSS(`section.checkpoint [data-action=reveal]`))); err != nil {
+		chromedp.Evaluate[chromedp.Void](`for (const f of document.querySelectorAll('iframe')) f.loading = 'eager'`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`[...document.querySelectorAll('figure.widget iframe')].every((f) => (f.contentDocument?.getElementById('run-status')?.textContent || '').includes('Trace complete'))`,
+		chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Errorf("lesson 4's frames did not finish: %v", err)
+	}
+	if n := asked("wasm/site.wasm") - before; n > 0 {
+		t.Errorf("the site asked for its WebAssembly %d times before lesson 4 needed it (every run there is recorded)", n)
+	}
+	// A checkpoint graded against its run's recording (lesson 4's first),
+	// which the WebAssembly grades.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`section.checkpoint [data-action=reveal]`))); err != nil {
 		t.Fatal(err)
 	}
 	verdict, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const v = document.querySelector('section.checkpoint .verdict'); return v && !v.classList.contains('pending') && v.textContent ? v.className + ': ' + v.textContent : null })()`,

@@ -57,6 +57,16 @@ export function call(op, args, onChunk) {
   return p;
 }
 
+// siteData is one of the site's data files (data/NAME.json), fetched
+// once: recordings (each recording by its run's canonical query) and
+// steps (the stepper's state for every stepper link of the pages), which
+// let a page open a recorded run without loading the WebAssembly.
+const dataFiles = new Map();
+export function siteData(name) {
+  if (!dataFiles.has(name)) dataFiles.set(name, fetch(`${base}data/${name}.json`).then((r) => (r.ok ? r.json() : {})).catch(() => ({})));
+  return dataFiles.get(name);
+}
+
 const cancelCall = (id) => siteWorker().postMessage({ id: 0, op: 'cancel', args: [id] });
 
 // siteBytes brings a run's trace on the site, chunk by chunk, to
@@ -69,7 +79,7 @@ export function siteBytes(query, { onChunk, onTransport }) {
   let stop = null;
   const out = { stopped: false, cancel() { out.stopped = true; stop?.(); } };
   out.done = (async () => {
-    const name = await call('recording', [query]);
+    const name = (await siteData('recordings'))[query] ?? await call('recording', [query]);
     if (out.stopped) throw new Error('cancelled');
     if (name) {
       onTransport?.('a recording, from this site');
@@ -97,7 +107,8 @@ const json = (body, status = 200) => new Response(typeof body === 'string' ? bod
 const refusal = (e) => json(e.body ?? { error: String(e.message ?? e) }, e.body?.fields ? 400 : 501);
 
 // The read-only APIs whose answer depends on the query: the worker
-// computes them. Fixed answers are data files of the site.
+// computes them. Fixed answers are data files of the site, and so is
+// each kernel's source (data/source/VARIANT.json).
 const computed = new Set(['/api/config', '/api/source', '/api/memory', '/api/traffic', '/api/loop']);
 const data = { '/api/traffic/measured': 'data/traffic-measured.json', '/api/sdpa': 'data/sdpa.json', '/api/sweeps/recorded': 'data/sweeps-recorded.json' };
 
@@ -108,6 +119,11 @@ export async function apiFetch(url, init) {
   const path = u.pathname;
   const query = u.search.slice(1);
   try {
+    const variant = u.searchParams.get('variant');
+    if (path === '/api/source' && /^[a-z0-9_]+$/.test(variant ?? '')) {
+      const res = await fetch(`${base}data/source/${variant}.json`);
+      if (res.ok) return res;
+    }
     if (computed.has(path)) return json(await call('get', [path, query]));
     if (data[path]) return fetch(base + data[path], init);
     if (path === '/api/kernels') {

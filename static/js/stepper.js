@@ -9,7 +9,7 @@ import { reportSize, waitsToBeWanted, whenWanted, wanted } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { rung } from './rungs.js';
 import * as backward from './backward.js';
-import { apiFetch, call, onSite, siteURL } from './site.js';
+import { apiFetch, call, onSite, siteData, siteURL } from './site.js';
 
 const $ = (id) => document.getElementById(id);
 const page = onSite && location.search ? await siteStepperPage() : JSON.parse($('page-data').textContent);
@@ -20,7 +20,8 @@ const page = onSite && location.search ? await siteStepperPage() : JSON.parse($(
 // form, each field's problem, the views a lesson's frame asks for, and a
 // frame without the site's chrome.
 async function siteStepperPage() {
-  const st = JSON.parse(await call('get', ['/step', location.search.slice(1)]));
+  const q = location.search.slice(1);
+  const st = (await siteData('steps'))[q] ?? JSON.parse(await call('get', ['/step', q]));
   const f = document.getElementById('run-form');
   for (const [k, v] of Object.entries(st.values)) {
     const el = f?.elements[k];
