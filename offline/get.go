@@ -24,8 +24,8 @@ var measured = sync.OnceValues(func() ([]api.MeasuredRun, error) {
 // query, with package api's functions as the server does: path is the
 // server's (/api/config, /api/source, /api/memory, /api/traffic,
 // /api/loop, /api/kernels, of which the site computes only the launched
-// kernels: the table itself is a file of the site), or /step, what the
-// server renders the stepper page from. What differs is only
+// kernels: the table itself is a file of the site), or /step and
+// /compare, what the server renders those pages from. What differs is only
 // where a run comes from: this browser, not a server.
 func Get(path, query string) (any, error) {
 	v, err := url.ParseQuery(query)
@@ -39,6 +39,8 @@ func Get(path, query string) (any, error) {
 		// The stepper page as its URL opens it: the site's page is one
 		// file, filled in the browser.
 		return api.Stepper(v, runsOn)
+	case "/compare":
+		return api.Compare(v)
 	case "/api/kernels":
 		return map[string]any{"launched": api.Launched(v)}, nil
 	case "/api/source":

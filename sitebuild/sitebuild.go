@@ -150,15 +150,12 @@ func Rebase(b []byte, base string) []byte {
 	return bytes.Replace(b, []byte("<head>"), []byte(`<head><meta name="fs-base" content="`+base+`">`), 1)
 }
 
-// stepLink is a link to the stepper in a written page, its query up to
-// the attribute's end (still HTML-escaped).
-var stepLink = regexp.MustCompile(`step/\?([^"]+)"`)
-
-// StepQueries are the queries of every link to the stepper in the pages
-// written under dir (the lessons' frames, the home page's starters), as
-// the browser's location.search will hold them: what the site answers
-// from a file rather than the WebAssembly.
-func StepQueries(dir string) ([]string, error) {
+// LinkQueries are the queries of every link to page ("step", "compare")
+// in the pages written under dir (the lessons' frames, the home page's
+// starters), as the browser's location.search will hold them: what the
+// site answers from a file rather than its WebAssembly.
+func LinkQueries(dir, page string) ([]string, error) {
+	link := regexp.MustCompile(`[/"]` + regexp.QuoteMeta(page) + `/\?([^"]+)"`)
 	seen := map[string]bool{}
 	var out []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -169,7 +166,7 @@ func StepQueries(dir string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		for _, m := range stepLink.FindAllSubmatch(b, -1) {
+		for _, m := range link.FindAllSubmatch(b, -1) {
 			q := html.UnescapeString(string(m[1]))
 			if !seen[q] {
 				seen[q] = true

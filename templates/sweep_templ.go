@@ -19,6 +19,7 @@ type SweepView struct {
 	// the registry's order, those of the engine first offered ticked.
 	Kernels []SweepKernel
 	Data    SweepData
+	Site    bool // the static site: the recorded sweep only, and a word on running one
 }
 
 // SweepKernel is one kernel of the sweep form's choice.
@@ -109,203 +110,236 @@ func SweepPage(p Page, v SweepView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "\" tabindex=\"0\" role=\"region\" aria-label=\"Every point of the sweep\"><table class=\"figures\" id=\"sweep-table\" data-testid=\"sweep-table\"></table></div></section><section class=\"panel\"><h2>Run a sweep</h2><p>Both kernels on the same inputs across sequence lengths. Naive writes the N×N scores and probabilities of every head to device memory, so its memory grows with N² and it runs out long before flash, which holds one tile on chip. FLOPs are 4·B·H·N²·d, halved under a causal mask. The backward kernels, when ticked, time one backward pass each (all its kernels) and count 2.5 times the forward's FLOPs, as FlashAttention's benchmarks do.</p><p class=\"note\">On a GPU the sweep runs the FlashAttention benchmark shapes (B·N = 16384 tokens, H·d = 2048) and times each point by CUDA events: flashstep's <strong>float32</strong> pair (no tensor cores) and its <strong>bf16</strong> pair on tensor cores (flash2_fast, naive_mma), drawn beside PyTorch's bf16 references from the same GPU. On the CPU mirror it runs one head at small N and times the Go code, which builds every trace record as it goes: a picture of the growth with N, not of a GPU's speed.</p><form id=\"sweep-form\" novalidate><div class=\"row4\"><label class=\"field\" for=\"s-engine\"><span class=\"label\">Engine</span> <select id=\"s-engine\" name=\"engine\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "\" tabindex=\"0\" role=\"region\" aria-label=\"Every point of the sweep\"><table class=\"figures\" id=\"sweep-table\" data-testid=\"sweep-table\"></table></div></section><section class=\"panel\"><h2>Run a sweep</h2><p>Both kernels on the same inputs across sequence lengths. Naive writes the N×N scores and probabilities of every head to device memory, so its memory grows with N² and it runs out long before flash, which holds one tile on chip. FLOPs are 4·B·H·N²·d, halved under a causal mask. The backward kernels, when ticked, time one backward pass each (all its kernels) and count 2.5 times the forward's FLOPs, as FlashAttention's benchmarks do.</p><p class=\"note\">On a GPU the sweep runs the FlashAttention benchmark shapes (B·N = 16384 tokens, H·d = 2048) and times each point by CUDA events: flashstep's <strong>float32</strong> pair (no tensor cores) and its <strong>bf16</strong> pair on tensor cores (flash2_fast, naive_mma), drawn beside PyTorch's bf16 references from the same GPU. On the CPU mirror it runs one head at small N and times the Go code, which builds every trace record as it goes: a picture of the growth with N, not of a GPU's speed.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.GPU != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<option value=\"gpu\" selected>GPU: ")
+			if v.Site {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<p class=\"note site-needs-server\" data-testid=\"sweep-needs-server\">Running a sweep needs a server (on a GPU, or its CPU mirror): in a clone of the repository, <code>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var5 string
-				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(v.GPU)
+				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(SiteStartServer)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 103, Col: 50}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 99, Col: 187}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</option> ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</code>. The recorded sweep below is the H100's.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<option value=\"cpu\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<form id=\"sweep-form\" novalidate")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if v.Site {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, " hidden")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "><div class=\"row4\"><label class=\"field\" for=\"s-engine\"><span class=\"label\">Engine</span> <select id=\"s-engine\" name=\"engine\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if v.GPU != "" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<option value=\"gpu\" selected>GPU: ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var6 string
+				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(v.GPU)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 107, Col: 50}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</option> ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<option value=\"cpu\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.GPU == "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, " selected")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, " selected")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, ">CPU mirror</option></select> <span class=\"field-error\" id=\"serr-engine\" data-field=\"engine\"></span></label> <label class=\"field\" for=\"s-n\"><span class=\"label\">N</span> <input id=\"s-n\" name=\"n\" type=\"text\" value=\"")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			var templ_7745c5c3_Var6 string
-			templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(v.Data.DefaultNs)
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 111, Col: 68}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "\"> <span class=\"help\" id=\"s-n-help\">comma-separated, 16 to ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, ">CPU mirror</option></select> <span class=\"field-error\" id=\"serr-engine\" data-field=\"engine\"></span></label> <label class=\"field\" for=\"s-n\"><span class=\"label\">N</span> <input id=\"s-n\" name=\"n\" type=\"text\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var7 string
-			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxGPUN))
+			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(v.Data.DefaultNs)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 112, Col: 93}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 115, Col: 68}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, " on the GPU, 16 to ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "\"> <span class=\"help\" id=\"s-n-help\">comma-separated, 16 to ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var8 string
-			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxCPUN))
+			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxGPUN))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 112, Col: 144}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 116, Col: 93}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, " on the CPU mirror</span> <span class=\"field-error\" id=\"serr-n\" data-field=\"n\"></span></label> <label class=\"field\" for=\"s-d\"><span class=\"label\">d</span> <input id=\"s-d\" name=\"d\" type=\"text\" value=\"64\"> <span class=\"field-error\" id=\"serr-d\" data-field=\"d\"></span></label> <label class=\"field\" for=\"s-causal\"><span class=\"label\">Causal</span> <select id=\"s-causal\" name=\"causal\"><option value=\"0,1\">both</option><option value=\"0\">no</option><option value=\"1\">yes</option></select> <span class=\"field-error\" id=\"serr-causal\" data-field=\"causal\"></span></label> <label class=\"field\" for=\"s-repeats\"><span class=\"label\">Repeats</span> <input id=\"s-repeats\" name=\"repeats\" type=\"number\" min=\"1\" max=\"20\" value=\"3\"> <span class=\"field-error\" id=\"serr-repeats\" data-field=\"repeats\"></span></label> <label class=\"field\" for=\"s-batch\"><span class=\"label\">Batch, heads</span> <input id=\"s-batch\" name=\"batch\" type=\"text\" placeholder=\"16384/N\"> <input id=\"s-heads\" name=\"heads\" type=\"text\" placeholder=\"2048/d\"> <span class=\"field-error\" id=\"serr-batch\" data-field=\"batch\"></span> <span class=\"field-error\" id=\"serr-heads\" data-field=\"heads\"></span></label></div><fieldset id=\"s-kernels\" data-testid=\"s-kernels\" style=\"border: 1px solid var(--line); border-radius: 6px; margin: 0.6rem 0 0; padding: 0.2rem 0.6rem 0.4rem;\"><legend class=\"label\">Kernels</legend> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, " on the GPU, 16 to ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var9 string
+			templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Data.MaxCPUN))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 116, Col: 144}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, " on the CPU mirror</span> <span class=\"field-error\" id=\"serr-n\" data-field=\"n\"></span></label> <label class=\"field\" for=\"s-d\"><span class=\"label\">d</span> <input id=\"s-d\" name=\"d\" type=\"text\" value=\"64\"> <span class=\"field-error\" id=\"serr-d\" data-field=\"d\"></span></label> <label class=\"field\" for=\"s-causal\"><span class=\"label\">Causal</span> <select id=\"s-causal\" name=\"causal\"><option value=\"0,1\">both</option><option value=\"0\">no</option><option value=\"1\">yes</option></select> <span class=\"field-error\" id=\"serr-causal\" data-field=\"causal\"></span></label> <label class=\"field\" for=\"s-repeats\"><span class=\"label\">Repeats</span> <input id=\"s-repeats\" name=\"repeats\" type=\"number\" min=\"1\" max=\"20\" value=\"3\"> <span class=\"field-error\" id=\"serr-repeats\" data-field=\"repeats\"></span></label> <label class=\"field\" for=\"s-batch\"><span class=\"label\">Batch, heads</span> <input id=\"s-batch\" name=\"batch\" type=\"text\" placeholder=\"16384/N\"> <input id=\"s-heads\" name=\"heads\" type=\"text\" placeholder=\"2048/d\"> <span class=\"field-error\" id=\"serr-batch\" data-field=\"batch\"></span> <span class=\"field-error\" id=\"serr-heads\" data-field=\"heads\"></span></label></div><fieldset id=\"s-kernels\" data-testid=\"s-kernels\" style=\"border: 1px solid var(--line); border-radius: 6px; margin: 0.6rem 0 0; padding: 0.2rem 0.6rem 0.4rem;\"><legend class=\"label\">Kernels</legend> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			for _, pass := range []bool{false, true} {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<div role=\"group\" aria-label=\"")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				var templ_7745c5c3_Var9 string
-				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(map[bool]string{false: "forward pass", true: "backward pass"}[pass])
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 141, Col: 105}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "\" style=\"display: flex; flex-wrap: wrap; align-items: center; gap: 0 0.9rem;\"><span class=\"help\" style=\"min-width: 6.5rem;\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<div role=\"group\" aria-label=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(map[bool]string{false: "forward pass", true: "backward pass"}[pass])
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 142, Col: 123}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 145, Col: 105}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</span> ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "\" style=\"display: flex; flex-wrap: wrap; align-items: center; gap: 0 0.9rem;\"><span class=\"help\" style=\"min-width: 6.5rem;\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var11 string
+				templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(map[bool]string{false: "forward pass", true: "backward pass"}[pass])
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 146, Col: 123}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "</span> ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				for _, k := range kernelsOf(v.Kernels, pass) {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<label class=\"check\" title=\"")
-					if templ_7745c5c3_Err != nil {
-						return templ_7745c5c3_Err
-					}
-					var templ_7745c5c3_Var11 string
-					templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(k.DType)
-					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 144, Col: 45}
-					}
-					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
-					if templ_7745c5c3_Err != nil {
-						return templ_7745c5c3_Err
-					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "\"><input type=\"checkbox\" data-variant=\"")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<label class=\"check\" title=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var12 string
-					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(k.Name)
+					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(k.DType)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 145, Col: 54}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 148, Col: 45}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "\"")
-					if templ_7745c5c3_Err != nil {
-						return templ_7745c5c3_Err
-					}
-					if k.Backward {
-						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, " data-backward")
-						if templ_7745c5c3_Err != nil {
-							return templ_7745c5c3_Err
-						}
-					}
-					if k.Ticked {
-						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, " checked")
-						if templ_7745c5c3_Err != nil {
-							return templ_7745c5c3_Err
-						}
-					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "> ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "\"><input type=\"checkbox\" data-variant=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var13 string
 					templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(k.Name)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 145, Col: 119}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 149, Col: 54}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "</label>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "\"")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					if k.Backward {
+						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, " data-backward")
+						if templ_7745c5c3_Err != nil {
+							return templ_7745c5c3_Err
+						}
+					}
+					if k.Ticked {
+						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, " checked")
+						if templ_7745c5c3_Err != nil {
+							return templ_7745c5c3_Err
+						}
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "> ")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var14 string
+					templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(k.Name)
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 149, Col: 119}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</label>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<span class=\"help\">A backward point times one backward pass, every kernel of it, on dO and the exact forward's O and L (naive_bwd reads the forward's P back and writes dP and dS, N×N each). On a GPU the server computes that forward on its CPU first, which limits how long a backward point's N can be.</span> <span class=\"field-error\" id=\"serr-variants\" data-field=\"variants\"></span></fieldset><div class=\"actions\"><button type=\"submit\" class=\"primary\" id=\"sweep-run\">Run the sweep</button> <button type=\"button\" id=\"sweep-cancel\" disabled>Cancel</button> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<span class=\"help\">A backward point times one backward pass, every kernel of it, on dO and the exact forward's O and L (naive_bwd reads the forward's P back and writes dP and dS, N×N each). On a GPU the server computes that forward on its CPU first, which limits how long a backward point's N can be.</span> <span class=\"field-error\" id=\"serr-variants\" data-field=\"variants\"></span></fieldset><div class=\"actions\"><button type=\"submit\" class=\"primary\" id=\"sweep-run\">Run the sweep</button> <button type=\"button\" id=\"sweep-cancel\" disabled>Cancel</button> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.HasRecorded {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<button type=\"button\" id=\"sweep-recorded\">Show the sweep recorded on ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<button type=\"button\" id=\"sweep-recorded\">Show the sweep recorded on ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var14 string
-				templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(v.RecordedOn)
+				var templ_7745c5c3_Var15 string
+				templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(v.RecordedOn)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 161, Col: 90}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/sweep.templ`, Line: 165, Col: 90}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</button>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "</button>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</div></form><div class=\"sweep-status\"><progress id=\"sweep-progress\" max=\"1\" value=\"0\" data-testid=\"sweep-progress\"></progress> <span id=\"sweep-status\" data-testid=\"sweep-status\" role=\"status\"></span></div></section><section class=\"panel\"><h2>Memory calculator</h2><p>What naive must hold in device memory for S and P, against flash, which keeps its S and P tiles in each block's shared memory; and the N where naive stops fitting the GPU.</p><form id=\"memory-form\" class=\"row4\" novalidate><label class=\"field\"><span class=\"label\">B</span><input id=\"m-b\" name=\"b\" type=\"number\" value=\"4\"><span class=\"field-error\" data-field=\"b\"></span></label> <label class=\"field\"><span class=\"label\">H</span><input id=\"m-h\" name=\"h\" type=\"number\" value=\"32\"><span class=\"field-error\" data-field=\"h\"></span></label> <label class=\"field\"><span class=\"label\">N</span><input id=\"m-n\" name=\"n\" type=\"number\" value=\"4096\"><span class=\"field-error\" data-field=\"n\"></span></label> <label class=\"field\"><span class=\"label\">d</span><input id=\"m-d\" name=\"d\" type=\"number\" value=\"64\"><span class=\"field-error\" data-field=\"d\"></span></label> <label class=\"field\"><span class=\"label\">elements</span> <select id=\"m-dtype\" name=\"dtype\"><option value=\"f32\">float32</option> <option value=\"bf16\">bf16</option></select> <span class=\"field-error\" data-field=\"dtype\"></span></label></form><dl class=\"memory\" id=\"memory-out\" data-testid=\"memory-out\"></dl></section><section class=\"panel\"><h2>Memory traffic: the model against the hardware</h2><p>Every step of a trace carries the bytes it loads and stores: requests to the L2 cache, from the kernel's access pattern. How many reach device memory (DRAM) depends on the cache: flash re-reads K and V once per q-tile, but on an H100 with 50 MB of L2 the heads in flight fit, so most re-reads hit and DRAM sees K and V about once. Naive's S and P do not fit: they round-trip through DRAM. Nsight Compute read the hardware's counters for these runs.</p><table class=\"figures\" id=\"traffic-table\" data-testid=\"traffic-table\"></table></section></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</div></form><div class=\"sweep-status\"><progress id=\"sweep-progress\" max=\"1\" value=\"0\" data-testid=\"sweep-progress\"></progress> <span id=\"sweep-status\" data-testid=\"sweep-status\" role=\"status\"></span></div></section><section class=\"panel\"><h2>Memory calculator</h2><p>What naive must hold in device memory for S and P, against flash, which keeps its S and P tiles in each block's shared memory; and the N where naive stops fitting the GPU.</p><form id=\"memory-form\" class=\"row4\" novalidate><label class=\"field\"><span class=\"label\">B</span><input id=\"m-b\" name=\"b\" type=\"number\" value=\"4\"><span class=\"field-error\" data-field=\"b\"></span></label> <label class=\"field\"><span class=\"label\">H</span><input id=\"m-h\" name=\"h\" type=\"number\" value=\"32\"><span class=\"field-error\" data-field=\"h\"></span></label> <label class=\"field\"><span class=\"label\">N</span><input id=\"m-n\" name=\"n\" type=\"number\" value=\"4096\"><span class=\"field-error\" data-field=\"n\"></span></label> <label class=\"field\"><span class=\"label\">d</span><input id=\"m-d\" name=\"d\" type=\"number\" value=\"64\"><span class=\"field-error\" data-field=\"d\"></span></label> <label class=\"field\"><span class=\"label\">elements</span> <select id=\"m-dtype\" name=\"dtype\"><option value=\"f32\">float32</option> <option value=\"bf16\">bf16</option></select> <span class=\"field-error\" data-field=\"dtype\"></span></label></form><dl class=\"memory\" id=\"memory-out\" data-testid=\"memory-out\"></dl></section><section class=\"panel\"><h2>Memory traffic: the model against the hardware</h2><p>Every step of a trace carries the bytes it loads and stores: requests to the L2 cache, from the kernel's access pattern. How many reach device memory (DRAM) depends on the cache: flash re-reads K and V once per q-tile, but on an H100 with 50 MB of L2 the heads in flight fit, so most re-reads hit and DRAM sees K and V about once. Naive's S and P do not fit: they round-trip through DRAM. Nsight Compute read the hardware's counters for these runs.</p><table class=\"figures\" id=\"traffic-table\" data-testid=\"traffic-table\"></table></section></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -313,7 +347,7 @@ func SweepPage(p Page, v SweepView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, " <script src=\"/static/vendor/chart/chart.umd.min.js\"></script> <script type=\"module\" src=\"/static/js/sweep.js\"></script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " <script src=\"/static/vendor/chart/chart.umd.min.js\"></script> <script type=\"module\" src=\"/static/js/sweep.js\"></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

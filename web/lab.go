@@ -31,6 +31,16 @@ const kernelTrackWhy = "The kernel track compiles your CUDA at run time (NVRTC) 
 	"in a process of its own. It is not on at this server: write your kernel here and check it against the solution, " +
 	"step the solution's run, recorded on a GPU, beside the reference kernel's, and step the reference kernel's own run below to see what every record of yours should hold."
 
+// What the kernel track's pages and the lab's index say on the static
+// site, which has no server to compile on.
+const (
+	kernelTrackWhySite = "The kernel track compiles your CUDA at run time (NVRTC) and runs it on a server's GPU, in a process of its own, " +
+		"which this static site has not: write your kernel here and check it against the solution, step the solution's run, recorded on a GPU, " +
+		"beside the reference kernel's, and step the reference kernel's own run below. To run yours, start a server: in a clone of the repository, make run, on a machine with an NVIDIA GPU."
+	kernelTrackOffSite = "This static site has no server to compile them on (in a clone of the repository, make run, on a machine with an NVIDIA GPU): " +
+		"their pages let you write a kernel, read the solution, and step the reference kernel's run."
+)
+
 // kernelTrackOffIndex is what the lab's index says while the track is off.
 const kernelTrackOffIndex = "It is off at this server, which has no GPU for it (or was not started with -lab-kernels on): " +
 	"their pages let you write a kernel, read the solution, and step the reference kernel's run."
@@ -50,7 +60,11 @@ func (s *Server) labIndex(w http.ResponseWriter, r *http.Request) error {
 	for _, e := range lab.All() {
 		all = append(all, s.labExercise(e))
 	}
-	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), kernelTrackOffIndex, lab.HarnessDoc))
+	why := kernelTrackOffIndex
+	if s.site {
+		why = kernelTrackOffSite
+	}
+	return render(w, r, http.StatusOK, templates.LabIndex(s.page("The lab", "lab"), all, s.lab.On(), why, lab.HarnessDoc))
 }
 
 // kernelsOffInRoom is what a kernel exercise's page says in a room whose
@@ -71,6 +85,9 @@ func (s *Server) labPage(w http.ResponseWriter, r *http.Request) error {
 // page, when the presenter put e in front of it).
 func (s *Server) renderLab(w http.ResponseWriter, r *http.Request, e *lab.Exercise) error {
 	on, why := s.lab.On(), kernelTrackWhy
+	if s.site {
+		why = kernelTrackWhySite
+	}
 	place, inRoom := r.Context().Value(roomPlaceKey{}).(roomPlace)
 	if inRoom && on && place.state.KernelsOff {
 		on, why = false, kernelsOffInRoom

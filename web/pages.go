@@ -2,12 +2,10 @@ package web
 
 import (
 	"bytes"
-	"errors"
 	"flashstep/api"
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"flashstep/instrument"
@@ -131,7 +129,7 @@ func render(w http.ResponseWriter, r *http.Request, status int, c templ.Componen
 }
 
 func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
-	v := templates.SweepView{}
+	v := templates.SweepView{Site: s.site}
 	if hello, ok := s.runner.GPUHello(); ok {
 		v.GPU = hello.GPU
 	}
@@ -161,93 +159,16 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 // comparePage renders the side-by-side page for the run in the URL, traced
-// by both kernels: the same configuration with variant flash2 and naive.
-// A run whose trace would pass the size limit gets an offer of the part
-// that fits, as the stepper's form does.
+// by both kernels (api.Compare reads the URL; the static site's page reads
+// it the same way, in the browser).
 func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	v := templates.CompareView{Values: api.FormValues(q), Errors: map[string]string{}}
-	// The pair: float32 on CUDA cores, or bf16 on tensor cores.
-	flashV, naiveV := instrument.VariantFlash2, instrument.VariantNaive
-	switch q.Get("pair") {
-	case "", "f32":
-	case "bf16":
-		flashV, naiveV = instrument.VariantFlash2Fast, instrument.VariantNaiveMMA
-	case "bwd": // the backward pass: recomputing P against reading it back
-		flashV, naiveV = instrument.VariantFlash2Bwd, instrument.VariantNaiveBwd
-	default:
-		v.Errors["pair"] = fmt.Sprintf("pair must be f32, bf16 or bwd (got %q)", truncate(q.Get("pair"), 20))
-	}
-	v.Values["pair"] = q.Get("pair")
-	q.Set(kernels.FieldVariant, flashV.String())
-	flash, err := kernels.ParseConfig(q)
-	naive := flash
-	naive.Variant = naiveV
-	if err == nil && v.Errors["pair"] != "" {
-		err = kernels.FieldErrors{{Field: "pair", Message: v.Errors["pair"]}}
-	}
-	if err == nil {
-		err = naive.Validate()
-	}
-	var fe kernels.FieldErrors
-	if errors.As(err, &fe) {
-		v.Errors = fe.ByField()
-		// Errors of fields this form lacks (the trace size names the traced
-		// batch-heads) are said above the form, not lost.
-		var others []string
-		for _, e := range fe {
-			if !slices.Contains(templates.CompareFields, e.Field) {
-				others = append(others, e.Message)
-			}
-		}
-		if len(others) > 0 {
-			v.Errors["form"] = strings.Join(others, "; ")
-		}
-		if part, ok := fittingBoth(flash, naive); ok && len(others) > 0 {
-			pq := part.Values()
-			pq.Del(kernels.FieldVariant)
-			v.Offer = "/compare?" + pq.Encode()
-			v.OfferText = fmt.Sprintf("Trace q-tiles %d–%d of %d (rows %d–%d) instead", part.TraceQ.Lo, part.TraceQ.Hi-1, part.Tr(), part.TraceQ.Lo*part.Br, min(part.N, part.TraceQ.Hi*part.Br)-1)
-		}
-	} else if err != nil {
+	st, err := api.Compare(r.URL.Query())
+	if err != nil {
 		return err
 	}
-	if err == nil {
-		v.Summary = strings.TrimPrefix(api.Summary(&flash), flash.Variant.String()+" · ")
-		switch flash.Variant {
-		case instrument.VariantFlash2Fast:
-			v.Summary = "bf16 on tensor cores · " + v.Summary
-		case instrument.VariantFlash2Bwd:
-			v.Summary = "the backward pass · " + v.Summary
-		}
-		if flash.TraceQ != (instrument.Range{}) {
-			v.Summary += fmt.Sprintf(" · q-tiles %d–%d traced", flash.TracedQ().Lo, flash.TracedQ().Hi-1)
-		}
-		step, _ := strconv.Atoi(q.Get("step"))
-		pair := map[instrument.Variant]string{instrument.VariantFlash2: "f32", instrument.VariantFlash2Fast: "bf16", instrument.VariantFlash2Bwd: "bwd"}[flash.Variant]
-		v.Data = templates.CompareData{Valid: true, FlashQuery: flash.Values().Encode(), NaiveQuery: naive.Values().Encode(), Step: max(step, 1), Pair: pair}
-	}
-	v.Data.Embed = q.Get("embed") == "1"
+	v := templates.CompareView{Values: st.Values, Errors: st.Errors, Summary: st.Summary, Offer: st.Offer, OfferText: st.OfferText, Data: st.Data}
 	pg := s.page("Naive against flash", "compare")
 	pg.Embed = v.Data.Embed
 	v.Classroom = s.classroomView(r, "compare", v.Data.FlashQuery, v.Data.Embed)
 	return render(w, r, http.StatusOK, templates.ComparePage(pg, v))
-}
-
-// fittingBoth is the run traced over the longest run of q-tiles whose trace
-// fits for both kernels.
-func fittingBoth(flash, naive kernels.Config) (kernels.Config, bool) {
-	if flash.N < 1 || flash.Br < 1 || flash.Bc < 1 || flash.D < 1 {
-		return flash, false
-	}
-	f, okF := flash.FittingPart()
-	n, okN := naive.FittingPart()
-	if !okF || !okN {
-		return flash, false
-	}
-	if n.TraceQ.Hi < f.TraceQ.Hi {
-		f.TraceQ = n.TraceQ
-	}
-	f.TraceBH = instrument.Range{} // one batch-head is all a compare run has
-	return f, f.Validate() == nil
 }

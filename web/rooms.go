@@ -88,7 +88,7 @@ type roomPlaceKey struct{}
 // classroomView is what the stepper and side-by-side pages show of the
 // classroom: the Present button, or the room's bar when the page is in one.
 func (s *Server) classroomView(r *http.Request, page, query string, embed bool) templates.ClassroomView {
-	v := templates.ClassroomView{Page: page, Query: query, Embed: embed}
+	v := templates.ClassroomView{Page: page, Query: query, Embed: embed, Site: s.site}
 	place, ok := r.Context().Value(roomPlaceKey{}).(roomPlace)
 	if !ok {
 		return v

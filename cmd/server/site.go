@@ -73,26 +73,31 @@ func writeSite(dir, base string) error {
 // writeSiteIndexes writes what lets a page of the site open a recorded
 // run without the WebAssembly (2 MB, loaded only for a run no recording
 // holds, or a grade): data/recordings.json, each recording by its run's
-// canonical query, and data/steps.json, the stepper's state (api.Stepper,
-// as offline.Get answers /step) for every stepper link of the pages.
+// canonical query, and data/steps.json and data/compares.json, the
+// stepper's and the side by side's state (api.Stepper, api.Compare, as
+// offline.Get answers /step and /compare) for every link to them of the
+// pages.
 func writeSiteIndexes(dir string, recs *runner.Recordings) error {
 	byQuery := map[string]string{}
 	for _, r := range recs.All() {
 		byQuery[r.Config.Values().Encode()] = r.Name
 	}
-	queries, err := sitebuild.StepQueries(dir)
-	if err != nil {
-		return err
-	}
-	steps := map[string]any{}
-	for _, q := range queries {
-		st, err := offline.Get("/step", q)
+	pages := map[string]map[string]any{}
+	for _, page := range []string{"step", "compare"} {
+		queries, err := sitebuild.LinkQueries(dir, page)
 		if err != nil {
-			return fmt.Errorf("stepper link ?%s: %w", q, err)
+			return err
 		}
-		steps[q] = st
+		pages[page] = map[string]any{}
+		for _, q := range queries {
+			st, err := offline.Get("/"+page, q)
+			if err != nil {
+				return fmt.Errorf("%s link ?%s: %w", page, q, err)
+			}
+			pages[page][q] = st
+		}
 	}
-	for name, v := range map[string]any{"data/recordings.json": byQuery, "data/steps.json": steps} {
+	for name, v := range map[string]any{"data/recordings.json": byQuery, "data/steps.json": pages["step"], "data/compares.json": pages["compare"]} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err

@@ -166,6 +166,19 @@ func TestBrowserStaticSite(t *testing.T) {
 	if !strings.Contains(said, "WebAssembly") && !strings.Contains(said, "in this browser") {
 		t.Errorf("the run does not say it ran in the browser: %q", said)
 	}
+	// The side by side of a run the site's pages do not link to: read
+	// from its URL by the worker, both kernels mirrored in the browser.
+	if err := chromedp.Do(ctx, chromedp.Navigate(site+"compare?n=24&d=8&br=4&bc=4&seed=3&pattern=normal&pair=f32")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const p = [...document.querySelectorAll('.pane [data-role=status]')]; return p.length === 2 && p.every((e) => e.textContent.includes('numbers from')); })()`,
+		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		st, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.pane [data-role=status]')].map((e) => e.textContent).join(' | ')`))
+		t.Errorf("the side by side did not finish: %q (%v)", st, err)
+	}
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('c-summary-line').textContent`)); !strings.Contains(n, "N=24") {
+		t.Errorf("the side by side's summary does not show the URL's run: %q", n)
+	}
 	if p := bad(); len(p) > 0 {
 		t.Errorf("requests a static site cannot answer:\n%s", strings.Join(p, "\n"))
 	}

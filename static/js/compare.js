@@ -11,10 +11,54 @@ import { describe, materialises } from './steps.js';
 import { reportSize, waitsToBeWanted, whenWanted } from './embed.js';
 import { gradients } from './backward.js';
 import { Knowledge, taughtUpTo } from './taught.js';
-import { apiFetch } from './site.js';
+import { apiFetch, call, onSite, siteData, siteURL } from './site.js';
 
 const $ = (id) => document.getElementById(id);
-const page = JSON.parse($('compare-data').textContent);
+const page = onSite && location.search ? await siteComparePage() : JSON.parse($('compare-data').textContent);
+
+// siteComparePage: on the static site the side by side is one page for
+// every URL; its state comes from the site's data (for the pages' own
+// links) or the worker, which reads the URL as the server does
+// (api.Compare), and is filled in here.
+async function siteComparePage() {
+  const q = location.search.slice(1);
+  const st = (await siteData('compares'))[q] ?? JSON.parse(await call('get', ['/compare', q]));
+  const f = document.getElementById('compare-form');
+  for (const [k, v] of Object.entries(st.values)) {
+    const el = f?.elements[k];
+    if (!el || el instanceof RadioNodeList) continue;
+    if (el.type === 'checkbox') el.checked = v === '1';
+    else if (k === 'pair') el.value = v || 'f32';
+    else el.value = v;
+  }
+  for (const el of f?.querySelectorAll('.field-error') || []) {
+    el.textContent = st.errors[el.dataset.field] || '';
+    el.closest('.field, .check')?.classList.toggle('invalid', !!st.errors[el.dataset.field]);
+  }
+  document.getElementById('c-summary-line').textContent = st.data.valid ? st.summary : 'not run yet: fix the fields below';
+  document.getElementById('c-settings').open = !st.data.valid;
+  if (st.errors.form) {
+    const p = document.createElement('p');
+    p.className = 'form-error';
+    p.id = 'cerr-form';
+    p.dataset.field = 'form';
+    p.setAttribute('role', 'alert');
+    p.textContent = `${st.errors.form}.`;
+    if (st.offer) {
+      const a = document.createElement('a');
+      a.href = siteURL(st.offer);
+      a.className = 'button';
+      a.textContent = st.offer_text;
+      p.append(' ', a);
+    }
+    document.getElementById('c-settings').after(p);
+  }
+  if (st.data.embed) {
+    document.body.classList.add('embedded');
+    for (const el of document.querySelectorAll('body > header.topbar, body > .banner')) el.remove();
+  }
+  return st.data;
+}
 // A lesson's frame says how far its course has gone (taught=N): the panes
 // tell their steps in the words read so far.
 const know = new Knowledge(taughtUpTo(location.search));
