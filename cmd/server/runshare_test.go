@@ -29,7 +29,7 @@ func TestBrowserLessonFetchesEachRunOnce(t *testing.T) {
 
 	var mu sync.Mutex
 	streams := map[string]int{} // the run's query -> websockets and downloads of it
-	workers := 0 // the trace decoder's script, loaded for a worker
+	workers := 0                // the trace decoder's script, loaded for a worker
 	count := func(raw string) {
 		u, err := url.Parse(raw)
 		if err == nil && u.Path == "/static/js/trace_worker.js" {
