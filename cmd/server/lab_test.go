@@ -220,7 +220,9 @@ func labRun(ctx context.Context, t *testing.T, src string) labVerdict {
 	t.Helper()
 	js := fmt.Sprintf(`(async () => {
 		const { EditorView } = await import('/static/vendor/codemirror/codemirror.js');
-		// A page that has just loaded may not have made its editor yet.
+		// The editor is built when the student first reaches for the code
+		// (lab.js, lazyEditor); a page that has just loaded has not yet.
+		document.querySelector('#editor .lab-editor-plain')?.dispatchEvent(new Event('pointerdown'));
 		for (let k = 0; k < 200 && !document.querySelector('#editor .cm-editor'); k++) await new Promise((r) => setTimeout(r, 25));
 		const view = EditorView.findFromDOM(document.querySelector('#editor .cm-editor'));
 		view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: %s } });

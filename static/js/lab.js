@@ -8,7 +8,6 @@
 import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
 import { Heatmap, fmt } from './views.js';
-import { editor } from './lab_editor.js';
 import { apiFetch, siteURL } from './site.js';
 
 const page = JSON.parse(document.getElementById('fs-lab').textContent);
@@ -19,11 +18,51 @@ const saved = `flashstep.lab.${page.id}`;
 // calls; past it the worker is ended and the verdict says so.
 export const TIME_LIMIT_MS = 3000;
 
-const code = editor($('editor'), {
+const code = lazyEditor($('editor'), {
   doc: localStorage.getItem(saved) ?? page.starter,
   lang: page.lang,
   onChange: (text) => localStorage.setItem(saved, text),
 });
+
+// lazyEditor shows the code as plain text and builds the editor
+// (CodeMirror: 250 KB of script, a task of 110-180 ms that would hold the
+// page as it loads) when the student first reaches for it: a click or
+// focus on the code, a key in it, or Run. It answers as the editor does;
+// ready() resolves with the editor once it is built.
+function lazyEditor(box, opts) {
+  let text = opts.doc;
+  let ed = null;
+  let building = null;
+  const plain = document.createElement('pre');
+  plain.className = 'lab-editor-plain';
+  plain.tabIndex = 0;
+  plain.setAttribute('aria-label', `Your code (${opts.lang === 'cuda' ? 'CUDA C' : 'JavaScript'}): focus or click it to edit`);
+  plain.dataset.testid = 'code-plain';
+  plain.textContent = text;
+  box.append(plain);
+  const ready = () => {
+    building ??= import('./lab_editor.js').then(({ editor }) => {
+      const focused = document.activeElement === plain;
+      plain.remove();
+      ed = editor(box, { ...opts, doc: text });
+      if (focused) ed.view.focus();
+      return ed;
+    });
+    return building;
+  };
+  for (const ev of ['pointerdown', 'focus', 'keydown']) plain.addEventListener(ev, () => ready(), { once: true });
+  return {
+    ready,
+    get: () => (ed ? ed.get() : text),
+    set(t) {
+      text = t;
+      if (ed) ed.set(t);
+      else plain.textContent = t;
+    },
+    syntaxError: () => ed?.syntaxError() ?? null,
+    mark: (line, message) => ready().then((e) => e.mark(line, message)),
+  };
+}
 
 $('lab-reset').addEventListener('click', () => {
   code.set(page.starter);
@@ -159,7 +198,7 @@ async function runLoop() {
   $('lab-diff').hidden = true;
   try {
     say('running', 'Running the kernel, then your code…');
-    const [model, grade] = await Promise.all([kernelRun(), import(siteURL(`/lab/${page.id}/grade.js`))]);
+    const [model, grade] = await Promise.all([kernelRun(), import(siteURL(`/lab/${page.id}/grade.js`)), code.ready()]);
     const source = code.get();
     const syntax = code.syntaxError();
     if (syntax) {
