@@ -845,6 +845,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 // TestBrowserShowsItsPlaceInTheQueue: a run that waits for the server says
 // so on the page, then runs.
 func TestBrowserShowsItsPlaceInTheQueue(t *testing.T) {
+	longOnly(t) // make test keeps the replay (HTTPFallbackAndReplay) and the queue (the stream tests of web)
 	t.Parallel()
 	base, _ := startServer(t, "-worker", "none", "-compute-slots", "1")
 	ctx := browser(t)

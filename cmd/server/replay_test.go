@@ -22,6 +22,7 @@ import (
 // complete" must not come back over it once the page checks its form
 // (200 ms after any input, the file field's included).
 func TestBrowserReplayErrorStays(t *testing.T) {
+	longOnly(t) // make test keeps the replay (HTTPFallbackAndReplay) and the queue (the stream tests of web)
 	t.Parallel()
 	base, _ := startServer(t)
 	ctx := browser(t)
