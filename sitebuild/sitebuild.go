@@ -155,7 +155,7 @@ func Rebase(b []byte, base string) []byte {
 // starters), as the browser's location.search will hold them: what the
 // site answers from a file rather than its WebAssembly.
 func LinkQueries(dir, page string) ([]string, error) {
-	link := regexp.MustCompile(`[/"]` + regexp.QuoteMeta(page) + `/\?([^"]+)"`)
+	link := regexp.MustCompile(`(?:href|src)="[^"?]*/` + regexp.QuoteMeta(page) + `/\?([^"]+)"`)
 	seen := map[string]bool{}
 	var out []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"html"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -184,5 +187,63 @@ func TestBrowserStaticSite(t *testing.T) {
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the site logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// The static site as make site writes it (less its WebAssembly, which
+// make test-long builds): every link and source of every page names a
+// file of the site (a folder's index.html for a page), and the data the
+// pages read are there. Under a sub-path, so that a link the rebasing
+// missed names a file outside it and fails.
+func TestWriteSiteLinksResolve(t *testing.T) {
+	t.Parallel()
+	const base = "/flashstep/"
+	dir := filepath.Join(t.TempDir(), "site")
+	if err := writeSite(dir, base); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"index.html", "lessons/attention/index.html", "step/index.html", "data/recordings.json", "data/steps.json",
+		"data/compares.json", "data/kernels.json", "data/source/flash2.json", "recordings/toy.fstrace", "static/js/site_worker.js"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the site has no %s", f)
+		}
+	}
+	attr := regexp.MustCompile(`(?:href|src|data-base-src)="([^"#]*)`)
+	pages, checked := 0, 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".html") {
+			return err
+		}
+		pages++
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range attr.FindAllSubmatch(b, -1) {
+			link := html.UnescapeString(string(m[1]))
+			link, _, _ = strings.Cut(link, "?")
+			if link == "" || strings.HasPrefix(link, "data:") || strings.Contains(link, "://") || strings.HasPrefix(link, "mailto:") {
+				continue
+			}
+			if !strings.HasPrefix(link, base) {
+				t.Errorf("%s links %q, outside the site's base %s", strings.TrimPrefix(p, dir), link, base)
+				continue
+			}
+			f := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(link, base)))
+			if strings.HasSuffix(link, "/") {
+				f = filepath.Join(f, "index.html")
+			}
+			if fi, err := os.Stat(f); err != nil || (fi.IsDir() && func() bool { _, e := os.Stat(filepath.Join(f, "index.html")); return e != nil }()) {
+				t.Errorf("%s links %s, which the site has no file for", strings.TrimPrefix(p, dir), link)
+			}
+			checked++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages < 30 || checked < 1000 {
+		t.Errorf("%d pages and %d links checked: the site is not what make site writes", pages, checked)
 	}
 }

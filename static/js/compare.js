@@ -11,7 +11,7 @@ import { describe, materialises } from './steps.js';
 import { reportSize, waitsToBeWanted, whenWanted } from './embed.js';
 import { gradients } from './backward.js';
 import { Knowledge, taughtUpTo } from './taught.js';
-import { apiFetch, call, onSite, siteData, siteURL } from './site.js';
+import { apiFetch, call, embedded, fillForm, onSite, siteData, siteURL } from './site.js';
 
 const $ = (id) => document.getElementById(id);
 const page = onSite && location.search ? await siteComparePage() : JSON.parse($('compare-data').textContent);
@@ -23,18 +23,7 @@ const page = onSite && location.search ? await siteComparePage() : JSON.parse($(
 async function siteComparePage() {
   const q = location.search.slice(1);
   const st = (await siteData('compares'))[q] ?? JSON.parse(await call('get', ['/compare', q]));
-  const f = document.getElementById('compare-form');
-  for (const [k, v] of Object.entries(st.values)) {
-    const el = f?.elements[k];
-    if (!el || el instanceof RadioNodeList) continue;
-    if (el.type === 'checkbox') el.checked = v === '1';
-    else if (k === 'pair') el.value = v || 'f32';
-    else el.value = v;
-  }
-  for (const el of f?.querySelectorAll('.field-error') || []) {
-    el.textContent = st.errors[el.dataset.field] || '';
-    el.closest('.field, .check')?.classList.toggle('invalid', !!st.errors[el.dataset.field]);
-  }
+  fillForm(document.getElementById('compare-form'), { ...st.values, pair: st.values.pair || 'f32' }, st.errors);
   document.getElementById('c-summary-line').textContent = st.data.valid ? st.summary : 'not run yet: fix the fields below';
   document.getElementById('c-settings').open = !st.data.valid;
   if (st.errors.form) {
@@ -53,10 +42,7 @@ async function siteComparePage() {
     }
     document.getElementById('c-settings').after(p);
   }
-  if (st.data.embed) {
-    document.body.classList.add('embedded');
-    for (const el of document.querySelectorAll('body > header.topbar, body > .banner')) el.remove();
-  }
+  if (st.data.embed) embedded();
   return st.data;
 }
 // A lesson's frame says how far its course has gone (taught=N): the panes

@@ -142,3 +142,26 @@ export async function apiFetch(url, init) {
   }
   return json({ error: `${path} needs a server: in a clone of the repository, make run` }, 501);
 }
+
+// fillForm fills a form as the server renders it from a URL (on the site
+// the page is one file for every URL): each field's value, and each
+// field's problem beside it.
+export function fillForm(form, values, errors) {
+  for (const [k, v] of Object.entries(values)) {
+    const el = form?.elements[k];
+    if (!el || el instanceof RadioNodeList) continue;
+    if (el.type === 'checkbox') el.checked = v === '1';
+    else el.value = v;
+  }
+  for (const el of form?.querySelectorAll('.field-error') || []) {
+    el.textContent = errors[el.dataset.field] || '';
+    el.closest('.field, .check')?.classList.toggle('invalid', !!errors[el.dataset.field]);
+  }
+}
+
+// embedded makes the page a lesson's frame, as the server renders one
+// (embed=1): no site chrome.
+export function embedded() {
+  document.body.classList.add('embedded');
+  for (const el of document.querySelectorAll('body > header.topbar, body > .banner')) el.remove();
+}

@@ -9,7 +9,7 @@ import { reportSize, waitsToBeWanted, whenWanted, wanted } from './embed.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { rung } from './rungs.js';
 import * as backward from './backward.js';
-import { apiFetch, call, onSite, siteData, siteURL } from './site.js';
+import { apiFetch, call, embedded, fillForm, onSite, siteData, siteURL } from './site.js';
 
 const $ = (id) => document.getElementById(id);
 const page = onSite && location.search ? await siteStepperPage() : JSON.parse($('page-data').textContent);
@@ -22,14 +22,7 @@ const page = onSite && location.search ? await siteStepperPage() : JSON.parse($(
 async function siteStepperPage() {
   const q = location.search.slice(1);
   const st = (await siteData('steps'))[q] ?? JSON.parse(await call('get', ['/step', q]));
-  const f = document.getElementById('run-form');
-  for (const [k, v] of Object.entries(st.values)) {
-    const el = f?.elements[k];
-    if (!el || el instanceof RadioNodeList) continue;
-    if (el.type === 'checkbox') el.checked = v === '1';
-    else el.value = v;
-  }
-  for (const el of document.querySelectorAll('.field-error')) el.textContent = st.errors[el.dataset.field] || '';
+  fillForm(document.getElementById('run-form'), st.values, st.errors);
   document.getElementById('run-summary').textContent = st.summary;
   document.getElementById('estimate').textContent = st.estimate;
   document.getElementById('runs-on').textContent = st.runs_on;
@@ -40,9 +33,8 @@ async function siteStepperPage() {
   const figures = document.getElementById('kernel-figures');
   if (figures) figures.hidden = shown.length > 0 && !shown.includes('source');
   if (st.data.embed) {
-    document.body.classList.add('embedded');
+    embedded();
     document.getElementById('stepper-page')?.classList.add('embed');
-    for (const el of document.querySelectorAll('body > header.topbar, body > .banner')) el.remove();
   }
   return st.data;
 }
@@ -177,9 +169,9 @@ async function checkForm() {
   showFieldErrors([]);
   $('estimate').textContent = body.estimate;
   $('runs-on').textContent = body.runs_on;
-  // A static site has no trace to download but a recording's own file.
-  if (onSite) $('download').hidden = true;
-  else $('download').href = `/api/trace?${body.query}`;
+  // The static site has no download link: its traces are recordings'
+  // own files, or made in this browser.
+  if (!onSite) $('download').href = `/api/trace?${body.query}`;
   $('run').disabled = false;
   if (body.query === state.query && state.model) {
     $('stepper').classList.remove('stale');
