@@ -40,12 +40,12 @@ var StepperPanels = []string{"grid", "s", "p", "rows", "o", "qkv", "final", "byt
 // each field's problem, the run's summary, and the data the page's script
 // starts from.
 type StepperState struct {
-	Values   map[string]string     `json:"values"`
-	Errors   map[string]string     `json:"errors"`
-	Summary  string                `json:"summary"`
-	Estimate string                `json:"estimate"`
-	RunsOn   string                `json:"runs_on"`
-	Data     StepperData `json:"data"`
+	Values   map[string]string `json:"values"`
+	Errors   map[string]string `json:"errors"`
+	Summary  string            `json:"summary"`
+	Estimate string            `json:"estimate"`
+	RunsOn   string            `json:"runs_on"`
+	Data     StepperData       `json:"data"`
 }
 
 // Stepper reads a stepper URL: the form filled from it, each field's

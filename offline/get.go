@@ -71,8 +71,6 @@ func runsOn(run kernels.Run) (string, error) {
 	}
 	c := run.Config()
 	switch {
-	case c.Engine == kernels.EngineGPU:
-		return "", kernels.FieldErrors{{Field: kernels.FieldEngine, Message: "engine=gpu needs a server with a GPU; this static site has none (run with engine auto or cpu)"}}
 	case c.Roles, c.Timing:
 		return "", kernels.FieldErrors{{Field: kernels.FieldMode, Message: "timing and roles modes are recorded on a GPU; this static site replays only the recorded runs"}}
 	}

@@ -58,14 +58,26 @@ var recorded = sync.OnceValues(func() (map[string]string, error) {
 })
 
 // Recording names the recording (recordings/NAME.fstrace) that holds run's
-// trace, or "" when none does and the mirror computes it.
+// trace, or "" when none does and the mirror computes it. As the server's
+// router: a run that asks for the CPU mirror (engine=cpu) is mirrored even
+// where a recording holds it, and one that asks for the GPU
+// (engine=gpu) is refused, naming the field.
 func Recording(run kernels.Run) (string, error) {
 	byKey, err := recorded()
 	if err != nil {
 		return "", err
 	}
+	switch run.Config().Engine {
+	case kernels.EngineCPU:
+		return "", nil
+	case kernels.EngineGPU:
+		return "", errNoGPU
+	}
 	return byKey[run.Key()], nil
 }
+
+// errNoGPU refuses engine=gpu, as a server without a GPU does.
+var errNoGPU = kernels.FieldErrors{{Field: kernels.FieldEngine, Message: "engine=gpu needs a server with a GPU; this static site has none (run with engine auto or cpu)"}}
 
 // ErrNeedsServer is the refusal of a run that only a server can make: one
 // on the GPU, or in timing or roles mode that no recording holds.
@@ -79,7 +91,7 @@ func Trace(ctx context.Context, run kernels.Run, emit func(chunk []byte) error) 
 	c := run.Config()
 	switch {
 	case c.Engine == kernels.EngineGPU:
-		return fmt.Errorf("%w: engine=gpu runs the kernel on a GPU, and the static site has none (run with engine auto or cpu)", ErrNeedsServer)
+		return fmt.Errorf("%w: %w", ErrNeedsServer, errNoGPU)
 	case c.Roles:
 		return fmt.Errorf("%w: mode=roles records the warps' roles on a GPU; only the recorded runs replay here", ErrNeedsServer)
 	case c.Timing:

@@ -38,8 +38,18 @@ type Site struct {
 	Base string
 }
 
-// Write writes the site into dir, which it empties first.
+// marker names a folder as one Write made, which a later Write may empty.
+const marker = ".flashstep-site"
+
+// Write writes the site into dir, which it empties first: a folder Write
+// made (it holds the marker file), or one that is empty or absent. Any
+// other folder is refused, so that a mistyped SITE never wipes sources.
 func Write(dir string, s Site) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
+			return fmt.Errorf("%s holds files and is not a site make site wrote (no %s): refusing to empty it", dir, marker)
+		}
+	}
 	if s.Base == "" {
 		s.Base = "/"
 	}
@@ -101,7 +111,7 @@ func Write(dir string, s Site) error {
 			return err
 		}
 	}
-	return nil
+	return put(marker, []byte("written by make site (package sitebuild); make site empties this folder\n"))
 }
 
 // get is one GET of the handler, which must answer 200.

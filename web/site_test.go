@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -59,7 +60,7 @@ func cpuServer(t *testing.T) string {
 func TestSiteTracesAreTheServers(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	url := cpuServer(t)
+	base := cpuServer(t)
 	var configs []kernels.Config
 	seen := map[instrument.Variant]bool{}
 	for len(configs) < 20 || len(seen) < len(instrument.Variants) {
@@ -69,9 +70,20 @@ func TestSiteTracesAreTheServers(t *testing.T) {
 			configs = append(configs, c)
 		}
 	}
+	queries := []string{}
 	for _, c := range configs {
-		q := c.Values().Encode()
-		res, err := http.Get(url + "/api/trace?" + q)
+		queries = append(queries, c.Values().Encode())
+	}
+	// A recorded run asked of the CPU mirror is mirrored, on the site as
+	// on the server, not replayed.
+	ragged, err := url.ParseQuery(lessons.Runs["ragged-causal"].Query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ragged.Set("engine", "cpu")
+	queries = append(queries, ragged.Encode())
+	for _, q := range queries {
+		res, err := http.Get(base + "/api/trace?" + q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +117,7 @@ func TestSiteTracesAreTheServers(t *testing.T) {
 // would use; the verdicts (status, hint, explanation, source) are equal.
 func TestSiteGradesAsTheServer(t *testing.T) {
 	t.Parallel()
-	url := cpuServer(t)
+	server := cpuServer(t)
 	course, err := lessons.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +148,7 @@ func TestSiteGradesAsTheServer(t *testing.T) {
 				reveal bool
 			}{{right, false}, {close, false}, {far, false}, {"", true}} {
 				body, _ := json.Marshal(checkpointRequest{Answer: a.answer, Reveal: a.reveal})
-				res, b := postJSON(t, url+"/api/checkpoints/"+l.Slug+"/"+c.ID, string(body))
+				res, b := postJSON(t, server+"/api/checkpoints/"+l.Slug+"/"+c.ID, string(body))
 				var server lessons.Judged
 				if res.StatusCode != http.StatusOK || json.Unmarshal(b, &server) != nil {
 					t.Fatalf("%s/%s %q: %d %s", l.Slug, c.ID, a.answer, res.StatusCode, b)
@@ -212,7 +224,7 @@ func answers(c *lessons.Checkpoint, sol grading.Solution) (right, close, far str
 // comes from (config's runs_on, the loop's source) may differ.
 func TestSiteAPIsAsTheServer(t *testing.T) {
 	t.Parallel()
-	url := cpuServer(t)
+	server := cpuServer(t)
 	rng := testrand.New(t)
 	type ask struct{ path, query string }
 	asks := []ask{
@@ -224,12 +236,20 @@ func TestSiteAPIsAsTheServer(t *testing.T) {
 		{"/api/config", "variant=flash2&n=0"}, {"/api/config", "variant=flash2&n=16&d=8&br=4&bc=4&bogus=1"},
 		{"/api/traffic", "variant=flash2&n=-1"},
 	}
+	// engine=gpu where there is none: refused, naming the field, as a
+	// server without a GPU refuses it (this test's server routes every
+	// engine to its mirror, so it cannot say so itself).
+	if _, err := offline.Get("/api/config", lessons.Runs["ragged-causal"].Query+"&engine=gpu"); err == nil || !strings.Contains(offline.ErrorJSON(err), `"field":"engine"`) {
+		t.Errorf("engine=gpu on the site: %v", err)
+	}
 	for range 6 {
 		c := kernelstest.RandomGPUConfig(rng, 1000)
 		asks = append(asks, ask{"/api/traffic", c.Values().Encode()}, ask{"/api/config", c.Values().Encode()})
+		run := url.Values{"variant": {c.Variant.String()}, "n": {strconv.Itoa(c.N)}, "d": {strconv.Itoa(c.D)}, "br": {strconv.Itoa(c.Br)}, "bc": {strconv.Itoa(c.Bc)}}
+		asks = append(asks, ask{"/api/kernels", run.Encode()})
 	}
 	for _, a := range asks {
-		res, err := http.Get(url + a.path + "?" + a.query)
+		res, err := http.Get(server + a.path + "?" + a.query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,6 +275,13 @@ func TestSiteAPIsAsTheServer(t *testing.T) {
 		}
 		delete(s, "runs_on")
 		delete(w, "runs_on")
+		if a.path == "/api/kernels" {
+			// The site computes the launched kernels; the table is a file.
+			if !reflect.DeepEqual(s["launched"], w["Launched"]) {
+				t.Errorf("%s?%s: the site launches %v, the server %v", a.path, a.query, s["launched"], w["Launched"])
+			}
+			continue
+		}
 		if a.path == "/api/loop" {
 			delete(s, "source")
 			delete(w, "source")

@@ -54,10 +54,11 @@ func writeSite(dir, base string) error {
 		}
 	}
 	data := map[string]string{
-		"/api/kernels":          "data/kernels.json",
-		"/api/traffic/measured": "data/traffic-measured.json",
-		"/api/sdpa":             "data/sdpa.json",
-		"/api/sweeps/recorded":  "data/sweeps-recorded.json",
+		"/api/kernels":             "data/kernels.json",
+		"/api/traffic/measured":    "data/traffic-measured.json",
+		"/api/sdpa":                "data/sdpa.json",
+		"/api/sweeps/recorded":     "data/sweeps-recorded.json",
+		"/api/sweeps/recorded.csv": "data/sweeps-recorded.csv",
 	}
 	// Each kernel's source, which every stepper shows beside its steps.
 	for _, info := range kernels.Variants() {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"sync"
 	"syscall/js"
+	"time"
 
 	"flashstep/kernels"
 	"flashstep/offline"
@@ -74,9 +75,11 @@ func recording(_ js.Value, args []js.Value) any {
 // and a call from JavaScript must not block on them) and settles a Promise
 // with what it returns.
 func promise(work func() (any, error)) any {
-	return js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, settle []js.Value) any {
+	var executor js.Func
+	executor = js.FuncOf(func(_ js.Value, settle []js.Value) any {
 		resolve, reject := settle[0], settle[1]
 		go func() {
+			defer executor.Release() // the Promise has called it, once
 			v, err := work()
 			if err != nil {
 				reject.Invoke(jsError(err))
@@ -85,8 +88,12 @@ func promise(work func() (any, error)) any {
 			resolve.Invoke(v)
 		}()
 		return nil
-	}))
+	})
+	return js.Global().Get("Promise").New(executor)
 }
+
+// chunkBytes is about how much of a trace one message to the page holds.
+const chunkBytes = 256 << 10
 
 // running holds the cancel of each trace under way, by the page's id.
 var running sync.Map // id (float64) → context.CancelFunc
@@ -102,12 +109,33 @@ func trace(_ js.Value, args []js.Value) any {
 		if err != nil {
 			return nil, err
 		}
-		return nil, offline.Trace(ctx, run, func(chunk []byte) error {
-			u8 := js.Global().Get("Uint8Array").New(len(chunk))
-			js.CopyBytesToJS(u8, chunk)
+		// Records go out in chunks of about chunkBytes, each followed by
+		// a pause that hands the thread back to JavaScript: Go's js/wasm
+		// runs every ready goroutine before it returns, so without one the
+		// worker would read no cancel, and send no chunk, until the run
+		// was done.
+		var buf []byte
+		flush := func() {
+			if len(buf) == 0 {
+				return
+			}
+			u8 := js.Global().Get("Uint8Array").New(len(buf))
+			js.CopyBytesToJS(u8, buf)
 			onChunk.Invoke(u8)
-			return nil
+			buf = buf[:0]
+			time.Sleep(time.Millisecond)
+		}
+		err = offline.Trace(ctx, run, func(chunk []byte) error {
+			buf = append(buf, chunk...)
+			if len(buf) >= chunkBytes {
+				flush()
+			}
+			return ctx.Err()
 		})
+		if err == nil {
+			flush()
+		}
+		return nil, err
 	})
 }
 

@@ -22,7 +22,13 @@ const page = onSite && location.search ? await siteComparePage() : JSON.parse($(
 // (api.Compare), and is filled in here.
 async function siteComparePage() {
   const q = location.search.slice(1);
-  const st = (await siteData('compares'))[q] ?? JSON.parse(await call('get', ['/compare', q]));
+  let st;
+  try {
+    st = (await siteData('compares'))[q] ?? JSON.parse(await call('get', ['/compare', q]));
+  } catch (e) {
+    document.getElementById('c-summary-line').textContent = `This page could not read its run: ${e.message}`;
+    return { valid: false, flash_query: '', naive_query: '', step: 1, pair: 'f32', embed: false };
+  }
   fillForm(document.getElementById('compare-form'), { ...st.values, pair: st.values.pair || 'f32' }, st.errors);
   document.getElementById('c-summary-line').textContent = st.data.valid ? st.summary : 'not run yet: fix the fields below';
   document.getElementById('c-settings').open = !st.data.valid;

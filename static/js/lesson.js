@@ -7,7 +7,7 @@ import { initMemoryCalculators } from './lesson_memory.js';
 import { initPlaygrounds } from './playground.js';
 import { initLoopWidgets } from './lesson_loop.js';
 import { installRunHub } from './stream.js';
-import { apiFetch } from './site.js';
+import { apiFetch, siteURL } from './site.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
@@ -409,8 +409,8 @@ function initProjector() {
 
 document.addEventListener('keydown', (ev) => {
   if (ev.altKey || ev.ctrlKey || ev.metaKey || typing(document.activeElement)) return;
-  if (ev.key === 'ArrowLeft' && data.prev) location.href = data.prev;
-  else if (ev.key === 'ArrowRight' && data.next) location.href = data.next;
+  if (ev.key === 'ArrowLeft' && data.prev) location.href = siteURL(data.prev);
+  else if (ev.key === 'ArrowRight' && data.next) location.href = siteURL(data.next);
   else if ((ev.key === 'p' || ev.key === 'P') && $('#projector-toggle')) setProjector(!document.body.classList.contains('projector'));
   else if (document.body.classList.contains('projector') && (ev.key === 'j' || ev.key === 'k')) stageMove(ev.key === 'j' ? 1 : -1);
   else return;

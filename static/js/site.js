@@ -25,6 +25,16 @@ let nextID = 1;
 function siteWorker() {
   if (worker) return worker;
   worker = new Worker(`${base}static/js/site_worker.js?base=${encodeURIComponent(base)}`);
+  // A worker that dies (its scripts did not load, the WebAssembly
+  // failed) settles every call it had, and the next call starts another.
+  worker.onerror = (ev) => {
+    ev.preventDefault?.();
+    const why = JSON.stringify({ error: `the site's WebAssembly worker stopped: ${ev.message || 'it did not start'}` });
+    for (const call of pending.values()) call.reject(new SiteError(why));
+    pending.clear();
+    worker.terminate();
+    worker = null;
+  };
   worker.onmessage = ({ data }) => {
     const call = pending.get(data.id);
     if (!call) return;
@@ -99,6 +109,7 @@ export function siteBytes(query, { onChunk, onTransport }) {
     const run = call('trace', [query], onChunk);
     stop = () => cancelCall(run.id);
     await run;
+    if (out.stopped) throw new Error('cancelled');
   })();
   return out;
 }
@@ -128,7 +139,8 @@ export async function apiFetch(url, init) {
     if (data[path]) return fetch(base + data[path], init);
     if (path === '/api/kernels') {
       const table = await (await fetch(`${base}data/kernels.json`)).json();
-      if (query) table.launched = JSON.parse(await call('get', [path, query])).launched;
+      // The server's key (templates.KernelsView), which the stepper reads.
+      if (query) table.Launched = JSON.parse(await call('get', [path, query])).launched;
       return json(table);
     }
     const cp = path.match(/^\/api\/checkpoints\/([^/]+)\/([^/]+)$/);

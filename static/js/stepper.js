@@ -21,7 +21,13 @@ const page = onSite && location.search ? await siteStepperPage() : JSON.parse($(
 // frame without the site's chrome.
 async function siteStepperPage() {
   const q = location.search.slice(1);
-  const st = (await siteData('steps'))[q] ?? JSON.parse(await call('get', ['/step', q]));
+  let st;
+  try {
+    st = (await siteData('steps'))[q] ?? JSON.parse(await call('get', ['/step', q]));
+  } catch (e) {
+    document.getElementById('run-status').textContent = `This page could not read its run: ${e.message}`;
+    return { valid: false, query: '', step: 0, panels: [], embed: false };
+  }
   fillForm(document.getElementById('run-form'), st.values, st.errors);
   document.getElementById('run-summary').textContent = st.summary;
   document.getElementById('estimate').textContent = st.estimate;

@@ -3,7 +3,7 @@
 // calculator and the traffic table.
 import { fmtBytes } from './views.js';
 import { rungs } from './rungs.js';
-import { apiFetch } from './site.js';
+import { apiFetch, onSite, siteURL } from './site.js';
 
 const $ = (id) => document.getElementById(id);
 const page = JSON.parse($('sweep-data').textContent);
@@ -108,7 +108,8 @@ function showRecord(rec, base, title) {
   $('sweep-downloads').innerHTML = '';
   for (const [ext, label] of [['csv', 'Download CSV'], ['json', 'Download JSON']]) {
     const a = document.createElement('a');
-    a.href = `${base}.${ext}`;
+    // The site holds the recorded sweep's two files among its data.
+    a.href = onSite && base === '/api/sweeps/recorded' ? siteURL(`/data/sweeps-recorded.${ext}`) : `${base}.${ext}`;
     a.textContent = label;
     a.download = '';
     a.dataset.testid = `download-${ext}`;
