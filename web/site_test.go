@@ -64,7 +64,7 @@ func TestSiteTracesAreTheServers(t *testing.T) {
 	var configs []kernels.Config
 	seen := map[instrument.Variant]bool{}
 	for len(configs) < 20 || len(seen) < len(instrument.Variants) {
-		c := kernelstest.RandomGPUConfig(rng, 300)
+		c := kernelstest.RandomGPUConfig(rng, 200)
 		if !seen[c.Variant] || len(configs) < 20 && len(seen) == len(instrument.Variants) {
 			seen[c.Variant] = true
 			configs = append(configs, c)

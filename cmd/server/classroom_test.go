@@ -243,6 +243,7 @@ func (c *roomClient) next(t *testing.T, typ string) map[string]any {
 // embedded NATS broker; the presenter on one, the students on the other,
 // and every step arrives, in order. The owner's shutdown reaches them too.
 func TestTwoServersShareARoomThroughNATS(t *testing.T) {
+	longOnly(t) // make test keeps rooms/natsrooms' own tests, on an embedded broker
 	t.Parallel()
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {

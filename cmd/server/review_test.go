@@ -73,6 +73,7 @@ const recordText = `(() => {
 // TestBrowserLessonReviewFixes: what the review of the course found, fixed
 // and held.
 func TestBrowserLessonReviewFixes(t *testing.T) {
+	longOnly(t) // seven lessons' widgets, one after another: make test-long and CI
 	t.Parallel()
 	base, _ := startServer(t, "-worker", "none")
 	ctx := browserSized(t, 1366, 900)
