@@ -11,6 +11,17 @@
 //	6 flash2_fast.cu flash2_fast.go   tuned: swizzle, cp.async, exp2, bf16
 //	  naive_mma.cu   naive_mma.go     naive on tensor cores, rung 6's partner
 //
+// then Hopper's rungs (sm_90a; their PTX is built on the GPU machine,
+// scripts/ptx-hopper):
+//
+//	 7 flash3_wgmma.cu    warpgroup products (wgmma) read from shared memory
+//	 8 flash3_tma.cu      tiles copied by the SM's TMA unit, counted in by mbarriers
+//	 9 flash3_ws.cu       a producer warpgroup and two consumers (setmaxnreg)
+//	10 flash3_pingpong.cu the consumers take turns on the tensor cores (named barriers)
+//	11 flash3_overlap.cu  the next tile's S issued with this tile's P·V
+//
+// each with its .go mirror of the same name, on the headers wgmma.cuh,
+// tma.cuh, hopper_tile.cuh and warpspec.cuh,
 // and past the forward's ladder, the backward pass (backward.go holds what
 // its kernels share):
 //
@@ -19,15 +30,18 @@
 //	flash2_bwd_mma.cu flash2_bwd_mma.go  the same loop on tensor cores, bf16
 //	naive_bwd.cu   naive_bwd.go     the backward that reads a stored P back
 //
-// with the pieces they share: instrument.cuh (trace writes) and mma.cuh
-// (tensor-core fragments) on the CUDA side; float32.go and bf16.go (the
+// with the pieces they share: instrument.cuh (trace writes), trace_abi.h
+// (the record layout, generated) and mma.cuh (tensor-core fragments) on
+// the CUDA side; float32.go and bf16.go (the
 // arithmetic the mirrors model) on the Go side. The package also owns what a
 // run is (Config, its limits and its URL form), the seeded input patterns,
 // the float64 reference that tests hold every kernel to, the registry
 // describing each variant's trace and the bytes each step moves, and the
-// order a trace's steps leave in (Schedule). How a run is launched on a GPU
-// is package launch's; what its bytes cost in device memory, package
-// traffic's.
+// order a trace's steps leave in (Schedule), and what ptxas reported of
+// each compiled kernel (Ptxas). The compiled PTX itself is package
+// kernels/ptx's, which only what loads or names it imports. How a run is
+// launched on a GPU is package launch's; what its bytes cost in device
+// memory, package traffic's.
 //
 // The float32 mirrors round every operation explicitly, float32(a*b) and
 // float32(x+y), so that no platform's fused multiply-add changes their
