@@ -66,6 +66,14 @@ WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(
     out.grades.push(JSON.parse(await flashstep.grade(slug, id, answer, false)));
   }
   out.refused = await flashstep.recording("variant=flash2&n=0").then(() => "", (e) => e.message);
+  // A cancel from the page's event loop (as the worker reads one) stops a
+  // long run: the WebAssembly must hand the thread back between chunks.
+  let got = 0, cancelled = false;
+  out.cancel = await flashstep.trace(++id, "variant=flash2&n=1024&d=64&br=64&bc=64&pattern=normal&seed=1", (c) => {
+    got += c.length;
+    if (!cancelled) { cancelled = true; const me = id; setTimeout(() => flashstep.cancel(me), 0); }
+  }).then(() => "finished", (e) => e.message);
+  out.cancelGot = got;
   out.toy = await flashstep.recording("variant=flash2&n=8&d=4&br=2&bc=2&pattern=normal&seed=1");
   out.memory = JSON.parse(await flashstep.get("/api/memory", "b=2&h=8&n=4096&d=64"));
   console.log(JSON.stringify(out));
@@ -86,6 +94,8 @@ WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(
 		Grades  []json.RawMessage `json:"grades"`
 		Refused string            `json:"refused"`
 		Toy     string            `json:"toy"`
+		Cancel  string            `json:"cancel"`
+		Got     int               `json:"cancelGot"`
 		Memory  json.RawMessage   `json:"memory"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
@@ -114,6 +124,9 @@ WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(
 		if i >= len(got.Grades) || !bytes.Equal(compact(got.Grades[i]), wj) {
 			t.Errorf("%s/%s: the WebAssembly grades %s, natively %s", g[0], g[1], got.Grades[i], wj)
 		}
+	}
+	if !strings.Contains(got.Cancel, "canceled") || got.Got >= 8<<20 {
+		t.Errorf("a run cancelled after its first chunk ended %q after %d bytes (its trace is about 14 MiB)", got.Cancel, got.Got)
 	}
 	if got.Toy != "toy" {
 		t.Errorf("the run of recordings/toy.fstrace is found in %q", got.Toy)
