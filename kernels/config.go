@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"flashstep/instrument"
+	"flashstep/problem"
 )
 
 // Config is one attention run: which kernel, the problem's shape, the inputs,
@@ -90,31 +91,12 @@ func (c *Config) TracedQ() instrument.Range {
 }
 
 // FieldError is a problem with one field of a configuration, named as in the
-// URL and the form.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// FieldErrors is every problem found in a configuration.
-type FieldErrors []FieldError
-
-func (e FieldErrors) Error() string {
-	parts := make([]string, len(e))
-	for i, f := range e {
-		parts[i] = f.Field + ": " + f.Message
-	}
-	return strings.Join(parts, "; ")
-}
-
-// ByField maps each field to its message, for forms.
-func (e FieldErrors) ByField() map[string]string {
-	m := make(map[string]string, len(e))
-	for _, f := range e {
-		m[f.Field] = f.Message
-	}
-	return m
-}
+// URL and the form; FieldErrors is every problem found in a configuration.
+// They are package problem's, whose errors every transport maps.
+type (
+	FieldError  = problem.Field
+	FieldErrors = problem.Fields
+)
 
 // Field names, as in URLs and forms.
 const (
@@ -139,7 +121,7 @@ const (
 func (c *Config) Validate() error {
 	var errs FieldErrors
 	add := func(field, format string, args ...any) {
-		errs = append(errs, FieldError{field, fmt.Sprintf(format, args...)})
+		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	inRange := func(field, name string, v, lo, hi int) bool {
 		if v < lo || v > hi {
@@ -192,10 +174,10 @@ func (c *Config) Validate() error {
 	}
 	if size := c.TraceBytes(); size > MaxTraceBytes {
 		if c.Timing {
-			return FieldErrors{{FieldMode, fmt.Sprintf("a timing trace of the whole grid would be %s, above the %s limit: fewer batch-heads or a smaller N",
+			return FieldErrors{{Field: FieldMode, Message: fmt.Sprintf("a timing trace of the whole grid would be %s, above the %s limit: fewer batch-heads or a smaller N",
 				FormatBytes(size), FormatBytes(MaxTraceBytes))}}
 		}
-		return FieldErrors{{FieldTraceBH, c.oversizeAdvice(size)}}
+		return FieldErrors{{Field: FieldTraceBH, Message: c.oversizeAdvice(size)}}
 	}
 	return nil
 }
@@ -367,7 +349,7 @@ func ParseBenchFields(v url.Values) (Config, error) {
 		return c, errs
 	}
 	if c.N < 1 || c.D < 1 || c.Br < 1 || c.Bc < 1 || c.Batch < 1 || c.Heads < 1 {
-		return c, FieldErrors{{FieldN, "every size must be positive"}}
+		return c, FieldErrors{{Field: FieldN, Message: "every size must be positive"}}
 	}
 	return c, nil
 }
@@ -377,7 +359,7 @@ func parseFields(v url.Values) (Config, FieldErrors) {
 	c := DefaultConfig()
 	var errs FieldErrors
 	add := func(field, format string, args ...any) {
-		errs = append(errs, FieldError{field, fmt.Sprintf(format, args...)})
+		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	intField := func(field, name string, dst *int) {
 		s := strings.TrimSpace(v.Get(field))

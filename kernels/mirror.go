@@ -45,10 +45,10 @@ func MirrorTrace(ctx context.Context, r Run, emit func(chunk []byte) error) erro
 func RunMirror(ctx context.Context, r Run, sink func(*instrument.Record) error) error {
 	c := r.c
 	if c.Roles {
-		return FieldErrors{{FieldMode, "roles mode needs the GPU: the CPU mirror has no warps, copies or clocks to record"}}
+		return FieldErrors{{Field: FieldMode, Message: "roles mode needs the GPU: the CPU mirror has no warps, copies or clocks to record"}}
 	}
 	if c.Timing {
-		return FieldErrors{{FieldMode, "timing mode needs the GPU: the CPU mirror has no SMs or clocks to record"}}
+		return FieldErrors{{Field: FieldMode, Message: "timing mode needs the GPU: the CPU mirror has no SMs or clocks to record"}}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
