@@ -39,18 +39,11 @@ type Config struct {
 	// records its warp roles' spans in every block (roles.go).
 	Roles bool
 
-	// Engine asks for where to run: EngineAuto (the GPU if there is one and
-	// it runs this shape, else a recording of this run, else the CPU
-	// mirror), EngineGPU or EngineCPU.
-	Engine string
+	// Engine asks for where to run: instrument.SourceAny (the GPU if there
+	// is one and it runs this shape, else a recording of this run, else
+	// the CPU mirror), SourceGPU or SourceCPUMirror.
+	Engine instrument.Source
 }
-
-// Engines a run may ask for.
-const (
-	EngineAuto = ""
-	EngineGPU  = "gpu"
-	EngineCPU  = "cpu"
-)
 
 // Limits of what the CPU mirror runs and what one trace may hold.
 const (
@@ -264,8 +257,8 @@ func (c *Config) Values() url.Values {
 	} else if c.Timing {
 		v.Set(FieldMode, "timing")
 	}
-	if c.Engine != EngineAuto {
-		v.Set(FieldEngine, c.Engine)
+	if c.Engine != instrument.SourceAny {
+		v.Set(FieldEngine, c.Engine.String())
 	}
 	return v
 }
@@ -274,7 +267,7 @@ func (c *Config) Values() url.Values {
 // recording or a cached trace of the same run is found whoever asks.
 func (c *Config) Key() string {
 	k := *c
-	k.Engine = EngineAuto
+	k.Engine = instrument.SourceAny
 	return k.Values().Encode()
 }
 
@@ -419,8 +412,8 @@ func parseFields(v url.Values) (Config, FieldErrors) {
 	}
 	switch s := strings.TrimSpace(v.Get(FieldEngine)); s {
 	case "", "auto":
-	case EngineGPU, EngineCPU:
-		c.Engine = s
+	case instrument.SourceGPU.String(), instrument.SourceCPUMirror.String():
+		c.Engine, _ = instrument.ParseSource(s)
 	default:
 		add(FieldEngine, "engine must be auto, gpu or cpu (got %q)", truncate(s))
 	}

@@ -197,7 +197,7 @@ func TestConfigValuesRoundTrip(t *testing.T) {
 	rng := testrand.New(t)
 	for range 200 {
 		c := randomConfig(rng)
-		c.Engine = []string{EngineAuto, EngineGPU, EngineCPU}[rng.IntN(3)]
+		c.Engine = []instrument.Source{instrument.SourceAny, instrument.SourceGPU, instrument.SourceCPUMirror}[rng.IntN(3)]
 		if c.TraceBH == (instrument.Range{}) && c.TraceQ == (instrument.Range{}) && rng.IntN(3) == 0 {
 			c.Timing = true
 			c.Roles = Info(c.Variant).Roles != nil && rng.IntN(2) == 0

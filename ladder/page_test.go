@@ -15,6 +15,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/ladder"
 	"flashstep/runner"
@@ -29,7 +30,7 @@ import (
 type engines struct{ runner.Runner }
 
 func (e engines) Route(c kernels.Run) runner.Route {
-	return runner.Route{Engine: runner.OnCPU, Key: c.Key(), Says: "the test runner",
+	return runner.Route{Engine: instrument.SourceCPUMirror, Key: c.Key(), Says: "the test runner",
 		Run: func(ctx context.Context, emit func([]byte) error) error { return e.Runner.Run(ctx, c, emit) }}
 }
 func (engines) GPUHello() (worker.Hello, bool)     { return worker.Hello{}, false }
@@ -172,7 +173,7 @@ func TestLadderPageShowsCodeAndDiffs(t *testing.T) {
 // ladderPage serves /ladder from a server on the CPU mirror and parses it.
 func ladderPage(t *testing.T) *html.Node {
 	t.Helper()
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	sweeps := sweep.NewManager(map[instrument.Source]sweep.Executor{instrument.SourceCPUMirror: sweep.CPU{}})
 	t.Cleanup(sweeps.Close)
 	app := web.NewServer(web.Deps{Engines: engines{runner.Mirror{}}, Sweeps: sweeps, Static: fstest.MapFS{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})

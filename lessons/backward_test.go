@@ -121,7 +121,7 @@ func exactRow(c kernels.Config, row int) exact {
 // mirrorTrace is run c's trace from the CPU mirror.
 func mirrorTrace(t *testing.T, c kernels.Config) *lessons.Trace {
 	t.Helper()
-	c.Engine = kernels.EngineCPU
+	c.Engine = instrument.SourceCPUMirror
 	return traceOf(t, runner.Mirror{}, c)
 }
 

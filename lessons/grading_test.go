@@ -693,7 +693,7 @@ func TestGradingOnFreshRuns(t *testing.T) {
 		sp := specOf(t, c)
 		for try := range 3 {
 			cc := *c
-			cc.Run.Engine = kernels.EngineCPU
+			cc.Run.Engine = instrument.SourceCPUMirror
 			cc.Run.Seed = rng.Uint64N(1 << 40)
 			cc.Run.Pattern = patterns[try]
 			var tr *lessons.Trace

@@ -472,7 +472,7 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 			case lessons.AskSkipped, lessons.AskCount, lessons.AskFirstLoad:
 				cfg := c.Run
 				cfg.Causal = !cfg.Causal
-				cfg.Engine = kernels.EngineCPU
+				cfg.Engine = instrument.SourceCPUMirror
 				// The same checkpoint on the other mask.
 				cc := *c
 				cc.Run = cfg
@@ -504,7 +504,7 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 			case lessons.AskWritten:
 				cfg := c.Run
 				cfg.N++
-				cfg.Engine = kernels.EngineCPU
+				cfg.Engine = instrument.SourceCPUMirror
 				cc := *c
 				cc.Run = cfg
 				got, err := cc.Solve(traceOf(t, runner.Mirror{}, cfg))
@@ -515,7 +515,7 @@ func TestCheckpointAnswersFollowTheTrace(t *testing.T) {
 			default:
 				// Fresh seeds until the answer moves (a choice may agree by chance).
 				cfg := c.Run
-				cfg.Engine = kernels.EngineCPU
+				cfg.Engine = instrument.SourceCPUMirror
 				moved := false
 				for try := 0; try < 8 && !moved; try++ {
 					cfg.Seed = rng.Uint64N(1 << 40)

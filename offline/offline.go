@@ -68,9 +68,9 @@ func Recording(run kernels.Run) (string, error) {
 		return "", err
 	}
 	switch run.Config().Engine {
-	case kernels.EngineCPU:
+	case instrument.SourceCPUMirror:
 		return "", nil
-	case kernels.EngineGPU:
+	case instrument.SourceGPU:
 		return "", errNoGPU
 	}
 	return byKey[run.Key()], nil
@@ -90,7 +90,7 @@ var ErrNeedsServer = errors.New("needs a server")
 func Trace(ctx context.Context, run kernels.Run, emit func(chunk []byte) error) error {
 	c := run.Config()
 	switch {
-	case c.Engine == kernels.EngineGPU:
+	case c.Engine == instrument.SourceGPU:
 		return fmt.Errorf("%w: %w", ErrNeedsServer, errNoGPU)
 	case c.Roles:
 		return fmt.Errorf("%w: mode=roles records the warps' roles on a GPU; only the recorded runs replay here", ErrNeedsServer)

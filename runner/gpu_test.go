@@ -612,13 +612,13 @@ func TestRouter(t *testing.T) {
 	}
 	// engine=cpu bypasses a recording.
 	c = rec.Config
-	c.Engine = kernels.EngineCPU
+	c.Engine = instrument.SourceCPUMirror
 	got, err = collect(context.Background(), r, c)
 	if h, _, derr := instrument.ReadAll(bytes.NewReader(got)); err != nil || derr != nil || h.Source != instrument.SourceCPUMirror {
 		t.Fatalf("engine=cpu: %v %v", err, derr)
 	}
 	// engine=gpu and timing mode need a GPU, and say so by field.
-	c.Engine = kernels.EngineGPU
+	c.Engine = instrument.SourceGPU
 	var fe kernels.FieldErrors
 	if _, err := collect(context.Background(), r, c); !errors.As(err, &fe) || fe[0].Field != kernels.FieldEngine {
 		t.Fatalf("engine=gpu without a GPU: %v", err)

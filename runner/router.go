@@ -21,19 +21,12 @@ type Router struct {
 	Mirror     Mirror
 }
 
-// The engines a Route names.
-const (
-	OnGPU       = "gpu"
-	OnRecording = "recording"
-	OnCPU       = "cpu"
-)
-
 // Route is where one run goes: the one decision that Run, the pages and the
 // server's shared computations all read.
 type Route struct {
-	// Engine is OnGPU, OnRecording or OnCPU; empty when Err says why the
-	// run can go nowhere.
-	Engine string
+	// Engine is instrument.SourceGPU, SourceRecording or SourceCPUMirror;
+	// SourceAny when Err says why the run can go nowhere.
+	Engine instrument.Source
 	// Key names the numbers the run produces: the run and, on the GPU, the
 	// GPU, driver and PTX that compute them. Two runs with one Key have
 	// the same trace, byte for byte.
@@ -54,17 +47,17 @@ func (r *Router) Route(run kernels.Run) Route {
 			Says: "nothing: this server has no GPU"}
 	}
 	gpu := func() Route {
-		return Route{Engine: OnGPU, Key: r.GPU.runKey(&c), Says: "the GPU: " + r.GPU.Hello().GPU,
+		return Route{Engine: instrument.SourceGPU, Key: r.GPU.runKey(&c), Says: "the GPU: " + r.GPU.Hello().GPU,
 			Run: func(ctx context.Context, emit func([]byte) error) error { return r.GPU.Run(ctx, run, emit) }}
 	}
 	cpu := func(says string) Route {
-		return Route{Engine: OnCPU, Key: OnCPU + "|" + run.Key(), Says: says,
+		return Route{Engine: instrument.SourceCPUMirror, Key: instrument.SourceCPUMirror.String() + "|" + run.Key(), Says: says,
 			Run: func(ctx context.Context, emit func([]byte) error) error { return r.Mirror.Run(ctx, run, emit) }}
 	}
 	switch c.Engine {
-	case kernels.EngineCPU:
+	case instrument.SourceCPUMirror:
 		return cpu("the CPU mirror (asked for)")
-	case kernels.EngineGPU:
+	case instrument.SourceGPU:
 		if r.GPU == nil {
 			return noGPU("this server has no GPU (" + r.NoGPU + "): run with engine auto or cpu")
 		}
@@ -74,7 +67,7 @@ func (r *Router) Route(run kernels.Run) Route {
 		return gpu()
 	}
 	if rec, ok := r.Recordings.Find(&c); ok {
-		return Route{Engine: OnRecording, Key: OnRecording + "|" + rec.Name,
+		return Route{Engine: instrument.SourceRecording, Key: instrument.SourceRecording.String() + "|" + rec.Name,
 			Says: fmt.Sprintf("a recording made on %s on %s", rec.Header.Label, rec.When().Format("2006-01-02")),
 			Run:  rec.replay}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"flashstep/kernels"
+	"flashstep/instrument"
 	"flashstep/kernels/kernelstest"
 	"flashstep/runner"
 	"flashstep/runs"
@@ -26,7 +26,7 @@ func TestIdenticalGPURunsAreComputedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := runner.Toy
-	c.Engine = kernels.EngineGPU // a different URL, the same run
+	c.Engine = instrument.SourceGPU // a different URL, the same run
 	second, err := hub.Collect(context.Background(), kernelstest.MustRun(t, c), "b")
 	if err != nil || !bytes.Equal(bytes.Join(first, nil), bytes.Join(second, nil)) {
 		t.Fatalf("the same run again: %v", err)

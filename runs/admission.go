@@ -3,6 +3,7 @@ package runs
 import (
 	"fmt"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/runner"
 )
@@ -29,7 +30,7 @@ func (h *Hub) busy(reason string) *BusyError {
 func (h *Hub) admit(route runner.Route, run kernels.Run, addr string) (*trace, error) {
 	c := run.Config()
 	t := &trace{key: route.Key, engine: route.Engine, addr: addr, run: route.Run,
-		estimate: c.TraceBytes() + labelSlack, free: route.Engine == runner.OnRecording, changed: make(chan struct{})}
+		estimate: c.TraceBytes() + labelSlack, free: route.Engine == instrument.SourceRecording, changed: make(chan struct{})}
 	if t.free {
 		h.traces[t.key] = t
 		h.start(t)
@@ -55,14 +56,14 @@ func (h *Hub) admit(route runner.Route, run kernels.Run, addr string) (*trace, e
 	return t, nil
 }
 
-func engineName(engine string) string {
-	if engine == runner.OnGPU {
+func engineName(engine instrument.Source) string {
+	if engine == instrument.SourceGPU {
 		return "GPU"
 	}
 	return "CPU"
 }
 
-func (h *Hub) lane(engine string) *lane {
+func (h *Hub) lane(engine instrument.Source) *lane {
 	l := h.lanes[engine]
 	if l == nil {
 		l = &lane{slots: max(h.opts.Slots[engine], 1), queueLen: max(h.opts.Queue[engine], 1)}

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/runner"
 )
@@ -41,12 +42,12 @@ type Options struct {
 	// default one per CPU core for the mirror (each computation is one
 	// goroutine that never waits), and one for the GPU, which runs one
 	// traced kernel at a time anyway. Recordings need no slot.
-	Slots map[string]int
+	Slots map[instrument.Source]int
 	// Queue is how many computations may wait on each engine (default 4
 	// per slot, at least 8 for the GPU): a class asking for its teacher's
 	// run needs one; a queue longer than a few runs' time only makes
 	// everyone wait longer before hearing "busy".
-	Queue map[string]int
+	Queue map[instrument.Source]int
 	// Memory bounds the bytes of every trace held: computing, cached, or
 	// cached no longer but still being read (default 256 MiB).
 	Memory int64
@@ -64,14 +65,14 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	cores := runtime.GOMAXPROCS(0)
-	slots := map[string]int{runner.OnCPU: cores, runner.OnGPU: 1}
+	slots := map[instrument.Source]int{instrument.SourceCPUMirror: cores, instrument.SourceGPU: 1}
 	for k, v := range o.Slots {
 		if v > 0 {
 			slots[k] = v
 		}
 	}
 	o.Slots = slots
-	queue := map[string]int{runner.OnCPU: 4 * slots[runner.OnCPU], runner.OnGPU: max(8, 4*slots[runner.OnGPU])}
+	queue := map[instrument.Source]int{instrument.SourceCPUMirror: 4 * slots[instrument.SourceCPUMirror], instrument.SourceGPU: max(8, 4*slots[instrument.SourceGPU])}
 	for k, v := range o.Queue {
 		if v > 0 {
 			queue[k] = v
@@ -122,7 +123,7 @@ type Hub struct {
 	mu      sync.Mutex
 	closed  bool
 	traces  map[string]*trace // by route key: waiting, running, or done and cached
-	lanes   map[string]*lane
+	lanes   map[instrument.Source]*lane
 	cache   *list.List // done traces, most recently used at the front
 	held    int64      // the sum of every trace's charge (see Options.Memory)
 	readers int
@@ -153,7 +154,7 @@ func New(router Router, o Options) *Hub {
 	idle := make(chan struct{})
 	close(idle)
 	return &Hub{router: router, opts: o.withDefaults(), ctx: ctx, end: end, idle: idle,
-		traces: map[string]*trace{}, lanes: map[string]*lane{}, cache: list.New(), byAddr: map[string]*addrUse{}}
+		traces: map[string]*trace{}, lanes: map[instrument.Source]*lane{}, cache: list.New(), byAddr: map[string]*addrUse{}}
 }
 
 // Open starts reading the trace of r, computing it if nobody is. A run

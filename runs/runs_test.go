@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/runner"
 )
@@ -36,9 +37,9 @@ func (f *fakeEngine) Route(c kernels.Run) runner.Route {
 	if f.unroutable != nil {
 		return runner.Route{Err: f.unroutable}
 	}
-	engine := runner.OnCPU
+	engine := instrument.SourceCPUMirror
 	if c.Config().Seed >= recordedSeeds {
-		engine = runner.OnRecording
+		engine = instrument.SourceRecording
 	}
 	return runner.Route{Engine: engine, Key: c.Key(), Says: "fake",
 		Run: func(ctx context.Context, emit func([]byte) error) error {
@@ -187,7 +188,7 @@ func next(t *testing.T, r *Reader) Update {
 func TestAdmission(t *testing.T) {
 	t.Parallel()
 	f := &fakeEngine{chunkCount: 1, gate: make(chan struct{})}
-	h := New(f, Options{Slots: map[string]int{runner.OnCPU: 1}, Queue: map[string]int{runner.OnCPU: 2}, PerAddress: 10})
+	h := New(f, Options{Slots: map[instrument.Source]int{instrument.SourceCPUMirror: 1}, Queue: map[instrument.Source]int{instrument.SourceCPUMirror: 2}, PerAddress: 10})
 	open := func(seed uint64, addr string) (*Reader, error) { return h.Open(run(seed), addr) }
 	a, err := open(1, "x")
 	if err != nil {
@@ -336,7 +337,7 @@ func TestMemoryBound(t *testing.T) {
 	c := kernels.DefaultConfig()
 	per := c.TraceBytes() + labelSlack
 	f := &fakeEngine{chunkCount: 3, pad: int(per / 3)}
-	h := New(f, Options{Memory: 3 * per, PerAddress: 100, Slots: map[string]int{runner.OnCPU: 2}})
+	h := New(f, Options{Memory: 3 * per, PerAddress: 100, Slots: map[instrument.Source]int{instrument.SourceCPUMirror: 2}})
 	// Many distinct runs one after another: the cache keeps the last
 	// few, and the bytes held never pass the bound.
 	for seed := range uint64(20) {
@@ -389,7 +390,7 @@ func TestMemoryBound(t *testing.T) {
 func TestCloseWakesEveryReader(t *testing.T) {
 	t.Parallel()
 	f := &fakeEngine{chunkCount: 5, gate: make(chan struct{})}
-	h := New(f, Options{Slots: map[string]int{runner.OnCPU: 1}})
+	h := New(f, Options{Slots: map[instrument.Source]int{instrument.SourceCPUMirror: 1}})
 	a, _ := h.Open(run(1), "a")
 	b, _ := h.Open(run(2), "a") // waits
 	h.Close()
@@ -432,7 +433,7 @@ func TestAccounting(t *testing.T) {
 	t.Run("recordings", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeEngine{chunkCount: 1, pad: pad, gate: make(chan struct{})}
-		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[string]int{runner.OnCPU: 4}})
+		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[instrument.Source]int{instrument.SourceCPUMirror: 4}})
 		rec, _ := h.Open(run(recordedSeeds+1), "a") // a recording as large as a trace
 		f.gate <- struct{}{}
 		readAll(t, rec)
@@ -455,7 +456,7 @@ func TestAccounting(t *testing.T) {
 	t.Run("queue bound while the head waits for memory", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeEngine{chunkCount: 1, pad: pad, gate: make(chan struct{})}
-		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[string]int{runner.OnCPU: 2}, Queue: map[string]int{runner.OnCPU: 1}})
+		h := New(f, Options{Memory: per + per/2, PerAddress: 100, Slots: map[instrument.Source]int{instrument.SourceCPUMirror: 2}, Queue: map[instrument.Source]int{instrument.SourceCPUMirror: 1}})
 		a, _ := h.Open(run(1), "a")
 		b, _ := h.Open(run(2), "b") // waits: no memory for it
 		if u := next(t, b); u.Ahead != 0 {
@@ -521,7 +522,7 @@ func TestAccounting(t *testing.T) {
 	t.Run("the start of a run that waited", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeEngine{chunkCount: 1, gate: make(chan struct{})}
-		h := New(f, Options{Slots: map[string]int{runner.OnCPU: 1}, PerAddress: 100})
+		h := New(f, Options{Slots: map[instrument.Source]int{instrument.SourceCPUMirror: 1}, PerAddress: 100})
 		a, _ := h.Open(run(1), "a")
 		b, _ := h.Open(run(2), "b")
 		if u := next(t, b); u.Ahead != 0 {

@@ -4,16 +4,18 @@ import (
 	"container/list"
 	"context"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 )
 
 // trace is one run's trace, shared by its readers. Its fields are guarded
 // by the hub's mutex; a chunk, once appended, never changes.
 type trace struct {
-	key, engine, addr string
-	run               func(ctx context.Context, emit func([]byte) error) error
-	estimate          int64 // bytes reserved while it computes
-	free              bool  // a recording: its bytes are the recording's, held anyway
+	key, addr string
+	engine    instrument.Source
+	run       func(ctx context.Context, emit func([]byte) error) error
+	estimate  int64 // bytes reserved while it computes
+	free      bool  // a recording: its bytes are the recording's, held anyway
 
 	state   int
 	counted bool // against its address's computations, until it ends

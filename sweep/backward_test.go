@@ -93,7 +93,7 @@ func TestBackwardFLOPs(t *testing.T) {
 func TestEstimateBackward(t *testing.T) {
 	t.Parallel()
 	const repeats = 5
-	one := func(engine string, v instrument.Variant, n, d int, causal bool) Spec {
+	one := func(engine instrument.Source, v instrument.Variant, n, d int, causal bool) Spec {
 		return Spec{Engine: engine, Ns: []int{n}, Ds: []int{d}, Causal: []bool{causal}, Variants: []instrument.Variant{v}, Repeats: repeats}
 	}
 	secs := func(s Spec, cores int) float64 { return s.estimate(cores).Seconds() }
@@ -109,15 +109,15 @@ func TestEstimateBackward(t *testing.T) {
 		s    Spec
 		want float64
 	}{
-		{"flash2, GPU", one(kernels.EngineGPU, instrument.VariantFlash2, 4096, 64, false), fwd/gpu(instrument.VariantFlash2)*6 + 1.5},
-		{"flash2_bwd, GPU", one(kernels.EngineGPU, instrument.VariantFlash2Bwd, 4096, 64, false), bwd/gpu(instrument.VariantFlash2Bwd)*6 + 1.5 + 8*head/1.5e9},
-		{"flash2_bwd causal, GPU", one(kernels.EngineGPU, instrument.VariantFlash2Bwd, 4096, 64, true), bwd/2/gpu(instrument.VariantFlash2Bwd)*6 + 1.5 + 8*head/2/1.5e9},
-		{"flash2_bwd_mma, GPU", one(kernels.EngineGPU, instrument.VariantFlash2BwdMMA, 4096, 64, false), bwd/gpu(instrument.VariantFlash2BwdMMA)*6 + 1.5 + 8*head/1.5e9},
+		{"flash2, GPU", one(instrument.SourceGPU, instrument.VariantFlash2, 4096, 64, false), fwd/gpu(instrument.VariantFlash2)*6 + 1.5},
+		{"flash2_bwd, GPU", one(instrument.SourceGPU, instrument.VariantFlash2Bwd, 4096, 64, false), bwd/gpu(instrument.VariantFlash2Bwd)*6 + 1.5 + 8*head/1.5e9},
+		{"flash2_bwd causal, GPU", one(instrument.SourceGPU, instrument.VariantFlash2Bwd, 4096, 64, true), bwd/2/gpu(instrument.VariantFlash2Bwd)*6 + 1.5 + 8*head/2/1.5e9},
+		{"flash2_bwd_mma, GPU", one(instrument.SourceGPU, instrument.VariantFlash2BwdMMA, 4096, 64, false), bwd/gpu(instrument.VariantFlash2BwdMMA)*6 + 1.5 + 8*head/1.5e9},
 		// naive_bwd computes every tile under the mask, and its P costs
 		// half as much again on the host.
-		{"naive_bwd causal, GPU", one(kernels.EngineGPU, instrument.VariantNaiveBwd, 4096, 64, true), bwd/gpu(instrument.VariantNaiveBwd)*6 + 1.5 + 8*head/2*1.5/1.5e9},
+		{"naive_bwd causal, GPU", one(instrument.SourceGPU, instrument.VariantNaiveBwd, 4096, 64, true), bwd/gpu(instrument.VariantNaiveBwd)*6 + 1.5 + 8*head/2*1.5/1.5e9},
 		// On the CPU the mirror's rate includes its inputs: B=H=1 here.
-		{"flash2_bwd, CPU", Spec{Engine: kernels.EngineCPU, Ns: []int{256}, Ds: []int{64}, Causal: []bool{false}, Variants: []instrument.Variant{instrument.VariantFlash2Bwd}, Batch: 1, Heads: 1, Repeats: repeats},
+		{"flash2_bwd, CPU", Spec{Engine: instrument.SourceCPUMirror, Ns: []int{256}, Ds: []int{64}, Causal: []bool{false}, Variants: []instrument.Variant{instrument.VariantFlash2Bwd}, Batch: 1, Heads: 1, Repeats: repeats},
 			2.5 * 4 * 256 * 256 * 64 / cpu(instrument.VariantFlash2Bwd) * 6},
 	}
 	for _, tc := range cases {
@@ -126,7 +126,7 @@ func TestEstimateBackward(t *testing.T) {
 		}
 	}
 	// Fewer cores, more turns: 128 batch-heads on 2 cores are 64.
-	s := one(kernels.EngineGPU, instrument.VariantFlash2Bwd, 4096, 64, false)
+	s := one(instrument.SourceGPU, instrument.VariantFlash2Bwd, 4096, 64, false)
 	if d := secs(s, 2) - secs(s, 16); math.Abs(d-(64-8)*head/1.5e9) > 1e-6 {
 		t.Errorf("2 cores against 16: %.3f s more", d)
 	}
@@ -187,7 +187,7 @@ func TestDeviceBytes(t *testing.T) {
 func TestCPUBackwardSweep(t *testing.T) {
 	t.Parallel()
 	over := make(marker, 1)
-	m := NewManager(map[string]Executor{kernels.EngineCPU: CPU{}, kernels.EngineGPU: over})
+	m := NewManager(map[instrument.Source]Executor{instrument.SourceCPUMirror: CPU{}, instrument.SourceGPU: over})
 	defer m.Close()
 	v, _ := url.ParseQuery("engine=cpu&variants=flash2,flash2_bwd,naive_bwd&n=64,128&d=16&causal=0,1&repeats=2")
 	spec, err := ParseSpec(v)
@@ -196,7 +196,7 @@ func TestCPUBackwardSweep(t *testing.T) {
 	}
 	start := time.Now()
 	j, _ := m.Submit(spec, "test")
-	if _, err := m.Submit(Spec{Engine: kernels.EngineGPU, Ns: []int{64}, Ds: []int{16}, Causal: []bool{false}, Variants: sweptVariants(kernels.EngineCPU)[:1], Repeats: 1}, "test"); err != nil {
+	if _, err := m.Submit(Spec{Engine: instrument.SourceGPU, Ns: []int{64}, Ds: []int{16}, Causal: []bool{false}, Variants: sweptVariants(instrument.SourceCPUMirror)[:1], Repeats: 1}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	select {

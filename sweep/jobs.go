@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/launch"
 )
@@ -76,7 +77,7 @@ const (
 // Manager runs sweeps one at a time, in the order they came: two sweeps at
 // once would time each other.
 type Manager struct {
-	execs map[string]Executor
+	execs map[instrument.Source]Executor
 
 	mu    sync.Mutex
 	jobs  map[string]*Job
@@ -108,15 +109,15 @@ func (e *BusyError) Error() string { return e.Reason }
 
 // NewManager starts a manager over the engines it has: "cpu" always, "gpu"
 // where there is one.
-func NewManager(execs map[string]Executor) *Manager {
+func NewManager(execs map[instrument.Source]Executor) *Manager {
 	m := &Manager{execs: execs, jobs: map[string]*Job{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go m.loop()
 	return m
 }
 
 // Engines says which engines can sweep here.
-func (m *Manager) Engines() map[string]string {
-	out := map[string]string{}
+func (m *Manager) Engines() map[instrument.Source]string {
+	out := map[instrument.Source]string{}
 	for k, e := range m.execs {
 		out[k] = e.Source()
 	}

@@ -25,7 +25,7 @@ import (
 
 // Spec is what to sweep.
 type Spec struct {
-	Engine   string               `json:"engine"` // kernels.EngineGPU or kernels.EngineCPU
+	Engine   instrument.Source    `json:"engine"` // instrument.SourceGPU or SourceCPUMirror ("gpu", "cpu")
 	Ns       []int                `json:"ns"`
 	Ds       []int                `json:"ds"`
 	Causal   []bool               `json:"causal"`
@@ -151,8 +151,8 @@ func (s *Spec) Points() []Point {
 // (flash2_bwd and naive_bwd, N = 64 to 512, d = 64, B = H = 1, on the
 // two-core development machine, inputs included), and the entries say 1
 // (0.4 for the bf16 mirror).
-func rate(engine string, v instrument.Variant) float64 {
-	if engine == kernels.EngineCPU {
+func rate(engine instrument.Source, v instrument.Variant) float64 {
+	if engine == instrument.SourceCPUMirror {
 		return kernels.Info(v).CPURate
 	}
 	return kernels.Info(v).GPURate
@@ -174,7 +174,7 @@ func (s *Spec) estimate(cores int) time.Duration {
 			flops *= 2 // naive (and naive_bwd) computes every tile
 		}
 		secs += flops / rate(s.Engine, p.Variant) * float64(s.Repeats+1)
-		if s.Engine == kernels.EngineGPU {
+		if s.Engine == instrument.SourceGPU {
 			secs += 1.5 + hostInputs(p, cores).Seconds()
 		}
 	}
@@ -229,13 +229,13 @@ func hostInputs(p Point, cores int) time.Duration {
 // more, and run slower). The backward kernels are timed only when a sweep
 // names them: the default sweep, and the one recorded on an H100, are the
 // forward pass's.
-func sweptVariants(engine string) []instrument.Variant {
+func sweptVariants(engine instrument.Source) []instrument.Variant {
 	var out []instrument.Variant
 	for _, info := range kernels.Variants() {
 		if info.Backward {
 			continue // on request only (variants=flash2_bwd,...)
 		}
-		if engine == kernels.EngineGPU || info.SweptOnCPU {
+		if engine == instrument.SourceGPU || info.SweptOnCPU {
 			out = append(out, info.Variant)
 		}
 	}
@@ -253,13 +253,13 @@ func maxSweptN(v instrument.Variant) int {
 }
 
 // DefaultSpec is the issue's sweep on the GPU, and a small one on the CPU.
-func DefaultSpec(engine string) Spec {
-	if engine == kernels.EngineCPU {
+func DefaultSpec(engine instrument.Source) Spec {
+	if engine == instrument.SourceCPUMirror {
 		return Spec{Engine: engine, Ns: []int{64, 128, 256}, Ds: []int{64}, Causal: []bool{false, true},
 			Variants: sweptVariants(engine), Batch: 1, Heads: 1, Repeats: 3}
 	}
-	return Spec{Engine: kernels.EngineGPU, Ns: []int{512, 1024, 2048, 4096, 8192, 16384, 32768}, Ds: []int{64, 128},
-		Causal: []bool{false, true}, Variants: sweptVariants(kernels.EngineGPU), Repeats: 5}
+	return Spec{Engine: instrument.SourceGPU, Ns: []int{512, 1024, 2048, 4096, 8192, 16384, 32768}, Ds: []int{64, 128},
+		Causal: []bool{false, true}, Variants: sweptVariants(instrument.SourceGPU), Repeats: 5}
 }
 
 // Field names of a sweep's URL form.
@@ -297,20 +297,20 @@ func parseSpec(v url.Values, cores int) (Spec, error) {
 		sort.Slice(unknown, func(i, j int) bool { return unknown[i].Field < unknown[j].Field })
 		return Spec{}, unknown
 	}
-	engine := v.Get(FieldEngine)
-	if engine == "" {
-		engine = kernels.EngineGPU
-	}
 	var errs kernels.FieldErrors
 	add := func(field, format string, args ...any) {
 		errs = append(errs, kernels.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if engine != kernels.EngineGPU && engine != kernels.EngineCPU {
-		add(FieldEngine, "engine must be gpu or cpu (got %q)", trunc(engine))
-		engine = kernels.EngineGPU
+	engine := instrument.SourceGPU
+	if name := v.Get(FieldEngine); name != "" {
+		var ok bool
+		if engine, ok = instrument.ParseSource(name); !ok || engine == instrument.SourceRecording {
+			add(FieldEngine, "engine must be gpu or cpu (got %q)", trunc(name))
+			engine = instrument.SourceGPU
+		}
 	}
 	s := DefaultSpec(engine)
-	maxN := map[string]int{kernels.EngineGPU: MaxGPUN, kernels.EngineCPU: MaxCPUN}[engine]
+	maxN := map[instrument.Source]int{instrument.SourceGPU: MaxGPUN, instrument.SourceCPUMirror: MaxCPUN}[engine]
 	ints := func(field, name string, lo, hi int, dst *[]int) {
 		raw := strings.TrimSpace(v.Get(field))
 		if raw == "" {
@@ -332,7 +332,7 @@ func parseSpec(v url.Values, cores int) (Spec, error) {
 		*dst = dedupe(out)
 	}
 	ints(FieldNs, "N", 16, maxN, &s.Ns)
-	if engine == kernels.EngineGPU {
+	if engine == instrument.SourceGPU {
 		ints(FieldDs, "d", 64, 128, &s.Ds)
 		for _, d := range s.Ds {
 			if d != 64 && d != 128 {
@@ -412,7 +412,7 @@ func parseSpec(v url.Values, cores int) (Spec, error) {
 		return s, kernels.FieldErrors{{Field: FieldNs, Message: msg}}
 	}
 	for _, p := range s.Points() {
-		if engine == kernels.EngineGPU {
+		if engine == instrument.SourceGPU {
 			c := p.Config(0)
 			if err := launch.Validate(&c); err != nil {
 				return s, kernels.FieldErrors{{Field: FieldBatch, Message: fmt.Sprintf("N=%d, d=%d: %v", p.N, p.D, err)}}
@@ -424,7 +424,7 @@ func parseSpec(v url.Values, cores int) (Spec, error) {
 			return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("%s's tiles are %d×%d: N must be at least %d", p.Variant, c.Br, c.Bc, max(c.Br, c.Bc))}}
 		}
 	}
-	limit := map[string]time.Duration{kernels.EngineGPU: MaxGPUTime, kernels.EngineCPU: MaxCPUTime}[engine]
+	limit := map[instrument.Source]time.Duration{instrument.SourceGPU: MaxGPUTime, instrument.SourceCPUMirror: MaxCPUTime}[engine]
 	if est := s.estimate(cores); est > limit {
 		return s, kernels.FieldErrors{{Field: FieldNs, Message: fmt.Sprintf("this sweep would take about %s, more than the %s a sweep may take here: fewer or smaller sizes, or fewer repeats",
 			est.Round(time.Second), limit)}}
@@ -460,7 +460,7 @@ func hostInputsMessage(s *Spec, p Point, t time.Duration, cores int) string {
 // Values is the spec in URL form.
 func (s *Spec) Values() url.Values {
 	v := url.Values{}
-	v.Set(FieldEngine, s.Engine)
+	v.Set(FieldEngine, s.Engine.String())
 	v.Set(FieldNs, joinInts(s.Ns))
 	v.Set(FieldDs, joinInts(s.Ds))
 	var cs, vs []string

@@ -84,7 +84,7 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 			t.Fatalf("the default GPU sweep times %s", p.Variant)
 		}
 	}
-	if cpu := DefaultSpec(kernels.EngineCPU); len(cpu.Variants) != 2 || cpu.Variants[0] != instrument.VariantNaive && cpu.Variants[0] != instrument.VariantFlash2 {
+	if cpu := DefaultSpec(instrument.SourceCPUMirror); len(cpu.Variants) != 2 || cpu.Variants[0] != instrument.VariantNaive && cpu.Variants[0] != instrument.VariantFlash2 {
 		t.Fatalf("the default CPU sweep times %v", cpu.Variants)
 	}
 	back, err := ParseSpec(s.Values())
@@ -136,9 +136,9 @@ func TestSweepsRunInTurnAndCancel(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
-		m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
+		m := NewManager(map[instrument.Source]Executor{instrument.SourceGPU: fx})
 		defer m.Close()
-		spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive}, Repeats: 3} // the float32 pair: the sweep times those
+		spec := Spec{Engine: instrument.SourceGPU, Ns: []int{1024, 4096}, Ds: []int{64}, Causal: []bool{false}, Variants: []instrument.Variant{instrument.VariantFlash2, instrument.VariantNaive}, Repeats: 3} // the float32 pair: the sweep times those
 		first, err := m.Submit(spec, "test")
 		if err != nil {
 			t.Fatal(err)
@@ -178,7 +178,7 @@ func TestSweepsRunInTurnAndCancel(t *testing.T) {
 		if _, err := m.Cancel("nope"); !errors.Is(err, ErrNoJob) {
 			t.Fatal(err)
 		}
-		if _, err := m.Submit(Spec{Engine: kernels.EngineCPU}, "test"); err == nil {
+		if _, err := m.Submit(Spec{Engine: instrument.SourceCPUMirror}, "test"); err == nil {
 			t.Fatal("a sweep on an engine the server lacks was queued")
 		}
 	})
@@ -201,7 +201,7 @@ func (m marker) Time(ctx context.Context, p Point, repeats int, seed uint64) (Re
 func TestCPUSweepAndExports(t *testing.T) {
 	t.Parallel()
 	over := make(marker, 1)
-	m := NewManager(map[string]Executor{kernels.EngineCPU: CPU{}, kernels.EngineGPU: over})
+	m := NewManager(map[instrument.Source]Executor{instrument.SourceCPUMirror: CPU{}, instrument.SourceGPU: over})
 	defer m.Close()
 	v, _ := url.ParseQuery("engine=cpu&n=64,128&d=16&causal=0,1&repeats=2")
 	spec, err := ParseSpec(v)
@@ -209,7 +209,7 @@ func TestCPUSweepAndExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, _ := m.Submit(spec, "test")
-	if _, err := m.Submit(Spec{Engine: kernels.EngineGPU, Ns: []int{64}, Ds: []int{16}, Causal: []bool{false}, Variants: sweptVariants(kernels.EngineCPU)[:1], Repeats: 1}, "test"); err != nil {
+	if _, err := m.Submit(Spec{Engine: instrument.SourceGPU, Ns: []int{64}, Ds: []int{16}, Causal: []bool{false}, Variants: sweptVariants(instrument.SourceCPUMirror)[:1], Repeats: 1}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -260,9 +260,9 @@ func TestSubmitIsBounded(t *testing.T) {
 
 func testSubmitIsBounded(t *testing.T) {
 	fx := &fakeExec{hold: make(chan struct{}), free: 80 << 30}
-	m := NewManager(map[string]Executor{kernels.EngineGPU: fx})
+	m := NewManager(map[instrument.Source]Executor{instrument.SourceGPU: fx})
 	defer m.Close()
-	spec := Spec{Engine: kernels.EngineGPU, Ns: []int{1024}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants(kernels.EngineCPU), Repeats: 1}
+	spec := Spec{Engine: instrument.SourceGPU, Ns: []int{1024}, Ds: []int{64}, Causal: []bool{false}, Variants: sweptVariants(instrument.SourceCPUMirror), Repeats: 1}
 	// One address: two sweeps, then busy, however many it sends.
 	var busy *BusyError
 	ids := map[string]bool{}

@@ -42,7 +42,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 		Data:     st.Data,
 		Variants: variantOptions(),
 		Patterns: patternOptions(),
-		Engines:  []templates.Option{{Value: "auto", Label: "auto"}, {Value: kernels.EngineGPU, Label: "GPU"}, {Value: kernels.EngineCPU, Label: "CPU mirror"}},
+		Engines:  []templates.Option{{Value: "auto", Label: "auto"}, {Value: instrument.SourceGPU.String(), Label: "GPU"}, {Value: instrument.SourceCPUMirror.String(), Label: "CPU mirror"}},
 		Modes:    []templates.Option{{Value: "full", Label: "full"}, {Value: "timing", Label: "timing"}, {Value: "roles", Label: "roles"}},
 		GPUTiles: gpuTileOptions(),
 		Limits: templates.Limits{MaxN: kernels.MaxN, MaxD: kernels.MaxD, MaxTile: kernels.MaxTile,
@@ -139,21 +139,21 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Data = templates.SweepData{GPU: v.GPU != "", HasRecorded: v.HasRecorded, DefaultNs: "64,128,256",
 		MaxGPUN: sweep.MaxGPUN, MaxCPUN: sweep.MaxCPUN, DefaultVariants: map[string][]string{}}
-	engine := kernels.EngineCPU
+	engine := instrument.SourceCPUMirror
 	if v.GPU != "" {
 		v.Data.DefaultNs = "512,1024,2048,4096,8192,16384,32768"
-		engine = kernels.EngineGPU
+		engine = instrument.SourceGPU
 	}
 	// The form offers every kernel, forward and backward, and ticks the
 	// default sweep's: the forward pass's.
-	for _, e := range []string{kernels.EngineGPU, kernels.EngineCPU} {
+	for _, e := range []instrument.Source{instrument.SourceGPU, instrument.SourceCPUMirror} {
 		for _, vr := range sweep.DefaultSpec(e).Variants {
-			v.Data.DefaultVariants[e] = append(v.Data.DefaultVariants[e], vr.String())
+			v.Data.DefaultVariants[e.String()] = append(v.Data.DefaultVariants[e.String()], vr.String())
 		}
 	}
 	for _, info := range kernels.Variants() {
 		v.Kernels = append(v.Kernels, templates.SweepKernel{Name: info.Name(), DType: info.DType.String(), Backward: info.Backward,
-			Ticked: slices.Contains(v.Data.DefaultVariants[engine], info.Name())})
+			Ticked: slices.Contains(v.Data.DefaultVariants[engine.String()], info.Name())})
 	}
 	return render(w, r, http.StatusOK, templates.SweepPage(s.page("Naive against flash, timed", "sweep"), v))
 }

@@ -1076,7 +1076,7 @@ func natsRoomServer(t *testing.T, url string, clk *roomstest.Clock) (*Server, *h
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	sweeps := sweep.NewManager(map[instrument.Source]sweep.Executor{instrument.SourceCPUMirror: sweep.CPU{}})
 	t.Cleanup(sweeps.Close)
 	svc := natsrooms.NewWithOptions(nc, rooms.Limits{}, natsrooms.Options{Beat: time.Hour, LostAfter: lostAfter, Now: clk.Now})
 	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,

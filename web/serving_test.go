@@ -151,7 +151,7 @@ func mustRun(t *testing.T, q string) kernels.Run {
 func TestBusyIsExplicit(t *testing.T) {
 	t.Parallel()
 	cr := &countingRunner{gate: make(chan struct{})}
-	ts := newServingServer(t, cr, runs.Options{Slots: map[string]int{runner.OnCPU: 1}, Queue: map[string]int{runner.OnCPU: 1}, PerAddress: 10})
+	ts := newServingServer(t, cr, runs.Options{Slots: map[instrument.Source]int{instrument.SourceCPUMirror: 1}, Queue: map[instrument.Source]int{instrument.SourceCPUMirror: 1}, PerAddress: 10})
 	run := func(seed int) string { return "variant=flash2&n=16&d=4&br=4&bc=4&seed=" + strconv.Itoa(seed) }
 	running := dial(t, wsURL(ts.URL, run(1)))
 	defer running.Close()

@@ -308,7 +308,7 @@ func TestSweepPageOffersBackwardKernels(t *testing.T) {
 		if box == nil || findNode(box, "data-field", "variants") == nil {
 			t.Fatal("no kernel choice with its field error")
 		}
-		engine := map[bool]string{false: kernels.EngineCPU, true: kernels.EngineGPU}[gpu]
+		engine := map[bool]instrument.Source{false: instrument.SourceCPUMirror, true: instrument.SourceGPU}[gpu]
 		defaults := map[string]bool{}
 		for _, v := range sweep.DefaultSpec(engine).Variants {
 			defaults[v.String()] = true
@@ -338,8 +338,8 @@ func TestSweepPageOffersBackwardKernels(t *testing.T) {
 		if err := json.Unmarshal([]byte(text(findNode(doc, "id", "sweep-data"))), &data); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(data.DefaultVariants[kernels.EngineCPU], ",") != "naive,flash2" && strings.Join(data.DefaultVariants[kernels.EngineCPU], ",") != "flash2,naive" ||
-			len(data.DefaultVariants[kernels.EngineGPU]) != len(sweep.DefaultSpec(kernels.EngineGPU).Variants) {
+		if strings.Join(data.DefaultVariants["cpu"], ",") != "naive,flash2" && strings.Join(data.DefaultVariants["cpu"], ",") != "flash2,naive" ||
+			len(data.DefaultVariants["gpu"]) != len(sweep.DefaultSpec(instrument.SourceGPU).Variants) {
 			t.Errorf("the script's defaults: %v", data.DefaultVariants)
 		}
 		if findNode(doc, "data-testid", "f-pass") == nil || findNode(doc, "data-testid", "cap-tflops") == nil {

@@ -52,7 +52,7 @@ type testEngines struct {
 }
 
 func (e testEngines) Route(c kernels.Run) runner.Route {
-	return runner.Route{Engine: runner.OnCPU, Key: c.Key(), Says: "the test runner",
+	return runner.Route{Engine: instrument.SourceCPUMirror, Key: c.Key(), Says: "the test runner",
 		Run: func(ctx context.Context, emit func([]byte) error) error { return e.Runner.Run(ctx, c, emit) }}
 }
 func (e testEngines) GPUHello() (worker.Hello, bool) {
@@ -72,7 +72,7 @@ func newTestServer(t *testing.T, r runner.Runner) (*Server, *httptest.Server) {
 // test's static files and a silent log; its rooms close when the test ends.
 func serveDeps(t *testing.T, d Deps) (*Server, *httptest.Server) {
 	t.Helper()
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	sweeps := sweep.NewManager(map[instrument.Source]sweep.Executor{instrument.SourceCPUMirror: sweep.CPU{}})
 	t.Cleanup(sweeps.Close)
 	d.Sweeps, d.Static, d.Log = sweeps, testStatic, slog.New(slog.NewTextHandler(io.Discard, nil))
 	app := NewServer(d)

@@ -46,7 +46,7 @@ import (
 	"time"
 
 	"flashstep/connlimit"
-	"flashstep/kernels"
+	"flashstep/instrument"
 	"flashstep/labrun"
 	"flashstep/ladder"
 	"flashstep/recordings"
@@ -220,9 +220,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 		router.NoGPU = why
 	}
 	eng := router
-	execs := map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}}
+	execs := map[instrument.Source]sweep.Executor{instrument.SourceCPUMirror: sweep.CPU{}}
 	if router.GPU != nil {
-		execs[kernels.EngineGPU] = runner.GPUSweeps{GPU: router.GPU}
+		execs[instrument.SourceGPU] = runner.GPUSweeps{GPU: router.GPU}
 	}
 	sweeps := sweep.NewManager(execs)
 	defer sweeps.Close() // at once if the shutdown closed it
@@ -270,7 +270,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	}
 	labService := labrun.New(labOpts)
 	defer labService.Close()
-	app := web.NewServer(web.Deps{Engines: eng, Lab: labService, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[string]int{runner.OnCPU: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
+	app := web.NewServer(web.Deps{Engines: eng, Lab: labService, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[instrument.Source]int{instrument.SourceCPUMirror: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
 		Static: static.Files, Log: log, Rooms: roomService, RoomLimits: roomLimits, PublicURL: *publicURL, BodyTimeout: *bodyTimeout, TrustedProxies: trustedProxies})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"flashstep/docs"
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/labrun"
@@ -37,7 +38,7 @@ func writeSite(dir, base string) error {
 	if err != nil {
 		return err
 	}
-	sweeps := sweep.NewManager(map[string]sweep.Executor{kernels.EngineCPU: sweep.CPU{}})
+	sweeps := sweep.NewManager(map[instrument.Source]sweep.Executor{instrument.SourceCPUMirror: sweep.CPU{}})
 	defer sweeps.Close()
 	labs := labrun.New(labrun.Options{})
 	defer labs.Close()
