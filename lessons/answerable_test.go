@@ -18,7 +18,7 @@ import (
 // the checkpoint's grading.
 
 // shownAt is v as the stepper writes it with d significant digits
-// (static/js/views.js fmt: toPrecision(d)); ±∞ stay.
+// (static/js/format.js fmt: toPrecision(d)); ±∞ stay.
 func shownAt(v float32, d int) float64 {
 	x := float64(v)
 	if math.IsInf(x, 0) || math.IsNaN(x) {
@@ -29,7 +29,7 @@ func shownAt(v float32, d int) float64 {
 }
 
 // rowsDigits is how many significant digits the rows table prints
-// (stepper.js: fmt(v, 6)).
+// (stepper_rows.js: fmt(v, 6)).
 const rowsDigits = 6
 
 // widgetByID is the widget of lesson l called id.

@@ -15,7 +15,7 @@ import (
 
 // filled says whether the stepper's panel shows something at step k of a
 // run (counted from 0 over the steps, the inputs record left out), by the
-// record kinds each panel draws (static/js/stepper.js): a widget must not
+// record kinds each panel draws (static/js/stepper_panels.js): a widget must not
 // open on a panel that says "No S tile in this step". A panel that says
 // why a phase of naive attention has no such tile ("P does not exist yet:
 // phase 2 computes it", "S is gone: phase 3 reads P", "Reads rows of S")

@@ -428,7 +428,7 @@ func TestBrowserCompareMakesItsPoint(t *testing.T) {
 	}
 }
 
-// fmtBytes is the page's own byte formatting (static/js/views.js).
+// fmtBytes is the page's own byte formatting (static/js/format.js).
 func fmtBytes(n uint64) string {
 	if n < 1024 {
 		return fmt.Sprintf("%d B", n)

@@ -4,8 +4,11 @@
 // step recomputes S and P = exp(S − L) from Q_i, K_j and the forward's L,
 // forms dP and dS, grows dK_j and dV_j, and adds its part into dQ_i in
 // device memory.
-import { Heatmap, fmt, tex } from './views.js';
-import { rung } from './rungs.js';
+//
+// This module owns the drawing and the numbers a lesson holds back;
+// backward_model.js owns what a backward trace holds.
+import { Heatmap } from './heatmap.js';
+import { fmt, tex } from './format.js';
 import { firstQTile, sub } from './steps.js';
 
 // held are the backward numbers a lesson's checkpoint asks the student to
@@ -70,96 +73,6 @@ function heldRow(what, bh, row, k) {
   const h = held[what].get(`${bh}.${row}`);
   if (h === undefined) return false;
   return what === 'psum' ? k + 1 > h.step : k + 1 >= h.step;
-}
-
-// isBackward says whether a trace's kernel is a backward one.
-export const isBackward = (h) => Boolean(rung(h.variant)?.backward);
-
-// stepKey names the phases a backward step lights (kernels.BwdStepPhases):
-// the block's first q-tile loads K_j and V_j, its last writes dK_j and dV_j.
-export function stepKey(h, r) {
-  if (r.kind !== 'bwd_step') return r.kind;
-  const first = r.i === firstQTile(h, r.j), last = r.i === h.Tr - 1;
-  return first && last ? 'bwd_step:only' : first ? 'bwd_step:first' : last ? 'bwd_step:last' : 'bwd_step';
-}
-
-// tileStates is TraceModel.tileStates for a backward trace: a tile is done
-// once its block has used it, skipped (wholly above the diagonal) once its
-// block has begun without it; a pre or dq step lights its q-tile's row.
-export function tileStates(m, k) {
-  const h = m.h;
-  const cur = m.steps[k];
-  const states = new Array(h.Tr * h.Tc).fill('pending');
-  if (!cur) return states;
-  const begun = new Set();
-  for (let s = 0; s <= k; s++) {
-    const r = m.steps[s];
-    if (r.bh !== cur.bh) continue;
-    if (r.kind === 'bwd_step' || (r.kind === 'timing' && r.j >= 0)) {
-      states[r.i * h.Tc + r.j] = 'done';
-      begun.add(r.j);
-    } else if (r.kind === 'bwd_dp') states[r.i * h.Tc + r.j] = 'stored'; // the naive backward's: dP written
-    else if (r.kind === 'bwd_ds') for (let j = 0; j < h.Tc; j++) states[r.i * h.Tc + j] = 'normalised'; // dS written
-    else if (r.kind === 'bwd_kv') states[r.i * h.Tc + r.j] = 'consumed'; // P and dS read back
-  }
-  for (let i = 0; i < h.Tr; i++) {
-    for (let j = 0; j < h.Tc; j++) {
-      if (i < h.tracedQ[0] || i >= h.tracedQ[1]) states[i * h.Tc + j] = 'untraced';
-      else if (begun.has(j) && i < firstQTile(h, j)) states[i * h.Tc + j] = 'skipped';
-    }
-  }
-  if (cur.j >= 0) states[cur.i * h.Tc + cur.j] = 'current';
-  else for (let j = 0; j < h.Tc; j++) if (states[cur.i * h.Tc + j] !== 'skipped') states[cur.i * h.Tc + j] = 'current-row';
-  return states;
-}
-
-// BackwardState is what a backward trace gives beyond its steps, per
-// batch-head: dO, O, L and D of the rows whose pre step has arrived, and
-// dQ of the rows whose dq step has.
-export class BackwardState {
-  constructor(h) {
-    this.h = h;
-    this.rows = new Map(); // bh -> { dO, o, l, d }
-    this.dq = new Map(); // bh -> Float32Array N×D, NaN until written
-    this.dqAt = new Map(); // "bh,i" -> step index of its dq
-    this.stepsOfQ = new Map(); // "bh,i" -> step indices of its bwd_steps
-    this.naive = Boolean(rung(h.variant)?.materialised); // reads the forward's P back
-  }
-
-  add(r, k) {
-    const { N, D, Br } = this.h;
-    if (r.kind === 'bwd_pre') {
-      if (!this.rows.has(r.bh)) {
-        this.rows.set(r.bh, { dO: new Float32Array(N * D).fill(NaN), o: new Float32Array(N * D).fill(NaN),
-          l: new Float32Array(N).fill(NaN), d: new Float32Array(N).fill(NaN) });
-      }
-      const t = this.rows.get(r.bh);
-      for (let x = 0; x < r.rowsValid; x++) {
-        const g = r.i * Br + x;
-        t.dO.set(r.do.subarray(x * D, (x + 1) * D), g * D);
-        t.o.set(r.o.subarray(x * D, (x + 1) * D), g * D);
-        t.l[g] = r.lse[x];
-        t.d[g] = r.delta[x];
-      }
-    } else if (r.kind === 'bwd_ds') {
-      // The naive backward's D, from whole rows of P and dP; it reads no
-      // O or L.
-      if (!this.rows.has(r.bh)) this.rows.set(r.bh, { dO: null, o: null, l: null, d: new Float32Array(N).fill(NaN) });
-      const t = this.rows.get(r.bh);
-      for (let x = 0; x < r.rowsValid; x++) t.d[r.i * Br + x] = r.delta[x];
-    } else if (r.kind === 'bwd_step') {
-      const key = `${r.bh},${r.i}`;
-      if (!this.stepsOfQ.has(key)) this.stepsOfQ.set(key, []);
-      this.stepsOfQ.get(key).push(k);
-    } else if (r.kind === 'bwd_ds') {
-      $('o-caption').textContent = 'dS';
-      views.o.clear('dS of these rows is written to device memory, N values a row.');
-    } else if (r.kind === 'bwd_dq') {
-      if (!this.dq.has(r.bh)) this.dq.set(r.bh, new Float32Array(N * D).fill(NaN));
-      this.dq.get(r.bh).set(r.dq.subarray(0, r.rowsValid * D), r.i * Br * D);
-      this.dqAt.set(`${r.bh},${r.i}`, k);
-    }
-  }
 }
 
 // draw fills the stepper's panels for backward step r (the k-th): S and P
@@ -430,24 +343,4 @@ function drawOnChip(h, m, r, k, $) {
   }
   hm.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'), name: 'dQ',
     held: (x) => heldRow('dq', r.bh, x, k) });
-}
-
-// gradients reads a finished backward trace's dQ, dK and dV of batch-head bh
-// (kernels.TraceGradients): dQ from the dq steps, dK (× 1/√d, as the kernel
-// writes it) and dV from each kv-tile's last step. Null until the trace
-// holds them all.
-export function gradients(m, bh) {
-  const h = m.h;
-  const dq = m.backward?.dq.get(bh);
-  if (!dq || dq.some(Number.isNaN)) return null;
-  const dk = new Float32Array(h.N * h.D).fill(NaN), dv = new Float32Array(h.N * h.D).fill(NaN);
-  for (const r of m.steps) {
-    if (r.bh !== bh || (r.kind !== 'bwd_step' && r.kind !== 'bwd_kv') || r.i !== h.Tr - 1) continue;
-    for (let e = 0; e < r.colsValid * h.D; e++) {
-      dk[r.j * h.Bc * h.D + e] = Math.fround(r.dk[e] * h.scale);
-      dv[r.j * h.Bc * h.D + e] = r.dv[e];
-    }
-  }
-  if (dk.some(Number.isNaN)) return null;
-  return { dq, dk, dv };
 }

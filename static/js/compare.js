@@ -6,10 +6,13 @@
 // same progress.
 import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
-import { TileGrid, fmtBytes } from './views.js';
+import { TileGrid } from './tilegrid.js';
+import { fmtBytes } from './format.js';
 import { describe, materialises } from './steps.js';
 import { reportSize, waitsToBeWanted, whenWanted } from './embed.js';
-import { gradients } from './backward.js';
+import { gradients } from './backward_model.js';
+import { cumulative, keysOf, positionsOf, reference, stepAt } from './compare_axis.js';
+import { drawMemory } from './compare_memory.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { apiFetch, call, embedded, fillForm, onSite, siteData, siteURL } from './site.js';
 
@@ -99,58 +102,18 @@ function makePane(variant, query) {
   });
 }
 
-// keys places each step of a pane on the shared progress axis.
-function keysOf(model) {
-  const steps = model.steps;
-  // A tile's first pass: a score tile (a backward's recomputed S, or the
-  // naive backward's dP, its first N×N write).
-  const computesS = (r) => r.kind === 'flash_step' || r.kind === 'scores' || r.kind === 'bwd_step' || r.kind === 'bwd_dp';
-  const total = steps.filter(computesS).length;
-  let lastS = -1;
-  steps.forEach((r, k) => { if (computesS(r)) lastS = k; });
-  const after = steps.length - 1 - lastS;
-  let seen = 0;
-  return steps.map((r, k) => {
-    if (k <= lastS) {
-      if (computesS(r)) seen++;
-      return seen / total;
-    }
-    return 1 + (k - lastS) / after;
-  });
-}
-
 function finish() {
   const ps = Object.values(panes);
   if (!ps.every((p) => p.done && p.traffic)) return;
-  const all = new Set([0]);
   for (const p of ps) {
     p.keys = keysOf(p.model);
-    p.keys.forEach((k) => all.add(Math.round(k * 1e9) / 1e9));
     p.cumDRAM = cumulative(p.traffic.steps);
   }
-  positions = [...all].sort((a, b) => a - b);
+  positions = positionsOf(ps.map((p) => p.keys));
   $('c-scrub').max = String(positions.length);
   $('c-status').textContent = 'Both traces are in: step them together.';
   go(Math.min(page.step - 1, positions.length - 1));
   summary();
-}
-
-function cumulative(steps) {
-  const out = [];
-  let r = 0, w = 0, dr = 0, dw = 0;
-  for (const s of steps) {
-    r += s[0]; w += s[1]; dr += s[2]; dw += s[3];
-    out.push([r, w, dr, dw]);
-  }
-  return out;
-}
-
-// shown is the last step of pane p at or before the current progress.
-function shown(p) {
-  const x = positions[at] + 1e-12;
-  let k = -1;
-  while (k + 1 < p.keys.length && p.keys[k + 1] <= x) k++;
-  return k;
 }
 
 function go(i) {
@@ -163,7 +126,7 @@ function go(i) {
     : `all ${tiles} computed; finishing: ${Math.round((x - 1) * 100)}%`;
   const ks = {};
   for (const p of Object.values(panes)) {
-    ks[p.variant] = shown(p);
+    ks[p.variant] = stepAt(p.keys, positions[at]);
     drawPane(p, ks[p.variant]);
   }
   drawRace(ks);
@@ -212,115 +175,11 @@ function drawRace(ks) {
   }
 }
 
-// drawMemory draws where a kernel keeps S and P at step k, to scale: device
-// memory holds Q, K, V and O (N×d each) and, for naive, the N×N S and P,
-// tile by tile as they are written; the chip holds one Br×Bc tile. The
-// figure is always MEMORY_H tall, so the page keeps its place while the
-// runs arrive; the squares shrink until they and their labels fit inside
-// device memory's box, clear of the chip's.
-const MEMORY_H = 156;
-
-function drawMemory(p, states) {
-  const h = p.model.h;
-  const c = p.memory;
-  const W = Math.max(260, c.parentElement.clientWidth || 320);
-  const H = MEMORY_H;
-  const dpr = window.devicePixelRatio || 1;
-  c.width = W * dpr; c.height = H * dpr;
-  c.style.width = `${W}px`; c.style.height = `${H}px`;
-  const g = c.getContext('2d');
-  g.scale(dpr, dpr);
-  g.clearRect(0, 0, W, H);
-  g.font = '12px system-ui, sans-serif';
-  g.textBaseline = 'top';
-  const hbmW = W - 110;
-  const naive = materialises(h.variant);
-  const backward = backwardPair();
-  const names = backward ? ['P', 'dP', 'dS'] : ['S', 'P'];
-  const squares = naive ? names.map((name) => ({ name, label: `${name} ${fmtBytes(h.N * h.N * (name === 'P' && h.dtype === 'bf16' ? 2 : 4))}` })) : [];
-  const words = backward ? ['no P, dP or dS here: only', 'Q, K, V, dO, O, L in; D, dQ, dK, dV'] : ['no S, no P here: only', 'Q, K, V in and O out'];
-  const textW = (t) => g.measureText(t).width;
-  // Where the strips and squares of a given side end, labels included.
-  const layout = (side) => {
-    const strip = Math.max(2, side * h.D / h.N);
-    let x = 8 + 4 * (Math.max(strip, 10) + 4) + 6;
-    const at = [];
-    for (const sq of squares) {
-      at.push(x);
-      x += Math.max(side, textW(sq.label)) + 12;
-    }
-    const end = naive ? x - 12 : x + Math.max(...words.map(textW));
-    return { strip, at, end };
-  };
-  let side = Math.max(40, Math.min(110, (W - 230) / (backward ? 3.6 : 2.4))); // the N×N squares
-  while (side > 16 && layout(side).end > hbmW - 6) side--;
-  const { strip, at, end } = layout(side);
-  c.dataset.contentRight = String(Math.ceil(end));
-  c.dataset.chipLeft = String(hbmW + 8);
-  // Device memory.
-  g.strokeStyle = '#8a939e'; g.lineWidth = 1;
-  g.strokeRect(0.5, 0.5, hbmW, H - 1);
-  g.fillStyle = '#333';
-  g.fillText('device memory (HBM)', 6, 4);
-  const y0 = 24;
-  let x = 8;
-  for (const name of ['Q', 'K', 'V', 'O']) {
-    g.fillStyle = name === 'O' ? '#9bb7e0' : '#c8ced6';
-    g.fillRect(x, y0, strip, side);
-    g.fillStyle = '#333';
-    g.fillText(name, x, y0 + side + 3);
-    x += Math.max(strip, 10) + 4;
-  }
-  x += 6;
-  if (naive) {
-    // The forward's S fills as its tiles are written, P as its rows are
-    // normalised; the backward's P was there before it began (the forward
-    // stored it), dP fills as its tiles are written, dS as its rows are.
-    const all = ['pending', 'stored', 'normalised', 'consumed', 'current', 'current-row'];
-    const fills = backward
-      ? { P: all, dP: ['stored', 'normalised', 'consumed', 'current'], dS: ['normalised', 'consumed'] }
-      : { S: ['stored', 'normalised', 'consumed', 'current'], P: ['normalised', 'consumed'] };
-    const colour = { S: '#e8a15c', P: '#9d6fcf', dP: '#e8a15c', dS: '#c05a8a' };
-    squares.forEach(({ name, label }, n) => {
-      x = at[n];
-      g.fillStyle = '#fff';
-      g.fillRect(x, y0, side, side);
-      const tw = side * h.Bc / h.N, th = side * h.Br / h.N;
-      g.fillStyle = colour[name];
-      for (let i = 0; i < h.Tr; i++) {
-        for (let j = 0; j < h.Tc; j++) {
-          if (fills[name].includes(states[i * h.Tc + j])) g.fillRect(x + j * tw, y0 + i * th, Math.min(tw, side - j * tw), Math.min(th, side - i * th));
-        }
-      }
-      g.strokeStyle = '#555';
-      g.strokeRect(x + 0.5, y0 + 0.5, side, side);
-      g.fillStyle = '#333';
-      g.fillText(label, x, y0 + side + 3);
-    });
-  } else {
-    g.fillStyle = '#555';
-    g.fillText(words[0], x, y0 + side / 2 - 14);
-    g.fillText(words[1], x, y0 + side / 2 + 2);
-  }
-  // On chip: one tile, at the same scale as the N×N squares.
-  const cx = hbmW + 8;
-  g.strokeStyle = '#0b5fff';
-  g.strokeRect(cx + 0.5, 0.5, W - cx - 1, H - 1);
-  g.fillStyle = '#0b5fff';
-  g.fillText('on chip', cx + 6, 4);
-  const tw = Math.max(2, side * h.Bc / h.N), th = Math.max(2, side * h.Br / h.N);
-  g.fillStyle = naive ? '#e8a15c' : '#9bb7e0';
-  g.fillRect(cx + 8, y0, Math.min(tw, W - cx - 16), th);
-  g.fillStyle = '#333';
-  g.fillText(`${h.Br}×${h.Bc} tile`, cx + 6, Math.min(H - 30, y0 + th + 4));
-  g.fillText(fmtBytes(h.Br * h.Bc * 4), cx + 6, Math.min(H - 16, y0 + th + 18));
-}
-
 function drawPane(p, k) {
   const h = p.model.h;
   const states = k >= 0 ? p.model.tileStates(k) : new Array(h.Tr * h.Tc).fill('pending');
   p.grid.draw(h, states);
-  drawMemory(p, states);
+  drawMemory(p.memory, h, states, backwardPair());
   if (k < 0) {
     p.title.textContent = 'Not started.';
     p.l2.textContent = p.dram.textContent = '0 B read, 0 B written';
@@ -402,32 +261,6 @@ function showSummary(lines, heading) {
     if (id) dd.dataset.testid = id;
   }
   $('c-summary').hidden = false;
-}
-
-// reference is attention in float64 over the float32 inputs.
-function reference(inp, h) {
-  const { N, D } = h;
-  const out = new Float64Array(N * D);
-  const s = new Float64Array(N);
-  const scale = 1 / Math.sqrt(D);
-  for (let r = 0; r < N; r++) {
-    let m = -Infinity;
-    const cols = h.causal ? r + 1 : N;
-    for (let c = 0; c < cols; c++) {
-      let dot = 0;
-      for (let x = 0; x < D; x++) dot += inp.q[r * D + x] * inp.k[c * D + x];
-      s[c] = dot * scale;
-      if (s[c] > m) m = s[c];
-    }
-    let l = 0;
-    for (let c = 0; c < cols; c++) {
-      const p = Math.exp(s[c] - m);
-      l += p;
-      for (let x = 0; x < D; x++) out[r * D + x] += p * inp.v[c * D + x];
-    }
-    for (let x = 0; x < D; x++) out[r * D + x] /= l;
-  }
-  return out;
 }
 
 // ---- controls ----

@@ -5,7 +5,7 @@
 // block, so that its steps are exactly a timing trace's. It grows as
 // records stream in.
 import { materialises } from './steps.js';
-import { BackwardState, isBackward, tileStates as backwardTileStates } from './backward.js';
+import { BackwardState, isBackward, tileStates as backwardTileStates } from './backward_model.js';
 
 export class TraceModel {
   constructor(header) {

@@ -1,0 +1,45 @@
+// How numbers are written for people, and how big: a float32 in a few
+// significant digits (−∞ for a masked score), a byte count in binary units,
+// round steps for an axis's ticks, the smallest size a number is printed at
+// in a view, and a formula typeset with KaTeX. Nothing here touches the
+// page as the module loads: Node's tests import it without one.
+
+// fmt writes a float32 for people: four significant digits, −∞ for masked.
+export function fmt(v, digits = 4) {
+  if (v === -Infinity) return '−∞';
+  if (v === Infinity) return '+∞';
+  if (Number.isNaN(v)) return 'NaN';
+  if (v === 0) return '0';
+  const a = Math.abs(v);
+  if (a >= 1e4 || a < 1e-3) return v.toExponential(digits - 2).replace('-', '−');
+  return Number(v.toPrecision(digits)).toString().replace('-', '−');
+}
+
+// fmtBytes writes a byte count in binary units: 512 B, 1.50 KiB, 12.3 MiB.
+export function fmtBytes(n) {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[u]}`;
+}
+
+// MIN_FONT_PX is the smallest a number is printed in a view: 12 CSS
+// pixels, legible in a lesson's frame on a laptop.
+export const MIN_FONT_PX = 12;
+
+// niceStep rounds a tick spacing to 1, 2 or 5 times a power of ten.
+export function niceStep(x) {
+  const p = 10 ** Math.floor(Math.log10(x));
+  const f = x / p;
+  return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+// tex typesets a formula with KaTeX into an element, or writes it plainly
+// when KaTeX is missing.
+export function tex(el, formula, options = {}) {
+  if (globalThis.katex) globalThis.katex.render(formula, el, { throwOnError: false, ...options });
+  else el.textContent = formula;
+  return el;
+}

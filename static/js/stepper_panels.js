@@ -1,0 +1,197 @@
+// Drawing the stepper's current step: its title and explanation, the tile
+// grid, the input tiles, S, P and O, the rows table, the final O (or a
+// backward step's own views), the timeline and the roles' lanes, the
+// kernel's lit source, and the bytes moved so far; the step label.
+import { Heatmap } from './heatmap.js';
+import { fmtBytes } from './format.js';
+import { describe, fill, materialises, sub } from './steps.js';
+import { rung } from './rungs.js';
+import { isBackward } from './backward_model.js';
+import * as backward from './backward.js';
+import { $, know, roleTables, state, views } from './stepper_page.js';
+import { drawKernelSource } from './source_view.js';
+import { drawRows } from './stepper_rows.js';
+
+// stepsTotal is how many steps a trace has: every record but the inputs,
+// and in a roles trace but the role records. A roles trace of B blocks
+// holds, per block, a timing record and the rung's per-tile role records
+// for each kv-tile, then the epilogue's timing record and the per-block
+// ones; a rung whose table the page lacks is counted once it has arrived.
+function stepsTotal(h) {
+  if (!h.timing) return h.records - (h.tracedBH[1] - h.tracedBH[0]);
+  if (!h.roles) return h.records;
+  const t = roleTables[h.variant];
+  const blocks = (h.tracedBH[1] - h.tracedBH[0]) * (h.tracedQ[1] - h.tracedQ[0]);
+  if (!t) return state.loaded && state.model ? state.model.length : h.records;
+  return (h.records - blocks * (1 + t.per_block)) / (1 + t.per_tile) + blocks;
+}
+
+// setupRoles shows the warp roles' lanes for a roles trace alone, and for a
+// lesson's reader only from the lesson that teaches warp roles.
+export function setupRoles(h) {
+  $('roles-box').hidden = !h.roles;
+  if (h.roles && !know.knows('roles')) {
+    views.roles.untaught(`What each warp role of a block did, and when (the producer's copies, each consumer's waits, products and softmax): ${know.lesson('roles')}.`);
+  }
+}
+
+// updateLabel writes the step shown out of the run's steps, and moves the
+// scrubber there.
+export function updateLabel() {
+  const m = state.model;
+  if (!m) return;
+  $('step-label').textContent = `${state.k + 1} / ${stepsTotal(m.h)}`;
+  $('scrub').value = String(state.k + 1);
+}
+
+// placeViews tells the projector layout where the views start, so they
+// take the rest of the screen.
+function placeViews() {
+  if (!document.body.classList.contains('projector')) return;
+  const top = document.querySelector('.views').getBoundingClientRect().top + window.scrollY;
+  document.documentElement.style.setProperty('--views-top', `${Math.round(top)}px`);
+}
+
+// render draws the step shown (state.k) in every view.
+export function render() {
+  const m = state.model;
+  const h = m.h;
+  const r = m.steps[state.k];
+  updateLabel();
+  $('sel-bh').value = String(r.bh);
+  $('sel-q').value = isBackward(h) ? (r.j >= 0 ? `kv${r.j}` : $('sel-q').value) : String(r.i);
+  const [title, explain] = describe(h, r, know);
+  $('step-title').textContent = title;
+  $('step-explain').textContent = explain;
+  placeViews();
+  views.grid.draw(h, m.tileStates(state.k));
+  if (isBackward(h)) {
+    backward.draw({ h, m, r, k: state.k, views, $ });
+  } else {
+    restoreFinal();
+    drawInputs(h, m, r);
+    drawTiles(h, m, r);
+    drawRows(h, m, r);
+    drawFinal(h, m, r);
+  }
+  if (know.knows('gpu')) views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h));
+  if (h.roles && know.knows('gpu') && know.knows('roles')) views.roles.draw(m, state.k, state.loaded);
+  drawKernelSource(h, r);
+  $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
+  $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
+  $('bytes-note').textContent = rung(h.variant)?.bytes_note || (!materialises(h.variant)
+    ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
+    : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.');
+}
+
+function drawInputs(h, m, r) {
+  const box = $('qkv');
+  const inp = m.inputs.get(r.bh);
+  if (!inp) {
+    box.textContent = h.timing ? 'A timing trace records no arrays.' : 'No inputs in this trace.';
+    box.dataset.key = '';
+    return;
+  }
+  const mats = [];
+  const tile = (name, src, t, rows, valid, label) => ({ name, src, t, rows, valid, label });
+  const needQ = r.kind === 'flash_step' || r.kind === 'scores';
+  const needK = r.kind === 'flash_step' || r.kind === 'scores';
+  const needV = r.kind === 'flash_step' || r.kind === 'pv';
+  if (needQ) mats.push(tile('Q', inp.q, r.i, h.Br, r.rowsValid, `Q${sub(r.i)} (${h.Br}×${h.D})`));
+  if (needK) mats.push(tile('K', inp.k, r.j, h.Bc, r.colsValid, `K${sub(r.j)} (${h.Bc}×${h.D})`));
+  if (needV) mats.push(tile('V', inp.v, r.j, h.Bc, r.colsValid, `V${sub(r.j)} (${h.Bc}×${h.D})`));
+  if (!mats.length) {
+    box.textContent = r.kind === 'softmax' ? 'Reads rows of S, not Q, K or V.' : 'No input tiles in this step.';
+    box.dataset.key = '';
+    return;
+  }
+  const key = mats.map((t) => `${t.name}${t.t}`).join() + r.bh;
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.replaceChildren();
+  for (const t of mats) {
+    const wrap = document.createElement('div');
+    wrap.className = 'mat';
+    const cap = document.createElement('span');
+    cap.textContent = t.label;
+    const hm = document.createElement('div');
+    wrap.append(cap, hm);
+    box.append(wrap);
+    const values = new Float32Array(t.rows * h.D);
+    values.set(t.src.subarray(t.t * t.rows * h.D, Math.min(h.N, (t.t + 1) * t.rows) * h.D));
+    const row0 = t.t * t.rows;
+    new Heatmap(hm, { maxWidth: 220, maxHeight: 220 }).draw({
+      values, rows: t.rows, cols: h.D, rowsValid: t.valid, colsValid: h.D, scale: 'diverging',
+      max: m.maxAbs(r.bh, t.name.toLowerCase()), name: t.name, rowIndex: (x) => row0 + x,
+    });
+  }
+}
+
+function drawTiles(h, m, r) {
+  const rowIndex = (x) => r.i * h.Br + x;
+  const colIndex = (x) => r.j * h.Bc + x;
+  if (r.s) {
+    $('s-caption').textContent = `S tile (${r.i}, ${r.j}) = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d`;
+    views.s.draw({ values: r.s, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
+      scale: 'diverging', max: m.maxAbs(r.bh, 's'), name: 'S', rowIndex, colIndex, colWord: 'key',
+      masked: know.knows('causal') ? '−∞: masked' : `−∞: masked (the causal mask: ${know.lesson('causal')})` });
+  } else {
+    $('s-caption').textContent = 'S tile';
+    views.s.clear(r.kind === 'pv' ? 'S is gone: phase 3 reads P.' : 'No S tile in this step.');
+  }
+  if (r.p) {
+    // What P holds: each score's exponential less the largest score its
+    // row has met so far (this tile's included), not yet divided by the
+    // row's sum. Before lesson 5 that is said in words, with the lesson
+    // that says why.
+    $('p-caption').textContent = r.kind === 'pv' ? `P tile (${r.i}, ${r.j}), read from device memory`
+      : know.knows('online') ? 'P = exp(S − m_new), unnormalised'
+        : `P = exp(S − the row's largest score so far), not yet divided by the row's sum (${know.lesson('online')} says why)`;
+    views.p.draw({ values: r.p, rows: h.Br, cols: h.Bc, rowsValid: r.rowsValid, colsValid: r.colsValid,
+      scale: 'sequential', max: r.kind === 'pv' ? m.maxAbs(r.bh, 'p', 'pv') : 1, name: 'P', rowIndex, colIndex, colWord: 'key' });
+  } else {
+    $('p-caption').textContent = 'P tile';
+    views.p.clear(r.kind === 'scores' ? (materialises(h.variant) ? 'P does not exist yet: phase 2 computes it.' : 'P does not exist yet: pass 2 computes it, once the row max is known.') : 'No P tile in this step.');
+  }
+  if (r.o) {
+    const online = know.knows('online');
+    $('o-caption').textContent = r.kind === 'epilogue' ? (online ? `O${sub(r.i)} = O / l, normalised` : `O${sub(r.i)}: each row divided by its row's sum, final`)
+      : rung(h.variant)?.o_caption ? fill(rung(h.variant).o_caption, h, r)
+        : materialises(h.variant) ? 'O accumulator'
+          : online ? 'O accumulator, unnormalised (÷ l at the end)' : `O so far, not yet divided by each row's sum (${know.lesson('online')} says why)`;
+    views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
+      scale: 'diverging', max: m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex });
+  } else {
+    $('o-caption').textContent = 'O accumulator';
+    views.o.clear('O is not touched in this step.');
+  }
+}
+
+// restoreFinal gives the final panel back to the forward's O after a
+// backward run drew its own views there.
+function restoreFinal() {
+  const box = $('o-final');
+  if (box.contains(views.final.canvas)) return;
+  box.classList.remove('qkv');
+  box.replaceChildren(views.final.canvas, views.final.scaleBar);
+  box.closest('figure').querySelector('figcaption').textContent = FINAL_CAPTION;
+}
+const FINAL_CAPTION = document.querySelector('[data-panel="final"] figcaption').textContent;
+
+function drawFinal(h, m, r) {
+  const o = m.finalO.get(r.bh);
+  if (!o) return views.final.clear('No q-tile has finished yet.');
+  // Only rows whose epilogue is at or before this step are written.
+  const values = new Float32Array(h.N * h.D).fill(NaN);
+  let written = 0;
+  for (const [key, at] of m.epilogueAt) {
+    const [bh, i] = key.split(',').map(Number);
+    if (bh !== r.bh || at > state.k) continue;
+    const lo = i * h.Br * h.D, hi = Math.min(h.N, (i + 1) * h.Br) * h.D;
+    values.set(o.subarray(lo, hi), lo);
+    written++;
+  }
+  if (!written) return views.final.clear('No q-tile has finished yet.');
+  views.final.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D,
+    scale: 'diverging', max: m.maxAbs(r.bh, 'o', 'epilogue'), name: 'O' });
+}

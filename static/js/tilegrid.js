@@ -1,0 +1,173 @@
+// The tile grid: the N×N score matrix split into Br×Bc tiles, each coloured
+// by what the kernel has done with it up to the step shown, with a legend
+// and a tooltip in the words a lesson's reader knows.
+
+import { materialises } from './steps.js';
+import { everything } from './taught.js';
+import { rung } from './rungs.js';
+import { MIN_FONT_PX } from './format.js';
+import { showTip, hideTip } from './tooltip.js';
+import { fitSize } from './heatmap.js';
+
+// Naive's finished tiles keep a colour of their own: its S and P stay in
+// device memory to the end, where flash's tiles left the chip as O only.
+// CAUSAL_LINE is the colour of the tile grid's dashed causal diagonal.
+export const CAUSAL_LINE = '#8a5a00';
+
+const TILE_COLOURS = {
+  pending: '#ffffff', done: '#c9d8f2', current: '#dbe6ff', 'current-row': '#eef3ff',
+  skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0', consumed: '#b48ad8', scanned: '#e8efc4',
+};
+
+// tileStateNames are the tile states in words, per kernel: the legend and
+// the tooltip say the same thing, in the words a lesson's reader knows.
+export function tileStateNames(variant, know = everything) {
+  const skipped = know.knows('causal') ? 'skipped: fully masked' : `skipped (the causal mask: ${know.lesson('causal')})`;
+  const shared = materialises(variant)
+    ? { pending: 'not computed', stored: 'S in device memory', normalised: 'P in device memory', consumed: 'P·V done (S, P stay in device memory)', current: 'this step', 'current-row': 'this q-tile', untraced: 'not traced' }
+    : { pending: 'to do', done: know.knows('memory') ? 'done (left the chip as O only)' : 'done', current: 'this step', 'current-row': know.knows('tiles') ? 'this q-tile' : 'these rows', skipped, untraced: 'not traced' };
+  // A rung's own names (kernels.Words) follow 'pending', in the order the
+  // kernel reaches them, then the shared ones it does not replace.
+  const own = Object.fromEntries((rung(variant)?.tile_states ?? []).map((t) => [t.state, t.words]));
+  return { pending: shared.pending, ...own, ...shared, ...own };
+}
+
+// TileGrid draws the N×N score matrix split into Br×Bc tiles, each coloured
+// by what the kernel has done with it up to the current step. Ragged last
+// tiles are drawn at their true, smaller size.
+export class TileGrid {
+  constructor(canvas, legend, onPick, know = everything) {
+    this.canvas = canvas;
+    this.legend = legend;
+    this.onPick = onPick;
+    this.know = know;
+    canvas.addEventListener('click', (ev) => {
+      const t = this.tileAt(ev);
+      if (t) onPick(t.i, t.j);
+    });
+    canvas.addEventListener('mousemove', (ev) => { this.hover = ev; this.showHover(); });
+    canvas.addEventListener('mouseleave', () => { this.hover = null; hideTip(); });
+  }
+
+  // showHover writes the tooltip of the tile under the pointer; a draw calls
+  // it again, so stepping with the keyboard keeps the tooltip current.
+  showHover() {
+    const ev = this.hover;
+    const t = ev && this.tileAt(ev);
+    if (!t) return hideTip();
+    const h = this.h;
+    const st = this.states[t.i * h.Tc + t.j];
+    const words = tileStateNames(h.variant, this.know)[st] || st;
+    showTip(ev, `tile (${t.i}, ${t.j}): rows ${t.i * h.Br}–${Math.min(h.N, (t.i + 1) * h.Br) - 1}, cols ${t.j * h.Bc}–${Math.min(h.N, (t.j + 1) * h.Bc) - 1}\n${words}`);
+  }
+
+  tileAt(ev) {
+    if (!this.h) return null;
+    const rect = this.canvas.getBoundingClientRect();
+    const x = (ev.clientX - rect.left) / rect.width * this.h.N;
+    const y = (ev.clientY - rect.top) / rect.height * this.h.N;
+    const i = Math.floor(y / this.h.Br), j = Math.floor(x / this.h.Bc);
+    if (i < 0 || j < 0 || i >= this.h.Tr || j >= this.h.Tc) return null;
+    return { i, j };
+  }
+
+  draw(h, states) {
+    this.h = h;
+    this.states = states;
+    // The grid is square: as wide as its box, and in the projector layout no
+    // taller than the box either.
+    const room = fitSize(this.canvas.parentElement, 480, 440);
+    const size = Math.floor(Math.max(120, Math.min(720, room.w, room.h)));
+    const dpr = window.devicePixelRatio || 1;
+    const c = this.canvas;
+    c.width = size * dpr;
+    c.height = size * dpr;
+    c.style.width = `${size}px`;
+    c.style.height = `${size}px`;
+    const g = c.getContext('2d');
+    g.scale(dpr, dpr);
+    g.clearRect(0, 0, size, size);
+    const px = size / h.N;
+    const grid = h.Tr * h.Tc <= 4096;
+    c.dataset.fontPx = '0'; // the tiles' (i, j), where printed: tests hold it legible
+    for (let i = 0; i < h.Tr; i++) {
+      for (let j = 0; j < h.Tc; j++) {
+        const st = states[i * h.Tc + j];
+        const x = j * h.Bc * px, y = i * h.Br * px;
+        const w = Math.min(h.Bc, h.N - j * h.Bc) * px, hh = Math.min(h.Br, h.N - i * h.Br) * px;
+        g.fillStyle = TILE_COLOURS[st];
+        g.fillRect(x, y, w, hh);
+        if (st === 'skipped' && w > 6) {
+          g.save();
+          g.beginPath();
+          g.rect(x, y, w, hh);
+          g.clip();
+          g.strokeStyle = '#bdbdbd';
+          for (let t = -hh; t < w; t += 7) { g.moveTo(x + t, y); g.lineTo(x + t + hh, y + hh); }
+          g.stroke();
+          g.restore();
+        }
+        if (grid) {
+          g.strokeStyle = '#c4c9cf';
+          g.lineWidth = 1;
+          g.strokeRect(x + 0.5, y + 0.5, w - 1, hh - 1);
+        }
+      }
+    }
+    if (h.causal) {
+      g.strokeStyle = CAUSAL_LINE;
+      g.setLineDash([5, 4]);
+      g.beginPath();
+      g.moveTo(0, 0);
+      g.lineTo(size, size);
+      g.stroke();
+      g.setLineDash([]);
+    }
+    // Each tile's (i, j), where it fits at a legible size, on a plate of
+    // its tile's colour: the causal diagonal runs under the label, never
+    // through it.
+    const labels = [];
+    for (let i = 0; i < h.Tr; i++) {
+      for (let j = 0; j < h.Tc; j++) {
+        const x = j * h.Bc * px, y = i * h.Br * px;
+        const w = Math.min(h.Bc, h.N - j * h.Bc) * px, hh = Math.min(h.Br, h.N - i * h.Br) * px;
+        if (w / 3.2 < MIN_FONT_PX || hh < 22) continue;
+        const fpx = Math.min(22, Math.floor(w / 3.2));
+        c.dataset.fontPx = String(fpx);
+        g.font = `${fpx}px system-ui, sans-serif`;
+        const text = `${i},${j}`;
+        const tw = g.measureText(text).width;
+        const box = [x + w / 2 - tw / 2 - 3, y + hh / 2 - fpx / 2 - 2, tw + 6, fpx + 4];
+        g.fillStyle = TILE_COLOURS[states[i * h.Tc + j]];
+        g.fillRect(...box);
+        g.fillStyle = '#58606a';
+        g.textAlign = 'center';
+        g.textBaseline = 'middle';
+        g.fillText(text, x + w / 2, y + hh / 2);
+        labels.push(box.map((v) => Math.round(v)).join(' '));
+      }
+    }
+    // Where the labels sit, in CSS pixels (x y w h; …): tests hold them
+    // clear of the diagonal.
+    c.dataset.labelBoxes = labels.join(';');
+    for (let i = 0; i < h.Tr; i++) {
+      for (let j = 0; j < h.Tc; j++) {
+        if (states[i * h.Tc + j] !== 'current') continue;
+        g.strokeStyle = '#0b5fff';
+        g.lineWidth = 3;
+        g.strokeRect(j * h.Bc * px + 1.5, i * h.Br * px + 1.5, Math.min(h.Bc, h.N - j * h.Bc) * px - 3, Math.min(h.Br, h.N - i * h.Br) * px - 3);
+      }
+    }
+    const names = tileStateNames(h.variant, this.know);
+    delete names['current-row'];
+    this.legend.replaceChildren(...Object.entries(names).map(([k, v]) => {
+      const s = document.createElement('span');
+      const sw = document.createElement('i');
+      sw.style.background = TILE_COLOURS[k];
+      if (k === 'current') sw.style.borderColor = '#0b5fff';
+      s.append(sw, v);
+      return s;
+    }));
+    if (this.hover && !document.getElementById('tip')?.hidden) this.showHover();
+  }
+}
