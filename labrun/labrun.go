@@ -22,6 +22,7 @@ import (
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/ladder"
+	"flashstep/problem"
 	"flashstep/runner"
 	"flashstep/sandbox"
 )
@@ -101,14 +102,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// BusyError: the submission was not taken; Why says why, in the student's
-// words.
-type BusyError struct{ Why string }
+// busy refuses a submission that was not taken (problem.Busy); its
+// message says why, in the student's words.
+func busy(format string, args ...any) error {
+	return problem.Newf(problem.Busy, format, args...)
+}
 
-func (b *BusyError) Error() string { return "busy: " + b.Why }
+// OffWhy is what the kernel track's pages, and a submission's refusal
+// (ErrOff), say while the track is off at this server.
+const OffWhy = "The kernel track compiles your CUDA at run time (NVRTC) and runs it on the server's GPU, " +
+	"in a process of its own. It is not on at this server: write your kernel here and check it against the solution, " +
+	"step the solution's run, recorded on a GPU, beside the reference kernel's, and step the reference kernel's own run below to see what every record of yours should hold."
 
-// ErrOff: the kernel track is not on at this server.
-var ErrOff = errors.New("the kernel track is off at this server")
+// ErrOff: the kernel track is not on at this server (problem.Forbidden).
+var ErrOff = problem.New(problem.Forbidden, OffWhy)
 
 // BrowserExercise is the refusal of a loop exercise sent to run on the
 // GPU: its code is JavaScript, graded in the student's page.
@@ -116,9 +123,19 @@ func BrowserExercise(e *lab.Exercise) error {
 	return kernels.FieldErrors{{Field: "exercise", Message: fmt.Sprintf("exercise %s runs in the browser (its page grades your code there), not on the GPU: only the kernel track's exercises are submitted", e.ID)}}
 }
 
+// State is where a submission is in its life.
+type State string
+
+const (
+	StateQueued    State = "queued"    // waiting for the GPU
+	StateRunning   State = "running"   // compiling or running
+	StateDone      State = "done"      // its verdict is in
+	StateCancelled State = "cancelled" // nobody asked about it for a while, or the server shut down
+)
+
 // Status is where a submission stands.
 type Status struct {
-	State    string   `json:"state"`    // "queued", "running", "done", "cancelled"
+	State    State    `json:"state"`
 	Exercise string   `json:"exercise"` // the exercise's id
 	Ahead    int      `json:"ahead"`    // submissions before it, while queued
 	Verdict  *Verdict `json:"verdict,omitempty"`
@@ -243,7 +260,7 @@ type ticket struct {
 	e              *lab.Exercise
 	source         string
 	check          Check
-	state          string
+	state          State
 	verdict        *Verdict
 	seen           time.Time
 	cancel         context.CancelFunc
@@ -267,7 +284,7 @@ func (s *Service) Checks() bool { return s.On() && s.o.Sanitizer != "" }
 
 // Submit queues source for exercise e from a student at addr (in a
 // room: owner), under compute-sanitizer's check if one is asked for (and
-// offered). It refuses at once, with a BusyError, a second submission
+// offered). It refuses at once, busy (problem.Busy), a second submission
 // while the student has one waiting or running, and any past the queue's
 // bound, or past Options.PerAddress live from addr whoever the students;
 // a loop exercise, which runs in the browser, with a FieldErrors. A
@@ -302,21 +319,21 @@ func (s *Service) Submit(e *lab.Exercise, source, addr string, check Check, owne
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return "", &BusyError{"the server is shutting down"}
+		return "", busy("the server is shutting down")
 	}
 	if t := s.byAddr[key]; t != nil {
-		return "", &BusyError{"your last kernel is still queued or running: wait for its verdict"}
+		return "", busy("your last kernel is still queued or running: wait for its verdict")
 	}
 	if n := s.perAddr[from]; n >= s.o.PerAddress {
-		return "", &BusyError{fmt.Sprintf("%d kernels from your address are queued or running, as many as one address may have: wait for one's verdict", n)}
+		return "", busy("%d kernels from your address are queued or running, as many as one address may have: wait for one's verdict", n)
 	}
 	if len(s.queue) >= s.o.QueueMax {
-		return "", &BusyError{fmt.Sprintf("%d kernels are waiting for the GPU", len(s.queue))}
+		return "", busy("%d kernels are waiting for the GPU", len(s.queue))
 	}
 	var b [12]byte
 	rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &ticket{id: hex.EncodeToString(b[:]), addr: key, from: from, owner: owner, e: e, source: source, check: check, state: "queued", seen: time.Now(), ctx: ctx, cancel: cancel}
+	t := &ticket{id: hex.EncodeToString(b[:]), addr: key, from: from, owner: owner, e: e, source: source, check: check, state: StateQueued, seen: time.Now(), ctx: ctx, cancel: cancel}
 	s.byID[t.id], s.byAddr[key] = t, t
 	s.perAddr[from]++
 	s.queue = append(s.queue, t)
@@ -335,7 +352,7 @@ func (s *Service) Status(id string) (Status, bool) {
 	}
 	t.seen = time.Now()
 	st := Status{State: t.state, Exercise: t.e.ID, Verdict: t.verdict, Room: t.owner.Room, Student: t.owner.Student}
-	if t.state == "queued" {
+	if t.state == StateQueued {
 		for k, q := range s.queue {
 			if q == t {
 				st.Ahead = k + s.running
@@ -359,7 +376,7 @@ func (s *Service) startLocked() {
 	for s.running < s.o.Concurrent && len(s.queue) > 0 {
 		t := s.queue[0]
 		s.queue = s.queue[1:]
-		t.state = "running"
+		t.state = StateRunning
 		s.running++
 		go s.run(t)
 	}
@@ -370,10 +387,10 @@ func (s *Service) run(t *ticket) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running--
-	if t.ctx.Err() != nil && t.state != "done" {
-		t.state = "cancelled"
+	if t.ctx.Err() != nil && t.state != StateDone {
+		t.state = StateCancelled
 	} else {
-		t.state, t.verdict = "done", v
+		t.state, t.verdict = StateDone, v
 	}
 	s.notLiveLocked(t)
 	t.cancel()
@@ -404,8 +421,8 @@ func (s *Service) janitor() {
 		for id, t := range s.byID {
 			idle := now.Sub(t.seen)
 			switch {
-			case t.state == "queued" && idle > s.o.Abandoned:
-				t.state = "cancelled"
+			case t.state == StateQueued && idle > s.o.Abandoned:
+				t.state = StateCancelled
 				t.cancel()
 				for k, q := range s.queue {
 					if q == t {
@@ -414,9 +431,9 @@ func (s *Service) janitor() {
 					}
 				}
 				s.notLiveLocked(t)
-			case t.state == "running" && idle > s.o.Abandoned:
+			case t.state == StateRunning && idle > s.o.Abandoned:
 				t.cancel() // kills its process; run() finishes the rest
-			case (t.state == "done" || t.state == "cancelled") && idle > 4*s.o.Abandoned:
+			case (t.state == StateDone || t.state == StateCancelled) && idle > 4*s.o.Abandoned:
 				delete(s.byID, id)
 			}
 		}

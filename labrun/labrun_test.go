@@ -17,6 +17,7 @@ import (
 	"flashstep/lab"
 	"flashstep/labrun/labruntest"
 	"flashstep/ladder"
+	"flashstep/problem"
 	"flashstep/recordings"
 )
 
@@ -223,11 +224,11 @@ func TestQueueIsFair(t *testing.T) {
 			t.Errorf("submission %d: %+v", k, st)
 		}
 	}
-	var busy *BusyError
-	if _, err := s.Submit(e, "// SLOW", "a", NoCheck, Owner{}); !errors.As(err, &busy) {
+	var busy *problem.Error
+	if _, err := s.Submit(e, "// SLOW", "a", NoCheck, Owner{}); !errors.As(err, &busy) || busy.Code != problem.Busy {
 		t.Errorf("a second submission from one address: %v", err)
 	}
-	if _, err := s.Submit(e, "// SLOW", "d", NoCheck, Owner{}); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLOW", "d", NoCheck, Owner{}); !errors.As(err, &busy) || busy.Code != problem.Busy {
 		t.Errorf("past the queue's bound: %v", err)
 	}
 
@@ -240,7 +241,7 @@ func TestQueueIsFair(t *testing.T) {
 			t.Errorf("student %s behind the class's one address: %v", student, err)
 		}
 	}
-	if _, err := nat.Submit(e, "// SLOW", "10.0.0.1", NoCheck, Owner{Room: "ABCDEFGH", Student: "s2"}); !errors.As(err, &busy) {
+	if _, err := nat.Submit(e, "// SLOW", "10.0.0.1", NoCheck, Owner{Room: "ABCDEFGH", Student: "s2"}); !errors.As(err, &busy) || busy.Code != problem.Busy {
 		t.Errorf("a second submission of one student: %v", err)
 	}
 	for _, id := range ids {
@@ -296,12 +297,12 @@ func TestOneAddressCannotFillTheQueue(t *testing.T) {
 			t.Fatalf("submission %d from one address, each a new student: %v", k, err)
 		}
 	}
-	var busy *BusyError
+	var busy *problem.Error
 	_, err := s.Submit(e, "// SLEEP", "198.51.100.7", NoCheck, Owner{Room: "ABCDEFGH", Student: "s8"})
-	if !errors.As(err, &busy) || !strings.Contains(busy.Why, "8 kernels from your address") {
+	if !errors.As(err, &busy) || busy.Code != problem.Busy || !strings.Contains(busy.Message, "8 kernels from your address") {
 		t.Errorf("a ninth from one address, a new student: %v, want busy saying 8 kernels from the address", err)
 	}
-	if _, err := s.Submit(e, "// SLEEP", "198.51.100.7", NoCheck, Owner{}); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLEEP", "198.51.100.7", NoCheck, Owner{}); !errors.As(err, &busy) || busy.Code != problem.Busy {
 		t.Errorf("a ninth from one address, no student: %v, want busy", err)
 	}
 	if _, err := s.Submit(e, "// SLEEP", "198.51.100.8", NoCheck, Owner{Room: "ABCDEFGH", Student: "other"}); err != nil {
@@ -326,13 +327,13 @@ func TestAddressCountsOnlyLiveSubmissions(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	var busy *BusyError
-	if _, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: "s3"}); !errors.As(err, &busy) || !strings.Contains(busy.Why, "2 kernels from your address") {
+	var busy *problem.Error
+	if _, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: "s3"}); !errors.As(err, &busy) || busy.Code != problem.Busy || !strings.Contains(busy.Message, "2 kernels from your address") {
 		t.Fatalf("a third past PerAddress 2: %v", err)
 	}
 	// Nobody asks about them: the running one is killed, the queued one
 	// cancelled (asking would keep them; the state is read directly).
-	state := func(id string) string {
+	state := func(id string) State {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.byID[id].state
@@ -349,7 +350,7 @@ func TestAddressCountsOnlyLiveSubmissions(t *testing.T) {
 			t.Errorf("after both were cancelled, %s from the address: %v", student, err)
 		}
 	}
-	if _, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: "s5"}); !errors.As(err, &busy) {
+	if _, err := s.Submit(e, "// SLEEP", addr, NoCheck, Owner{Room: "ABCDEFGH", Student: "s5"}); !errors.As(err, &busy) || busy.Code != problem.Busy {
 		t.Errorf("a third again: %v, want busy", err)
 	}
 }

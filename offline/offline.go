@@ -18,6 +18,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lessons"
+	"flashstep/problem"
 	"flashstep/recordings"
 )
 
@@ -162,13 +163,9 @@ func lesson(slug string) (*lessons.Lesson, error) {
 // ErrorJSON is err as the server's API answers it: {"error": "..."} and,
 // for a configuration's invalid fields, "fields" naming each with its limit.
 func ErrorJSON(err error) string {
-	body := struct {
-		Error  string              `json:"error"`
-		Fields kernels.FieldErrors `json:"fields,omitempty"`
-	}{Error: err.Error()}
-	var fe kernels.FieldErrors
-	if errors.As(err, &fe) {
-		body.Error, body.Fields = "invalid configuration: "+fe.Error(), fe
+	body := problem.Body{Error: err.Error()}
+	if p, ok := problem.As(err); ok {
+		body = p.Body()
 	}
 	b, _ := json.Marshal(body)
 	return string(b)

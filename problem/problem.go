@@ -17,6 +17,7 @@ package problem
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -181,6 +182,26 @@ func (e *Error) Retry() time.Duration {
 	}
 	return e.RetryAfter
 }
+
+// RetrySeconds is Retry in whole seconds, at least 1, as an HTTP
+// Retry-After says it; 0 where the error says nothing of when.
+func (e *Error) RetrySeconds() int {
+	wait := e.Retry()
+	if wait <= 0 {
+		return 0
+	}
+	return max(int(math.Ceil(wait.Seconds())), 1)
+}
+
+// Body is the JSON an HTTP answer carries of an error: the text a client
+// reads and, for invalid fields, each field with its problem.
+type Body struct {
+	Error  string `json:"error"`
+	Fields Fields `json:"fields,omitempty"`
+}
+
+// Body is what an HTTP answer says of e.
+func (e *Error) Body() Body { return Body{Error: e.Error(), Fields: e.Fields} }
 
 // New is an error of code c with a message.
 func New(c Code, message string) *Error { return &Error{Code: c, Message: message} }

@@ -24,11 +24,14 @@ import (
 //	           {"type":"status","status":"following"|"branched"}
 //	           {"type":"lab_result","answer":"pass"|"fail","ticket":"…"} (a lab room: the ticket of a kernel-track submission, whose verdict the server reads for itself)
 type Up struct {
-	Type   string `json:"type"`
-	Step   int    `json:"step,omitempty"`
-	Total  int    `json:"total,omitempty"`
-	Page   string `json:"page,omitempty"`
-	Query  string `json:"query,omitempty"`
+	Type  Cmd    `json:"type"`
+	Step  int    `json:"step,omitempty"`
+	Total int    `json:"total,omitempty"`
+	Page  string `json:"page,omitempty"`
+	Query string `json:"query,omitempty"`
+	// Answer is the wire's one word for three things: a poll's answer
+	// (answer), a verdict (lab_result: pass, fail), the kernel track
+	// (kernels: on, off). Send gives each its own field of Command.
 	Answer string `json:"answer,omitempty"`
 	Status string `json:"status,omitempty"`
 	Poll   string `json:"poll,omitempty"` // poll: PollCheckpoint, or empty for "predict m"
@@ -78,7 +81,7 @@ type Member struct {
 }
 
 // Send passes a participant's message to the room. It returns a
-// *FieldError for a message this participant may not send or that breaks
+// problem.Invalid for a message this participant may not send or that breaks
 // a limit (the participant is told; nobody else is affected), ErrNoRoom
 // when the room is gone.
 func (m *Member) Send(u Up) error {
@@ -106,8 +109,17 @@ func (m *Member) Send(u Up) error {
 	case cmdPresence, cmdJoin:
 		return fieldErr("type", "unknown message type %q", u.Type)
 	}
-	return m.deliver(Command{Type: u.Type, Member: m.ID, Student: m.Student, Presenter: m.Presenter, Page: u.Page, Query: u.Query,
-		Step: u.Step, Total: u.Total, Answer: u.Answer})
+	c := Command{Type: u.Type, Member: m.ID, Student: m.Student, Presenter: m.Presenter, Page: u.Page, Query: u.Query,
+		Step: u.Step, Total: u.Total}
+	switch u.Type {
+	case CmdAnswer:
+		c.Answer = u.Answer
+	case CmdLabResult:
+		c.Verdict = Verdict(u.Answer)
+	case CmdKernels:
+		c.Kernels = Switch(u.Answer)
+	}
+	return m.deliver(c)
 }
 
 // OpenPoll poses p to the room (the presenter only).

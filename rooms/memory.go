@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"errors"
+	"flashstep/problem"
 	"fmt"
 	"sync"
 	"time"
@@ -63,8 +64,9 @@ func (m *Memory) Create(ctx context.Context, run Run, from string) (Created, err
 // AddressRoomsError is ErrAddressRooms with the limit, and what frees a place.
 func AddressRoomsError(l Limits) error {
 	l = l.WithDefaults()
-	return fmt.Errorf("%w: at most %d open rooms per address; end one (its End button), or wait until one expires (a room nobody presents ends %s after it opens)",
-		ErrAddressRooms, l.RoomsPerAddress, Human(l.UnpresentedExpiry))
+	return &problem.Error{Code: problem.RateLimited, Limit: int64(l.RoomsPerAddress), Err: ErrAddressRooms,
+		Message: fmt.Sprintf("%s: at most %d open rooms per address; end one (its End button), or wait until one expires (a room nobody presents ends %s after it opens)",
+			ErrAddressRooms.Message, l.RoomsPerAddress, Human(l.UnpresentedExpiry))}
 }
 
 // endLocked forgets room code and gives each of its members here closed.

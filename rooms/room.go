@@ -85,33 +85,60 @@ func (e *Event) JSON() []byte {
 	return e.raw
 }
 
+// Cmd names a command to a room's state machine: what a participant
+// sends (Up's type) and what the servers send each other.
+type Cmd string
+
 // Commands a room's state machine takes. Participants send the first
 // ones (see Up); the servers send the last.
 const (
-	CmdStep       = "step"       // presenter: show step Step of Total
-	CmdRun        = "run"        // presenter: switch to the run Page, Query, at Step
-	CmdPoll       = "poll"       // presenter: open a poll on the current step
-	CmdReveal     = "reveal"     // presenter: reveal the poll's answer
-	CmdClosePoll  = "close_poll" // presenter: take the poll off the screen
-	CmdEnd        = "end"        // presenter: end the room
-	CmdAnswer     = "answer"     // student: answer the open poll
-	CmdStatus     = "status"     // student: following or branched (kept by its server)
-	CmdLabResult  = "lab_result" // student, in a lab room: Answer "pass" or "fail", a verdict of theirs on the exercise
-	CmdKernels    = "kernels"    // presenter: Answer "on" or "off", the lab's kernel track for the room
-	cmdPresence   = "presence"   // a server: its participants of the room, in full
-	cmdJoin       = "join"       // a server: someone joined; a presenter's join marks the room presented
-	StatusFollow  = "following"  // a student's page follows the presenter
-	StatusBranch  = "branched"   // a student stepped away on their own
-	roleStudent   = "student"    // roles as hello says them
+	CmdStep      Cmd = "step"       // presenter: show step Step of Total
+	CmdRun       Cmd = "run"        // presenter: switch to the run Page, Query, at Step
+	CmdPoll      Cmd = "poll"       // presenter: open a poll on the current step
+	CmdReveal    Cmd = "reveal"     // presenter: reveal the poll's answer
+	CmdClosePoll Cmd = "close_poll" // presenter: take the poll off the screen
+	CmdEnd       Cmd = "end"        // presenter: end the room
+	CmdAnswer    Cmd = "answer"     // student: Answer, an answer to the open poll
+	CmdStatus    Cmd = "status"     // student: following or branched (kept by its server)
+	CmdLabResult Cmd = "lab_result" // student, in a lab room: Verdict, a verdict of theirs on the exercise
+	CmdKernels   Cmd = "kernels"    // presenter: Kernels, the lab's kernel track on or off for the room
+	cmdPresence  Cmd = "presence"   // a server: its participants of the room, in full
+	cmdJoin      Cmd = "join"       // a server: someone joined; a presenter's join marks the room presented
+)
+
+// A student's page, as CmdStatus says it, and a participant's role, as
+// hello says it.
+const (
+	StatusFollow  = "following" // a student's page follows the presenter
+	StatusBranch  = "branched"  // a student stepped away on their own
+	roleStudent   = "student"
 	rolePresenter = "presenter"
+)
+
+// Verdict is a student's lab result (CmdLabResult): pass or fail.
+type Verdict string
+
+const (
+	VerdictPass Verdict = "pass"
+	VerdictFail Verdict = "fail"
+)
+
+// Switch turns the lab's kernel track on or off for a room (CmdKernels).
+type Switch string
+
+const (
+	SwitchOn  Switch = "on"
+	SwitchOff Switch = "off"
 )
 
 // Command is a message to a room's state machine. Member, Student and
 // Presenter are set by the server that holds the participant's
 // connection, never taken from what the participant sent, so nobody can
-// act for another.
+// act for another. Answer, Verdict and Kernels are what CmdAnswer,
+// CmdLabResult and CmdKernels carry, one each: the participant's message
+// says all three as its "answer" (Up).
 type Command struct {
-	Type      string    `json:"type"`
+	Type      Cmd       `json:"type"`
 	Member    string    `json:"member,omitempty"`
 	Student   string    `json:"student,omitempty"` // the student's identity: answers are kept by it
 	Presenter bool      `json:"presenter,omitempty"`
@@ -120,6 +147,8 @@ type Command struct {
 	Step      int       `json:"step,omitempty"`
 	Total     int       `json:"total,omitempty"`
 	Answer    string    `json:"answer,omitempty"`
+	Verdict   Verdict   `json:"verdict,omitempty"`
+	Kernels   Switch    `json:"kernels,omitempty"`
 	Poll      *Poll     `json:"poll,omitempty"`
 	Server    string    `json:"server,omitempty"`
 	Presence  *Presence `json:"presence,omitempty"`
@@ -443,9 +472,9 @@ func (r *Room) HelloTally() *Event {
 }
 
 // Apply runs one command and returns the events it causes, or why it was
-// refused (a *FieldError, or ErrBadToken for a student's presenter command).
+// refused (a problem.Invalid, or ErrBadToken for a student's presenter command).
 func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
-	presenterOnly := map[string]bool{CmdStep: true, CmdRun: true, CmdPoll: true, CmdReveal: true, CmdClosePoll: true, CmdEnd: true, CmdKernels: true}
+	presenterOnly := map[Cmd]bool{CmdStep: true, CmdRun: true, CmdPoll: true, CmdReveal: true, CmdClosePoll: true, CmdEnd: true, CmdKernels: true}
 	if presenterOnly[c.Type] {
 		if !c.Presenter {
 			return nil, fieldErr("type", "only the presenter may send %q", c.Type)
@@ -537,8 +566,8 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		if r.page != PageLab {
 			return nil, fieldErr("type", "this room shows no lab exercise: verdicts are taken while one is in front of the room")
 		}
-		if c.Answer != "pass" && c.Answer != "fail" {
-			return nil, fieldErr("answer", "must be %q or %q, got %q", "pass", "fail", truncate(c.Answer, 20))
+		if c.Verdict != VerdictPass && c.Verdict != VerdictFail {
+			return nil, fieldErr("answer", "must be %q or %q, got %q", VerdictPass, VerdictFail, truncate(string(c.Verdict), 20))
 		}
 		if !ValidStudent(c.Student) {
 			return nil, notCounted(r.Code)
@@ -553,13 +582,13 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 				return nil, fieldErr("answer", "this room holds %d students' verdicts, its most", r.maxAnswers())
 			}
 		}
-		r.lab[c.Student] = r.lab[c.Student] || c.Answer == "pass"
+		r.lab[c.Student] = r.lab[c.Student] || c.Verdict == VerdictPass
 		return []*Event{r.tallyEvent()}, nil
 	case CmdKernels:
-		if c.Answer != "on" && c.Answer != "off" {
-			return nil, fieldErr("answer", "must be %q or %q, got %q", "on", "off", truncate(c.Answer, 20))
+		if c.Kernels != SwitchOn && c.Kernels != SwitchOff {
+			return nil, fieldErr("answer", "must be %q or %q, got %q", SwitchOn, SwitchOff, truncate(string(c.Kernels), 20))
 		}
-		r.kernelsOff = c.Answer == "off"
+		r.kernelsOff = c.Kernels == SwitchOff
 		r.seq++
 		return []*Event{{Type: EventKernels, Seq: r.seq, KernelsOff: r.kernelsOff}}, nil
 	case cmdPresence:
@@ -590,7 +619,7 @@ func (r *Room) Apply(c Command, now time.Time) ([]*Event, error) {
 		}
 		return nil, nil
 	}
-	return nil, fieldErr("type", "unknown message type %q", truncate(c.Type, 20))
+	return nil, fieldErr("type", "unknown message type %q", truncate(string(c.Type), 20))
 }
 
 // ForgetSilent drops the presence of servers not heard from for longer

@@ -17,8 +17,8 @@ package rooms
 
 import (
 	"context"
-	"errors"
-	"fmt"
+
+	"flashstep/problem"
 )
 
 // Service is where rooms live: in this process (Memory) or on a broker
@@ -28,7 +28,7 @@ type Service interface {
 	// (empty: no per-address bound). It returns ErrTooManyRooms when the
 	// bound on open rooms is reached, an error wrapping ErrAddressRooms
 	// when from already holds Limits.RoomsPerAddress open rooms, or a
-	// *FieldError for a bad run.
+	// problem.Invalid for a bad run.
 	Create(ctx context.Context, run Run, from string) (Created, error)
 	// Join attaches a participant to the room with this code: a student
 	// with an empty token, the presenter with the room's control token.
@@ -102,30 +102,24 @@ type Stats struct {
 	Coalesced int64 `json:"coalesced"` // events replaced by a newer one before a slow reader took them
 }
 
-// Errors a Service returns. The web layer maps each to a status and a
-// close code in one place.
+// Errors a Service returns, each with its problem code, which the
+// classroom's transports map to a status and a close code (package
+// problem). A bad value in a message or a run is a problem.Invalid naming
+// the field and its limit.
 var (
-	ErrNoRoom       = errors.New("no room has this code: it may have expired or the server restarted; ask the presenter for the code again")
-	ErrBadToken     = errors.New("the control token is not this room's")
-	ErrTooManyRooms = errors.New("too many rooms are open on this server; try again later")
+	ErrNoRoom       = problem.New(problem.NotFound, "no room has this code: it may have expired or the server restarted; ask the presenter for the code again")
+	ErrBadToken     = problem.New(problem.Forbidden, "the control token is not this room's")
+	ErrTooManyRooms = problem.New(problem.Unavailable, "too many rooms are open on this server; try again later")
 	// ErrAddressRooms: the client's address holds as many open rooms as
 	// one address may (Limits.RoomsPerAddress); the error that wraps it
-	// names the limit.
-	ErrAddressRooms = errors.New("too many open rooms were created from your address")
-	ErrRoomFull     = errors.New("this room is full")
-	ErrClosed       = errors.New("the room has ended")
+	// (AddressRoomsError) names the limit.
+	ErrAddressRooms = problem.New(problem.RateLimited, "too many open rooms were created from your address")
+	ErrRoomFull     = problem.New(problem.Full, "this room is full")
+	ErrClosed       = problem.New(problem.NotFound, "the room has ended")
 	// ErrShuttingDown: this server is leaving; the room may go on elsewhere.
-	ErrShuttingDown = errors.New("this server is shutting down: reconnect to reach the room through another")
+	ErrShuttingDown = problem.New(problem.Unavailable, "this server is shutting down: reconnect to reach the room through another")
 )
 
-// FieldError is a bad value in a message, naming the field and its limit.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
-
 func fieldErr(field, format string, args ...any) error {
-	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+	return problem.InvalidField(field, format, args...)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"flashstep/grading"
+	"flashstep/problem"
 	"flashstep/rooms/roomstest"
 )
 
@@ -234,7 +235,7 @@ func TestLimits(t *testing.T) {
 		defer svc.Close("")
 		for _, run := range []Run{{Page: "lesson", Query: "n=8"}, {Page: PageStepper, Query: ""}, {Page: PageStepper, Query: strings.Repeat("n", 600)}} {
 			_, err := svc.Create(ctx, run, "")
-			var fe *FieldError
+			var fe *problem.Error
 			if !errors.As(err, &fe) || !strings.Contains(fe.Error(), fe.Field) {
 				t.Errorf("%+v: got %v, want a field error", run, err)
 			}
@@ -273,7 +274,7 @@ func TestLimits(t *testing.T) {
 		big := []byte(`{"type":"answer","answer":"` + strings.Repeat("9", 2000) + `"}`)
 		for _, bad := range [][]byte{big, []byte(`nope`), []byte(`{"type":"step","evil":1}`), []byte(`{}`)} {
 			_, err := ParseUp(bad, Limits{})
-			var fe *FieldError
+			var fe *problem.Error
 			if !errors.As(err, &fe) {
 				t.Errorf("%.40s: got %v, want a field error", bad, err)
 			}
@@ -524,7 +525,7 @@ func TestOneAnswerPerStudentPresent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fe *FieldError
+		var fe *problem.Error
 		if err := s.Send(Up{Type: CmdAnswer, Answer: "9"}); !errors.As(err, &fe) || fe.Field != "student" || !strings.Contains(fe.Message, "/r/"+c.Code) {
 			t.Fatalf("a follower's answer: %v, want a refusal naming the room's page", err)
 		}
@@ -795,11 +796,14 @@ func TestLabRoom(t *testing.T) {
 	if tl := r.tally(); tl.Lab == nil || *tl.Lab != (LabTally{}) {
 		t.Fatalf("a lab room before any verdict: %+v", tl.Lab)
 	}
-	verdict := func(student, answer string) error {
-		_, err := r.Apply(Command{Type: CmdLabResult, Student: student, Answer: answer}, t0)
+	verdict := func(student string, v Verdict) error {
+		_, err := r.Apply(Command{Type: CmdLabResult, Student: student, Verdict: v}, t0)
 		return err
 	}
-	for _, v := range []struct{ student, answer string }{{x, "fail"}, {x, "pass"}, {x, "fail"}, {y, "fail"}} {
+	for _, v := range []struct {
+		student string
+		answer  Verdict
+	}{{x, VerdictFail}, {x, VerdictPass}, {x, VerdictFail}, {y, VerdictFail}} {
 		if err := verdict(v.student, v.answer); err != nil {
 			t.Fatal(err)
 		}
@@ -808,11 +812,12 @@ func TestLabRoom(t *testing.T) {
 		t.Fatalf("x passed (then failed), y failed: %+v", *tl.Lab)
 	}
 	for _, bad := range []Command{
-		{Type: CmdLabResult, Student: z, Answer: "passed"},
-		{Type: CmdLabResult, Student: "", Answer: "pass"},
-		{Type: CmdLabResult, Presenter: true, Answer: "pass"},
-		{Type: CmdKernels, Answer: "off"}, // a student
-		{Type: CmdKernels, Presenter: true, Answer: "maybe"},
+		{Type: CmdLabResult, Student: z, Verdict: "passed"},
+		{Type: CmdLabResult, Student: z, Answer: "pass"}, // a poll's answer, not a verdict
+		{Type: CmdLabResult, Student: "", Verdict: VerdictPass},
+		{Type: CmdLabResult, Presenter: true, Verdict: VerdictPass},
+		{Type: CmdKernels, Kernels: SwitchOff}, // a student
+		{Type: CmdKernels, Presenter: true, Kernels: "maybe"},
 	} {
 		if _, err := r.Apply(bad, t0); err == nil {
 			t.Errorf("%+v was taken", bad)
@@ -828,11 +833,11 @@ func TestLabRoom(t *testing.T) {
 		t.Fatalf("x back: %+v", *tl.Lab)
 	}
 	// The kernel track, off and on again.
-	evs, err := r.Apply(Command{Type: CmdKernels, Presenter: true, Answer: "off"}, t0)
+	evs, err := r.Apply(Command{Type: CmdKernels, Presenter: true, Kernels: SwitchOff}, t0)
 	if err != nil || len(evs) != 1 || evs[0].Type != EventKernels || !evs[0].KernelsOff || !r.Hello("m", false).KernelsOff || !r.State().KernelsOff {
 		t.Fatalf("kernels off: %v %+v", err, evs)
 	}
-	r.Apply(Command{Type: CmdKernels, Presenter: true, Answer: "on"}, t0)
+	r.Apply(Command{Type: CmdKernels, Presenter: true, Kernels: SwitchOn}, t0)
 	if r.Hello("m", false).KernelsOff || r.State().KernelsOff {
 		t.Fatal("kernels on again: hello still says off")
 	}
@@ -971,7 +976,7 @@ func TestFollowersCountAsNoStudent(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, u := range []Up{{Type: CmdAnswer, Answer: "5"}, {Type: CmdLabResult, Answer: "pass"}} {
-			var fe *FieldError
+			var fe *problem.Error
 			if err := m.Send(u); !errors.As(err, &fe) || fe.Field != "student" || !strings.Contains(fe.Message, "/r/"+c.Code) || !strings.Contains(fe.Message, "cookie") {
 				t.Fatalf("a follower's %s: %v", u.Type, err)
 			}

@@ -19,12 +19,13 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/launch"
+	"flashstep/problem"
 	"flashstep/worker"
 )
 
 // GPU runs traces on the GPU through the worker process (cmd/gpuworker),
 // which it starts, watches and restarts. One GPU serves many browsers: runs
-// wait in a bounded queue and a full queue refuses with BusyError. Identical
+// wait in a bounded queue and a full queue refuses (problem.Busy). Identical
 // runs are computed once by the server's shared computations (package runs),
 // keyed by the run, the kernels' PTX hash and the GPU's name and driver
 // (Route's Key).
@@ -87,22 +88,19 @@ const maxAbandoned = 2
 // ErrNoGPU says the worker found no usable GPU: run on the CPU.
 var ErrNoGPU = errors.New("no GPU")
 
-// BusyError refuses a run when the queue is full.
-type BusyError struct{ Ahead int }
-
-func (e *BusyError) Error() string { return fmt.Sprintf("GPU busy, %d runs ahead of you", e.Ahead) }
-
-// WorkerError is a run lost to the worker process itself: it crashed, hung
-// or broke the protocol, and the worker has been replaced; or, Unavailable,
-// a run refused because no worker can run it now (none would start, two
-// are stuck in the driver, the server is shutting down): a client may try
-// again later.
-type WorkerError struct {
-	msg         string
-	Unavailable bool
+// gpuBusy refuses a run when the queue is full (problem.Busy), saying how
+// many runs are ahead.
+func gpuBusy(ahead int) error {
+	return &problem.Error{Code: problem.Busy, Message: fmt.Sprintf("GPU busy, %d runs ahead of you", ahead), Ahead: ahead}
 }
 
-func (e *WorkerError) Error() string { return e.msg }
+// A run lost to the worker process itself (it crashed, hung or broke the
+// protocol, and the worker has been replaced) is a problem.Lost: the client
+// may run it again now. A run refused because no worker can run it now
+// (none would start, two are stuck in the driver, the server is shutting
+// down) is a problem.Unavailable: the client may try again later.
+func workerLost(msg string) error        { return problem.New(problem.Lost, msg) }
+func workerUnavailable(msg string) error { return problem.New(problem.Unavailable, msg) }
 
 type gpuJob struct {
 	ctx   context.Context
@@ -413,9 +411,9 @@ func (g *GPU) startLocked() *start {
 	s := &start{done: make(chan struct{})}
 	switch {
 	case g.stopped():
-		s.err = &WorkerError{msg: "the server is shutting down", Unavailable: true}
+		s.err = workerUnavailable("the server is shutting down")
 	case g.abandoned >= maxAbandoned:
-		s.err = &WorkerError{msg: fmt.Sprintf("GPU worker unavailable: %d GPU workers did not exit when killed (stuck in the GPU driver?), and no new one is started until one does", g.abandoned), Unavailable: true}
+		s.err = workerUnavailable(fmt.Sprintf("GPU worker unavailable: %d GPU workers did not exit when killed (stuck in the GPU driver?), and no new one is started until one does", g.abandoned))
 	}
 	if s.err != nil {
 		close(s.done)
@@ -449,7 +447,7 @@ func (g *GPU) start(s *start) {
 	}
 	if err != nil {
 		g.log.Error("restarting the GPU worker", "err", err)
-		s.err = &WorkerError{msg: "GPU worker unavailable: it could not be restarted: " + err.Error(), Unavailable: true}
+		s.err = workerUnavailable("GPU worker unavailable: it could not be restarted: " + err.Error())
 		return
 	}
 	if hello.PTXHash != g.hello.PTXHash || hello.GPU != g.hello.GPU {
@@ -514,7 +512,7 @@ func (g *GPU) close() {
 
 // Run queues r for the GPU and streams its trace to emit. A run the
 // compiled kernels do not run, or whose trace offsets do not fit
-// (launch.ValidateTraced), is refused. It returns BusyError at once when
+// (launch.ValidateTraced), is refused. It returns a problem.Busy at once when
 // the queue is full; otherwise it returns when the run is over, and never
 // calls emit after.
 func (g *GPU) Run(ctx context.Context, r kernels.Run, emit func([]byte) error) error {
@@ -526,7 +524,7 @@ func (g *GPU) Run(ctx context.Context, r kernels.Run, emit func([]byte) error) e
 	select {
 	case g.queue <- j:
 	default:
-		return &BusyError{Ahead: len(g.queue) + int(g.inFlight.Load())}
+		return gpuBusy(len(g.queue) + int(g.inFlight.Load()))
 	}
 	return <-j.done
 }
@@ -546,7 +544,7 @@ func (g *GPU) dispatch() {
 			for {
 				select {
 				case j := <-g.queue:
-					j.done <- errors.New("the server is shutting down")
+					j.done <- workerUnavailable("the server is shutting down")
 				default:
 					return
 				}
@@ -571,7 +569,7 @@ func (g *GPU) Bench(ctx context.Context, b worker.Bench) (worker.Timed, error) {
 	select {
 	case g.queue <- j:
 	default:
-		return worker.Timed{}, &BusyError{Ahead: len(g.queue) + int(g.inFlight.Load())}
+		return worker.Timed{}, gpuBusy(len(g.queue) + int(g.inFlight.Load()))
 	}
 	err := <-j.done
 	return j.timed, err
@@ -665,7 +663,7 @@ func (g *GPU) runOne(j *gpuJob) error {
 					exit.Stop()
 					return g.lost(p, why)
 				}
-				return &RunError{Msg: fail.Error}
+				return problem.New(problem.Unprocessable, fail.Error) // the worker refused the run or could not do it (out of device memory, say); it is fine
 			default:
 				return g.lost(p, fmt.Sprintf("the GPU worker sent an unexpected %s frame", f.t))
 			}
@@ -675,17 +673,11 @@ func (g *GPU) runOne(j *gpuJob) error {
 	}
 }
 
-// RunError is a run the worker refused or could not do (out of device
-// memory, say); the worker is fine.
-type RunError struct{ Msg string }
-
-func (e *RunError) Error() string { return e.Msg }
-
 // take returns the worker for a run and marks it held. A worker already
 // seen to have exited is not given to the run: it is replaced first, as
 // exited would have replaced it. While a worker starts, take waits for it
 // (at most HelloTimeout, or until ctx is done) without procMu; a start
-// that fails, or is refused, fails the run with a WorkerError that says the
+// that fails, or is refused, fails the run with a problem.Unavailable that says the
 // GPU worker is unavailable.
 func (g *GPU) take(ctx context.Context) (*process, error) {
 	for starts := 0; ; starts++ {
@@ -709,7 +701,7 @@ func (g *GPU) take(ctx context.Context) (*process, error) {
 		}
 		if starts == 2 {
 			g.procMu.Unlock()
-			return nil, &WorkerError{msg: "GPU worker unavailable: two GPU workers in a row exited as soon as they started", Unavailable: true}
+			return nil, workerUnavailable("GPU worker unavailable: two GPU workers in a row exited as soon as they started")
 		}
 		s := g.startLocked()
 		g.procMu.Unlock()
@@ -754,16 +746,16 @@ func (g *GPU) lost(p *process, why string) error {
 	}
 	g.procMu.Unlock()
 	if s == nil {
-		return &WorkerError{msg: "the server is shutting down: " + why, Unavailable: true}
+		return workerUnavailable("the server is shutting down: " + why)
 	}
 	select {
 	case <-s.done:
 		if s.err != nil {
-			return &WorkerError{msg: why + "; " + s.err.Error(), Unavailable: true}
+			return workerUnavailable(why + "; " + s.err.Error())
 		}
 	default:
 	}
-	return &WorkerError{msg: why + "; the worker has been restarted, run again"}
+	return workerLost(why + "; the worker has been restarted, run again")
 }
 
 // lineLogger forwards the worker's output to the log, line by line.

@@ -24,6 +24,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/kernels/ptx"
+	"flashstep/problem"
 	"flashstep/recordings"
 	"flashstep/worker"
 )
@@ -307,8 +308,8 @@ func TestWorkerCrashMidRunFailsOnlyThatRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = collect(context.Background(), g, toy)
-	var we *WorkerError
-	if !errors.As(err, &we) || !strings.Contains(err.Error(), "died during the run") || !strings.Contains(err.Error(), "restarted") {
+	var we *problem.Error
+	if !isWorkerError(err, &we) || !strings.Contains(err.Error(), "died during the run") || !strings.Contains(err.Error(), "restarted") {
 		t.Fatalf("crash mid-run: %v", err)
 	}
 	if _, err := collect(context.Background(), g, toy); err != nil {
@@ -366,8 +367,8 @@ func TestWorkerGarbageIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = collect(context.Background(), g, toy)
-	var we *WorkerError
-	if !errors.As(err, &we) {
+	var we *problem.Error
+	if !isWorkerError(err, &we) {
 		t.Fatalf("garbage: %v", err)
 	}
 }
@@ -379,8 +380,8 @@ func TestWorkerFailureIsNotACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = collect(context.Background(), g, toy)
-	var re *RunError
-	if !errors.As(err, &re) || !strings.Contains(err.Error(), "out of device memory") {
+	var re *problem.Error
+	if !errors.As(err, &re) || re.Code != problem.Unprocessable || !strings.Contains(err.Error(), "out of device memory") {
 		t.Fatalf("failed run: %v", err)
 	}
 	if n, _ := g.Status(); n != 0 {
@@ -428,8 +429,8 @@ func TestFatalFailureReplacesTheWorker(t *testing.T) {
 				return done
 			}
 			err = within(t, "the run that failed fatally", run(700))
-			var we *WorkerError
-			if !errors.As(err, &we) || !strings.Contains(err.Error(), "the run failed on the GPU: the CUDA context is poisoned") ||
+			var we *problem.Error
+			if !isWorkerError(err, &we) || !strings.Contains(err.Error(), "the run failed on the GPU: the CUDA context is poisoned") ||
 				strings.Contains(err.Error(), "did not exit") != tc.hangs || strings.Contains(err.Error(), "died") {
 				t.Fatalf("the fatal failure: %v", err)
 			}
@@ -576,8 +577,8 @@ func TestQueueFullSaysHowManyAhead(t *testing.T) {
 	eventually(t, "the second run to be queued", func() bool { return len(g.queue) == 1 })
 	// One in flight, one queued: the third is refused at once.
 	_, err = collect(context.Background(), g, toy)
-	var busy *BusyError
-	if !errors.As(err, &busy) || busy.Ahead != 2 || err.Error() != "GPU busy, 2 runs ahead of you" {
+	var busy *problem.Error
+	if !errors.As(err, &busy) || busy.Code != problem.Busy || busy.Ahead != 2 || err.Error() != "busy: GPU busy, 2 runs ahead of you" {
 		t.Fatalf("the third run: %v", err)
 	}
 	inFlight.Close()
@@ -657,8 +658,8 @@ func TestCloseDoesNotWaitForARunInFlight(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("Close took %v", took)
 	}
-	var we *WorkerError
-	if err := <-done; !errors.As(err, &we) || !strings.Contains(err.Error(), "shutting down") {
+	var we *problem.Error
+	if err := <-done; !isWorkerError(err, &we) || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("the run in flight: %v", err)
 	}
 }
@@ -681,8 +682,8 @@ func TestWorkerEndedByTheServerIsNotReportedDead(t *testing.T) {
 	arrive(t, gate) // the run is on the worker, which will never answer
 	g.Close()
 	err = <-done
-	var we *WorkerError
-	if !errors.As(err, &we) || !strings.Contains(err.Error(), "still in flight") || strings.Contains(err.Error(), "died") {
+	var we *problem.Error
+	if !isWorkerError(err, &we) || !strings.Contains(err.Error(), "still in flight") || strings.Contains(err.Error(), "died") {
 		t.Fatalf("the run the shutdown cut off: %v", err)
 	}
 	if _, why := g.Status(); !strings.Contains(why, "still in flight") || strings.Contains(why, "died") {
@@ -765,8 +766,8 @@ func TestWorkerThatOutlivesItsKillIsAbandoned(t *testing.T) {
 	// What the run waits for is IdleTimeout then KillTimeout; the rest is
 	// room for a loaded machine.
 	bound := opts.IdleTimeout + opts.KillTimeout + 3*time.Second
-	var we *WorkerError
-	if !errors.As(err, &we) || !strings.Contains(err.Error(), "stopped answering") ||
+	var we *problem.Error
+	if !isWorkerError(err, &we) || !strings.Contains(err.Error(), "stopped answering") ||
 		!strings.Contains(err.Error(), "did not exit within 500ms of SIGKILL and was abandoned") {
 		t.Fatalf("the run on the stuck worker: %v", err)
 	}
@@ -817,22 +818,22 @@ func TestStuckWorkersMakeTheGPUUnavailable(t *testing.T) {
 	opts := GPUOptions{IdleTimeout: 300 * time.Millisecond, KillTimeout: 300 * time.Millisecond}
 	g, kills, gate := startStuck(t, "stuck-twice", opts)
 	var err error
-	var we *WorkerError
+	var we *problem.Error
 	for k := range maxAbandoned {
 		done := goCollect(g, uint64(910+k))
 		arrive(t, gate) // the run is on a worker that is stuck for good
 		err := within(t, fmt.Sprintf("the run on stuck worker %d", k+1), done)
-		if !errors.As(err, &we) || !strings.Contains(err.Error(), "was abandoned") {
+		if !isWorkerError(err, &we) || !strings.Contains(err.Error(), "was abandoned") {
 			t.Fatalf("the run on stuck worker %d: %v", k+1, err)
 		}
-		if last := k == maxAbandoned-1; strings.Contains(err.Error(), "GPU worker unavailable") != last || we.Unavailable != last {
-			t.Fatalf("the run on stuck worker %d (unavailable only after the last): %v (Unavailable %t)", k+1, err, we.Unavailable)
+		if last := k == maxAbandoned-1; strings.Contains(err.Error(), "GPU worker unavailable") != last || (we.Code == problem.Unavailable) != last {
+			t.Fatalf("the run on stuck worker %d (unavailable only after the last): %v (Unavailable %t)", k+1, err, (we.Code == problem.Unavailable))
 		}
 	}
 	start := time.Now()
 	err = within(t, "a run with every worker stuck", goCollect(g, 920))
-	if !errors.As(err, &we) || !we.Unavailable || !strings.HasPrefix(err.Error(), "GPU worker unavailable: 2 GPU workers did not exit when killed") {
-		t.Fatalf("a run with every worker stuck: %v (Unavailable %t)", err, we.Unavailable)
+	if !isWorkerError(err, &we) || !(we.Code == problem.Unavailable) || !strings.HasPrefix(err.Error(), "GPU worker unavailable: 2 GPU workers did not exit when killed") {
+		t.Fatalf("a run with every worker stuck: %v (Unavailable %t)", err, (we.Code == problem.Unavailable))
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("a run with every worker stuck was refused after %v, not at once", took)
@@ -867,8 +868,8 @@ func TestCloseDoesNotWaitForAWorkerThatOutlivesItsKill(t *testing.T) {
 		t.Fatalf("Close took %v, past %v", took, bound)
 	}
 	err = within(t, "the run the shutdown cut off", done)
-	var we *WorkerError
-	if !errors.As(err, &we) || !strings.Contains(err.Error(), "shutting down") || !strings.Contains(err.Error(), "still in flight") ||
+	var we *problem.Error
+	if !isWorkerError(err, &we) || !strings.Contains(err.Error(), "shutting down") || !strings.Contains(err.Error(), "still in flight") ||
 		!strings.Contains(err.Error(), "was abandoned") {
 		t.Fatalf("the run the shutdown cut off: %v", err)
 	}
@@ -887,4 +888,11 @@ func startStuck(t *testing.T, mode string, opts GPUOptions) (*GPU, *pendingKills
 	}
 	t.Cleanup(kills.releaseAll)
 	return g, kills, gate
+}
+
+// isWorkerError says whether err is a run lost to the worker
+// (problem.Lost) or refused because no worker can run it now
+// (problem.Unavailable), and sets we to it.
+func isWorkerError(err error, we **problem.Error) bool {
+	return errors.As(err, we) && ((*we).Code == problem.Lost || (*we).Code == problem.Unavailable)
 }

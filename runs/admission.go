@@ -5,6 +5,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/problem"
 	"flashstep/runner"
 )
 
@@ -19,9 +20,11 @@ type lane struct {
 // computations waiting or running.
 type addrUse struct{ readers, computations int }
 
-func (h *Hub) busy(reason string) *BusyError {
+// busy refuses a request the server cannot take now (problem.Busy); the
+// client may try again after Options.RetryAfter.
+func (h *Hub) busy(reason string) *problem.Error {
 	h.stats.Busy++
-	return &BusyError{Reason: reason, RetryAfter: h.opts.RetryAfter}
+	return &problem.Error{Code: problem.Busy, Message: reason, RetryAfter: h.opts.RetryAfter}
 }
 
 // admit makes a new computation, running or waiting, or says why not: a

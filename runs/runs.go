@@ -13,14 +13,13 @@
 // computations at once on each engine (the CPU's cores, the one GPU), a
 // bounded queue behind them whose position each waiting client sees, a
 // bound on the memory every trace held may take, and per-address bounds
-// on streams and computations; past them a request gets a *BusyError,
+// on streams and computations; past them a request gets a problem.Busy,
 // which the server answers with HTTP 503 or websocket close 1013.
 package runs
 
 import (
 	"container/list"
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -28,6 +27,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/problem"
 	"flashstep/runner"
 )
 
@@ -97,17 +97,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// BusyError refuses a request the server cannot take now; the client may
-// try again after RetryAfter.
-type BusyError struct {
-	Reason     string
-	RetryAfter time.Duration
-}
-
-func (e *BusyError) Error() string { return e.Reason }
-
-// ErrClosed: the server is shutting down.
-var ErrClosed = errors.New("the server is shutting down; run again in a moment")
+// ErrClosed: the server is shutting down (problem.Unavailable).
+var ErrClosed = problem.New(problem.Unavailable, "the server is shutting down; run again in a moment")
 
 // labelSlack covers a trace's source label, which TraceBytes leaves out.
 const labelSlack = 4 << 10
@@ -159,7 +150,7 @@ func New(router Router, o Options) *Hub {
 
 // Open starts reading the trace of r, computing it if nobody is. A run
 // that can go nowhere gets the route's error (a kernels.FieldErrors names
-// the field); a request the server cannot take now gets a *BusyError. addr
+// the field); a request the server cannot take now gets a problem.Busy. addr
 // is the client's address, for the per-address bounds. The reader must be
 // closed.
 func (h *Hub) Open(r kernels.Run, addr string) (*Reader, error) {

@@ -12,6 +12,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/problem"
 	"flashstep/runner"
 )
 
@@ -209,8 +210,8 @@ func TestAdmission(t *testing.T) {
 		t.Fatalf("third run: %+v, want 1 ahead", u)
 	}
 	// A fourth distinct run finds the queue full: an explicit busy.
-	var busy *BusyError
-	if _, err := open(4, "w"); !errors.As(err, &busy) || busy.RetryAfter <= 0 {
+	var busy *problem.Error
+	if _, err := open(4, "w"); !errors.As(err, &busy) || busy.Code != problem.Busy || busy.RetryAfter <= 0 {
 		t.Fatalf("past the queue: %v", err)
 	}
 	// A reader of a run already queued costs no place.
@@ -254,8 +255,8 @@ func TestPerAddressBounds(t *testing.T) {
 		}
 		open = append(open, r)
 	}
-	var busy *BusyError
-	if _, err := h.Open(run(3), "greedy"); !errors.As(err, &busy) {
+	var busy *problem.Error
+	if _, err := h.Open(run(3), "greedy"); !errors.As(err, &busy) || busy.Code != problem.Busy {
 		t.Fatalf("a third computation from one address: %v", err)
 	}
 	if r, err := h.Open(run(3), "modest"); err != nil {
@@ -270,7 +271,7 @@ func TestPerAddressBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	open = append(open, r)
-	if _, err := h.Open(run(2), "greedy"); !errors.As(err, &busy) {
+	if _, err := h.Open(run(2), "greedy"); !errors.As(err, &busy) || busy.Code != problem.Busy {
 		t.Fatalf("a fourth stream from one address: %v", err)
 	}
 	for _, r := range open {
@@ -462,9 +463,9 @@ func TestAccounting(t *testing.T) {
 		if u := next(t, b); u.Ahead != 0 {
 			t.Fatalf("%+v", u)
 		}
-		var busy *BusyError
+		var busy *problem.Error
 		for k := range 50 {
-			if _, err := h.Open(run(uint64(10+k)), fmt.Sprint("c", k)); !errors.As(err, &busy) {
+			if _, err := h.Open(run(uint64(10+k)), fmt.Sprint("c", k)); !errors.As(err, &busy) || busy.Code != problem.Busy {
 				t.Fatalf("run %d past a full queue: %v", k, err)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/launch"
+	"flashstep/problem"
 )
 
 // Executor times sweep points on one engine.
@@ -102,10 +103,11 @@ const (
 	MaxPerOwner = 2
 )
 
-// BusyError refuses a sweep the queue cannot take now.
-type BusyError struct{ Reason string }
-
-func (e *BusyError) Error() string { return e.Reason }
+// busy refuses a sweep the queue cannot take now (problem.Busy): a sweep's
+// turn comes in about a minute.
+func busy(format string, args ...any) error {
+	return &problem.Error{Code: problem.Busy, Message: fmt.Sprintf(format, args...), RetryAfter: time.Minute}
+}
 
 // NewManager starts a manager over the engines it has: "cpu" always, "gpu"
 // where there is one.
@@ -125,7 +127,7 @@ func (m *Manager) Engines() map[instrument.Source]string {
 }
 
 // Submit queues a sweep for owner (the client's address), or refuses it
-// with a *BusyError past MaxQueued waiting or MaxPerOwner of owner's.
+// with a problem.Busy past MaxQueued waiting or MaxPerOwner of owner's.
 func (m *Manager) Submit(s Spec, owner string) (Job, error) {
 	ex, ok := m.execs[s.Engine]
 	if !ok {
@@ -134,7 +136,7 @@ func (m *Manager) Submit(s Spec, owner string) (Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.queue) >= MaxQueued {
-		return Job{}, &BusyError{fmt.Sprintf("%d sweeps are waiting already, as many as this server queues: try again when one has run", len(m.queue))}
+		return Job{}, busy("%d sweeps are waiting already, as many as this server queues: try again when one has run", len(m.queue))
 	}
 	mine := 0
 	for _, j := range m.jobs {
@@ -143,7 +145,7 @@ func (m *Manager) Submit(s Spec, owner string) (Job, error) {
 		}
 	}
 	if mine >= MaxPerOwner {
-		return Job{}, &BusyError{fmt.Sprintf("your address has %d sweeps queued or running, the most one address may: wait for one, or cancel it", mine)}
+		return Job{}, busy("your address has %d sweeps queued or running, the most one address may: wait for one, or cancel it", mine)
 	}
 	j := &Job{ID: newJobID(), owner: owner, Spec: s, Query: s.Values().Encode(), Source: ex.Source(), State: StateQueued,
 		Total: len(s.Points()), Estimate: s.Estimate(), Created: time.Now(), Results: []Result{}}

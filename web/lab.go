@@ -15,6 +15,7 @@ import (
 	"flashstep/lab"
 	"flashstep/labrun"
 	"flashstep/ladder"
+	"flashstep/problem"
 	"flashstep/recordings"
 	"flashstep/rooms"
 	"flashstep/templates"
@@ -26,10 +27,9 @@ import (
 // compiles and runs them on the GPU; where it is off, the pages say what it
 // needs and step the solution's recorded run beside the reference kernel's.
 
-// kernelTrackWhy is what the kernel track's pages say while it is off.
-const kernelTrackWhy = "The kernel track compiles your CUDA at run time (NVRTC) and runs it on the server's GPU, " +
-	"in a process of its own. It is not on at this server: write your kernel here and check it against the solution, " +
-	"step the solution's run, recorded on a GPU, beside the reference kernel's, and step the reference kernel's own run below to see what every record of yours should hold."
+// kernelTrackWhy is what the kernel track's pages say while it is off, as
+// a submission's refusal does (labrun.ErrOff).
+const kernelTrackWhy = labrun.OffWhy
 
 // What the kernel track's pages and the lab's index say on the static
 // site, which has no server to compile on.
@@ -191,15 +191,16 @@ func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room strin
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("source: the source must be at most %d bytes (%d KiB)", lab.MaxSourceBytes, lab.MaxSourceBytes>>10)}
+			return &problem.Error{Code: problem.TooLarge, Field: "source", Limit: lab.MaxSourceBytes,
+				Message: fmt.Sprintf("the source must be at most %d bytes (%d KiB)", lab.MaxSourceBytes, lab.MaxSourceBytes>>10)}
 		}
-		return &httpError{http.StatusBadRequest, "source: the body could not be read: " + err.Error()}
+		return problem.InvalidField("source", "the body could not be read: %s", err.Error())
 	}
 	if err := lab.CheckSource(string(body)); err != nil {
 		return err
 	}
 	if !fromThisSite(r) {
-		return &httpError{http.StatusForbidden, "kernels are submitted from this site's own pages"}
+		return problem.New(problem.Forbidden, "kernels are submitted from this site's own pages")
 	}
 	e, ok := lab.ByID(chi.URLParam(r, "id"))
 	if !ok {
@@ -217,25 +218,25 @@ func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room strin
 		// The code counts as every room route's does (peekRoom): a wrong
 		// one against the address's wrong codes, a malformed one too.
 		code := rooms.NormalizeCode(room)
-		st, err := s.peekRoom(w, r, code, "")
+		st, err := s.peekRoom(r, code, "")
 		if code == "" && !inRoom && errors.Is(err, rooms.ErrNoRoom) {
 			return kernels.FieldErrors{{Field: "room", Message: fmt.Sprintf("room must be a room's code, like K7QM-4TXZ (got %q)", truncate(room, 24))}}
 		}
 		if err != nil {
-			return roomErr(err)
+			return err
 		}
 		if st.KernelsOff {
-			return &httpError{http.StatusForbidden, "the presenter turned the kernel track off for room " + rooms.FormatCode(code)}
+			return problem.New(problem.Forbidden, "the presenter turned the kernel track off for room "+rooms.FormatCode(code))
 		}
 		// A room takes kernels for the exercise in front of it alone: its
 		// students' identities are free, so a room of any other page, or
 		// of another exercise, would be a way to queue any kernel under a
 		// fresh identity each time.
 		if st.Page != rooms.PageLab {
-			return &httpError{http.StatusConflict, fmt.Sprintf("room %s shows no lab exercise now, so it takes no kernel for %s: a room takes kernels only for the exercise in front of it", rooms.FormatCode(code), e.ID)}
+			return problem.Newf(problem.Conflict, "room %s shows no lab exercise now, so it takes no kernel for %s: a room takes kernels only for the exercise in front of it", rooms.FormatCode(code), e.ID)
 		}
 		if st.Query != e.ID {
-			return &httpError{http.StatusConflict, fmt.Sprintf("room %s shows exercise %s, not %s: a room takes kernels only for the exercise in front of it", rooms.FormatCode(code), st.Query, e.ID)}
+			return problem.Newf(problem.Conflict, "room %s shows exercise %s, not %s: a room takes kernels only for the exercise in front of it", rooms.FormatCode(code), st.Query, e.ID)
 		}
 		owner.Room = code
 		if inRoom {
@@ -279,7 +280,7 @@ func labChoices() []templates.LabChoice {
 // message names the submission's ticket, which must be the sender's own,
 // submitted from this room's page (labSubmitInRoom), and its verdict is
 // read here: a ticket passed round the class counts for its owner alone.
-func (s *Server) labVerdictOf(m *rooms.Member, u rooms.Up) (string, error) {
+func (s *Server) labVerdictOf(m *rooms.Member, u rooms.Up) (rooms.Verdict, error) {
 	if m.Student == "" {
 		return "", rooms.NotCounted(m.Code)
 	}
@@ -291,23 +292,23 @@ func (s *Server) labVerdictOf(m *rooms.Member, u rooms.Up) (string, error) {
 	}
 	e, ok := lab.ByID(st.Query)
 	if st.Page != rooms.PageLab || !ok {
-		return "", &rooms.FieldError{Field: "type", Message: "this room shows no lab exercise: verdicts are taken while one is in front of the room"}
+		return "", problem.InvalidField("type", "this room shows no lab exercise: verdicts are taken while one is in front of the room")
 	}
 	if e.Track != lab.TrackKernel {
-		return u.Answer, nil
+		return rooms.Verdict(u.Answer), nil
 	}
 	sub, ok := s.lab.Status(u.Ticket)
 	switch {
 	case !ok:
-		return "", &rooms.FieldError{Field: "ticket", Message: "a kernel's verdict is counted from its submission on this server: no submission has this ticket"}
+		return "", problem.InvalidField("ticket", "a kernel's verdict is counted from its submission on this server: no submission has this ticket")
 	case sub.Room != m.Code || sub.Student != m.Student:
-		return "", &rooms.FieldError{Field: "ticket", Message: "this submission is not yours: a kernel's verdict counts for the student who submitted it from this room's page"}
+		return "", problem.InvalidField("ticket", "this submission is not yours: a kernel's verdict counts for the student who submitted it from this room's page")
 	case sub.Exercise != e.ID:
-		return "", &rooms.FieldError{Field: "ticket", Message: fmt.Sprintf("this submission was for exercise %s, not %s", sub.Exercise, e.ID)}
-	case sub.State != "done" || sub.Verdict == nil:
-		return "", &rooms.FieldError{Field: "ticket", Message: "this submission has no verdict yet"}
+		return "", problem.InvalidField("ticket", "this submission was for exercise %s, not %s", sub.Exercise, e.ID)
+	case sub.State != labrun.StateDone || sub.Verdict == nil:
+		return "", problem.InvalidField("ticket", "this submission has no verdict yet")
 	case sub.Verdict.Verdict == "pass":
-		return "pass", nil
+		return rooms.VerdictPass, nil
 	}
-	return "fail", nil
+	return rooms.VerdictFail, nil
 }

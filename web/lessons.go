@@ -14,6 +14,7 @@ import (
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/lessons"
+	"flashstep/problem"
 	"flashstep/templates"
 
 	"github.com/go-chi/chi/v5"
@@ -111,11 +112,11 @@ func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	}
 	l, ok := c.Lesson(chi.URLParam(r, "lesson"))
 	if !ok {
-		return &httpError{http.StatusNotFound, fmt.Sprintf("no lesson %q", chi.URLParam(r, "lesson"))}
+		return problem.Newf(problem.NotFound, "no lesson %q", chi.URLParam(r, "lesson"))
 	}
 	cp, ok := l.Checkpoint(chi.URLParam(r, "id"))
 	if !ok {
-		return &httpError{http.StatusNotFound, fmt.Sprintf("lesson %s has no checkpoint %q", l.Slug, chi.URLParam(r, "id"))}
+		return problem.Newf(problem.NotFound, "lesson %s has no checkpoint %q", l.Slug, chi.URLParam(r, "id"))
 	}
 	var req checkpointRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxCheckpointBody+1))
@@ -123,12 +124,12 @@ func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(body) > maxCheckpointBody {
-		return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", maxCheckpointBody)}
+		return problem.Newf(problem.TooLarge, "the request body is over %d bytes", maxCheckpointBody)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return &httpError{http.StatusBadRequest, `the body must be JSON {"answer": "…", "reveal": false}: ` + err.Error()}
+		return problem.New(problem.Invalid, `the body must be JSON {"answer": "…", "reveal": false}: `+err.Error())
 	}
 	// Most checkpoints read the trace of their run; the playground's and
 	// the loop's are worked out by the lessons package itself.

@@ -16,6 +16,7 @@ import (
 
 	"flashstep/kernels"
 	"flashstep/lab"
+	"flashstep/problem"
 	"flashstep/rooms"
 	"flashstep/templates"
 
@@ -59,17 +60,14 @@ const (
 	studentCookie   = "fs_student"
 )
 
-// Close codes a room's connection ends with; the page shows the reason.
+// Close codes a room's connection ends with when the room ends (the
+// page shows the reason); a refused join closes with its error's code
+// (problem.Code.CloseCode: 4003, 4004, 4009, 4029, 1013).
 const (
 	closeRoomEnded   = 4000 // the presenter ended the room
 	closeRoomExpired = 4001 // nobody used it for the idle limit
-	closeBadToken    = 4003 // a presenter cookie that is not the room's
-	closeNoRoom      = 4004 // no such room (expired, or the server restarted)
-	closeRoomFull    = 4009
 	closeRoomLost    = 4010 // the server running the room stopped answering (natsrooms)
 	closeGoingAway   = 1001 // this server leaves, the room goes on: the page reconnects
-	closeTryAgain    = 1013 // this server is leaving: join again (through another)
-	closeTooMany     = 4029 // too many joins from this address
 	closeRestart     = 1012 // the server is restarting: the room is lost
 )
 
@@ -158,10 +156,10 @@ func fromThisSite(r *http.Request) bool {
 // up, or refuses every code while they are spent; settle gives the code
 // back once it turns out to exist. Reserving first makes guesses sent at
 // once count at once: each holds a wrong code until it is known to be right.
-func (s *Server) guess(w http.ResponseWriter, r *http.Request) (settle func(exists bool), err error) {
+func (s *Server) guess(r *http.Request) (settle func(exists bool), err error) {
 	giveBack, wait, ok := s.failedJoins.Reserve(clientAddr(r))
 	if !ok {
-		return nil, s.wrongCodes(w, wait)
+		return nil, limited(wait, s.failedJoins.PerMinute(), "too many wrong codes from your address (at most %d a minute): every code is refused; retry in %d s")
 	}
 	return func(exists bool) {
 		if exists {
@@ -172,36 +170,28 @@ func (s *Server) guess(w http.ResponseWriter, r *http.Request) (settle func(exis
 
 // admitJoin counts a connection to a room that exists against the joins a
 // minute of its address.
-func (s *Server) admitJoin(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) admitJoin(r *http.Request) error {
 	if ok, wait := s.joins.Take(clientAddr(r)); !ok {
-		secs := retrySeconds(w, wait)
-		return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many joins from your address (at most %d a minute); retry in %d s", s.joins.PerMinute(), secs)}
+		return limited(wait, s.joins.PerMinute(), "too many joins from your address (at most %d a minute); retry in %d s")
 	}
 	return nil
 }
 
-func (s *Server) wrongCodes(w http.ResponseWriter, wait time.Duration) error {
-	secs := retrySeconds(w, wait)
-	return &httpError{http.StatusTooManyRequests, fmt.Sprintf("too many wrong codes from your address (at most %d a minute): every code is refused; retry in %d s",
-		s.failedJoins.PerMinute(), secs)}
-}
-
-// retrySeconds is a wait in whole seconds, at least 1, set as the answer's
-// Retry-After too.
-func retrySeconds(w http.ResponseWriter, wait time.Duration) int {
+// limited refuses an address that has spent what it may do a minute
+// (problem.RateLimited): format says the limit, then the wait in whole
+// seconds, which the answer's Retry-After says too.
+func limited(wait time.Duration, perMinute int, format string) error {
 	secs := max(int(math.Ceil(wait.Seconds())), 1)
-	if w != nil {
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-	}
-	return secs
+	return &problem.Error{Code: problem.RateLimited, Message: fmt.Sprintf(format, perMinute, secs),
+		Limit: int64(perMinute), RetryAfter: time.Duration(secs) * time.Second}
 }
 
 // peekRoom looks up the room a request names, as every route that takes
 // a code does: the lookup holds one of the address's wrong codes until
 // the room turns out to exist (guess), so a wrong code counts whichever
 // route brings it, and while they are spent every code is refused.
-func (s *Server) peekRoom(w http.ResponseWriter, r *http.Request, code, token string) (rooms.State, error) {
-	settle, err := s.guess(w, r)
+func (s *Server) peekRoom(r *http.Request, code, token string) (rooms.State, error) {
+	settle, err := s.guess(r)
 	if err != nil {
 		return rooms.State{}, err
 	}
@@ -234,24 +224,6 @@ func (s *Server) studentCookieFor(code, pass string) *http.Cookie {
 		SameSite: http.SameSiteLaxMode, MaxAge: int(s.roomLimits.IdleExpiry.Seconds()) + 3600}
 }
 
-func roomErr(err error) error {
-	switch {
-	case errors.Is(err, rooms.ErrNoRoom):
-		return &httpError{http.StatusNotFound, err.Error()}
-	case errors.Is(err, rooms.ErrBadToken):
-		return &httpError{http.StatusForbidden, err.Error()}
-	case errors.Is(err, rooms.ErrAddressRooms):
-		return &httpError{http.StatusTooManyRequests, err.Error()}
-	case errors.Is(err, rooms.ErrTooManyRooms), errors.Is(err, rooms.ErrRoomFull), errors.Is(err, rooms.ErrShuttingDown):
-		return &httpError{http.StatusServiceUnavailable, err.Error()}
-	}
-	var fe *rooms.FieldError
-	if errors.As(err, &fe) {
-		return &httpError{http.StatusBadRequest, "invalid room message: " + fe.Error()}
-	}
-	return err
-}
-
 // roomRequest is what creating a room takes.
 type roomRequest struct {
 	Page  string `json:"page"`
@@ -276,10 +248,10 @@ type roomCreated struct {
 // createRoom validates the run and opens a room on it at the given step.
 func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, error) {
 	if !fromThisSite(r) {
-		return roomCreated{}, &httpError{http.StatusForbidden, "rooms are created from this site's own pages"}
+		return roomCreated{}, problem.New(problem.Forbidden, "rooms are created from this site's own pages")
 	}
 	if !s.creates.Allow(clientAddr(r), s.creates.Now()) {
-		return roomCreated{}, &httpError{http.StatusTooManyRequests, "too many rooms created from your address: at most 20 a minute"}
+		return roomCreated{}, problem.New(problem.RateLimited, "too many rooms created from your address: at most 20 a minute")
 	}
 	if req.Lesson != "" || req.Widget != "" {
 		var err error
@@ -291,7 +263,7 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 		req.Page = rooms.PageStepper
 	}
 	if req.Page != rooms.PageStepper && req.Page != rooms.PageCompare && req.Page != rooms.PageLab {
-		return roomCreated{}, &httpError{http.StatusBadRequest, fmt.Sprintf("page must be %q, %q or %q", rooms.PageStepper, rooms.PageCompare, rooms.PageLab)}
+		return roomCreated{}, problem.InvalidField("page", "must be %q, %q or %q", rooms.PageStepper, rooms.PageCompare, rooms.PageLab)
 	}
 	query, err := roomQuery(req.Page, req.Query, s.roomLimits.MaxQuery)
 	if err != nil {
@@ -300,7 +272,7 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 	// Students start where the presenter stood when pressing Present.
 	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step, Lesson: req.Lesson, Widget: req.Widget}, clientAddr(r))
 	if err != nil {
-		return roomCreated{}, roomErr(err)
+		return roomCreated{}, err
 	}
 	return roomCreated{Code: c.Code, Shown: rooms.FormatCode(c.Code), JoinURL: s.joinURL(r, c.Code), Token: c.Token,
 		Page: req.Page, Query: query, Socket: "/r/" + c.Code + "/ws", Presents: "/r/" + c.Code}, nil
@@ -317,7 +289,7 @@ func roomQuery(page, query string, maxQuery int) (string, error) {
 		for _, e := range lab.All() {
 			ids = append(ids, e.ID)
 		}
-		return "", &httpError{http.StatusBadRequest, fmt.Sprintf("query: a lab room's query is an exercise's id, one of %s (got %q)", strings.Join(ids, ", "), truncate(query, 40))}
+		return "", problem.InvalidField("query", "a lab room's query is an exercise's id, one of %s (got %q)", strings.Join(ids, ", "), truncate(query, 40))
 	}
 	return query, nil
 }
@@ -326,19 +298,19 @@ func roomQuery(page, query string, maxQuery int) (string, error) {
 // canonical form, so a room never carries a run that cannot start.
 func canonicalRun(query string, maxQuery int) (string, error) {
 	if len(query) > maxQuery {
-		return "", &httpError{http.StatusBadRequest, fmt.Sprintf("query must be at most %d bytes, got %d", maxQuery, len(query))}
+		return "", problem.InvalidField("query", "must be at most %d bytes, got %d", maxQuery, len(query))
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", &httpError{http.StatusBadRequest, "query is not a URL query: " + err.Error()}
+		return "", problem.InvalidField("query", "not a URL query: %v", err)
 	}
 	if len(q) == 0 {
-		return "", &httpError{http.StatusBadRequest, "query is required: the run the room shows, as /step names it (variant=flash2&n=…)"}
+		return "", problem.InvalidField("query", "is required: the run the room shows, as /step names it (variant=flash2&n=…)")
 	}
 	run, err := parseRun(q)
 	var fe kernels.FieldErrors
 	if errors.As(err, &fe) {
-		return "", &httpError{http.StatusBadRequest, "query: " + fe.Error()}
+		return "", problem.InvalidField("query", "%s", fe.Error())
 	}
 	if err != nil {
 		return "", err
@@ -354,9 +326,9 @@ func (s *Server) presentForm(w http.ResponseWriter, r *http.Request) error {
 	if err := r.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &httpError{http.StatusRequestEntityTooLarge, "the request body is over 4096 bytes"}
+			return problem.New(problem.TooLarge, "the request body is over 4096 bytes")
 		}
-		return &httpError{http.StatusBadRequest, "the form is malformed: " + err.Error()}
+		return problem.New(problem.Invalid, "the form is malformed: "+err.Error())
 	}
 	step, _ := strconv.Atoi(r.PostForm.Get("step"))
 	made, err := s.createRoom(r, roomRequest{Page: r.PostForm.Get("page"), Query: r.PostForm.Get("query"), Step: step,
@@ -378,12 +350,12 @@ func (s *Server) createRoomAPI(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(body) > 4096 {
-		return &httpError{http.StatusRequestEntityTooLarge, "the request body is over 4096 bytes"}
+		return problem.New(problem.TooLarge, "the request body is over 4096 bytes")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return &httpError{http.StatusBadRequest, `the body must be JSON {"page": "step", "query": "…", "step": 1}: ` + err.Error()}
+		return problem.New(problem.Invalid, `the body must be JSON {"page": "step", "query": "…", "step": 1}: `+err.Error())
 	}
 	made, err := s.createRoom(r, req)
 	if err != nil {
@@ -416,7 +388,7 @@ func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) error {
 	if r.URL.Query().Has("code") {
 		code := rooms.NormalizeCode(v.Code)
 		exists := false
-		settle, err := s.guess(w, r)
+		settle, err := s.guess(r)
 		if err == nil {
 			if code != "" {
 				_, perr := s.rooms.Peek(r.Context(), code, "")
@@ -425,8 +397,10 @@ func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) error {
 			settle(exists)
 		}
 		if err != nil {
-			v.Error = err.Error()
-			return render(w, r, http.StatusTooManyRequests, templates.JoinPage(s.page("Join a room", ""), v))
+			p := problem.Of(err)
+			setRetryAfter(w, p)
+			v.Error = p.Error()
+			return render(w, r, p.Code.Status(), templates.JoinPage(s.page("Join a room", ""), v))
 		}
 		switch {
 		case code == "":
@@ -452,20 +426,20 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/r/"+code, http.StatusMovedPermanently)
 		return nil
 	}
-	st, err := s.peekRoom(w, r, code, presenterToken(r))
+	st, err := s.peekRoom(r, code, presenterToken(r))
 	if errors.Is(err, rooms.ErrBadToken) {
 		// A stale cookie (an old room's): a student's view.
 		st, err = s.rooms.Peek(r.Context(), code, "")
 	}
 	if err != nil {
-		return roomErr(err)
+		return err
 	}
 	if !st.Presenter && studentIn(r, st) == "" {
 		// The page is where a student's identity comes from. Issuing one
 		// counts against the address's joins a minute, as a connection
 		// does, so an address draws identities no faster than it may join;
 		// a reload that brings the cookie back costs nothing.
-		if err := s.admitJoin(w, r); err != nil {
+		if err := s.admitJoin(r); err != nil {
 			return err
 		}
 		if _, pass := st.IssueStudent(); pass != "" {
@@ -507,21 +481,6 @@ func (s *Server) qrCode(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "private, max-age=3600")
 	w.Write(svg)
 	return nil
-}
-
-// closeCodeFor maps a refused join to the close code the page reads.
-func closeCodeFor(err error) int {
-	switch {
-	case errors.Is(err, rooms.ErrNoRoom):
-		return closeNoRoom
-	case errors.Is(err, rooms.ErrBadToken):
-		return closeBadToken
-	case errors.Is(err, rooms.ErrRoomFull):
-		return closeRoomFull
-	case errors.Is(err, rooms.ErrShuttingDown):
-		return closeTryAgain
-	}
-	return closeTooMany
 }
 
 // closeCodeOf maps a room's end to the close code the page reads.

@@ -2,14 +2,13 @@ package web
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"strings"
 
 	"flashstep/grading"
 	"flashstep/lessons"
+	"flashstep/problem"
 	"flashstep/rooms"
 
 	"golang.org/x/net/html"
@@ -28,24 +27,24 @@ func (s *Server) lessonWidget(slug, id string) (*lessons.Lesson, *lessons.Widget
 		return nil, nil, err
 	}
 	if slug == "" {
-		return nil, nil, &httpError{http.StatusBadRequest, "lesson: a widget is presented from its lesson: name both the lesson and the widget"}
+		return nil, nil, problem.InvalidField("lesson", "a widget is presented from its lesson: name both the lesson and the widget")
 	}
 	l, ok := c.Lesson(slug)
 	if !ok {
-		return nil, nil, &httpError{http.StatusBadRequest, fmt.Sprintf("lesson: no lesson %q", truncate(slug, 40))}
+		return nil, nil, problem.InvalidField("lesson", "no lesson %q", truncate(slug, 40))
 	}
 	if id == "" {
-		return nil, nil, &httpError{http.StatusBadRequest, fmt.Sprintf("widget: name one of lesson %s's widgets to present", slug)}
+		return nil, nil, problem.InvalidField("widget", "name one of lesson %s's widgets to present", slug)
 	}
 	for _, w := range l.Widgets {
 		if w.ID == id {
 			if !w.Framed() {
-				return nil, nil, &httpError{http.StatusBadRequest, fmt.Sprintf("widget: %s is a %s, not a stepper, side by side or timeline: it cannot be presented", id, w.Kind)}
+				return nil, nil, problem.InvalidField("widget", "%s is a %s, not a stepper, side by side or timeline: it cannot be presented", id, w.Kind)
 			}
 			return l, w, nil
 		}
 	}
-	return nil, nil, &httpError{http.StatusBadRequest, fmt.Sprintf("widget: lesson %s has no widget %q", slug, truncate(id, 40))}
+	return nil, nil, problem.InvalidField("widget", "lesson %s has no widget %q", slug, truncate(id, 40))
 }
 
 // lessonRun is the room's run for a lesson's widget: its page and query
@@ -125,7 +124,7 @@ func (s *Server) roomCheckpoint(st rooms.State) (*lessons.Lesson, *lessons.Check
 func (s *Server) checkpointPoll(ctx context.Context, st rooms.State, who string) (*rooms.Poll, error) {
 	l, cp := s.roomCheckpoint(st)
 	if cp == nil {
-		return nil, &rooms.FieldError{Field: "poll", Message: "this room was not presented from a lesson's widget with a checkpoint: use \"Poll: predict m\""}
+		return nil, problem.InvalidField("poll", "this room was not presented from a lesson's widget with a checkpoint: use \"Poll: predict m\"")
 	}
 	var trace *lessons.Trace
 	source := cp.Source()

@@ -13,6 +13,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lessons"
+	"flashstep/problem"
 	"flashstep/rooms"
 )
 
@@ -25,7 +26,7 @@ import (
 // its tolerance.
 func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*rooms.Poll, error) {
 	if st.Page != rooms.PageStepper {
-		return nil, &rooms.FieldError{Field: "type", Message: "polls ask about the stepper's tile steps; this room shows the side by side"}
+		return nil, problem.InvalidField("type", "polls ask about the stepper's tile steps; this room shows the side by side")
 	}
 	q, err := url.ParseQuery(st.Query)
 	if err != nil {
@@ -37,7 +38,7 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*room
 	}
 	c := run.Config()
 	if c.Variant != instrument.VariantFlash2 || c.Timing {
-		return nil, &rooms.FieldError{Field: "type", Message: "polls ask about FlashAttention's online softmax: run flash2 with a full trace"}
+		return nil, problem.InvalidField("type", "polls ask about FlashAttention's online softmax: run flash2 with a full trace")
 	}
 	trace, err := s.runTrace(ctx, run, who)
 	if err != nil {
@@ -53,7 +54,7 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*room
 		}
 	}
 	if k < 0 {
-		return nil, &rooms.FieldError{Field: "step", Message: fmt.Sprintf("no tile step comes after step %d: step back to pose a poll", at)}
+		return nil, problem.InvalidField("step", "no tile step comes after step %d: step back to pose a poll", at)
 	}
 	r := trace.Steps[k]
 	row := interestingRow(r)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"flashstep/problem"
 	"flashstep/rooms"
 )
 
@@ -36,9 +37,9 @@ type sseSessions struct {
 }
 
 func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.joinRoom(w, r)
+	m, err := s.joinRoom(r)
 	if err != nil {
-		return roomErr(err)
+		return err
 	}
 	defer m.Leave()
 	keyBytes := make([]byte, 16)
@@ -103,7 +104,7 @@ type sendRequest struct {
 
 func (s *Server) roomSend(w http.ResponseWriter, r *http.Request) error {
 	if !fromThisSite(r) {
-		return &httpError{http.StatusForbidden, "messages come from this site's own pages"}
+		return problem.New(problem.Forbidden, "messages come from this site's own pages")
 	}
 	limit := int64(s.roomLimits.MaxMessage + 256)
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
@@ -111,23 +112,24 @@ func (s *Server) roomSend(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if int64(len(body)) > limit {
-		return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("message: must be at most %d bytes", s.roomLimits.MaxMessage)}
+		return &problem.Error{Code: problem.TooLarge, Field: "message", Limit: int64(s.roomLimits.MaxMessage),
+			Message: fmt.Sprintf("must be at most %d bytes", s.roomLimits.MaxMessage)}
 	}
 	var req sendRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return &httpError{http.StatusBadRequest, `the body must be JSON {"member": "…", "key": "…", "message": {…}}: ` + err.Error()}
+		return problem.New(problem.Invalid, `the body must be JSON {"member": "…", "key": "…", "message": {…}}: `+err.Error())
 	}
 	s.sseMu.Lock()
 	sess := s.sse.byMember[req.Member]
 	s.sseMu.Unlock()
 	given := sha256.Sum256([]byte(req.Key))
 	if sess == nil || sess.member.Code != roomCode(r) || subtle.ConstantTimeCompare(sess.key[:], given[:]) != 1 {
-		return &httpError{http.StatusForbidden, "member and key: not an open events connection of this room on this server; reconnect"}
+		return problem.New(problem.Forbidden, "member and key: not an open events connection of this room on this server; reconnect")
 	}
 	if err := s.roomMessage(sess.member, req.Message); err != nil {
-		return roomErr(err)
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

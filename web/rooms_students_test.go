@@ -14,6 +14,7 @@ import (
 
 	"flashstep/labrun"
 	"flashstep/labrun/labruntest"
+	"flashstep/problem"
 	"flashstep/rooms"
 	"flashstep/runner"
 
@@ -239,9 +240,9 @@ func TestWrongRoomCodesCountOnEveryRoute(t *testing.T) {
 				switch {
 				case !errors.As(err, &ce):
 					return 0
-				case ce.Code == closeNoRoom:
+				case ce.Code == problem.CloseNotFound:
 					return http.StatusNotFound
-				case ce.Code == closeTooMany:
+				case ce.Code == problem.CloseRateLimited:
 					return http.StatusTooManyRequests
 				}
 				return ce.Code

@@ -22,6 +22,7 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/problem"
 	"flashstep/rooms"
 	"flashstep/rooms/natsrooms"
 	"flashstep/rooms/roomstest"
@@ -241,11 +242,11 @@ func TestRoomRefusesForgedTokensAndUnknownCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ce := p.closeCode(t); ce.Code != closeBadToken {
-		t.Fatalf("a forged token: close %d, want %d", ce.Code, closeBadToken)
+	if ce := p.closeCode(t); ce.Code != problem.CloseForbidden {
+		t.Fatalf("a forged token: close %d, want %d", ce.Code, problem.CloseForbidden)
 	}
 	p, _ = tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
-	if ce := p.closeCode(t); ce.Code != closeNoRoom || !strings.Contains(ce.Text, "no room has this code") {
+	if ce := p.closeCode(t); ce.Code != problem.CloseNotFound || !strings.Contains(ce.Text, "no room has this code") {
 		t.Fatalf("an unknown code: %v", ce)
 	}
 	// Another site's page may not open a room's websocket.
@@ -360,7 +361,7 @@ func TestJoinFloodIsRateLimited(t *testing.T) {
 		}
 	}
 	p, _ := tryJoin(ts.URL, c.Code, "", nil)
-	if ce := p.closeCode(t); ce.Code != closeTooMany || !strings.Contains(ce.Text, "retry in 12 s") || strings.HasSuffix(ce.Text, "…") {
+	if ce := p.closeCode(t); ce.Code != problem.CloseRateLimited || !strings.Contains(ce.Text, "retry in 12 s") || strings.HasSuffix(ce.Text, "…") {
 		t.Fatalf("the right code over the websocket: %v", ce)
 	}
 	// The wait is over: the right code joins, typed loosely.
@@ -375,11 +376,11 @@ func TestJoinFloodIsRateLimited(t *testing.T) {
 	}
 	// One wrong code's allowance came back in 12 s: one guess, then refused.
 	p, _ = tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
-	if ce := p.closeCode(t); ce.Code != closeNoRoom {
+	if ce := p.closeCode(t); ce.Code != problem.CloseNotFound {
 		t.Fatalf("a guess after the wait: close %d", ce.Code)
 	}
 	p, _ = tryJoin(ts.URL, "ZZZZZZZZ", "", nil)
-	if ce := p.closeCode(t); ce.Code != closeTooMany {
+	if ce := p.closeCode(t); ce.Code != problem.CloseRateLimited {
 		t.Fatalf("a guess over the limit: close %d", ce.Code)
 	}
 }
@@ -426,7 +427,7 @@ func TestWrongCodesDoNotEatTheJoins(t *testing.T) {
 		}
 	}
 	p, _ := tryJoin(ts.URL, c.Code, "", nil)
-	if ce := p.closeCode(t); ce.Code != closeTooMany || !strings.Contains(ce.Text, "too many joins") || !strings.Contains(ce.Text, "at most 3 a minute") || !strings.Contains(ce.Text, "retry in 20 s") {
+	if ce := p.closeCode(t); ce.Code != problem.CloseRateLimited || !strings.Contains(ce.Text, "too many joins") || !strings.Contains(ce.Text, "at most 3 a minute") || !strings.Contains(ce.Text, "retry in 20 s") {
 		t.Fatalf("the fourth join at 3 a minute: %v", ce)
 	}
 }
@@ -826,7 +827,7 @@ func TestServerRestartTellsEveryStudent(t *testing.T) {
 		}
 	}
 	p, _ := tryJoin(ts.URL, c.Code, "", nil)
-	if ce := p.closeCode(t); ce.Code != closeNoRoom {
+	if ce := p.closeCode(t); ce.Code != problem.CloseNotFound {
 		t.Fatalf("joining after the restart: %d", ce.Code)
 	}
 }
@@ -1172,7 +1173,7 @@ func TestLeavingServerSendsItsStudentsToAnother(t *testing.T) {
 		t.Fatalf("close frame: %v", ce)
 	}
 	p, _ := tryJoin(tsB.URL, c.Code, "", nil)
-	if ce := p.closeCode(t); ce.Code != closeTryAgain {
+	if ce := p.closeCode(t); ce.Code != websocket.CloseTryAgainLater {
 		t.Fatalf("joining the leaving server: %v", ce)
 	}
 	back := joinRoom(t, tsA.URL, c.Code, "")

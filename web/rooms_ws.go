@@ -2,11 +2,10 @@ package web
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
+	"flashstep/problem"
 	"flashstep/rooms"
 
 	"github.com/gorilla/websocket"
@@ -39,7 +38,7 @@ var roomUpgrader = websocket.Upgrader{
 
 // roomSocket joins the room with this code and serves the participant.
 func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
-	m, err := s.joinRoom(w, r)
+	m, err := s.joinRoom(r)
 	conn, uerr := roomUpgrader.Upgrade(w, r, nil)
 	if uerr != nil {
 		if m != nil {
@@ -49,7 +48,8 @@ func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// The page can read a close frame's reason, not an HTTP status.
-		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCodeFor(err), closeReason(err.Error())), time.Now().Add(writeWait))
+		p := problem.Of(err)
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(p.Code.CloseCode(), closeReason(p.Error())), time.Now().Add(writeWait))
 		conn.Close()
 		return
 	}
@@ -64,13 +64,13 @@ func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
 // looked up as every route does (peekRoom), the join counted against the
 // address's joins a minute, the presenter known by the cookie's token and
 // the student by the identity the room issued, if the cookie holds one.
-func (s *Server) joinRoom(w http.ResponseWriter, r *http.Request) (*rooms.Member, error) {
+func (s *Server) joinRoom(r *http.Request) (*rooms.Member, error) {
 	code := roomCode(r)
-	st, err := s.peekRoom(w, r, code, "")
+	st, err := s.peekRoom(r, code, "")
 	if err != nil {
 		return nil, err
 	}
-	if err := s.admitJoin(w, r); err != nil {
+	if err := s.admitJoin(r); err != nil {
 		return nil, err
 	}
 	return s.rooms.Join(r.Context(), code, presenterToken(r), studentIn(r, st))
@@ -136,7 +136,7 @@ func (s *Server) readRoom(conn *websocket.Conn, m *rooms.Member, done chan<- str
 		}
 		conn.SetReadDeadline(time.Now().Add(pongWait))
 		if kind != websocket.TextMessage {
-			notify(m, &rooms.FieldError{Field: "message", Message: "must be JSON text, not binary"})
+			notify(m, problem.InvalidField("message", "must be JSON text, not binary"))
 			continue
 		}
 		if err := s.roomMessage(m, data); err != nil {
@@ -159,8 +159,10 @@ func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
 		}
 		q, err := roomQuery(u.Page, u.Query, s.roomLimits.MaxQuery)
 		if err != nil {
-			_, body := statusOf(err)
-			return &rooms.FieldError{Field: "query", Message: body.Error}
+			if p, ok := problem.As(err); ok && p.Field != "" {
+				return p // names its field already
+			}
+			return problem.InvalidField("query", "%s", problem.Of(err).Error())
 		}
 		u.Query = q
 	case rooms.CmdLabResult:
@@ -171,10 +173,10 @@ func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
 		if err != nil {
 			return err
 		}
-		u.Answer, u.Ticket = verdict, ""
+		u.Answer, u.Ticket = string(verdict), ""
 	case rooms.CmdPoll:
 		if !m.Presenter {
-			return &rooms.FieldError{Field: "type", Message: `only the presenter may send "poll"`}
+			return problem.InvalidField("type", `only the presenter may send "poll"`)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -189,7 +191,7 @@ func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
 		case "":
 			p, err = s.newPoll(ctx, st, "room "+m.Code)
 		default:
-			return &rooms.FieldError{Field: "poll", Message: fmt.Sprintf("must be %q or empty (predict m), got %q", rooms.PollCheckpoint, truncate(u.Poll, 20))}
+			return problem.InvalidField("poll", "must be %q or empty (predict m), got %q", rooms.PollCheckpoint, truncate(u.Poll, 20))
 		}
 		if err != nil {
 			return err
@@ -199,12 +201,12 @@ func (s *Server) roomMessage(m *rooms.Member, data []byte) error {
 	return m.Send(u)
 }
 
-// notify tells one participant why its message was refused.
+// notify tells one participant why its message was refused, naming the
+// field at fault where there is one.
 func notify(m *rooms.Member, err error) {
 	e := &rooms.Event{Type: rooms.EventNotice, Error: err.Error()}
-	var fe *rooms.FieldError
-	if errors.As(err, &fe) {
-		e.Field, e.Error = fe.Field, fe.Error()
+	if p, ok := problem.As(err); ok {
+		e.Field, e.Error = p.Field, p.Error()
 	}
 	m.Box.Put(e)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"flashstep/kernels"
+	"flashstep/problem"
 	"flashstep/runs"
 
 	"github.com/gorilla/websocket"
@@ -150,10 +151,9 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 		}
 	}
 	run, err := parseRun(q)
-	var fe kernels.FieldErrors
-	if errors.As(err, &fe) {
-		send(outMsg{text: map[string]any{"type": "error", "error": "invalid configuration: " + fe.Error(), "fields": fe}})
-		send(outMsg{close: &closeMsg{websocket.ClosePolicyViolation, "invalid configuration"}})
+	if p, ok := problem.As(err); ok && p.Code == problem.Invalid {
+		send(outMsg{text: map[string]any{"type": "error", "error": p.Error(), "fields": p.Fields}})
+		send(outMsg{close: &closeMsg{p.Code.CloseCode(), "invalid configuration"}})
 		return
 	}
 	start := time.Now()
@@ -178,7 +178,6 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 	st.mu.Lock()
 	cancelled := st.cancelled
 	st.mu.Unlock()
-	var busy *runs.BusyError
 	switch {
 	case err == nil:
 		send(outMsg{text: map[string]any{"type": "done", "records": records - 1, "bytes": bytes, "ms": time.Since(start).Milliseconds()}})
@@ -190,25 +189,22 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 		// The connection is going away; nothing more to say on it.
 	case errors.Is(err, runs.ErrClosed):
 		st.goingAway()
-	case errors.As(err, &busy):
-		send(outMsg{text: map[string]any{"type": "busy", "error": busy.Reason, "retry_after": int(busy.RetryAfter.Seconds())}})
-		send(outMsg{close: &closeMsg{websocket.CloseTryAgainLater, closeReason("busy: " + busy.Reason)}})
 	default:
-		status, body := statusOf(err)
-		msg, code := body.Error, websocket.CloseInternalServerErr
-		switch {
-		case status == http.StatusBadRequest:
-			code = websocket.ClosePolicyViolation
-		case status == http.StatusServiceUnavailable:
-			code = websocket.CloseTryAgainLater
-		case status == http.StatusInternalServerError:
+		p := problem.Of(err)
+		if p.Code == problem.Busy {
+			send(outMsg{text: map[string]any{"type": "busy", "error": p.Message, "retry_after": p.RetrySeconds()}})
+			send(outMsg{close: &closeMsg{p.Code.CloseCode(), closeReason(p.Error())}})
+			return
+		}
+		msg := p.Error()
+		if p.Code == problem.Internal {
 			msg = "the run failed: " + err.Error()
 		}
-		if status >= 500 {
+		if p.Code.Status() >= 500 && p.Code.Status() != http.StatusServiceUnavailable {
 			s.log.Error("run failed", "err", err)
 		}
-		send(outMsg{text: map[string]any{"type": "error", "error": msg, "fields": body.Fields}})
-		send(outMsg{close: &closeMsg{code, "run failed"}})
+		send(outMsg{text: map[string]any{"type": "error", "error": msg, "fields": p.Fields}})
+		send(outMsg{close: &closeMsg{p.Code.CloseCode(), "run failed"}})
 	}
 }
 

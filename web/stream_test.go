@@ -17,6 +17,7 @@ import (
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/problem"
 	"flashstep/runner"
 
 	"github.com/gorilla/websocket"
@@ -392,7 +393,7 @@ func TestGPUBusyAndLost(t *testing.T) {
 	_, ts := newTestServer(t, fakeRunner{run: func(ctx context.Context, _ kernels.Run, emit func([]byte) error) error {
 		return errToGive
 	}})
-	errToGive = &runner.BusyError{Ahead: 3}
+	errToGive = &problem.Error{Code: problem.Busy, Message: "GPU busy, 3 runs ahead of you", Ahead: 3}
 	res, body := get(t, ts.URL+"/api/trace?n=8")
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "GPU busy, 3 runs ahead of you") {
 		t.Fatalf("busy over HTTP: %d %s", res.StatusCode, body)
@@ -403,7 +404,7 @@ func TestGPUBusyAndLost(t *testing.T) {
 	if got.close.Code != websocket.CloseTryAgainLater || len(got.texts) != 1 || got.texts[0]["error"] != "GPU busy, 3 runs ahead of you" {
 		t.Fatalf("busy over the websocket: %v %v", got.texts, got.close)
 	}
-	errToGive = &runner.WorkerError{}
+	errToGive = problem.New(problem.Lost, "the GPU worker died during the run; it has been restarted, run again")
 	res, _ = get(t, ts.URL+"/api/trace?n=8")
 	if res.StatusCode != http.StatusBadGateway {
 		t.Fatalf("lost worker over HTTP: %d", res.StatusCode)

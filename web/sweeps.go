@@ -8,12 +8,13 @@ import (
 	"strconv"
 	"strings"
 
+	"flashstep/problem"
 	"flashstep/sweep"
 
 	"github.com/go-chi/chi/v5"
 )
 
-var errNoSweeps = &httpError{http.StatusNotFound, "this server runs no sweeps"}
+var errNoSweeps = problem.New(problem.NotFound, "this server runs no sweeps")
 
 // maxSweepForm bounds the body of POST /api/sweeps.
 const maxSweepForm = 4 << 10
@@ -25,15 +26,15 @@ func (s *Server) startSweep(w http.ResponseWriter, r *http.Request) error {
 		return errNoSweeps
 	}
 	if !fromThisSite(r) {
-		return &httpError{http.StatusForbidden, "sweeps are started from this site's own pages"}
+		return problem.New(problem.Forbidden, "sweeps are started from this site's own pages")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxSweepForm)
 	if err := r.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", maxSweepForm)}
+			return problem.Newf(problem.TooLarge, "the request body is over %d bytes", maxSweepForm)
 		}
-		return &httpError{http.StatusBadRequest, "the form must be URL-encoded fields: " + err.Error()}
+		return problem.New(problem.Invalid, "the form must be URL-encoded fields: "+err.Error())
 	}
 	spec, err := sweep.ParseSpec(r.Form)
 	if err != nil {
@@ -59,7 +60,7 @@ func (s *Server) sweepJob(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case id == "recorded":
 		if s.recorded == nil {
-			return &httpError{http.StatusNotFound, "no recorded sweep ships with this build"}
+			return problem.New(problem.NotFound, "no recorded sweep ships with this build")
 		}
 		rec = *s.recorded
 	case s.sweeps == nil:
@@ -67,7 +68,7 @@ func (s *Server) sweepJob(w http.ResponseWriter, r *http.Request) error {
 	default:
 		job, ok := s.sweeps.Get(id)
 		if !ok {
-			return &httpError{http.StatusNotFound, "no sweep " + strconv.Quote(id)}
+			return problem.New(problem.NotFound, "no sweep "+strconv.Quote(id))
 		}
 		if format == "" {
 			writeJSON(w, http.StatusOK, job)
@@ -88,7 +89,7 @@ func (s *Server) sweepJob(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.csv"`)
 		return rec.WriteCSV(w)
 	}
-	return &httpError{http.StatusNotFound, "a sweep downloads as .csv or .json"}
+	return problem.New(problem.NotFound, "a sweep downloads as .csv or .json")
 }
 
 func (s *Server) cancelSweep(w http.ResponseWriter, r *http.Request) error {
@@ -96,11 +97,11 @@ func (s *Server) cancelSweep(w http.ResponseWriter, r *http.Request) error {
 		return errNoSweeps
 	}
 	if !fromThisSite(r) {
-		return &httpError{http.StatusForbidden, "sweeps are cancelled from this site's own pages"}
+		return problem.New(problem.Forbidden, "sweeps are cancelled from this site's own pages")
 	}
 	job, err := s.sweeps.Cancel(chi.URLParam(r, "id"))
 	if errors.Is(err, sweep.ErrNoJob) {
-		return &httpError{http.StatusNotFound, "no such sweep"}
+		return problem.New(problem.NotFound, "no such sweep")
 	}
 	if err != nil {
 		return err
@@ -111,7 +112,7 @@ func (s *Server) cancelSweep(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) sdpaReference(w http.ResponseWriter, r *http.Request) error {
 	if s.sdpa == nil {
-		return &httpError{http.StatusNotFound, "no PyTorch reference timings ship with this build"}
+		return problem.New(problem.NotFound, "no PyTorch reference timings ship with this build")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(s.sdpa)

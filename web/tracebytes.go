@@ -6,10 +6,9 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"time"
 
 	"flashstep/kernels"
-	"flashstep/runs"
+	"flashstep/problem"
 )
 
 // GET /api/trace/bytes?<run>: what a student downloads to follow a run,
@@ -92,7 +91,7 @@ func (s *Server) traceSize(ctx context.Context, r kernels.Run, addr string) (tra
 		case sz.slots <- struct{}{}:
 		default:
 			sz.mu.Unlock()
-			return traceBytes{}, &runs.BusyError{Reason: "the server is measuring other traces' sizes: try again in a few seconds", RetryAfter: 5 * time.Second}
+			return traceBytes{}, problem.New(problem.Busy, "the server is measuring other traces' sizes: try again in a few seconds")
 		}
 		mctx, cancel := context.WithCancel(context.Background())
 		f = &sizeFlight{done: make(chan struct{}), cancel: cancel}

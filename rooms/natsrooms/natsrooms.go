@@ -45,6 +45,7 @@ import (
 	"sync"
 	"time"
 
+	"flashstep/problem"
 	"flashstep/rooms"
 
 	"github.com/nats-io/nats.go"
@@ -118,7 +119,8 @@ func NewWithOptions(nc *nats.Conn, l rooms.Limits, o Options) *Service {
 
 // reply is the owner's answer to a request.
 type reply struct {
-	Err   string         `json:"err,omitempty"` // noroom, badtoken, full, field, closed
+	Err   string         `json:"err,omitempty"`  // noroom, badtoken, full, field (any other coded refusal: Code), other
+	Code  problem.Code   `json:"code,omitempty"` // field: the refusal's code; 0 from a server that sent none: Invalid
 	Field string         `json:"field,omitempty"`
 	Msg   string         `json:"msg,omitempty"`
 	State *rooms.State   `json:"state,omitempty"`
@@ -131,16 +133,16 @@ type request struct {
 }
 
 func errReply(err error) reply {
-	var fe *rooms.FieldError
+	p, coded := problem.As(err)
 	switch {
-	case errors.As(err, &fe):
-		return reply{Err: "field", Field: fe.Field, Msg: fe.Message}
 	case errors.Is(err, rooms.ErrNoRoom):
 		return reply{Err: "noroom"}
 	case errors.Is(err, rooms.ErrBadToken):
 		return reply{Err: "badtoken"}
 	case errors.Is(err, rooms.ErrRoomFull):
 		return reply{Err: "full"}
+	case coded && p.Code != problem.Internal:
+		return reply{Err: "field", Code: p.Code, Field: p.Field, Msg: p.Message}
 	}
 	return reply{Err: "other", Msg: err.Error()}
 }
@@ -150,7 +152,11 @@ func (r reply) err() error {
 	case "":
 		return nil
 	case "field":
-		return &rooms.FieldError{Field: r.Field, Message: r.Msg}
+		code := r.Code
+		if code == problem.Internal {
+			code = problem.Invalid
+		}
+		return &problem.Error{Code: code, Field: r.Field, Message: r.Msg}
 	case "noroom":
 		return rooms.ErrNoRoom
 	case "badtoken":
