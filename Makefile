@@ -51,17 +51,24 @@ test-prep: assets check-generated check-ptx
 	$(GO) vet -tags gpu ./cmd/gpuworker
 	$(GO) build -tags gpu -o bin/gpuworker ./cmd/gpuworker
 
-# Regenerate the templ components and the trace ABI files (kernels/trace_abi.h,
-# static/js/trace_abi.js) from their sources.
+# Regenerate what is written from other sources: the templ components; the
+# variant enum (instrument/variants.go) from the kernels' registry entries,
+# then the trace ABI files (kernels/cuda/common/trace_abi.h,
+# static/js/trace_abi.js) from it (two runs: the second compiles the
+# first's output); the ladder bench's rungs (bench/ladder/rungs_gen.cuh).
 generate:
 	$(GO) tool templ generate
+	$(GO) test ./instrument -run TestGeneratedVariants -update
 	$(GO) test ./instrument -run TestGeneratedABI -update
+	$(GO) test ./ladder -run TestGeneratedBenchRungs -update
 
-# Fails when a generated file is stale: templ output, the trace ABI files.
+# Fails when a generated file is stale: templ output, the variant enum, the
+# trace ABI files, the ladder bench's rungs.
 check-generated:
 	$(GO) tool templ generate
 	@git diff --exit-code -- templates || { echo "templ output was stale: regenerated, commit it"; exit 1; }
-	$(GO) test ./instrument -run TestGeneratedABI
+	$(GO) test ./instrument -run 'TestGeneratedVariants|TestGeneratedABI\b'
+	$(GO) test ./ladder -run TestGeneratedBenchRungs
 
 # The kernels' PTX, traced (-DFS_TRACE) and untraced, is committed so that a Go
 # build needs no CUDA toolkit. It must come from Debian's nvcc 11.8, without
@@ -70,19 +77,24 @@ check-generated:
 NVCC      ?= nvcc
 NVCC_WANT := release 11.8,
 PTXFLAGS  := -ptx -arch=compute_80 -std=c++17
-# The Hopper rungs (first line "// needs: sm_90a") need nvcc 12 or newer:
-# their PTX is built on the GPU machine by scripts/ptx-hopper and committed.
-HOPPER_CU := $(shell grep -l -x '// needs: sm_90a' kernels/*.cu)
-KERNEL_CU := $(filter-out $(HOPPER_CU),$(wildcard kernels/*.cu))
-PTX       := $(foreach k,$(KERNEL_CU:kernels/%.cu=%),kernels/ptx/$(k).ptx kernels/ptx/$(k)_traced.ptx)
+# The sources sit in kernels/cuda by family (common headers, forward,
+# hopper, backward). The Hopper rungs (first line "// needs: sm_90a") need
+# nvcc 12 or newer: their PTX is built on the GPU machine by
+# scripts/ptx-hopper and committed.
+CUDA_CU   := $(wildcard kernels/cuda/*/*.cu)
+HOPPER_CU := $(shell grep -l -x '// needs: sm_90a' $(CUDA_CU))
+KERNEL_CU := $(filter-out $(HOPPER_CU),$(CUDA_CU))
+COMMON_H  := $(wildcard kernels/cuda/common/*)
+PTX       := $(foreach k,$(notdir $(KERNEL_CU:.cu=)),kernels/ptx/$(k).ptx kernels/ptx/$(k)_traced.ptx)
+vpath %.cu $(sort $(dir $(KERNEL_CU)))
 
 ptx: $(PTX) kernels/ptx/ptxas.txt
 
-kernels/ptx/%_traced.ptx: kernels/%.cu kernels/instrument.cuh kernels/mma.cuh kernels/trace_abi.h
+kernels/ptx/%_traced.ptx: %.cu $(COMMON_H)
 	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
 	$(NVCC) $(PTXFLAGS) -DFS_TRACE -o $@ $<
 
-kernels/ptx/%.ptx: kernels/%.cu kernels/instrument.cuh kernels/mma.cuh kernels/trace_abi.h
+kernels/ptx/%.ptx: %.cu $(COMMON_H)
 	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
 	$(NVCC) $(PTXFLAGS) -o $@ $<
 

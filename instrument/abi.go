@@ -119,10 +119,18 @@ func CHeader() string {
 	p("#define FS_NO_TILE 0x%Xu\n", uint32(NoTile))
 	p("#define FS_FLAG_CAUSAL %du\n", FlagCausal)
 	p("#define FS_FLAG_TIMING %du\n", FlagTiming)
-	p("#define FS_FLAG_ROLES %du\n\n", FlagRoles)
+	p("#define FS_FLAG_ROLES %du\n", FlagRoles)
+	p("// A record's header alone: the whole of a timing or a role record.\n")
+	p("#define FS_RECORD_HEADER_BYTES %du\n\n", recordHeaderWireBytes)
 	p("// Trace modes, a traced kernel's last argument.\n")
 	p("#define FS_MODE_FULL %d\n#define FS_MODE_TIMING %d\n#define FS_MODE_ROLES %d\n\n", ModeFull, ModeTiming, ModeRoles)
 	for _, e := range abiEnums {
+		if e.name == "VARIANT" {
+			// The kernels never name a variant, and a header every kernel
+			// includes must not change when a rung is added: that would
+			// change every Hopper rung's source hash (ptx/hopper.sum).
+			continue
+		}
 		for _, v := range e.entries {
 			p("#define FS_%s_%s %d\n", e.name, strings.ToUpper(v.name), v.value)
 		}

@@ -63,7 +63,7 @@
 // # One source of truth
 //
 // The wire structs and the Kinds table below are the definition. The CUDA
-// header kernels/trace_abi.h and the browser's static/js/trace_abi.js are
+// header kernels/cuda/common/trace_abi.h and the browser's static/js/trace_abi.js are
 // generated from them (go test ./instrument -run TestGeneratedABI -update) and
 // a test fails when either is stale.
 package instrument

@@ -411,8 +411,8 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 func TestGeneratedABI(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{
-		filepath.Join("..", "kernels", "trace_abi.h"):       CHeader(),
-		filepath.Join("..", "static", "js", "trace_abi.js"): JSModule(),
+		filepath.Join("..", "kernels", "cuda", "common", "trace_abi.h"): CHeader(),
+		filepath.Join("..", "static", "js", "trace_abi.js"):             JSModule(),
 	}
 	for path, want := range files {
 		if *update {
@@ -437,7 +437,7 @@ func TestGeneratedABI(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "check.c")
 	os.WriteFile(src, []byte("#include \"trace_abi.h\"\nint main(void){return fs_flash_step_o(2,3,4,5) == 4u*2 + 2*3 + 2*3 ? 0 : 1;}\n"), 0o644)
-	abs, _ := filepath.Abs(filepath.Join("..", "kernels"))
+	abs, _ := filepath.Abs(filepath.Join("..", "kernels", "cuda", "common"))
 	bin := filepath.Join(dir, "check")
 	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-I", abs, "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("trace_abi.h does not compile: %v\n%s", err, out)

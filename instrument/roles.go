@@ -80,6 +80,7 @@ func (e Event) PerTile() bool {
 	return true
 }
 
-// RolesVariant reports whether v's traced build records warp roles (the
-// warp-specialised rungs 9 and 10): only its traces may carry FlagRoles.
-func RolesVariant(v Variant) bool { return v == VariantFlash3WS || v == VariantFlash3PingPong }
+// RolesVariant reports whether v's traced build records warp roles (a
+// warp-specialised rung whose entry has a role table): only its traces may
+// carry FlagRoles.
+func RolesVariant(v Variant) bool { return rolesVariants[v] }

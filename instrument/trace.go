@@ -2,54 +2,9 @@ package instrument
 
 import "fmt"
 
-// Variant names the kernel that produced a trace.
+// Variant names the kernel that produced a trace. Its values are generated
+// from the kernels' registry entries (variants.go).
 type Variant uint8
-
-const (
-	VariantFlash2 Variant = 1 // FlashAttention-2 loop order, float32
-	VariantNaive  Variant = 2 // S and P materialised in device memory
-	// VariantFlash2Fast is FlashAttention-2 on tensor cores: bf16 inputs,
-	// mma.sync with float32 accumulation (kernels/flash2_fast.cu).
-	VariantFlash2Fast Variant = 3
-	// VariantNaiveMMA is naive attention on the same tensor cores: bf16
-	// products, S (float32) and P (bf16) through device memory.
-	VariantNaiveMMA Variant = 4
-	// VariantNaiveRow is the ladder's first rung: one thread per query row,
-	// two passes over the keys (the row max, then exp, sum and P·V), float32.
-	VariantNaiveRow Variant = 5
-	// VariantFlash1 is FlashAttention-1's loop order: kv-tiles outer, q-tiles
-	// inner, O, m and l through device memory at every step; float32.
-	VariantFlash1 Variant = 6
-	// VariantFlash2MMA is flash2's loop on tensor cores without the tuning of
-	// flash2_fast: bf16 inputs, mma.sync and ldmatrix, plain shared tiles.
-	VariantFlash2MMA Variant = 7
-	// VariantFlash3WGMMA is flash2_fast's loop and arithmetic on Hopper's
-	// warpgroup products (wgmma), the ladder's seventh rung.
-	VariantFlash3WGMMA Variant = 8
-	// VariantFlash3TMA is flash3_wgmma with its loads done by the tensor
-	// memory accelerator (TMA) and counted off mbarriers: rung 8.
-	VariantFlash3TMA Variant = 9
-	// VariantFlash3WS is flash3_tma with a producer warpgroup that only
-	// copies and consumer warpgroups that only compute: rung 9.
-	VariantFlash3WS Variant = 10
-	// VariantFlash3PingPong is flash3_ws with its consumer warpgroups taking
-	// turns on the tensor cores: rung 10.
-	VariantFlash3PingPong Variant = 11
-	// VariantFlash2Bwd is FlashAttention-2's backward pass, float32: a
-	// block per kv-tile recomputes S and P from Q, K and the forward's L
-	// and accumulates dK and dV on chip, adding into dQ in device memory.
-	VariantFlash2Bwd Variant = 12
-	// VariantNaiveBwd is the backward that reads the forward's stored P
-	// (N×N) back and writes dP and dS (N×N each), float32: the contrast to
-	// flash2_bwd's recomputation.
-	VariantNaiveBwd Variant = 13
-	// VariantFlash2BwdMMA is FlashAttention-2's backward on tensor cores:
-	// bf16 Q, K, V, dO and O, float32 accumulation and gradients.
-	VariantFlash2BwdMMA Variant = 14
-	// VariantFlash3Overlap is flash3_pingpong with each consumer's softmax
-	// under its own next product: rung 11.
-	VariantFlash3Overlap Variant = 15
-)
 
 // DType is the element type the kernel computed in.
 type DType uint8
@@ -78,10 +33,6 @@ const (
 )
 
 var (
-	variantNames = map[Variant]string{VariantFlash2: "flash2", VariantNaive: "naive", VariantFlash2Fast: "flash2_fast", VariantNaiveMMA: "naive_mma",
-		VariantNaiveRow: "naive_row", VariantFlash1: "flash1", VariantFlash2MMA: "flash2_mma",
-		VariantFlash3WGMMA: "flash3_wgmma", VariantFlash3TMA: "flash3_tma", VariantFlash3WS: "flash3_ws", VariantFlash3PingPong: "flash3_pingpong",
-		VariantFlash2Bwd: "flash2_bwd", VariantNaiveBwd: "naive_bwd", VariantFlash2BwdMMA: "flash2_bwd_mma", VariantFlash3Overlap: "flash3_overlap"}
 	dtypeNames   = map[DType]string{DTypeF32: "f32", DTypeBF16: "bf16"}
 	sourceNames  = map[Source]string{SourceCPUMirror: "cpu", SourceGPU: "gpu", SourceRecording: "recording"}
 	patternNames = map[Pattern]string{PatternNormal: "normal", PatternPeaked: "peaked", PatternLarge: "large"}
@@ -92,11 +43,8 @@ func (t DType) String() string   { return enumName(dtypeNames, t) }
 func (s Source) String() string  { return enumName(sourceNames, s) }
 func (p Pattern) String() string { return enumName(patternNames, p) }
 
-// Variants, Patterns list the valid values in order, for forms and tests.
-var (
-	Variants = []Variant{VariantFlash2, VariantNaive, VariantFlash2Fast, VariantNaiveMMA, VariantNaiveRow, VariantFlash1, VariantFlash2MMA, VariantFlash3WGMMA, VariantFlash3TMA, VariantFlash3WS, VariantFlash3PingPong, VariantFlash2Bwd, VariantNaiveBwd, VariantFlash2BwdMMA, VariantFlash3Overlap}
-	Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
-)
+// Patterns lists the valid patterns in order, for forms and tests.
+var Patterns = []Pattern{PatternNormal, PatternPeaked, PatternLarge}
 
 // ParseVariant and ParsePattern map the names used in URLs to values.
 func ParseVariant(s string) (Variant, bool) { return parseEnum(variantNames, s) }

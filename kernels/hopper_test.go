@@ -17,7 +17,8 @@ const hopperMarker = "// needs: sm_90a"
 // TestHopperPTXMatchesSources: the rungs that need Hopper are exactly the
 // sources marked for scripts/ptx-hopper, and each one's committed PTX was
 // built from today's sources, as ptx/hopper.sum records (the hash the
-// script takes: the .cu, then every .cuh and .h of kernels/). CI cannot
+// script takes: the .cu, then the .cuh and .h of kernels/cuda/common and
+// the .cuh of the .cu's own folder). CI cannot
 // rebuild this PTX, so a source changed without it fails here as well as
 // in make check-ptx.
 func TestHopperPTXMatchesSources(t *testing.T) {
@@ -32,13 +33,14 @@ func TestHopperPTXMatchesSources(t *testing.T) {
 			recorded[f[0]] = line
 		}
 	}
-	headers, _ := filepath.Glob("*.cuh")
-	h2, _ := filepath.Glob("*.h")
-	headers = append(headers, h2...) // each glob sorted, as the shell's
+	common, _ := filepath.Glob("cuda/common/*.cuh")
+	h2, _ := filepath.Glob("cuda/common/*.h")
+	common = append(common, h2...) // each glob sorted, as the shell's
 	short := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:])[:16] }
 	hopper := 0
 	for _, v := range rungs {
-		src, err := os.ReadFile(v.Module() + ".cu")
+		file := SourcePath(v.Variant)
+		src, err := os.ReadFile(strings.TrimPrefix(file, "kernels/"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +54,8 @@ func TestHopperPTXMatchesSources(t *testing.T) {
 		}
 		hopper++
 		all := append([]byte(nil), src...)
-		for _, h := range headers {
+		own, _ := filepath.Glob(filepath.Join(filepath.Dir(strings.TrimPrefix(file, "kernels/")), "*.cuh"))
+		for _, h := range append(common, own...) {
 			b, _ := os.ReadFile(h)
 			all = append(all, b...)
 		}

@@ -62,7 +62,7 @@ type Arg struct {
 // TensorMap describes a bf16 buffer of a run to Hopper's tensor memory
 // accelerator (TMA): a 3-D tensor of D columns × N rows × BH batch-heads,
 // innermost first, copied in boxes of 64 columns × Rows rows of one
-// batch-head into 128-byte swizzled panels (kernels/tma.cuh); rows past N
+// batch-head into 128-byte swizzled panels (kernels/cuda/hopper/tma.cuh); rows past N
 // arrive as zeros. The worker encodes it into the driver's 128-byte tensor
 // map (cuTensorMapEncodeTiled) once the buffer has an address.
 type TensorMap struct {

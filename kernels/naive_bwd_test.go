@@ -97,7 +97,7 @@ func TestNaiveBwdTrace(t *testing.T) {
 func TestBackwardConstantsMatchSource(t *testing.T) {
 	t.Parallel()
 	define := func(file, name string) string {
-		b, err := cuFiles.ReadFile(file)
+		b, err := cuSource(file)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -292,7 +292,7 @@ func TestNaiveRowTraffic(t *testing.T) {
 func TestNaiveRowInstancesAreFlash2s(t *testing.T) {
 	t.Parallel()
 	tiles := func(file, macro string) []string {
-		b, err := cuFiles.ReadFile(file)
+		b, err := cuSource(file)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@ func roleSlots(t *testing.T, src string, turns bool) map[string]int {
 // the closing group; the worker writes each record's role and event from
 // the table, so a slot that disagrees would label one span as another.
 func TestRoleSlotsMatchSource(t *testing.T) {
-	raw, err := os.ReadFile("warpspec.cuh")
+	raw, err := os.ReadFile("cuda/hopper/warpspec.cuh")
 	if err != nil {
 		t.Fatal(err)
 	}

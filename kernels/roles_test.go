@@ -11,7 +11,7 @@ import (
 
 // In roles mode every block's region is, per kv-tile, its timing record
 // and the table's PerTile role records, then the epilogue's timing record
-// and PerBlock: the order the kernel writes (kernels/warpspec.cuh,
+// and PerBlock: the order the kernel writes (kernels/cuda/hopper/warpspec.cuh,
 // role_slots) and the worker reads (launch.PlaceRoles). Without the role
 // records it is the timing schedule, record for record.
 func TestRolesSchedule(t *testing.T) {

@@ -3,6 +3,8 @@ package kernels
 import (
 	"embed"
 	"fmt"
+	"io/fs"
+	"path"
 	"regexp"
 	"strings"
 
@@ -21,8 +23,22 @@ import (
 // markers are comments, so the PTX does not change with them;
 // TestSourcePhases fails when they drift from the code they mark.
 //
-//go:embed *.cu
+// The sources sit in kernels/cuda by family (forward, hopper, backward,
+// and the headers they share in common); a kernel's file is found by its
+// name, so a folder is the reader's map, not something to register.
+//
+//go:embed cuda/*/*.cu
 var cuFiles embed.FS
+
+// cuPaths maps a kernel's name to its source's path in cuFiles.
+var cuPaths = func() map[string]string {
+	paths, _ := fs.Glob(cuFiles, "cuda/*/*.cu")
+	m := map[string]string{}
+	for _, p := range paths {
+		m[strings.TrimSuffix(path.Base(p), ".cu")] = p
+	}
+	return m
+}()
 
 // Region is a run of source lines, numbered from 1, both ends included.
 type Region struct {
@@ -189,5 +205,25 @@ func sourceFile(v instrument.Variant) (string, bool) {
 	if info == nil {
 		return "", false
 	}
-	return info.Name() + ".cu", true
+	p, ok := cuPaths[info.Name()]
+	return p, ok
+}
+
+// cuSource reads the source file a kernel's name gives ("flash2.cu"),
+// wherever its family's folder is.
+func cuSource(file string) ([]byte, error) {
+	p, ok := cuPaths[strings.TrimSuffix(file, ".cu")]
+	if !ok {
+		return nil, fmt.Errorf("no kernel source %s in kernels/cuda", file)
+	}
+	return cuFiles.ReadFile(p)
+}
+
+// SourcePath is where variant v's CUDA source sits in the repository
+// (kernels/cuda/<family>/<name>.cu), or "" for an unknown variant.
+func SourcePath(v instrument.Variant) string {
+	if p, ok := sourceFile(v); ok {
+		return "kernels/" + p
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"io/fs"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -97,11 +98,11 @@ var phaseCode = map[string]map[string][]string{
 // the code it names.
 func TestSourcePhases(t *testing.T) {
 	t.Parallel()
-	files, _ := fs.Glob(cuFiles, "*.cu")
+	files, _ := fs.Glob(cuFiles, "cuda/*/*.cu")
 	for _, f := range files {
 		found := false
 		for _, v := range rungs {
-			found = found || v.Name()+".cu" == f
+			found = found || v.Name()+".cu" == path.Base(f)
 		}
 		if !found {
 			t.Errorf("%s belongs to no variant: the stepper could not show it", f)

@@ -130,7 +130,7 @@ type BackwardRecord struct {
 	Date      string        `json:"date"`
 	N         string        `json:"n"`
 	Command   string        `json:"command"`
-	KernelSha string        `json:"flash2_bwd_mma_sha256"` // kernels/flash2_bwd_mma.cu, as benched
+	KernelSha string        `json:"flash2_bwd_mma_sha256"` // kernels/cuda/backward/flash2_bwd_mma.cu, as benched
 	PTXSha    string        `json:"ptx_sha256"`            // the shipped PTX at the time
 	Rows      []BackwardRow `json:"rows"`
 }

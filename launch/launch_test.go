@@ -319,7 +319,7 @@ func TestInstancesMatchSource(t *testing.T) {
 	t.Parallel()
 	instance := regexp.MustCompile(`(?m)^[A-Z0-9_]+_INSTANCE\([\d, ]+\)`)
 	for _, info := range kernels.Variants() {
-		src, err := os.ReadFile("../kernels/" + info.Name() + ".cu")
+		src, err := os.ReadFile("../" + kernels.SourcePath(info.Variant))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 
 // The Hopper lesson's asks: the arithmetic by which the ladder's Hopper
 // rungs move tiles and registers, worked out on the server from the
-// directive's sizes as the kernels work it out (kernels/tma.cuh,
+// directive's sizes as the kernels work it out (kernels/cuda/hopper/tma.cuh,
 // flash3_tma.cu, flash3_ws.cu): the bytes an mbarrier is told to expect
 // for a tile the TMA engine copies, the copies one kv-tile takes, the
 // stage and phase parity a consumer waits on, and the registers setmaxnreg
@@ -63,7 +63,7 @@ type onHopper struct{}
 func (onHopper) ownInput() {}
 
 func (onHopper) source(*Checkpoint) string {
-	return "the Hopper kernels' arithmetic (kernels/tma.cuh, flash3_tma.cu, flash3_ws.cu), worked out on the server from the question's sizes"
+	return "the Hopper kernels' arithmetic (kernels/cuda/hopper/tma.cuh, flash3_tma.cu, flash3_ws.cu), worked out on the server from the question's sizes"
 }
 
 // noPreset: a Hopper ask reads no run.

@@ -1,4 +1,4 @@
-// Timing bench for the tensor-core backward (kernels/flash2_bwd_mma.cu) on
+// Timing bench for the tensor-core backward (kernels/cuda/backward/flash2_bwd_mma.cu) on
 // the FlashAttention benchmark shapes (B·N = 16384, H·d = 2048), plain and
 // causal, d = 64 and 128. Each run is checked first: its dQ, dK and dV
 // against a float32 reference backward on the same bf16 inputs, every
@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../../kernels/flash2_bwd_mma.cu"
+#include "../../kernels/cuda/backward/flash2_bwd_mma.cu"
 
 using fast::bf16;
 

@@ -1,5 +1,6 @@
-// Tuning bench for the ladder's tensor-core rungs (kernels/flash2_fast.cu,
-// kernels/flash2_mma.cu): tile shapes of flash2_fast, and flash2_mma, on
+// The ladder bench: every rung whose registry entry says Bench, as the
+// worker launches it at each compiled tile (rungs_gen.cuh, generated), and
+// tuning experiments (other tiles, rung 6 without one idea), on
 // the FlashAttention benchmark shapes (B·N = 16384, H·d = 2048), each checked against a float32 reference on the same bf16 inputs
 // (every element of two batch-heads, NaN failing) and timed by CUDA events,
 // the variants interleaved. Run beside ../../shared/bench/sdpa_anchor.py in
@@ -20,14 +21,9 @@
 
 #include <cuda.h>
 
-#include "../../kernels/flash2_fast.cu"
-#include "../../kernels/naive_mma.cu"
-#include "../../kernels/flash2_mma.cu"
-#include "../../kernels/flash3_wgmma.cu"
-#include "../../kernels/flash3_tma.cu"
-#include "../../kernels/flash3_ws.cu"
-#include "../../kernels/flash3_pingpong.cu"
-#include "../../kernels/flash3_overlap.cu"
+// Every benched rung's source and its shipped kernels (shippedKernels),
+// generated from the registry (make generate).
+#include "rungs_gen.cuh"
 
 // The worker passes cuTensorMapEncodeTiled these enums as numbers
 // (cmd/gpuworker/device.go), its cuda.h being too old to name them.
@@ -152,7 +148,7 @@ static unsigned long long scaleBits(float x) {
   return u;
 }
 
-// NaiveMMA names the product's naive_mma kernels (kernels/naive_mma.cu) at
+// NaiveMMA names the product's naive_mma kernels (kernels/cuda/forward/naive_mma.cu) at
 // its compiled tile for head dim D: Br = 128, Bc as the registry lists it.
 template <int D> struct NaiveMMA;
 template <> struct NaiveMMA<64> {
@@ -189,20 +185,6 @@ template <int D, bool C> Variant makeNaive() {
                  }};
 }
 
-// makeMMA is rung 5, flash2_mma, exactly as the worker launches it: the
-// compiled kernel of the head dim, 64×64 tiles of 4 warps, causal an argument.
-template <int D, bool C> Variant makeMMA() {
-  auto k = D == 64 ? flash2_mma_br64_bc64_d64 : flash2_mma_br64_bc64_d128;
-  int smem = flash2_mma::smem_bytes(D, 64, 64);
-  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  char name[96];
-  snprintf(name, sizeof name, "flash2_mma_d%d%s", D, C ? "_causal" : "");
-  return Variant{name, D, 64, 64, 4, C,
-                 [k, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n, float sc) {
-                   k<<<grid, 128, smem>>>(q, kk, v, o, l, (long long)n, scaleBits(sc), C ? 1 : 0);
-                 }};
-}
-
 // make is rung 6's block at other tiles, or with one of its ideas taken
 // away (the switches of flash2_fast_block), as a kernel of its own.
 template <int D, int BR, int BC, int NW, bool C, bool QREG = false, bool SW = true, bool EXP2 = true, bool SKIP = true,
@@ -220,36 +202,14 @@ Variant make() {
                  }};
 }
 
-// makeShipped is rung 6 as the product ships it: the extern "C" kernel
-// the worker loads (FLASH2_FAST_INSTANCE in kernels/flash2_fast.cu), with
-// the worker's arguments. Its rows carry the tile in their names, as the
-// ladder's recording reads them.
-template <int D, bool C> Variant makeShipped() {
-  auto k = D == 64 ? (C ? flash2_fast_br128_bc128_d64_causal : flash2_fast_br128_bc128_d64)
-                   : (C ? flash2_fast_br128_bc48_d128_causal : flash2_fast_br128_bc48_d128);
-  constexpr int BC = D == 64 ? 128 : 48;
-  int smem = fast::smem_bytes(D, 128, BC);
-  CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  char name[96];
-  snprintf(name, sizeof name, "flash2_fast_d%d_br128_bc%d_w4%s", D, BC, C ? "_causal" : "");
-  return Variant{name, D, 128, BC, 4, C,
-                 [k, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n, float sc) {
-                   k<<<grid, 128, smem>>>(q, kk, v, o, l, n, sc);
-                 }};
-}
-
-// makeWG is rung 7's block at tile BR×BC; shipped names the extern "C"
-// kernel the worker loads at that tile, which it then times instead.
-template <int D, int BR, int BC, bool C> Variant makeWG(bool shipped = false) {
+// makeWG is rung 7's block at tile BR×BC, a tiling the product does not
+// ship (its shipped kernels are rows of shippedKernels).
+template <int D, int BR, int BC, bool C> Variant makeWG() {
   auto k = wg_variant<D, BR, BC, C>;
-  if (shipped) {
-    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_wgmma_br128_bc128_d64_causal : flash3_wgmma_br128_bc128_d64;
-    if (D == 128 && BR == 128 && BC == 64) k = C ? flash3_wgmma_br128_bc64_d128_causal : flash3_wgmma_br128_bc64_d128;
-  }
   int smem = hopper::smem_bytes(D, BR, BC);
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   char name[96];
-  snprintf(name, sizeof name, "flash3_wgmma_d%d_br%d_bc%d%s%s", D, BR, BC, shipped ? "" : "_tile", C ? "_causal" : "");
+  snprintf(name, sizeof name, "flash3_wgmma_d%d_br%d_bc%d_tile%s", D, BR, BC, C ? "_causal" : "");
   return Variant{name, D, BR, BC, BR / 32, C,
                  [k, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n, float sc) {
                    k<<<grid, BR * 2, smem>>>(q, kk, v, o, l, n, sc);
@@ -283,14 +243,14 @@ static hopper::TensorMap tensorMap(const bf16 *p, int D, int N, int BH, int rows
 using TMAKernel = void (*)(const hopper::TensorMap, const hopper::TensorMap, const hopper::TensorMap, bf16 *, float *,
                            int, float);
 
-// makeTMAFamily is a rung that reads through tensor maps (8: flash3_tma, 9:
-// flash3_ws) at tile BR×BC, threads a block, launched as the worker
-// launches it.
+// makeTMAFamily is a rung that reads through tensor maps at tile BR×BC (a
+// tiling the product does not ship), threads a block, launched as the
+// worker launches it.
 template <int D, int BR, int BC, bool C>
-Variant makeTMAFamily(const char *family, TMAKernel k, int threads, int smem, bool shipped) {
+Variant makeTMAFamily(const char *family, TMAKernel k, int threads, int smem) {
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   char name[96];
-  snprintf(name, sizeof name, "%s_d%d_br%d_bc%d%s%s", family, D, BR, BC, shipped ? "" : "_tile", C ? "_causal" : "");
+  snprintf(name, sizeof name, "%s_d%d_br%d_bc%d_tile%s", family, D, BR, BC, C ? "_causal" : "");
   return Variant{name, D, BR, BC, threads / 32, C,
                  [k, threads, smem](dim3 grid, const bf16 *q, const bf16 *kk, const bf16 *v, bf16 *o, float *l, int n,
                                     float sc) {
@@ -300,76 +260,70 @@ Variant makeTMAFamily(const char *family, TMAKernel k, int threads, int smem, bo
                  }};
 }
 
-// makeTMA is rung 8 at tile BR×BC; shipped names the extern "C" kernel the
-// worker loads at that tile, which it then times instead.
-template <int D, int BR, int BC, bool C> Variant makeTMA(bool shipped = false) {
-  TMAKernel k = tma_variant<D, BR, BC, C>;
-  if (shipped) {
-    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_tma_br128_bc128_d64_causal : flash3_tma_br128_bc128_d64;
-    if (D == 128 && BR == 128 && BC == 64) k = C ? flash3_tma_br128_bc64_d128_causal : flash3_tma_br128_bc64_d128;
-  }
-  return makeTMAFamily<D, BR, BC, C>("flash3_tma", k, BR * 2, hopper::tma_smem_bytes(D, BR, BC), shipped);
+// Rungs 8 to 11 at other tiles.
+template <int D, int BR, int BC, bool C> Variant makeTMA() {
+  return makeTMAFamily<D, BR, BC, C>("flash3_tma", tma_variant<D, BR, BC, C>, BR * 2, hopper::tma_smem_bytes(D, BR, BC));
+}
+template <int D, int BR, int BC, bool C> Variant makeWS() {
+  return makeTMAFamily<D, BR, BC, C>("flash3_ws", ws_variant<D, BR, BC, C>, BR * 2 + 128, hopper::ws_smem_bytes(D, BR, BC));
+}
+template <int D, int BR, int BC, bool C> Variant makePP() {
+  return makeTMAFamily<D, BR, BC, C>("flash3_pingpong", pp_variant<D, BR, BC, C>, BR * 2 + 128,
+                                     hopper::pingpong_smem_bytes(D, BR, BC));
+}
+template <int D, int BR, int BC, bool C> Variant makeOV() {
+  return makeTMAFamily<D, BR, BC, C>("flash3_overlap", ov_variant<D, BR, BC, C>, BR * 2 + 128,
+                                     hopper::overlap_smem_bytes(D, BR, BC));
 }
 
-// makeWS is rung 9 at tile BR×BC, likewise.
-template <int D, int BR, int BC, bool C> Variant makeWS(bool shipped = false) {
-  TMAKernel k = ws_variant<D, BR, BC, C>;
-  if (shipped) {
-    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_ws_br128_bc128_d64_causal : flash3_ws_br128_bc128_d64;
-    if (D == 128 && BR == 128 && BC == 128) k = C ? flash3_ws_br128_bc128_d128_causal : flash3_ws_br128_bc128_d128;
-  }
-  return makeTMAFamily<D, BR, BC, C>("flash3_ws", k, BR * 2 + 128, hopper::ws_smem_bytes(D, BR, BC), shipped);
-}
-
-// makePP is rung 10 at tile BR×BC, likewise.
-template <int D, int BR, int BC, bool C> Variant makePP(bool shipped = false) {
-  TMAKernel k = pp_variant<D, BR, BC, C>;
-  if (shipped) {
-    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_pingpong_br128_bc128_d64_causal : flash3_pingpong_br128_bc128_d64;
-    if (D == 128 && BR == 128 && BC == 128) k = C ? flash3_pingpong_br128_bc128_d128_causal : flash3_pingpong_br128_bc128_d128;
-  }
-  return makeTMAFamily<D, BR, BC, C>("flash3_pingpong", k, BR * 2 + 128, hopper::pingpong_smem_bytes(D, BR, BC), shipped);
-}
-
-// makeOV is rung 11 at tile BR×BC, likewise.
-template <int D, int BR, int BC, bool C> Variant makeOV(bool shipped = false) {
-  TMAKernel k = ov_variant<D, BR, BC, C>;
-  if (shipped) {
-    if (D == 64 && BR == 128 && BC == 128) k = C ? flash3_overlap_br128_bc128_d64_causal : flash3_overlap_br128_bc128_d64;
-    if (D == 128 && BR == 128 && BC == 128) k = C ? flash3_overlap_br128_bc128_d128_causal : flash3_overlap_br128_bc128_d128;
-  }
-  return makeTMAFamily<D, BR, BC, C>("flash3_overlap", k, BR * 2 + 128, hopper::overlap_smem_bytes(D, BR, BC), shipped);
+// shipped is a row of shippedKernels as one variant, launched as the worker
+// launches it (cmd/gpuworker): each argument in an 8-byte slot, of which
+// the runtime copies the parameter's own size, a tensor map by value.
+Variant shipped(const ShippedKernel &s) {
+  CHECK(cudaFuncSetAttribute(s.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, s.smem));
+  return Variant{s.name, s.D, s.BR, s.BC, s.threads / 32, s.causal,
+                 [s](dim3 grid, const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *l, int n, float sc) {
+                   const int bh = grid.y;
+                   unsigned long long slot[12];
+                   hopper::TensorMap map[12];
+                   void *args[12];
+                   for (int i = 0; i < s.nargs; i++) {
+                     args[i] = &slot[i];
+                     switch (s.args[i]) {
+                     case ARG_Q: slot[i] = (unsigned long long)q; break;
+                     case ARG_K: slot[i] = (unsigned long long)k; break;
+                     case ARG_V: slot[i] = (unsigned long long)v; break;
+                     case ARG_O: slot[i] = (unsigned long long)o; break;
+                     case ARG_LSE: slot[i] = (unsigned long long)l; break;
+                     case ARG_MAP_Q: map[i] = tensorMap(q, s.D, n, bh, s.rows[i]); args[i] = &map[i]; break;
+                     case ARG_MAP_K: map[i] = tensorMap(k, s.D, n, bh, s.rows[i]); args[i] = &map[i]; break;
+                     case ARG_MAP_V: map[i] = tensorMap(v, s.D, n, bh, s.rows[i]); args[i] = &map[i]; break;
+                     case ARG_N: slot[i] = (unsigned long long)n; break;
+                     case ARG_SCALE: slot[i] = scaleBits(sc); break;
+                     case ARG_CAUSAL: slot[i] = s.causal ? 1 : 0; break;
+                     }
+                   }
+                   CHECK(cudaLaunchKernel(s.kernel, grid, dim3(s.threads), args, s.smem, 0));
+                 }};
 }
 
 int main(int argc, char **argv) {
   int N = argc > 1 ? atoi(argv[1]) : 4096;
   int iters = argc > 2 ? atoi(argv[2]) : 30;
-  // Rung 6 as shipped at the chosen tiles of each head dim
-  // (docs/LADDER.md); rung 6 with one idea taken away at a time (the
-  // swizzle, 128-row tiles, exp2 with the scale folded in, cp.async, and
-  // under the mask the skipped tiles); naive attention on the same tensor
-  // cores; rung 5.
-  std::vector<Variant> vs = {
-      makeShipped<64, false>(),       makeShipped<64, true>(),        makeShipped<128, false>(),
-      makeShipped<128, true>(),
-      // Rung 7 as shipped, then at other tiles.
-      makeWG<64, 128, 128, false>(true), makeWG<64, 128, 128, true>(true), makeWG<128, 128, 64, false>(true),
-      makeWG<128, 128, 64, true>(true),
-      // Rungs 8 and 9 as shipped, then at other tiles.
-      makeTMA<64, 128, 128, false>(true), makeTMA<64, 128, 128, true>(true), makeTMA<128, 128, 64, false>(true),
-      makeTMA<128, 128, 64, true>(true),
-      makeWS<64, 128, 128, false>(true), makeWS<64, 128, 128, true>(true), makeWS<128, 128, 128, false>(true),
-      makeWS<128, 128, 128, true>(true),
-      // Rung 10 as shipped, then at another tile.
-      makePP<64, 128, 128, false>(true), makePP<64, 128, 128, true>(true), makePP<128, 128, 128, false>(true),
-      makePP<128, 128, 128, true>(true), makePP<128, 128, 64, false>(),
-      // Rung 11 as shipped, then at another tile.
-      makeOV<64, 128, 128, false>(true), makeOV<64, 128, 128, true>(true), makeOV<128, 128, 128, false>(true),
-      makeOV<128, 128, 128, true>(true), makeOV<128, 128, 64, false>(),
+  std::vector<Variant> vs;
+  // Every rung as shipped, at its compiled tiles (shippedKernels), first:
+  // the ladder reads a rung's figure from its first row of a shape.
+  for (const ShippedKernel &s : shippedKernels) vs.push_back(shipped(s));
+  std::vector<Variant> experiments = {
+      // Rungs 7 to 11 at tiles the product does not ship.
+      makePP<128, 128, 64, false>(), makeOV<128, 128, 64, false>(),
       makeTMA<128, 128, 128, false>(), makeWS<128, 128, 64, false>(), makeWS<64, 192, 128, false>(),
       makeWS<128, 192, 64, false>(),
       makeWG<64, 192, 128, false>(), makeWG<64, 128, 64, false>(), makeWG<128, 128, 128, false>(),
       makeWG<128, 192, 64, false>(),
+      // Rung 6 with one idea taken away at a time (the swizzle, 128-row
+      // tiles, exp2 with the scale folded in, cp.async, and under the mask
+      // the skipped tiles); naive attention on the same tensor cores.
       make<64, 128, 128, 4, false, false, false>(), make<64, 128, 128, 4, true, false, false>(),
       make<128, 128, 48, 4, false, false, false>(), make<128, 128, 48, 4, true, false, false>(),
       make<64, 64, 128, 4, false>(),  make<64, 64, 128, 4, true>(),   make<128, 64, 48, 4, false>(),
@@ -380,9 +334,9 @@ int main(int argc, char **argv) {
       make<128, 128, 48, 4, false, false, true, true, true, false>(), make<128, 128, 48, 4, true, false, true, true, true, false>(),
       make<64, 128, 128, 4, true, false, true, true, false>(), make<128, 128, 48, 4, true, false, true, true, false>(),
       makeNaive<64, false>(),         makeNaive<64, true>(),          makeNaive<128, false>(),
-      makeNaive<128, true>(),         makeMMA<64, false>(),           makeMMA<64, true>(),
-      makeMMA<128, false>(),          makeMMA<128, true>(),
+      makeNaive<128, true>(),
   };
+  vs.insert(vs.end(), experiments.begin(), experiments.end());
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings after 3 warm-ups\n", prop.name,

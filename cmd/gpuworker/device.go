@@ -49,7 +49,7 @@ static CUresult fs_find_encode_tiled(void) {
 // fs_encode_bf16_panels encodes into map (128 bytes, 64-byte aligned) a bf16
 // tensor of d columns × n rows × bh batch-heads at addr, copied in boxes of
 // cols × rows of one batch-head with the 128-byte swizzle; out-of-bounds
-// rows read as zeros (kernels.TensorMap, kernels/tma.cuh).
+// rows read as zeros (kernels.TensorMap, kernels/cuda/hopper/tma.cuh).
 static CUresult fs_encode_bf16_panels(void *map, CUdeviceptr addr, cuuint64_t d, cuuint64_t n, cuuint64_t bh,
                                       cuuint32_t cols, cuuint32_t rows) {
 	const cuuint64_t dims[3] = {d, n, bh};

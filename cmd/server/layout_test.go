@@ -620,7 +620,7 @@ func TestBrowserKernelSource(t *testing.T) {
 	navigate(ctx, t, base+"/step?variant=flash2_fast&n=256&d=64&br=128&bc=128&pattern=normal&seed=1&step=1")
 	waitText(ctx, t, "#run-status", "replayed from a recording")
 	waitText(ctx, t, "#source", "bf16")
-	waitText(ctx, t, "#source-caption", "kernels/flash2_fast.cu")
+	waitText(ctx, t, "#source-caption", "kernels/cuda/forward/flash2_fast.cu")
 	if src := lit(); !strings.Contains(src, "load_tile<BR, D, NT, SW, ASYNC>(sQ") || !strings.Contains(src, "mma16816(o[mi]") {
 		t.Errorf("flash2_fast's first step lights:\n%s", src)
 	}

@@ -16,7 +16,7 @@
 // depend on them, only what a traced step covers. Global loads go through L2
 // only (__ldcg), so the access model's bytes are the requests L2 sees: the
 // softmax's three passes over a row are three passes through L2.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 
 #define NAIVE_THREADS 256
 #define FULL_MASK 0xffffffffu
@@ -158,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(NAIVE_THREADS)
   for (int t = 0; t < MAXO; t++) o[t] = 0.f;
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * gridDim.x + i);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
-            const unsigned pvBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_pv_record_bytes(Br, Bc, D, N);)
+            const unsigned pvBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_pv_record_bytes(Br, Bc, D, N);)
 
   for (int j = 0; j < Tc; j++) {
     FS_TRACED(if (threadIdx.x == 0) cur.t_start = fs_globaltimer();)

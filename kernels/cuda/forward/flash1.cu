@@ -35,7 +35,7 @@
 // sum's rescale. Only expf and logf differ from the mirror's (within 2 ulp).
 // Global loads go through L2 only (__ldcg), as flash2's: Q, K and V, and the
 // reloads of O, m and l, each by the thread that stored it.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 
 #ifdef FS_TRACE
 // flash1_cursor points at record k of the offset table. flash1's records do

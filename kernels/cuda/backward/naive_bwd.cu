@@ -16,7 +16,7 @@
 // its own (__fmul_rn, __fadd_rn), in the mirror's order, so the GPU's
 // numbers are the mirror's bit for bit. Tile sizes and d are run-time
 // values, as in naive.cu. Global loads go through L2 only (__ldcg).
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 
 #define NAIVE_BWD_THREADS 256
 #define NAIVE_BWD_MAXQ 32 // dQ elements a dq thread holds: Br*D <= 32*threads

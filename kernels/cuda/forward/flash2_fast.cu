@@ -28,8 +28,8 @@
 // runs. Under a causal mask the tiles above the diagonal are never visited
 // and only the tiles that cross it are masked; the heaviest q-tiles start
 // first. docs/LADDER.md has its measurements and what each choice bought.
-#include "instrument.cuh"
-#include "mma.cuh"
+#include "../common/instrument.cuh"
+#include "../common/mma.cuh"
 
 namespace fast {
 
@@ -69,8 +69,8 @@ __device__ __forceinline__ void flash2_fast_block(const bf16 *__restrict__ Q, co
   const float sl2 = scale * 1.4426950408889634f; // scale·log2 e: exp becomes exp2
 
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
-            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
             const int rowsValid = min(BR, N - r0);)
 

@@ -17,8 +17,8 @@
 #ifndef FLASHSTEP_HOPPER_TILE_CUH
 #define FLASHSTEP_HOPPER_TILE_CUH
 
-#include "instrument.cuh"
-#include "mma.cuh"
+#include "../common/instrument.cuh"
+#include "../common/mma.cuh"
 
 namespace hopper {
 

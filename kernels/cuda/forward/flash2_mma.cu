@@ -51,8 +51,8 @@
 //   - q-tiles in launch order. Under a causal mask the last q-tiles have
 //     the most kv-tiles and start last, so the grid ends on a tail of a few
 //     busy SMs.
-#include "instrument.cuh"
-#include "mma.cuh"
+#include "../common/instrument.cuh"
+#include "../common/mma.cuh"
 
 namespace flash2_mma {
 
@@ -98,8 +98,8 @@ __device__ __forceinline__ void block(const bf16 *__restrict__ Q, const bf16 *__
 
   FS_TRACED(const int Tr = (N + BR - 1) / BR;
             fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + i);
-            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
             const int rowsValid = min(BR, N - r0);)
 

@@ -20,27 +20,13 @@
 #define FS_FLAG_CAUSAL 1u
 #define FS_FLAG_TIMING 2u
 #define FS_FLAG_ROLES 4u
+// A record's header alone: the whole of a timing or a role record.
+#define FS_RECORD_HEADER_BYTES 56u
 
 // Trace modes, a traced kernel's last argument.
 #define FS_MODE_FULL 0
 #define FS_MODE_TIMING 1
 #define FS_MODE_ROLES 2
-
-#define FS_VARIANT_FLASH2 1
-#define FS_VARIANT_NAIVE 2
-#define FS_VARIANT_FLASH2_FAST 3
-#define FS_VARIANT_NAIVE_MMA 4
-#define FS_VARIANT_NAIVE_ROW 5
-#define FS_VARIANT_FLASH1 6
-#define FS_VARIANT_FLASH2_MMA 7
-#define FS_VARIANT_FLASH3_WGMMA 8
-#define FS_VARIANT_FLASH3_TMA 9
-#define FS_VARIANT_FLASH3_WS 10
-#define FS_VARIANT_FLASH3_PINGPONG 11
-#define FS_VARIANT_FLASH2_BWD 12
-#define FS_VARIANT_NAIVE_BWD 13
-#define FS_VARIANT_FLASH2_BWD_MMA 14
-#define FS_VARIANT_FLASH3_OVERLAP 15
 
 #define FS_DTYPE_F32 1
 #define FS_DTYPE_BF16 2

@@ -39,8 +39,8 @@
 // natural units (S_raw·scale), P the float32 p before its rounding to bf16,
 // dP, dS, the float32 dV_j and (unscaled) dK_j accumulators after the step,
 // and the step's float32 part of dQ_i before its atomic add.
-#include "instrument.cuh"
-#include "mma.cuh"
+#include "../common/instrument.cuh"
+#include "../common/mma.cuh"
 
 namespace flash2_bwd_mma {
 

@@ -28,7 +28,7 @@
 // kv-tile j is multiplied. The products are waited for at once (wgmma_wait<0>),
 // so a warpgroup's softmax does not yet overlap its products: that is the
 // later rungs' idea. docs/LADDER.md has the measurements.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 #include "wgmma.cuh"
 #include "hopper_tile.cuh"
 
@@ -66,8 +66,8 @@ __device__ __forceinline__ void flash3_wgmma_block(const bf16 *__restrict__ Q, c
   const Rows w{r0, warp * 16, g, t}; // the warp's first row: warpgroup warp/4, warp warp%4 of it
 
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
-            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
             const int rowsValid = min(BR, N - r0);)
 

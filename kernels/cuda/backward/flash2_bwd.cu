@@ -26,7 +26,7 @@
 // Tracing: the pre and dq blocks write one record each; the main kernel has
 // a trace slot per (kv-tile, q-tile) step, so a block records the traced
 // q-tiles of its walk and skips the rest.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 
 //> pre: D_i = rowsum(dO_i ∘ O_i) to device memory; dQ_i set to zero
 template <int BR, int BC, int D, int NT>

@@ -18,8 +18,8 @@
 // Tiles are BR = 128 rows (4 warps of 32) by the flash kernel's BC, so the
 // side by side steps both over the same tiles. The products reuse
 // flash2_fast's fragments, loads and swizzle.
-#include "instrument.cuh"
-#include "mma.cuh"
+#include "../common/instrument.cuh"
+#include "../common/mma.cuh"
 
 namespace naive_mma {
 
@@ -170,7 +170,7 @@ __device__ __forceinline__ void pv(const bf16 *__restrict__ P, const bf16 *__res
     for (int di = 0; di < DI; di++) o[mi][di][0] = o[mi][di][1] = o[mi][di][2] = o[mi][di][3] = 0.f;
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * gridDim.x + i);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
-            const unsigned pvBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_pv_record_bytes(BR, BC, D, N);)
+            const unsigned pvBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_pv_record_bytes(BR, BC, D, N);)
   for (int j = 0; j < Tc; j++) {
     FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
     const int c0 = j * BC, colsValid = min(BC, N - c0);

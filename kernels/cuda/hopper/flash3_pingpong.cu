@@ -1,55 +1,53 @@
 // needs: sm_90a
-// Rung 8's TMA loads given to a warpgroup of their own: the ladder's ninth
-// rung, warp specialisation, whose CPU mirror is flash2_fast's
-// (flash3_ws.go). Needs sm_90a; scripts/ptx-hopper builds its PTX.
+// Rung 9's warp-specialised block with its two consumer warpgroups taking
+// turns on the tensor cores: the ladder's tenth rung, ping-pong, whose CPU
+// mirror is flash2_fast's (flash3_pingpong.go). Needs sm_90a;
+// scripts/ptx-hopper builds its PTX.
 //
-// In rung 8 one thread of the computing warps issues the copies, and every
-// warpgroup meets the others at a __syncthreads per kv-tile so that no copy
-// overwrites a stage still being read. Here the block's first warpgroup is
-// a producer that only copies, and the other BR/64 are consumers that only
-// compute. Two kinds of mbarrier pass the stages between them:
+// In rung 9 the two consumers run side by side with nothing to order them:
+// both tend to issue their products at the same moment, wait for them
+// together, and then do their softmax together while the tensor cores sit
+// idle. Here they take turns (warpspec.cuh): before issuing a product a
+// consumer waits for its turn, and once its product is issued it passes the
+// turn to the other. The products are issued in the order
 //
-//   full[s]:  the producer's copy into stage s has landed (TMA counts the
-//             bytes off it), so the consumers may read it;
-//   empty[s]: every consumer thread is done reading stage s, so the
-//             producer may copy the next tile into it.
+//   consumer 0: S_j    consumer 1: S_j    consumer 0: P_j·V_j    consumer 1: P_j·V_j    ...
 //
-// So no warpgroup waits for another, only for its data: a consumer that is
-// ahead goes on while the other finishes its softmax. The producer needs a
-// handful of registers and the consumers many, and setmaxnreg moves them:
-// the producer gives its warpgroup's down to 24 a thread, the consumers
-// take theirs up to 240, within the 64K of the SM (one block of 384 threads
-// per SM; with three consumer warpgroups, 32 and 160).
+// so while one consumer's product runs, the other, whose product ran just
+// before, computes its softmax (or its epilogue): the softmax's exp2s and
+// shuffles are hidden under the other warpgroup's products instead of
+// leaving the tensor cores idle.
 //
-// A consumer's rows, columns and arithmetic are rung 7's (and rung 6's), so
-// its mirror and bound are theirs. docs/LADDER.md has the measurements.
-#include "instrument.cuh"
+// The producer, the stages and their mbarriers are rung 9's. A consumer's
+// rows, columns and arithmetic are rung 7's (and rung 6's), so its mirror
+// and bound are theirs. docs/LADDER.md has the measurements.
+#include "../common/instrument.cuh"
 #include "wgmma.cuh"
 #include "tma.cuh"
 #include "hopper_tile.cuh"
 #include "warpspec.cuh"
+#include "consumer_records.cuh"
 
 namespace hopper {
 
-// Shared memory of one block, in bytes: Q_i, then STAGES stages of K_j and
-// V_j, in bf16, and 1024 bytes to align the first panel to the swizzle's
-// period. The mbarriers are static shared memory.
-constexpr int ws_stages = 2;
-constexpr int ws_smem_bytes(int D, int BR, int BC) { return 2 * (BR * D + 2 * ws_stages * BC * D) + 1024; }
+// Shared memory of one block, in bytes: rung 9's, Q_i, then two stages of
+// K_j and V_j, in bf16, and 1024 bytes to align the first panel to the
+// swizzle's period. The mbarriers are static shared memory.
+constexpr int pingpong_stages = 2;
+constexpr int pingpong_smem_bytes(int D, int BR, int BC) { return 2 * (BR * D + 2 * pingpong_stages * BC * D) + 1024; }
 
 template <int D, int BR, int BC, bool CAUSAL>
-__device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const TensorMap *tmK, const TensorMap *tmV,
+__device__ __forceinline__ void flash3_pingpong_block(const TensorMap *tmQ, const TensorMap *tmK, const TensorMap *tmV,
                                                 bf16 *__restrict__ O, float *__restrict__ LSE, int N,
                                                 float scale FS_TRACE_PARAMS) {
   constexpr int NC = BR * 2; // consumer threads: a warpgroup per 64 rows
   constexpr int NI = BC / 8; // column atoms of S
   constexpr int DI = D / 8;  // column atoms of O
-  constexpr int ST = ws_stages;
+  constexpr int ST = pingpong_stages;
   // Registers a thread, by role: the SM's 65,536 shared by the producer's
-  // 128 threads and the consumers' NC (24·128 + 240·256 = 64,512, or
-  // 32·128 + 160·384 = 65,536 with three consumer warpgroups).
-  constexpr int PR = NC == 256 ? 24 : 32, CR = NC == 256 ? 240 : 160;
-  static_assert(NC == 256 || NC == 384, "two or three consumer warpgroups");
+  // 128 threads and the consumers' 256 (24·128 + 240·256 = 64,512).
+  constexpr int PR = 24, CR = 240;
+  static_assert(NC == 256, "two consumer warpgroups, which take turns");
   static_assert(BR % 64 == 0 && D % 64 == 0 && BC % 64 == 0, "whole warpgroups and whole panels");
   static_assert(BR <= 256 && BC <= 256, "a TMA box has at most 256 rows");
 
@@ -67,8 +65,7 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   const int Tc = (N + BC - 1) / BC;
   const int jEnd = CAUSAL ? min(Tc, (min(N, r0 + BR) - 1) / BC + 1) : Tc;
   constexpr unsigned kvBytes = BC * D * 2; // a K or V tile, zero-filled rows included
-  FS_TRACED(using RS = role_slots<false>;
-            static_assert(NC == 256, "the traced build records the roles of two consumer warpgroups (role_slots)");
+  FS_TRACED(using RS = role_slots<true>;
             // Roles mode: a watcher thread of the producer arrives on the
             // empty barriers too, so that no stage is refilled before it
             // has seen the last fill land.
@@ -126,6 +123,8 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   const int tid = threadIdx.x - 128, lane = tid & 31, warp = tid >> 5;
   const float sl2 = scale * 1.4426950408889634f;
   const Rows w{r0, warp * 16, lane >> 2, lane & 3}; // consumer warp w is warp w%4 of consumer warpgroup w/4
+  const int c = warp >> 2;                          // this consumer warpgroup: 0 or 1
+  if (c == 1) turn_pass(0);                         // consumer 0 takes the first turn
 
   // Roles mode (docs/ROLES.md): each consumer's first thread stamps its
   // spans in SM cycles; every thread reads the clock, so nothing diverges
@@ -133,8 +132,8 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
   // consumer 0's, and the consumers never meet for it.
   FS_TRACED(const bool roles = fs_mode == FS_MODE_ROLES;
             fs_cursor cur = fs_begin(fs_trace, fs_offsets, roles ? FS_MODE_TIMING : fs_mode, bh * Tr + qtile);
-            const unsigned stepBytes = roles ? 56u * (1 + RS::per_tile) : fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode != FS_MODE_FULL ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = roles ? FS_RECORD_HEADER_BYTES * (1 + RS::per_tile) : fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode != FS_MODE_FULL ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
             const int rowsValid = min(BR, N - r0);
             const role_log<RS::per_tile> rl = role_log_at<RS::per_tile>(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile, (tid & 127) == 0);
@@ -163,11 +162,13 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
     const bf16 *sK = sK0 + stage * BC * D;
     const bf16 *sV = sV0 + stage * BC * D;
 
-    //> scores: wait for K_j; S = Q_i K_jᵀ, d/16 wgmma from shared memory, waited for; K's stage released
+    //> scores: wait for K_j and for this warpgroup's turn; issue S = Q_i K_jᵀ, pass the turn, wait for S; K's stage released
     mbar_wait(&fullK[stage], parity);
-    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::wait_k, t); rl.start(j, me + RS::product_s, t);)
+    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::wait_k, t); rl.start(j, me + RS::turn_s, t);)
     float s[BC / 2];
     const uint32_t kBase = fast::smem_addr(sK);
+    turn_wait(c);
+    FS_TRACED(t = fs_clock_after_bar(sK); rl.end(j, me + RS::turn_s, t); rl.start(j, me + RS::product_s, t);)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
@@ -176,6 +177,7 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
       wgmma_s<BC>(s, a, b, kk > 0);
     }
     wgmma_commit();
+    turn_pass(c ^ 1);
     wgmma_wait<0>();
     keep(s);
     FS_TRACED(t = fs_clock(); rl.end(j, me + RS::product_s, t); rl.start(j, me + RS::softmax, t);)
@@ -189,11 +191,13 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
     uint32_t pk[NI][2];
     online_softmax<NI, DI, BR, BC, D>(s, m, l, o, pk, sl2, w, scale FS_TRACED(, full ? fs_payload(cur) : nullptr, N));
 
-    //> pv: wait for V_j; O += bf16(P)·V_j, P from registers, V read transposed; V's stage released
+    //> pv: wait for V_j and the turn; issue O += bf16(P)·V_j, pass the turn, wait; V's stage released
     FS_TRACED(t = fs_clock(); rl.end(j, me + RS::softmax, t); rl.start(j, me + RS::wait_v, t);)
     mbar_wait(&fullV[stage], parity);
-    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::wait_v, t); rl.start(j, me + RS::product_pv, t);)
+    FS_TRACED(t = fs_clock(); rl.end(j, me + RS::wait_v, t); rl.start(j, me + RS::turn_pv, t);)
     const uint32_t vBase = fast::smem_addr(sV);
+    turn_wait(c);
+    FS_TRACED(t = fs_clock_after_bar(sV); rl.end(j, me + RS::turn_pv, t); rl.start(j, me + RS::product_pv, t);)
     wgmma_fence();
     keep(o);
 #pragma unroll
@@ -202,40 +206,25 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
       wgmma_o<D>(o, a, desc(vBase + kk * 16 * 128, BC * 128, 1024));
     }
     wgmma_commit();
+    // Consumer 1's last product passes no turn: consumer 0 takes no more,
+    // and every turn passed is one waited for.
+    if (c == 0 || j + 1 < jEnd) turn_pass(c ^ 1);
     wgmma_wait<0>();
     keep(o);
     FS_TRACED(rl.end(j, me + RS::product_pv, fs_clock());)
     mbar_arrive(&emptyV[stage]);
     //> end
-#ifdef FS_TRACE
     // A step's record is written when both consumer warpgroups are done
     // with it: the traced build alone makes them meet, except in roles
     // mode, whose record is consumer 0's own.
-    if (cur.rec) {
-      if (full) {
-        trace_o<DI, BR, BC, D>(fs_payload(cur), o, w, N);
-        if (tid == 0) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
-      }
-      if (!roles) consumers_sync<NC>();
-      if (tid == 0) {
-        const int colsValid = min(BC, N - j * BC);
-        fs_write_header(cur, FS_KIND_FLASH_STEP, bh, qtile, j, rowsValid, colsValid, step_read_bytes(j, colsValid, rowsValid, D), 0);
-      }
-      cur.rec += stepBytes;
-    }
-#endif
+    FS_TRACED(finish_step_record<NC, DI, BR, BC, D>(cur, full, !roles, o, w, tid, bh, qtile, j, rowsValid, N, stepBytes);)
   }
 
   //> epilogue: the quad's partial sums make l; O / l in bf16 and the LSE to device memory
   FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer(); rl.start(jEnd, RS::epilogue + (warp >> 2), fs_clock());)
   epilogue<DI, BR, BC, D>(o, m, l, O + (size_t)bh * N * D, LSE + (size_t)bh * N, w, N, scale FS_TRACED(, full ? fs_payload(cur) : nullptr));
-  FS_TRACED(rl.end(jEnd, RS::epilogue + (warp >> 2), fs_clock()); if (cur.rec) {
-    if (full && tid == 0) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
-    if (!roles) consumers_sync<NC>();
-    if (tid == 0)
-      fs_write_header(cur, FS_KIND_EPILOGUE, bh, qtile, FS_NO_TILE, rowsValid, 0, 0,
-                      (unsigned long long)rowsValid * D * 2 + (unsigned long long)rowsValid * 4);
-  } if (roles && tid == 0) {
+  FS_TRACED(rl.end(jEnd, RS::epilogue + (warp >> 2), fs_clock()); finish_epilogue_record<NC, BR, BC, D>(cur, full, !roles, tid, bh, qtile, rowsValid, N, epiBytes);
+  if (roles && tid == 0) {
     const unsigned long long g = fs_globaltimer();
     rl.start(jEnd, RS::clock_end, g);
     rl.end(jEnd, RS::clock_end, fs_clock());
@@ -248,17 +237,17 @@ __device__ __forceinline__ void flash3_ws_block(const TensorMap *tmQ, const Tens
 // The compiled instantiations, extern "C" so the worker finds each by name;
 // a plain and a causal kernel per tile (TestInstancesMatchSource holds these
 // lines to the registry's Tiles). One block an SM: the producer's warpgroup
-// and BR/64 consumers.
-#define FLASH3_WS_KERNEL(NAME, BR, BC, D, CAUSAL)                                                                    \
+// and two consumers.
+#define FLASH3_PINGPONG_KERNEL(NAME, BR, BC, D, CAUSAL)                                                                    \
   extern "C" __global__ void __launch_bounds__(BR * 2 + 128, 1)                                                        \
       NAME(const __grid_constant__ hopper::TensorMap tmQ, const __grid_constant__ hopper::TensorMap tmK,              \
            const __grid_constant__ hopper::TensorMap tmV, hopper::bf16 *__restrict__ O, float *__restrict__ LSE, int N, \
            float scale FS_TRACE_PARAMS) {                                                                              \
-    hopper::flash3_ws_block<D, BR, BC, CAUSAL>(&tmQ, &tmK, &tmV, O, LSE, N, scale FS_TRACED(, fs_trace, fs_offsets, fs_mode)); \
+    hopper::flash3_pingpong_block<D, BR, BC, CAUSAL>(&tmQ, &tmK, &tmV, O, LSE, N, scale FS_TRACED(, fs_trace, fs_offsets, fs_mode)); \
   }
-#define FLASH3_WS_INSTANCE(BR, BC, D)                                                                               \
-  FLASH3_WS_KERNEL(flash3_ws_br##BR##_bc##BC##_d##D, BR, BC, D, false)                                               \
-  FLASH3_WS_KERNEL(flash3_ws_br##BR##_bc##BC##_d##D##_causal, BR, BC, D, true)
+#define FLASH3_PINGPONG_INSTANCE(BR, BC, D)                                                                               \
+  FLASH3_PINGPONG_KERNEL(flash3_pingpong_br##BR##_bc##BC##_d##D, BR, BC, D, false)                                               \
+  FLASH3_PINGPONG_KERNEL(flash3_pingpong_br##BR##_bc##BC##_d##D##_causal, BR, BC, D, true)
 
-FLASH3_WS_INSTANCE(128, 128, 64)
-FLASH3_WS_INSTANCE(128, 128, 128)
+FLASH3_PINGPONG_INSTANCE(128, 128, 64)
+FLASH3_PINGPONG_INSTANCE(128, 128, 128)

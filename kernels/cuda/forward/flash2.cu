@@ -23,7 +23,7 @@
 // independent sums: with one or two blocks per SM, that is what hides latency.
 // Global loads go through L2 only (__ldcg): each is used once per block, and
 // so every byte the access model counts is a request L2 sees.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 
 template <int BR, int BC, int D, int NT>
 __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const float *__restrict__ K,
@@ -56,8 +56,8 @@ __device__ __forceinline__ void flash2_block(const float *__restrict__ Q, const 
   const int jEnd = causal ? min(Tc, (r0 + rowsValid - 1) / BC + 1) : Tc;
 
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * gridDim.x + i);
-            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;)
 
   //> load-q: Q_i from device memory, once per block; m, l and O start empty

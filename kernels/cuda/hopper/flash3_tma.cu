@@ -26,7 +26,7 @@
 //
 // A thread's rows, columns and arithmetic are rung 7's (and rung 6's), so
 // its mirror and bound are theirs. docs/LADDER.md has the measurements.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 #include "wgmma.cuh"
 #include "tma.cuh"
 #include "hopper_tile.cuh"
@@ -67,8 +67,8 @@ __device__ __forceinline__ void flash3_tma_block(const TensorMap *tmQ, const Ten
   const Rows w{r0, warp * 16, lane >> 2, lane & 3}; // warp w is warp w%4 of warpgroup w/4
 
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
-            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
             const int rowsValid = min(BR, N - r0);)
 

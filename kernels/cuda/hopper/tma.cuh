@@ -20,7 +20,7 @@
 #ifndef FLASHSTEP_TMA_CUH
 #define FLASHSTEP_TMA_CUH
 
-#include "mma.cuh"
+#include "../common/mma.cuh"
 
 namespace hopper {
 

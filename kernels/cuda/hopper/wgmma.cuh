@@ -20,7 +20,7 @@
 #ifndef FLASHSTEP_WGMMA_CUH
 #define FLASHSTEP_WGMMA_CUH
 
-#include "mma.cuh"
+#include "../common/mma.cuh"
 
 namespace hopper {
 

@@ -28,7 +28,7 @@
 // ever holds), pass 2 a flash step per kv-tile whose m never changes
 // (alpha = 1), then the epilogue. The tile loop changes nothing of the
 // arithmetic: within it the keys still go in order.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 
 template <int BR, int BC, int D>
 __device__ __forceinline__ void naive_row_block(const float *__restrict__ Q, const float *__restrict__ K,
@@ -48,9 +48,9 @@ __device__ __forceinline__ void naive_row_block(const float *__restrict__ Q, con
 
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * gridDim.x + i);
             const bool timing = fs_mode == FS_MODE_TIMING;
-            const unsigned scoresBytes = timing ? 56u : fs_scores_record_bytes(BR, BC, D, N);
-            const unsigned stepBytes = timing ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = timing ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned scoresBytes = timing ? FS_RECORD_HEADER_BYTES : fs_scores_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = timing ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = timing ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;)
 
   //> load-q: the thread's q row from device memory into registers

@@ -25,11 +25,12 @@
 // is finished, and its header written, after its P·V has landed, and its
 // timing spans its turn.
 // docs/LADDER.md has the measurements.
-#include "instrument.cuh"
+#include "../common/instrument.cuh"
 #include "wgmma.cuh"
 #include "tma.cuh"
 #include "hopper_tile.cuh"
 #include "warpspec.cuh"
+#include "consumer_records.cuh"
 
 namespace hopper {
 
@@ -114,8 +115,8 @@ __device__ __forceinline__ void flash3_overlap_block(const TensorMap *tmQ, const
   if (c == 1) turn_pass(0);                         // consumer 0 takes the first turn
 
   FS_TRACED(fs_cursor cur = fs_begin(fs_trace, fs_offsets, fs_mode, bh * Tr + qtile);
-            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_flash_step_record_bytes(BR, BC, D, N);
-            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? 56u : fs_epilogue_record_bytes(BR, BC, D, N);
+            const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
+            const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
             const bool full = cur.rec != nullptr && fs_mode == FS_MODE_FULL;
             const int rowsValid = min(BR, N - r0);)
 
@@ -161,17 +162,7 @@ __device__ __forceinline__ void flash3_overlap_block(const TensorMap *tmQ, const
   // finish_step writes step j's O, complete now that its P·V has landed
   // (before α_{j+1} scales it), and its header once both consumers are done.
   auto finish_step = [&](int j) {
-    if (!cur.rec) return;
-    if (full) {
-      trace_o<DI, BR, BC, D>(fs_payload(cur), o, w, N);
-      if (tid == 0) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
-    }
-    consumers_sync<NC>();
-    if (tid == 0) {
-      const int colsValid = min(BC, N - j * BC);
-      fs_write_header(cur, FS_KIND_FLASH_STEP, bh, qtile, j, rowsValid, colsValid, step_read_bytes(j, colsValid, rowsValid, D), 0);
-    }
-    cur.rec += stepBytes;
+    finish_step_record<NC, DI, BR, BC, D>(cur, full, true, o, w, tid, bh, qtile, j, rowsValid, N, stepBytes);
   };
 #endif
 
@@ -261,13 +252,7 @@ __device__ __forceinline__ void flash3_overlap_block(const TensorMap *tmQ, const
   //> epilogue: the quad's partial sums make l; O / l in bf16 and the LSE to device memory
   FS_TRACED(if (tid == 0) cur.t_start = fs_globaltimer();)
   epilogue<DI, BR, BC, D>(o, m, l, O + (size_t)bh * N * D, LSE + (size_t)bh * N, w, N, scale FS_TRACED(, full ? fs_payload(cur) : nullptr));
-  FS_TRACED(if (cur.rec) {
-    if (full && tid == 0) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
-    consumers_sync<NC>();
-    if (tid == 0)
-      fs_write_header(cur, FS_KIND_EPILOGUE, bh, qtile, FS_NO_TILE, rowsValid, 0, 0,
-                      (unsigned long long)rowsValid * D * 2 + (unsigned long long)rowsValid * 4);
-  })
+  FS_TRACED(finish_epilogue_record<NC, BR, BC, D>(cur, full, true, tid, bh, qtile, rowsValid, N, epiBytes);)
 }
 //> end
 
