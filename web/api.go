@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"flashstep/client"
 	"flashstep/kernels"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) downloadTrace(w http.ResponseWriter, r *http.Request) error {
 	rc := http.NewResponseController(w)
 	started := false
 	lastFlush := time.Now()
-	err = s.readRun(r.Context(), run, clientAddr(r), nil, func(chunk []byte) error {
+	err = s.readRun(r.Context(), run, client.Addr(r), nil, func(chunk []byte) error {
 		if !started {
 			fileHeaders()
 		}

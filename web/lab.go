@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"flashstep/client"
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/labrun"
@@ -199,7 +200,7 @@ func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room strin
 	if err := lab.CheckSource(string(body)); err != nil {
 		return err
 	}
-	if !fromThisSite(r) {
+	if !client.FromThisSite(r) {
 		return problem.New(problem.Forbidden, "kernels are submitted from this site's own pages")
 	}
 	e, ok := lab.ByID(chi.URLParam(r, "id"))
@@ -243,7 +244,7 @@ func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room strin
 			owner.Student = studentIn(r, st)
 		}
 	}
-	id, err := s.lab.Submit(e, string(body), clientAddr(r), check, owner)
+	id, err := s.lab.Submit(e, string(body), client.Addr(r), check, owner)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"flashstep/client"
 	"flashstep/docs"
 	"flashstep/kernels"
 	"flashstep/lab"
@@ -135,7 +136,7 @@ func (s *Server) gradeCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	// the loop's are worked out by the lessons package itself.
 	var trace *lessons.Trace
 	if cp.NeedsTrace() {
-		if trace, err = s.presetTrace(r.Context(), cp, clientAddr(r)); err != nil {
+		if trace, err = s.presetTrace(r.Context(), cp, client.Addr(r)); err != nil {
 			return err
 		}
 	}

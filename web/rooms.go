@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"flashstep/client"
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/problem"
@@ -126,17 +127,6 @@ func (s *Server) joinURL(r *http.Request, code string) string {
 	return base + "/r/" + code
 }
 
-// fromThisSite says whether a request that changes something comes from
-// one of this site's pages, or from a program (no browser headers). A
-// browser says so in Sec-Fetch-Site; under Referrer-Policy: no-referrer its
-// form posts carry "Origin: null", so Origin alone cannot tell.
-func fromThisSite(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
-		return site == "same-origin"
-	}
-	return sameOrigin(r)
-}
-
 // The per-address join limits. A wrong code counts against the wrong
 // codes a minute only (the guesses an attacker gets), whichever URL it
 // comes by (the join form, a room's page, its websocket or events); a
@@ -157,7 +147,7 @@ func fromThisSite(r *http.Request) bool {
 // back once it turns out to exist. Reserving first makes guesses sent at
 // once count at once: each holds a wrong code until it is known to be right.
 func (s *Server) guess(r *http.Request) (settle func(exists bool), err error) {
-	giveBack, wait, ok := s.failedJoins.Reserve(clientAddr(r))
+	giveBack, wait, ok := s.failedJoins.Reserve(client.Addr(r))
 	if !ok {
 		return nil, limited(wait, s.failedJoins.PerMinute(), "too many wrong codes from your address (at most %d a minute): every code is refused; retry in %d s")
 	}
@@ -171,7 +161,7 @@ func (s *Server) guess(r *http.Request) (settle func(exists bool), err error) {
 // admitJoin counts a connection to a room that exists against the joins a
 // minute of its address.
 func (s *Server) admitJoin(r *http.Request) error {
-	if ok, wait := s.joins.Take(clientAddr(r)); !ok {
+	if ok, wait := s.joins.Take(client.Addr(r)); !ok {
 		return limited(wait, s.joins.PerMinute(), "too many joins from your address (at most %d a minute); retry in %d s")
 	}
 	return nil
@@ -247,10 +237,10 @@ type roomCreated struct {
 
 // createRoom validates the run and opens a room on it at the given step.
 func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, error) {
-	if !fromThisSite(r) {
+	if !client.FromThisSite(r) {
 		return roomCreated{}, problem.New(problem.Forbidden, "rooms are created from this site's own pages")
 	}
-	if !s.creates.Allow(clientAddr(r), s.creates.Now()) {
+	if !s.creates.Allow(client.Addr(r), s.creates.Now()) {
 		return roomCreated{}, problem.New(problem.RateLimited, "too many rooms created from your address: at most 20 a minute")
 	}
 	if req.Lesson != "" || req.Widget != "" {
@@ -270,7 +260,7 @@ func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, erro
 		return roomCreated{}, err
 	}
 	// Students start where the presenter stood when pressing Present.
-	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step, Lesson: req.Lesson, Widget: req.Widget}, clientAddr(r))
+	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step, Lesson: req.Lesson, Widget: req.Widget}, client.Addr(r))
 	if err != nil {
 		return roomCreated{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"flashstep/client"
 	"flashstep/problem"
 	"flashstep/rooms"
 )
@@ -103,7 +104,7 @@ type sendRequest struct {
 }
 
 func (s *Server) roomSend(w http.ResponseWriter, r *http.Request) error {
-	if !fromThisSite(r) {
+	if !client.FromThisSite(r) {
 		return problem.New(problem.Forbidden, "messages come from this site's own pages")
 	}
 	limit := int64(s.roomLimits.MaxMessage + 256)

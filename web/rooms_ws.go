@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"flashstep/client"
 	"flashstep/problem"
 	"flashstep/rooms"
 
@@ -33,7 +34,7 @@ import (
 var roomUpgrader = websocket.Upgrader{
 	ReadBufferSize:  1024,
 	WriteBufferSize: 4096,
-	CheckOrigin:     sameOrigin,
+	CheckOrigin:     client.SameOrigin,
 }
 
 // roomSocket joins the room with this code and serves the participant.

@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 
+	"flashstep/client"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 )
@@ -11,7 +12,7 @@ import (
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
-	r.Use(s.resolveClientAddr) // the address every per-address limit counts (clientaddr.go)
+	r.Use(client.Resolve(s.trustedProxies)) // the address every per-address limit counts (package client)
 	r.Use(s.logRequests)
 	r.Use(securityHeaders)
 	r.Use(s.bodyDeadline) // a body arrives within Deps.BodyTimeout, or 408 (bodies.go)

@@ -59,7 +59,7 @@ type Server struct {
 
 	// What a client may hold up: the time its request's body may take
 	// (bodies.go), and the proxies whose word on the client's address the
-	// per-address limits take (clientaddr.go).
+	// per-address limits take (package client).
 	bodyTimeout    time.Duration
 	trustedProxies []netip.Prefix
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"flashstep/client"
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/runner"
@@ -271,7 +272,7 @@ func TestClientAddrOfIPv6IsItsNetwork(t *testing.T) {
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = in
-		if got := clientAddr(r); got != want {
+		if got := client.Addr(r); got != want {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
 	}

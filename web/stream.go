@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"flashstep/client"
 	"flashstep/kernels"
 	"flashstep/problem"
 	"flashstep/runs"
@@ -44,18 +45,7 @@ const (
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:  1024,
 	WriteBufferSize: 64 << 10,
-	CheckOrigin:     sameOrigin,
-}
-
-// sameOrigin accepts a browser only from a page of this same host; a client
-// that sends no Origin (not a browser) is accepted.
-func sameOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
+	CheckOrigin:     client.SameOrigin,
 }
 
 // outMsg is one thing for the writer to send, in order.
@@ -123,13 +113,13 @@ func (s *Server) streamTrace(w http.ResponseWriter, r *http.Request) {
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
-		s.run(connCtx, runCtx, st, r.URL.Query(), clientAddr(r))
+		s.run(connCtx, runCtx, st, r.URL.Query(), client.Addr(r))
 	}()
 
 	if err := st.write(readerDone); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			s.log.Info("trace stream dropped: its client stopped reading", "addr", clientAddr(r), "waited", writeWait)
+			s.log.Info("trace stream dropped: its client stopped reading", "addr", client.Addr(r), "waited", writeWait)
 		}
 	}
 	endConn()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"flashstep/client"
 	"flashstep/problem"
 	"flashstep/sweep"
 
@@ -25,7 +26,7 @@ func (s *Server) startSweep(w http.ResponseWriter, r *http.Request) error {
 	if s.sweeps == nil {
 		return errNoSweeps
 	}
-	if !fromThisSite(r) {
+	if !client.FromThisSite(r) {
 		return problem.New(problem.Forbidden, "sweeps are started from this site's own pages")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxSweepForm)
@@ -40,7 +41,7 @@ func (s *Server) startSweep(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, err := s.sweeps.Submit(spec, clientAddr(r))
+	job, err := s.sweeps.Submit(spec, client.Addr(r))
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func (s *Server) cancelSweep(w http.ResponseWriter, r *http.Request) error {
 	if s.sweeps == nil {
 		return errNoSweeps
 	}
-	if !fromThisSite(r) {
+	if !client.FromThisSite(r) {
 		return problem.New(problem.Forbidden, "sweeps are cancelled from this site's own pages")
 	}
 	job, err := s.sweeps.Cancel(chi.URLParam(r, "id"))

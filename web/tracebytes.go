@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 
+	"flashstep/client"
 	"flashstep/kernels"
 	"flashstep/problem"
 )
@@ -66,7 +67,7 @@ func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK) // what a GET would answer, without measuring
 		return nil
 	}
-	tb, err := s.traceSize(r.Context(), run, clientAddr(r))
+	tb, err := s.traceSize(r.Context(), run, client.Addr(r))
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"flashstep/client"
 	"flashstep/connlimit"
 	"flashstep/instrument"
 	"flashstep/labrun"
@@ -173,7 +174,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	if *maxConns == 0 {
 		*maxConns = connlimit.DefaultTotal()
 	}
-	trustedProxies, err := web.ParseTrustedProxies(*trustedProxiesFlag)
+	trustedProxies, err := client.ParseTrustedProxies(*trustedProxiesFlag)
 	if err != nil {
 		return fmt.Errorf("-trusted-proxies: %w", err)
 	}

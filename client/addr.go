@@ -1,4 +1,11 @@
-package web
+// Package client owns what the server knows of who sent a request: the
+// address its per-address limits count (Addr: the peer's, or behind a
+// trusted proxy the client that proxy names, an IPv6 client by its /64),
+// worked out once per request by Resolve; and whether a request came from
+// one of this site's own pages (FromThisSite, SameOrigin). Every
+// per-address limit (joins, wrong codes, rooms created, runs, sweeps, lab
+// kernels) counts Addr.
+package client
 
 import (
 	"context"
@@ -11,52 +18,50 @@ import (
 	"flashstep/connlimit"
 )
 
-// The client's address, which every per-address limit counts (joins, wrong
-// codes, rooms created, runs, sweeps, lab kernels), is worked out once per
-// request by resolveClientAddr and read by clientAddr.
+type addrKey struct{}
 
-type clientAddrKey struct{}
-
-// resolveClientAddr stores the address the request's limits count in its
-// context: the peer's, or, where the peer is a trusted proxy, the client
-// its X-Forwarded-For names (forwardedClient).
-func (s *Server) resolveClientAddr(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientAddrKey{}, s.clientAddrOf(r))))
-	})
+// Resolve is the middleware that stores in each request's context the
+// address its limits count: the peer's, or, where the peer is one of the
+// trusted proxies, the client its X-Forwarded-For names (forwardedClient).
+func Resolve(proxies []netip.Prefix) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), addrKey{}, addrOf(r, proxies))))
+		})
+	}
 }
 
-// clientAddr is the address a limit counts: an IPv4 address, or the /64
+// Addr is the address a limit counts: an IPv4 address, or the /64
 // network of an IPv6 one (one home or host holds a whole /64, and would
 // otherwise hold as many "addresses" as it likes). Behind a trusted proxy
-// (Deps.TrustedProxies) it is the client the proxy names; behind any other
-// the proxy's own, which limits the whole class as one (the limits on
-// joins with a good code are set for that). A request that did not come
-// through the routes (a test's) counts its peer.
-func clientAddr(r *http.Request) string {
-	if a, ok := r.Context().Value(clientAddrKey{}).(string); ok {
+// it is the client the proxy names; behind any other the proxy's own,
+// which limits the whole class as one (the limits on joins with a good
+// code are set for that). A request that did not come through Resolve (a
+// test's) counts its peer.
+func Addr(r *http.Request) string {
+	if a, ok := r.Context().Value(addrKey{}).(string); ok {
 		return a
 	}
 	return peerAddr(r.RemoteAddr)
 }
 
-// clientAddrOf works out clientAddr for a request from the network.
-func (s *Server) clientAddrOf(r *http.Request) string {
-	if len(s.trustedProxies) == 0 {
+// addrOf works out Addr for a request from the network.
+func addrOf(r *http.Request, proxies []netip.Prefix) string {
+	if len(proxies) == 0 {
 		return peerAddr(r.RemoteAddr)
 	}
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil || !trusted(peer.Addr(), s.trustedProxies) {
+	if err != nil || !trusted(peer.Addr(), proxies) {
 		return peerAddr(r.RemoteAddr)
 	}
-	if client, ok := forwardedClient(r.Header.Values("X-Forwarded-For"), s.trustedProxies); ok {
-		return addrKey(client)
+	if client, ok := forwardedClient(r.Header.Values("X-Forwarded-For"), proxies); ok {
+		return key(client)
 	}
 	return peerAddr(r.RemoteAddr)
 }
 
-// peerAddr is clientAddr of a direct peer ("host:port"); an address that
-// is no IP counts as itself.
+// peerAddr is Addr of a direct peer ("host:port"); an address that is no
+// IP counts as itself.
 func peerAddr(remote string) string {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
@@ -66,13 +71,13 @@ func peerAddr(remote string) string {
 	if err != nil {
 		return host
 	}
-	return addrKey(ip)
+	return key(ip)
 }
 
-// addrKey is ip as the limits count it: the IPv4 address (an IPv4-mapped
-// IPv6 one is its IPv4 address), or "network/64" for IPv6, the network
-// the connection limit counts too.
-func addrKey(ip netip.Addr) string {
+// key is ip as the limits count it: the IPv4 address (an IPv4-mapped IPv6
+// one is its IPv4 address), or "network/64" for IPv6, the network the
+// connection limit counts too.
+func key(ip netip.Addr) string {
 	n := connlimit.Network(ip)
 	if n.Addr().Is4() {
 		return n.Addr().String()
