@@ -1,7 +1,8 @@
 // Package runs owns the computations behind every trace the server sends.
 // runs.go is the hub and its requests; trace.go a shared trace and its
 // readers; admission.go what may run, wait or be refused, and the memory
-// the traces hold.
+// the traces hold; sizes.go what a trace weighs compressed, measured once
+// per run however many ask.
 // A run that many clients ask for (a class of 300 opening the run their
 // teacher projects) is computed once: every request for the same run, on
 // the same engine, reads one shared trace while it is computed and from a
@@ -122,6 +123,8 @@ type Hub struct {
 	stats   Stats
 	active  int           // computations whose goroutine has not returned
 	idle    chan struct{} // closed while active is 0
+
+	sizes sizeMemo // the last runs' compressed sizes (sizes.go), under its own lock
 }
 
 // Stats are the hub's counters since it started.
@@ -145,7 +148,7 @@ func New(router Router, o Options) *Hub {
 	idle := make(chan struct{})
 	close(idle)
 	return &Hub{router: router, opts: o.withDefaults(), ctx: ctx, end: end, idle: idle,
-		traces: map[string]*trace{}, lanes: map[instrument.Source]*lane{}, cache: list.New(), byAddr: map[string]*addrUse{}}
+		traces: map[string]*trace{}, lanes: map[instrument.Source]*lane{}, cache: list.New(), byAddr: map[string]*addrUse{}, sizes: newSizeMemo()}
 }
 
 // Open starts reading the trace of r, computing it if nobody is. A run

@@ -107,3 +107,23 @@ func (s *Server) kernelSource(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, src)
 	return nil
 }
+
+// traceBytesAPI is GET /api/trace/bytes?<run>: what a student downloads to
+// follow a run, compressed and not, which the presenter's room bar shows
+// (runs.Sizes).
+func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
+	run, err := parseRun(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK) // what a GET would answer, without measuring
+		return nil
+	}
+	sz, err := s.runs.Sizes(r.Context(), run, client.Addr(r), maxFrameBytes)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sz)
+	return nil
+}

@@ -27,6 +27,7 @@ import (
 	"flashstep/rooms/natsrooms"
 	"flashstep/rooms/roomstest"
 	"flashstep/runner"
+	"flashstep/runs"
 	"flashstep/sweep"
 
 	"github.com/gorilla/websocket"
@@ -928,7 +929,7 @@ func TestTraceDownloadIsGzipped(t *testing.T) {
 		t.Fatalf("the gzipped trace (%d bytes) is not the trace (%d bytes)", len(got), len(plain))
 	}
 	_, body := get(t, ts.URL+"/api/trace/bytes?"+roomRun)
-	var tb traceBytes
+	var tb runs.Sizes
 	json.Unmarshal(body, &tb)
 	if tb.Raw != len(plain) || tb.Gzip <= 0 || tb.Gzip >= tb.Raw || tb.Deflate <= 0 {
 		t.Fatalf("trace bytes %+v, the trace is %d bytes", tb, len(plain))

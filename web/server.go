@@ -53,7 +53,6 @@ type Server struct {
 	roomLimits                  rooms.Limits
 	joins, failedJoins, creates *rooms.AddrLimiter
 	publicURL                   string
-	sizes                       traceSizes
 	sseMu                       sync.Mutex
 	sse                         sseSessions
 
@@ -136,7 +135,6 @@ func NewServer(d Deps) *Server {
 	if s.lab == nil {
 		s.lab = labrun.New(labrun.Options{})
 	}
-	s.sizes = newTraceSizes()
 	s.sse.byMember = map[string]*sseSession{}
 	s.router = s.routes()
 	warnMissingVendor(d.Static, d.Log)

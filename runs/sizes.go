@@ -1,28 +1,27 @@
-package web
+package runs
 
 import (
 	"compress/flate"
 	"compress/gzip"
 	"context"
-	"net/http"
 	"sync"
 
-	"flashstep/client"
 	"flashstep/kernels"
 	"flashstep/problem"
 )
 
-// GET /api/trace/bytes?<run>: what a student downloads to follow a run,
-// compressed and not, which the presenter's room bar shows. Measuring
-// compresses the whole trace, so each run is measured once however many
-// ask at once (a room's presenters, its reconnects), the last runs'
-// figures are kept, and a bounded number of measurements run at once.
+// What a student downloads to follow a run, compressed and not, which the
+// presenter's room bar shows (GET /api/trace/bytes). Measuring compresses
+// the whole trace, so each run is measured once however many ask at once
+// (a room's presenters, its reconnects), the last runs' figures are kept,
+// and a bounded number of measurements run at once. The trace itself is
+// read through the hub, as any client's.
 
-// traceBytes is what one student downloads to follow a run: the encoded
+// Sizes is what one student downloads to follow a run: the encoded
 // trace, and the same gzip-compressed (the HTTP fallback) and deflated
 // (a websocket with permessage-deflate). Float arrays compress poorly,
 // which is the point of showing it.
-type traceBytes struct {
+type Sizes struct {
 	Query   string  `json:"query"`
 	Raw     int     `json:"raw"`
 	Gzip    int     `json:"gzip"`
@@ -30,10 +29,10 @@ type traceBytes struct {
 	Ratio   float64 `json:"ratio"` // gzip / raw
 }
 
-// traceSizes remembers the last runs' sizes and the measurements under way.
-type traceSizes struct {
+// sizeMemo remembers the last runs' sizes and the measurements under way.
+type sizeMemo struct {
 	mu       sync.Mutex
-	byQ      map[string]traceBytes
+	byQ      map[string]Sizes
 	keys     []string
 	inFlight map[string]*sizeFlight
 	slots    chan struct{} // measurements at once
@@ -43,7 +42,7 @@ type traceSizes struct {
 // waiting for it has gone.
 type sizeFlight struct {
 	done    chan struct{}
-	tb      traceBytes
+	sz      Sizes
 	err     error
 	waiters int
 	cancel  context.CancelFunc
@@ -54,33 +53,18 @@ const (
 	sizeMeasurement = 2 // at once: each compresses up to a 32 MiB trace
 )
 
-func newTraceSizes() traceSizes {
-	return traceSizes{byQ: map[string]traceBytes{}, inFlight: map[string]*sizeFlight{}, slots: make(chan struct{}, sizeMeasurement)}
+func newSizeMemo() sizeMemo {
+	return sizeMemo{byQ: map[string]Sizes{}, inFlight: map[string]*sizeFlight{}, slots: make(chan struct{}, sizeMeasurement)}
 }
 
-func (s *Server) traceBytesAPI(w http.ResponseWriter, r *http.Request) error {
-	run, err := parseRun(r.URL.Query())
-	if err != nil {
-		return err
-	}
-	if r.Method == http.MethodHead {
-		w.WriteHeader(http.StatusOK) // what a GET would answer, without measuring
-		return nil
-	}
-	tb, err := s.traceSize(r.Context(), run, client.Addr(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, tb)
-	return nil
-}
-
-// traceSize is r's figures: kept, being measured for another client, or
-// measured now if a measurement's slot is free.
-func (s *Server) traceSize(ctx context.Context, r kernels.Run, addr string) (traceBytes, error) {
+// Sizes is r's figures: kept, being measured for another client, or
+// measured now if a measurement's slot is free (problem.Busy if none is).
+// frame is the most a websocket frame of the trace holds: the stream
+// deflates each frame on its own.
+func (h *Hub) Sizes(ctx context.Context, r kernels.Run, addr string, frame int) (Sizes, error) {
 	c := r.Config()
 	q := c.Values().Encode()
-	sz := &s.sizes
+	sz := &h.sizes
 	sz.mu.Lock()
 	if tb, ok := sz.byQ[q]; ok {
 		sz.mu.Unlock()
@@ -92,14 +76,14 @@ func (s *Server) traceSize(ctx context.Context, r kernels.Run, addr string) (tra
 		case sz.slots <- struct{}{}:
 		default:
 			sz.mu.Unlock()
-			return traceBytes{}, problem.New(problem.Busy, "the server is measuring other traces' sizes: try again in a few seconds")
+			return Sizes{}, &problem.Error{Code: problem.Busy, Message: "the server is measuring other traces' sizes: try again in a few seconds", RetryAfter: h.opts.RetryAfter}
 		}
 		mctx, cancel := context.WithCancel(context.Background())
 		f = &sizeFlight{done: make(chan struct{}), cancel: cancel}
 		sz.inFlight[q] = f
 		go func() {
 			defer cancel()
-			f.tb, f.err = s.measureTrace(mctx, r, addr)
+			f.sz, f.err = h.measure(mctx, r, addr, frame)
 			sz.mu.Lock()
 			delete(sz.inFlight, q)
 			if f.err == nil {
@@ -107,7 +91,7 @@ func (s *Server) traceSize(ctx context.Context, r kernels.Run, addr string) (tra
 					delete(sz.byQ, sz.keys[0])
 					sz.keys = sz.keys[1:]
 				}
-				sz.byQ[q] = f.tb
+				sz.byQ[q] = f.sz
 				sz.keys = append(sz.keys, q)
 			}
 			sz.mu.Unlock()
@@ -119,14 +103,14 @@ func (s *Server) traceSize(ctx context.Context, r kernels.Run, addr string) (tra
 	sz.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.tb, f.err
+		return f.sz, f.err
 	case <-ctx.Done():
 		sz.mu.Lock()
 		if f.waiters--; f.waiters == 0 {
 			f.cancel()
 		}
 		sz.mu.Unlock()
-		return traceBytes{}, ctx.Err()
+		return Sizes{}, ctx.Err()
 	}
 }
 
@@ -134,10 +118,10 @@ type countWriter struct{ n int }
 
 func (c *countWriter) Write(b []byte) (int, error) { c.n += len(b); return len(b), nil }
 
-// measureTrace compresses the trace as the server would send it: gzip at
-// the level of /api/trace, deflate per websocket frame as gorilla does
-// (level 1, no context kept between frames).
-func (s *Server) measureTrace(ctx context.Context, r kernels.Run, addr string) (traceBytes, error) {
+// measure compresses the trace as the server would send it: gzip at the
+// level of /api/trace, deflate per websocket frame as gorilla does (level
+// 1, no context kept between frames).
+func (h *Hub) measure(ctx context.Context, r kernels.Run, addr string, frameBytes int) (Sizes, error) {
 	raw, gz, defl := &countWriter{}, &countWriter{}, &countWriter{}
 	zw, _ := gzip.NewWriterLevel(gz, gzip.BestSpeed)
 	fw, _ := flate.NewWriter(defl, flate.BestSpeed)
@@ -150,22 +134,22 @@ func (s *Server) measureTrace(ctx context.Context, r kernels.Run, addr string) (
 			frame = frame[:0]
 		}
 	}
-	err := s.readRun(ctx, r, addr, nil, func(chunk []byte) error {
+	chunks, err := h.Collect(ctx, r, addr)
+	if err != nil {
+		return Sizes{}, err
+	}
+	for _, chunk := range chunks {
 		raw.Write(chunk)
 		zw.Write(chunk)
-		if len(frame)+len(chunk) > maxFrameBytes {
+		if len(frame)+len(chunk) > frameBytes {
 			flushFrame()
 		}
 		frame = append(frame, chunk...)
-		return nil
-	})
-	if err != nil {
-		return traceBytes{}, err
 	}
 	flushFrame()
 	zw.Close()
 	c := r.Config()
-	tb := traceBytes{Query: c.Values().Encode(), Raw: raw.n, Gzip: gz.n, Deflate: defl.n}
+	tb := Sizes{Query: c.Values().Encode(), Raw: raw.n, Gzip: gz.n, Deflate: defl.n}
 	if raw.n > 0 {
 		tb.Ratio = float64(gz.n) / float64(raw.n)
 	}
