@@ -39,9 +39,11 @@ $(VENDOR)/.stamp: package.json package-lock.json scripts/codemirror-entry.js
 # `make test-long` runs the same tests at full size (every lesson page in
 # Chromium, every shape, every draw); CI runs both.
 test: test-prep
+	node --test --test-reporter=spec jstest/*.test.mjs
 	$(GO) test -short ./...
 
 test-long: test-prep
+	node --test --test-reporter=spec jstest/*.test.mjs
 	$(GO) test -timeout 20m ./...
 
 test-prep: assets check-generated check-ptx

@@ -1,0 +1,107 @@
+package jstest
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "write the fixtures in testdata/ afresh")
+
+// TestFixtures writes what the Node tests hold static/js to, from the Go
+// side: traces from the Go encoder and their every field (traces/), the
+// figures package roles computes for the recorded roles runs (roles.json),
+// the playground's arithmetic (playground.json), the lab's tolerance
+// (lab.json) and the rungs the pages carry (rungs.json). With -update it
+// writes them; without, it fails naming each fixture that is stale or that
+// nothing here writes any more.
+func TestFixtures(t *testing.T) {
+	files := map[string][]byte{}
+	traceFixtures(t, files)
+	roleFixtures(t, files)
+	playgroundFixtures(t, files)
+	labFixtures(t, files)
+	rungFixtures(t, files)
+
+	var stale []string
+	for name, want := range files {
+		path := filepath.Join("testdata", filepath.FromSlash(name))
+		if got, err := os.ReadFile(path); err == nil && bytes.Equal(got, want) {
+			continue
+		}
+		if !*update {
+			stale = append(stale, name)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := filepath.WalkDir("testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		name := filepath.ToSlash(strings.TrimPrefix(path, "testdata"+string(filepath.Separator)))
+		if _, ok := files[name]; ok {
+			return nil
+		}
+		if *update {
+			return os.Remove(path)
+		}
+		stale = append(stale, name+" (written by nothing)")
+		return nil
+	})
+	if err != nil && !(*update && os.IsNotExist(err)) {
+		t.Fatal(err)
+	}
+	if len(stale) > 0 {
+		slices.Sort(stale)
+		t.Errorf("jstest/testdata is stale: %s; regenerate it with go test ./jstest -run TestFixtures -update", strings.Join(stale, ", "))
+	}
+}
+
+// jsonFile is v as a fixture: compact JSON and a newline.
+func jsonFile(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// num is a float64 in a fixture: a JSON number, or for the values JSON
+// has none for the strings JavaScript's Number reads back ("Infinity",
+// "-Infinity", "NaN"). −0 is written -0, which JSON.parse keeps.
+type num float64
+
+func (x num) MarshalJSON() ([]byte, error) {
+	f := float64(x)
+	switch {
+	case f != f:
+		return []byte(`"NaN"`), nil
+	case f > 1.7976931348623157e308:
+		return []byte(`"Infinity"`), nil
+	case f < -1.7976931348623157e308:
+		return []byte(`"-Infinity"`), nil
+	}
+	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
+}
+
+func nums(xs []float64) []num {
+	out := make([]num, len(xs))
+	for k, x := range xs {
+		out[k] = num(x)
+	}
+	return out
+}
