@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -93,7 +92,8 @@ var rolesShot = flag.String("roles-screenshot", "", "write a screenshot of each 
 // TestBrowserRoleLanes replays each roles recording (CPU mode: the H100's
 // own stamps) at a step in the middle of a block: the page counts the
 // trace's steps as a timing trace's, draws the block's lanes with every
-// role span it has, writes the step's figures as the records give them,
+// role span it has, writes the step's note (whose figures a unit test,
+// jstest/role_spans.test.mjs, holds to package roles for every block),
 // places a span where its stamps say and goes to its step on a click.
 // A trace without roles replayed in the same page draws no lanes. Under
 // -short, the first roles recording only.
@@ -147,24 +147,13 @@ func TestBrowserRoleLanes(t *testing.T) {
 			t.Errorf("%s: lane labels at %q px with %q px of room", rr.name, got.FontPx, got.LabelRoom)
 		}
 
-		// The note's figures are the records': consumer 0's softmax on the
-		// step's tile, the part of it under consumer 1's products, and the
-		// block's share of time with a product in flight.
-		hidden, softmax, ok := b.HiddenSoftmax(instrument.RoleConsumer0, kv)
-		if !ok {
-			t.Fatalf("%s: no softmax of consumer 0 at kv-tile %d", rr.name, kv)
-		}
-		if want := fmt.Sprintf("consumer 0: waited %d ns for K", lenOf(t, b, instrument.RoleConsumer0, instrument.EventWaitK, kv)); !strings.Contains(got.Note, want) {
-			t.Errorf("%s: the note does not say %q:\n%s", rr.name, want, got.Note)
-		}
-		if want := fmt.Sprintf("softmax %d ns, of which %d ns under consumer 1's products", softmax, hidden); !strings.Contains(got.Note, want) {
-			t.Errorf("%s: the note does not say %q:\n%s", rr.name, want, got.Note)
+		// The note's figures, every block's of every roles recording, are
+		// held to package roles by a unit test (jstest/role_spans.test.mjs);
+		// here, that the page writes the note of the step shown.
+		if !strings.HasPrefix(got.Note, fmt.Sprintf("kv-tile %d: ", kv)) || !strings.Contains(got.Note, "consumer 0: waited ") {
+			t.Errorf("%s: the note of step %d:\n%s", rr.name, at, got.Note)
 		}
 		first, last := b.Extent()
-		inFlight := roles.Total(roles.Union(b.Select(func(s roles.Span) bool { return roles.IsProduct(s.Event) })))
-		if want := fmt.Sprintf("a product was in flight %d%%", int(math.Round(100*float64(inFlight)/float64(last-first)))); !strings.Contains(got.Note, want) {
-			t.Errorf("%s: the note does not say %q:\n%s", rr.name, want, got.Note)
-		}
 
 		// Consumer 1's softmax of another kv-tile, where its stamps put it:
 		// the tooltip names it, a click goes to its step.
@@ -249,14 +238,4 @@ func TestBrowserRoleLanes(t *testing.T) {
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
 	}
-}
-
-// lenOf is the length in ns of a span of block b.
-func lenOf(t *testing.T, b *roles.Block, r instrument.Role, e instrument.Event, j int) uint64 {
-	t.Helper()
-	s, ok := b.Find(r, e, j)
-	if !ok {
-		t.Fatalf("block (%d, %d) has no %v %v at kv-tile %d", b.BH, b.I, r, e, j)
-	}
-	return s.Len()
 }
