@@ -1,9 +1,9 @@
 // Package labrun runs students' kernels for the lab's kernel track: a fair
 // queue in front of the GPU, one process per submission (the GPU worker
-// with -lab: runner.LabKernel, with its watchdog), and the grading of what
-// comes back against the reference kernel's trace (package lab). A
-// submission whose student stops asking about it is cancelled, its process
-// killed.
+// with -lab, confined by package sandbox and killed past its limit:
+// process.go), and the grading of what comes back against the reference
+// kernel's trace (package lab). A submission whose student stops asking
+// about it is cancelled, its process killed.
 package labrun
 
 import (
@@ -23,7 +23,6 @@ import (
 	"flashstep/lab"
 	"flashstep/ladder"
 	"flashstep/problem"
-	"flashstep/runner"
 	"flashstep/sandbox"
 )
 
@@ -445,12 +444,12 @@ func (s *Service) janitor() {
 func (s *Service) grade(t *ticket) *Verdict {
 	seed := uint64(time.Now().UnixNano()) >> 1
 	req, runs := t.e.KernelRequestFor(t.source, seed)
-	proc, limit := runner.LabProcess{Command: s.o.Command, Sandbox: s.o.Sandbox}, s.o.Limit
+	proc, limit := process{Command: s.o.Command, Sandbox: s.o.Sandbox}, s.o.Limit
 	if t.check != NoCheck {
 		// A sanitizer runs a kernel tens of times slower: three times the time.
 		proc.Sanitizer, proc.Tool, limit = s.o.Sanitizer, string(t.check), 3*limit
 	}
-	res, err := runner.LabKernel(t.ctx, proc, req, limit)
+	res, err := runProcess(t.ctx, proc, req, limit)
 	reply := res.Reply
 	v := &Verdict{Seed: seed, Took: res.Took.Seconds(), Output: res.Output, OutputCut: res.OutputCut}
 	if t.check != NoCheck {
@@ -461,7 +460,7 @@ func (s *Service) grade(t *ticket) *Verdict {
 		}
 	}
 	switch {
-	case errors.Is(err, runner.ErrLabTimeout):
+	case errors.Is(err, errTimeout):
 		v.Verdict = "timeout"
 		v.Message = fmt.Sprintf("Your kernel (with its compilation) ran past the %v limit and was stopped: does every thread's loop end, and does every thread of a block reach each __syncthreads()?", s.o.Limit)
 		return v
@@ -572,10 +571,10 @@ func (s *Service) place(t *ticket) *Placement {
 	req, flops := t.e.TimingFor(t.source)
 	tm := req.Timing
 	p := &Placement{Shape: fmt.Sprintf("N=%d, d=%d, B·N=%d, H·d=%d%s", tm.N, req.D, tm.Batch*tm.N, tm.Heads*req.D, map[bool]string{true: ", causal"}[tm.Causal])}
-	res, err := runner.LabKernel(t.ctx, runner.LabProcess{Command: s.o.Command, Sandbox: s.o.Sandbox}, req, s.o.Limit)
+	res, err := runProcess(t.ctx, process{Command: s.o.Command, Sandbox: s.o.Sandbox}, req, s.o.Limit)
 	reply := res.Reply
 	switch {
-	case errors.Is(err, runner.ErrLabTimeout):
+	case errors.Is(err, errTimeout):
 		p.Note = fmt.Sprintf("at the ladder's size your kernel ran past the %v limit: too slow to place", s.o.Limit)
 		return p
 	case err != nil:

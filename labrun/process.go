@@ -1,4 +1,4 @@
-package runner
+package labrun
 
 import (
 	"bufio"
@@ -21,24 +21,24 @@ import (
 	"flashstep/sandbox"
 )
 
-// ErrLabTimeout: a student's kernel (or its compilation) ran past its time
+// errTimeout: a student's kernel (or its compilation) ran past its time
 // limit, and its process was killed.
-var ErrLabTimeout = errors.New("time limit")
+var errTimeout = errors.New("time limit")
 
-// LabProcess says how a student's kernel's process starts.
-type LabProcess struct {
+// process says how a student's kernel's process starts.
+type process struct {
 	// Command is the GPU worker; "-lab" is added.
 	Command []string
 	// Sandbox confines the process (package sandbox): its user, the
 	// variables a test adds.
 	Sandbox sandbox.Options
 	// Sanitizer, with Tool ("memcheck", "racecheck"), runs the process
-	// under compute-sanitizer, whose report comes back in LabResult.Report.
+	// under compute-sanitizer, whose report comes back in processResult.Report.
 	Sanitizer, Tool string
 }
 
-// LabResult is what a student's kernel's process gave back.
-type LabResult struct {
+// processResult is what a student's kernel's process gave back.
+type processResult struct {
 	Reply lab.KernelReply
 	// Output is what the kernel's threads printed (printf), its first
 	// lab.MaxOutputBytes; OutputCut counts the bytes past them.
@@ -56,18 +56,18 @@ type LabResult struct {
 	Took   time.Duration
 }
 
-// LabKernel runs one student's kernel in a process of its own, confined
+// runProcess runs one student's kernel in a process of its own, confined
 // (package sandbox): the worker reads req on its standard input, answers
 // on descriptor lab.ReplyFD, and leaves its standard output to the
 // kernel's printf. A kernel that faults takes down only that process and
 // its CUDA context; past limit, or when ctx ends (the student left), the
 // process and any it started are killed and the GPU is free for the next.
-func LabKernel(ctx context.Context, p LabProcess, req lab.KernelRequest, limit time.Duration) (LabResult, error) {
+func runProcess(ctx context.Context, p process, req lab.KernelRequest, limit time.Duration) (processResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	body, err := json.Marshal(req)
 	if err != nil {
-		return LabResult{}, err
+		return processResult{}, err
 	}
 	argv := append(p.Command[:len(p.Command):len(p.Command)], "-lab")
 	opts := p.Sandbox
@@ -81,12 +81,12 @@ func LabKernel(ctx context.Context, p LabProcess, req lab.KernelRequest, limit t
 	}
 	proc, err := sandbox.Command(ctx, argv, opts)
 	if err != nil {
-		return LabResult{}, err
+		return processResult{}, err
 	}
 	defer proc.Cleanup()
 	replyR, replyW, err := os.Pipe()
 	if err != nil {
-		return LabResult{}, err
+		return processResult{}, err
 	}
 	defer replyR.Close()
 	cmd := proc.Cmd
@@ -99,13 +99,13 @@ func LabKernel(ctx context.Context, p LabProcess, req lab.KernelRequest, limit t
 	start := time.Now()
 	if err := proc.Start(); err != nil {
 		replyW.Close()
-		return LabResult{}, fmt.Errorf("starting the kernel's process: %w", err)
+		return processResult{}, fmt.Errorf("starting the kernel's process: %w", err)
 	}
 	replyW.Close() // the child's copy is the only writer now
 	answered := make(chan labAnswer, 1)
 	go func() { answered <- readReply(replyR) }()
 	runErr := cmd.Wait()
-	res := LabResult{Took: time.Since(start), Output: output.String(), OutputCut: output.cut, Stderr: stderr.String()}
+	res := processResult{Took: time.Since(start), Output: output.String(), OutputCut: output.cut, Stderr: stderr.String()}
 	var a labAnswer
 	select {
 	case a = <-answered:
@@ -118,7 +118,7 @@ func LabKernel(ctx context.Context, p LabProcess, req lab.KernelRequest, limit t
 		res.Report = readReport(filepath.Join(proc.Dir, reportName))
 	}
 	if ctx.Err() == context.DeadlineExceeded {
-		return res, ErrLabTimeout
+		return res, errTimeout
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
