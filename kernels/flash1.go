@@ -77,10 +77,9 @@ var flash1Rung = &VariantInfo{
 		},
 		Count: func(c *Config, _ int) int { return c.Batch * c.Heads * c.Tr() * (c.Tc() + 1) },
 	},
-	Traffic: flash1Traffic,
+	Family:  FamilyFlash1,
 	phases:  flash1Phases,
 	records: flash1Records,
-	block:   flash1Block,
 }
 
 func flash1Phases(c *Config) int { return c.Tc() }
@@ -197,3 +196,6 @@ func flash1Block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instr
 	epi.BytesRead, epi.BytesWritten = flash1Traffic(c, epi)
 	emit(tiles-1, epi)
 }
+
+// FamilyFlash1: float32, FlashAttention-1's order: kv-tiles outer, O, m and l through device memory.
+var FamilyFlash1 = &Family{Name: "flash1", Traffic: flash1Traffic, block: flash1Block}

@@ -40,10 +40,9 @@ var flash2Rung = &VariantInfo{
 		return Launches{Kernels: []Launch{{Name: fmt.Sprintf("flash2_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
 			Threads: t.Threads, Shared: flash2SharedBytes(t), Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
 	},
-	Traffic: flash2Traffic,
+	Family:  FamilyFlash2,
 	phases:  onePhase,
 	records: flash2Records,
-	block:   flash2Block,
 }
 
 // Float32Tiles are the tiles flash2.cu is compiled at, in its order, with
@@ -191,3 +190,6 @@ func pvDot(acc float32, p, v []float32, x, d int) float32 {
 	}
 	return acc
 }
+
+// FamilyFlash2: float32, FlashAttention-2's online softmax, every operation rounded on its own.
+var FamilyFlash2 = &Family{Name: "flash2", Traffic: flash2Traffic, block: flash2Block}

@@ -76,10 +76,9 @@ var flash2BwdKernel = &VariantInfo{
 	},
 	Launches:   flash2BwdLaunches,
 	TraceSlots: &TraceSlots{Slot: flash2BwdSlot, Count: flash2BwdSlots},
-	Traffic:    flash2BwdTraffic,
+	Family:     FamilyFlash2Bwd,
 	phases:     func(c *Config) int { return c.Tc() + 2 },
 	records:    flash2BwdRecords,
-	block:      flash2BwdBlock,
 }
 
 // flash2BwdSharedBytes is the main kernel's dynamic shared memory
@@ -330,3 +329,6 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// FamilyFlash2Bwd: float32 backward: P recomputed, dQ added in device memory.
+var FamilyFlash2Bwd = &Family{Name: "flash2_bwd", Traffic: flash2BwdTraffic, block: flash2BwdBlock}

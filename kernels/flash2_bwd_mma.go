@@ -57,10 +57,9 @@ var flash2BwdMMAKernel = &VariantInfo{
 	},
 	Launches:   flash2BwdMMALaunches,
 	TraceSlots: &TraceSlots{Slot: flash2BwdSlot, Count: flash2BwdSlots}, // the same three kernels' grids
-	Traffic:    flash2BwdMMATraffic,
+	Family:     FamilyFlash2BwdMMA,
 	phases:     func(c *Config) int { return c.Tc() + 2 },
 	records:    flash2BwdRecords,
-	block:      flash2BwdMMABlock,
 }
 
 // Flash2BwdMMASharedBytes is the main kernel's dynamic shared memory at t
@@ -225,3 +224,6 @@ func (a mmaBwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 	}
 	return h
 }
+
+// FamilyFlash2BwdMMA: bf16 backward on tensor cores, float32 gradients.
+var FamilyFlash2BwdMMA = &Family{Name: "flash2_bwd_mma", Traffic: flash2BwdMMATraffic, block: flash2BwdMMABlock}

@@ -74,10 +74,9 @@ var flash2FastRung = &VariantInfo{
 		return Launches{Kernels: []Launch{{Name: name, Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
 			Threads: t.Threads, Shared: 2 * (t.Br*t.D + 2*t.Bc*t.D), Args: append(QKVO(), Val(c.N), ScaleArg(c))}}}
 	},
-	Traffic: flash2FastTraffic,
+	Family:  FamilyFlash2Fast,
 	phases:  onePhase,
 	records: flash2Records, // the same tiles as flash2: one step per visited kv-tile, then the epilogue
-	block:   flash2FastBlock,
 }
 
 const log2e32 = float32(1.4426950408889634)
@@ -276,3 +275,6 @@ func colOrZero(p []float32, col int) float32 {
 	}
 	return 0
 }
+
+// FamilyFlash2Fast: bf16 products on tensor cores, exp2 with the scale folded in: rungs 6 to 11, whatever instructions and schedule carry it.
+var FamilyFlash2Fast = &Family{Name: "flash2_fast", Traffic: flash2FastTraffic, block: flash2FastBlock}

@@ -57,10 +57,9 @@ var flash2MMARung = &VariantInfo{
 		return Launches{Kernels: []Launch{{Name: fmt.Sprintf("flash2_mma_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
 			Threads: t.Threads, Shared: Flash2MMASharedBytes(t), Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
 	},
-	Traffic: flash2FastTraffic, // the same loads and stores as flash2_fast
+	Family:  FamilyFlash2MMA,
 	phases:  onePhase,
 	records: flash2Records,
-	block:   flash2MMABlock,
 }
 
 // Flash2MMASharedBytes is flash2_mma's dynamic shared memory at t
@@ -89,3 +88,6 @@ func (f naturalForm) lse(m, l float32) float32   { return float32(m + log32(l)) 
 func flash2MMABlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
 	mirrorArith.block(c, in, bh, i, emit)
 }
+
+// FamilyFlash2MMA: bf16 products on tensor cores, the softmax in natural units (expf of scaled scores).
+var FamilyFlash2MMA = &Family{Name: "flash2_mma", Traffic: flash2FastTraffic, block: flash2MMABlock}

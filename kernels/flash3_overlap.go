@@ -38,8 +38,7 @@ var flash3OverlapRung = &VariantInfo{
 		// Q_i and two stages of K_j and V_j (hopper::overlap_smem_bytes).
 		return hopperLaunch(c, t, "flash3_overlap", 2*(t.Br*t.D+4*t.Bc*t.D)+1024)
 	},
-	Traffic: flash2FastTraffic,
+	Family:  FamilyFlash2Fast,
 	phases:  onePhase,
 	records: flash2Records,
-	block:   flash2FastBlock,
 }

@@ -39,8 +39,7 @@ var flash3PingPongRung = &VariantInfo{
 		// Q_i and two stages of K_j and V_j (hopper::pingpong_smem_bytes).
 		return hopperLaunch(c, t, "flash3_pingpong", 2*(t.Br*t.D+4*t.Bc*t.D)+1024)
 	},
-	Traffic: flash2FastTraffic,
+	Family:  FamilyFlash2Fast,
 	phases:  onePhase,
 	records: pingPongRoles.records,
-	block:   flash2FastBlock,
 }

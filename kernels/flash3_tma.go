@@ -36,8 +36,7 @@ var flash3TMARung = &VariantInfo{
 	Launches: func(c *Config, t Tile) Launches {
 		return hopperLaunch(c, t, "flash3_tma", 2*(t.Br*t.D+4*t.Bc*t.D)+1024)
 	},
-	Traffic: flash2FastTraffic,
+	Family:  FamilyFlash2Fast,
 	phases:  onePhase,
 	records: flash2Records,
-	block:   flash2FastBlock,
 }

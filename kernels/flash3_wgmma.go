@@ -48,8 +48,7 @@ var flash3WGMMARung = &VariantInfo{
 		return Launches{Kernels: []Launch{{Name: name, Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
 			Threads: t.Threads, Shared: 2*(t.Br*t.D+4*t.Bc*t.D) + 1024, Args: append(QKVO(), Val(c.N), ScaleArg(c))}}}
 	},
-	Traffic: flash2FastTraffic,
+	Family:  FamilyFlash2Fast,
 	phases:  onePhase,
 	records: flash2Records,
-	block:   flash2FastBlock,
 }

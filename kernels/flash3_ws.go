@@ -40,8 +40,7 @@ var flash3WSRung = &VariantInfo{
 		// Q_i and two stages of K_j and V_j (hopper::ws_smem_bytes).
 		return hopperLaunch(c, t, "flash3_ws", 2*(t.Br*t.D+4*t.Bc*t.D)+1024)
 	},
-	Traffic: flash2FastTraffic,
+	Family:  FamilyFlash2Fast,
 	phases:  onePhase,
 	records: wsRoles.records,
-	block:   flash2FastBlock,
 }

@@ -98,13 +98,16 @@ func TestArchRuns(t *testing.T) {
 }
 
 // The worker runs a module that takes tensor maps only where the driver can
-// encode one: ModuleUsesTMA must name exactly the rungs whose launches pass
-// maps, traced build and all.
+// encode one: ModuleUsesTMA (from the launches) must name exactly the
+// modules whose PTX copies through a tensor map, traced build and all.
 func TestModuleUsesTMA(t *testing.T) {
 	t.Parallel()
 	for _, m := range Modules {
-		base := strings.TrimSuffix(m, "_traced")
-		want := base == "flash3_tma" || base == "flash3_ws" || base == "flash3_pingpong" || base == "flash3_overlap"
+		ptx, err := os.ReadFile("ptx/" + m + ".ptx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Contains(ptx, []byte("cp.async.bulk.tensor"))
 		if got := ModuleUsesTMA(m); got != want {
 			t.Errorf("ModuleUsesTMA(%q) = %v, want %v", m, got, want)
 		}

@@ -595,7 +595,8 @@ func TestNaivePhases(t *testing.T) {
 	}
 }
 
-// TestTraffic checks the access models against totals worked out by hand:
+// TestTraffic checks the access models against totals worked out by hand,
+// one per family (a rung that joins a family moves its family's bytes):
 // flash2 loads Q once and K, V once per visited tile; naive writes S and P
 // once and reads S three times and P once.
 func TestTraffic(t *testing.T) {
@@ -611,21 +612,21 @@ func TestTraffic(t *testing.T) {
 		}
 		N, d, tr := uint64(c.N), uint64(c.D), uint64(c.Tr())
 		var wantR, wantW uint64
-		switch c.Variant {
-		case instrument.VariantFlash2:
+		switch Info(c.Variant).Family {
+		case FamilyFlash2:
 			wantR = 4 * (N*d + 2*tr*N*d)
 			wantW = 4 * (N*d + N)
-		case instrument.VariantNaiveRow: // per q-tile, Q once, K twice and V once
+		case FamilyNaiveRow: // per q-tile, Q once, K twice and V once
 			wantR = 4 * (N*d + 3*tr*N*d)
 			wantW = 4 * (N*d + N)
-		case instrument.VariantFlash1: // Q every step, O, m, l after the first kv-tile, K and V once
+		case FamilyFlash1: // Q every step, O, m, l after the first kv-tile, K and V once
 			tc := uint64(c.Tc())
 			wantR = 4 * (tc*N*d + (tc-1)*(N*d+2*N) + 2*N*d)
 			wantW = 4 * (tc*(N*d+2*N) + N)
-		case instrument.VariantFlash2Fast, instrument.VariantFlash2MMA, instrument.VariantFlash3WGMMA, instrument.VariantFlash3TMA, instrument.VariantFlash3WS, instrument.VariantFlash3PingPong, instrument.VariantFlash3Overlap: // Q, K, V and O in bf16, the LSE in float32
+		case FamilyFlash2Fast, FamilyFlash2MMA: // Q, K, V and O in bf16, the LSE in float32
 			wantR = 2 * (N*d + 2*tr*N*d)
 			wantW = 2*N*d + 4*N
-		case instrument.VariantFlash2Bwd:
+		case FamilyFlash2Bwd:
 			// pre: dO, O and L read, D and the zeroed dQ written. A step
 			// reads Q_i, dO_i, L_i and D_i and adds into dQ_i; each block
 			// reads K_j, V_j once and writes dK_j, dV_j once. dq: dQ read
@@ -633,11 +634,11 @@ func TestTraffic(t *testing.T) {
 			tc := uint64(c.Tc())
 			wantR = 4*(2*N*d+N) + 4*tc*(2*N*d+2*N) + 4*2*N*d + 4*N*d
 			wantW = 4*(N+N*d) + 4*tc*N*d + 4*2*N*d + 4*N*d
-		case instrument.VariantFlash2BwdMMA: // flash2_bwd's, with Q, K, V, dO and O in bf16
+		case FamilyFlash2BwdMMA: // flash2_bwd's, with Q, K, V, dO and O in bf16
 			tc := uint64(c.Tc())
 			wantR = 2*2*N*d + 4*N + tc*(2*2*N*d+2*4*N) + 2*2*N*d + 4*N*d
 			wantW = 4*(N+N*d) + 4*tc*N*d + 4*2*N*d + 4*N*d
-		case instrument.VariantNaiveBwd:
+		case FamilyNaiveBwd:
 			// dp reads dO_i and V_j per tile and writes dP; ds reads rows of
 			// P and dP twice and writes dS; dq reads dS's rows and all of K
 			// per q-tile; dkv reads the P and dS tiles with Q_i and dO_i and
@@ -645,14 +646,16 @@ func TestTraffic(t *testing.T) {
 			tc := uint64(c.Tc())
 			wantR = 4 * (N*d*(tc+tr) + 4*N*N + N*N + tr*N*d + 2*N*N + 2*tc*N*d)
 			wantW = 4 * (N*N + N*N + N*d + 2*N*d)
-		case instrument.VariantNaiveMMA: // Q, K, V, P and O in bf16; S, the LSE in float32
+		case FamilyNaiveMMA: // Q, K, V, P and O in bf16; S, the LSE in float32
 			tc := uint64(c.Tc())
 			wantR = 2*(N*d*tc+N*d*tr) + 4*3*N*N + 2*N*N + 2*tr*N*d
 			wantW = 4*N*N + 2*N*N + 4*N + 2*N*d
-		default:
+		case FamilyNaive:
 			tc := uint64(c.Tc())
 			wantR = 4 * (N*d*tc + N*d*tr + 3*N*N + N*N + tr*N*d)
 			wantW = 4 * (N*N + N*N + N + N*d)
+		default:
+			t.Fatalf("%v: family %s has no traffic worked out by hand here", c.Variant, Info(c.Variant).Family.Name)
 		}
 		if read != wantR || written != wantW {
 			t.Fatalf("%+v: read %d written %d, want %d and %d", c, read, written, wantR, wantW)

@@ -35,10 +35,9 @@ var naiveRung = &VariantInfo{
 	Launches:   naiveLaunches,
 	TraceSlots: &TraceSlots{Slot: materialisedSlot},
 	GPULimits:  naiveGPULimits,
-	Traffic:    naiveTraffic,
+	Family:     FamilyNaive,
 	phases:     func(*Config) int { return naivePhases },
 	records:    naiveRecords,
-	block:      naiveBlock,
 }
 
 // naiveThreads is the block size of every naive kernel; each thread of
@@ -271,3 +270,6 @@ func (a naiveArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int,
 	}
 	emit(naivePhasePV, traffic(epi))
 }
+
+// FamilyNaive: float32: S and P through device memory in three phases.
+var FamilyNaive = &Family{Name: "naive", Traffic: naiveTraffic, block: naiveBlock}

@@ -62,12 +62,15 @@ var naiveBwdKernel = &VariantInfo{
 	Launches:   naiveBwdLaunches,
 	TraceSlots: &TraceSlots{Slot: naiveBwdSlot, Count: naiveBwdSlots},
 	GPULimits:  naiveBwdGPULimits,
-	Traffic:    naiveBwdTraffic,
+	Family:     FamilyNaiveBwd,
 	phases:     func(c *Config) int { return naiveBwdPhaseKV + c.Tc() },
 	records:    naiveBwdRecords,
-	block: func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
-		backwardBlock(c, in, bh, i, emit, naiveBwdRecords, func() *bwdHead { return naiveBwdHead(c, in, bh) })
-	},
+}
+
+// naiveBwdBlock is the naive backward's block walk: the backward's, with
+// its own records and its own D, read from whole rows of P and dP.
+func naiveBwdBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
+	backwardBlock(c, in, bh, i, emit, naiveBwdRecords, func() *bwdHead { return naiveBwdHead(c, in, bh) })
 }
 
 // The naive backward's phases: dP, D and dS, dQ, then kv-tile j's block in
@@ -295,3 +298,6 @@ func naiveBwdHead(c *Config, in *Inputs, bh int) *bwdHead {
 	}
 	return h
 }
+
+// FamilyNaiveBwd: float32 backward that reads the forward's P back and writes dP and dS.
+var FamilyNaiveBwd = &Family{Name: "naive_bwd", Traffic: naiveBwdTraffic, block: naiveBwdBlock}

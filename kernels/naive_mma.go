@@ -42,10 +42,9 @@ var naiveMMARung = &VariantInfo{
 	Instance:   func(t Tile) string { return fmt.Sprintf("NAIVE_MMA_INSTANCE(%d, %d)", t.Bc, t.D) },
 	Launches:   naiveMMALaunches,
 	TraceSlots: &TraceSlots{Slot: materialisedSlot},
-	Traffic:    naiveMMATraffic,
+	Family:     FamilyNaiveMMA,
 	phases:     func(*Config) int { return naivePhases },
 	records:    naiveRecords,
-	block:      naiveMMABlock,
 }
 
 // naiveMMALaunches: S float32 and P bf16, their rows N rounded up to whole
@@ -110,3 +109,6 @@ func naiveMMATraffic(c *Config, r *instrument.Record) (read, written uint64) {
 	}
 	return 0, 0
 }
+
+// FamilyNaiveMMA: naive's three phases with bf16 products on tensor cores.
+var FamilyNaiveMMA = &Family{Name: "naive_mma", Traffic: naiveMMATraffic, block: naiveMMABlock}

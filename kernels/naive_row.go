@@ -55,10 +55,9 @@ var naiveRowRung = &VariantInfo{
 		return Launches{Kernels: []Launch{{Name: fmt.Sprintf("naive_row_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1},
 			Threads: t.Br, Args: append(QKVO(), Val(c.N), ScaleArg(c), CausalArg(c))}}}
 	},
-	Traffic: naiveRowTraffic,
+	Family:  FamilyNaiveRow,
 	phases:  onePhase,
 	records: naiveRowRecords,
-	block:   naiveRowBlock,
 }
 
 func naiveRowRecords(c *Config, i int) []kindCount {
@@ -179,3 +178,6 @@ func naiveRowBlock(c *Config, in *Inputs, bh, i int, emit func(phase int, r *ins
 	epi.BytesRead, epi.BytesWritten = naiveRowTraffic(c, epi)
 	emit(0, epi)
 }
+
+// FamilyNaiveRow: float32, a thread per query row: two passes over the keys, the row max then exp, sum and P·V.
+var FamilyNaiveRow = &Family{Name: "naive_row", Traffic: naiveRowTraffic, block: naiveRowBlock}

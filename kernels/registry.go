@@ -87,8 +87,10 @@ type VariantInfo struct {
 	TraceSlots *TraceSlots
 	GPULimits  func(c *Config) error
 
-	// Traffic is the device-memory bytes a record's step loads and stores,
-	// from the kernel's access pattern.
+	// Family is the arithmetic it shares with other kernels (Family).
+	// Traffic, the device-memory bytes a record's step loads and stores,
+	// and block, the mirror's walk, are its family's.
+	Family  *Family
 	Traffic func(c *Config, r *instrument.Record) (read, written uint64)
 
 	// phases is how many phases the variant's records leave in: the trace
@@ -96,7 +98,8 @@ type VariantInfo struct {
 	// (naive's three kernels; flash1's kv-tiles, one after the other).
 	phases  func(c *Config) int
 	records func(c *Config, i int) []kindCount
-	block   func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
+	// block emits the records block (bh, i) writes, in its order.
+	block func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
 }
 
 // Words is what the stepper says of one rung in its own terms; every field
@@ -240,7 +243,7 @@ func onePhase(*Config) int { return 1 }
 // rungs is the one list of the kernels, in ladder order, naive_mma, the
 // tensor-core naive partner, last. Adding a rung: its files (kernels/README.md)
 // and a line here.
-var rungs = []*VariantInfo{
+var rungs = fromFamilies([]*VariantInfo{
 	naiveRowRung,
 	naiveRung,
 	flash1Rung,
@@ -256,6 +259,14 @@ var rungs = []*VariantInfo{
 	flash2BwdKernel,
 	naiveBwdKernel,
 	flash2BwdMMAKernel,
+})
+
+// fromFamilies gives each entry its family's traffic model and walk.
+func fromFamilies(vs []*VariantInfo) []*VariantInfo {
+	for _, v := range vs {
+		v.Traffic, v.block = v.Family.Traffic, v.Family.block
+	}
+	return vs
 }
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {
@@ -265,6 +276,21 @@ var variantInfo = func() map[instrument.Variant]*VariantInfo {
 	}
 	return m
 }()
+
+// Family is a set of kernels that compute the same arithmetic in the same
+// order, whatever instructions and schedule carry it out. It decides what
+// would otherwise be looked up rung by rung: the mirror's walk and the
+// traffic model here, and, through the family, the bound a GPU trace is
+// held to (kernelstest) and the tests' worked figures. A rung that changes
+// only how operands arrive or when work runs (TMA, warp roles, ping-pong,
+// a softmax under a product) joins its family and needs none of those
+// anew; one whose arithmetic differs founds a family, in its own file,
+// with its own bound and tests.
+type Family struct {
+	Name    string
+	Traffic func(c *Config, r *instrument.Record) (read, written uint64)
+	block   func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
+}
 
 // ElementBytes is the size of one element of Q, K, V and O in device
 // memory: 2 for bf16, 4 for float32.

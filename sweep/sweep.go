@@ -39,7 +39,6 @@ type Spec struct {
 
 // Limits of a sweep.
 const (
-	MaxPoints   = 320 // the default GPU sweep: 7 Ns × 2 head dims × 2 masks × every fast rung, and the slow rungs up to N = 4096
 	MaxRepeats  = 20
 	MaxGPUN     = 32768
 	MaxCPUN     = 1024
@@ -261,6 +260,11 @@ func DefaultSpec(engine instrument.Source) Spec {
 	return Spec{Engine: instrument.SourceGPU, Ns: []int{512, 1024, 2048, 4096, 8192, 16384, 32768}, Ds: []int{64, 128},
 		Causal: []bool{false, true}, Variants: sweptVariants(instrument.SourceGPU), Repeats: 5}
 }
+
+// MaxPoints is the most points a sweep may have: the default GPU sweep's
+// (7 Ns × 2 head dims × 2 masks × every fast rung, and the slow rungs up to
+// their longest N), so that the default always runs and nothing larger does.
+var MaxPoints = func() int { s := DefaultSpec(instrument.SourceGPU); return len(s.Points()) }()
 
 // Field names of a sweep's URL form.
 const (

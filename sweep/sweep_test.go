@@ -70,9 +70,23 @@ func TestParseSpecErrorsNameFieldAndLimit(t *testing.T) {
 		}
 	}
 	s, err := ParseSpec(url.Values{})
-	// Ns × head dims × masks × the ten fast kernels, and the two slow rungs
-	// up to N = 4096 (four of the seven Ns).
-	if err != nil || len(s.Points()) != 7*2*2*10+4*2*2*2 {
+	// Ns × head dims × masks × every fast kernel, and the slow rungs up to
+	// N = 4096 (four of the seven Ns): counted from the registry.
+	fast, slow := 0, 0
+	for _, v := range sweptVariants(instrument.SourceGPU) {
+		switch n := kernels.Info(v).MaxSweptN; {
+		case n == 0:
+			fast++
+		case n == 4096:
+			slow++
+		default:
+			t.Fatalf("%v: swept up to N = %d, which this count does not know", v, n)
+		}
+	}
+	if fast < 10 || slow != 2 {
+		t.Fatalf("%d fast and %d slow kernels in the default sweep, want at least the ten fast and the two slow rungs", fast, slow)
+	}
+	if err != nil || len(s.Points()) != 7*2*2*fast+4*2*2*slow || MaxPoints != len(s.Points()) {
 		t.Fatalf("the default GPU sweep: %v, %d points", err, len(s.Points()))
 	}
 	t.Logf("the default GPU sweep: %d points, estimated %v", len(s.Points()), s.Estimate())

@@ -65,27 +65,18 @@ func BenchmarkFlash2(b *testing.B) {
 	}
 }
 
-// BenchmarkFlash2Fast times the tensor-core rung the same way, at its
-// compiled tiles: untraced, two q-tiles of one batch-head traced in full, every block
-// timestamped. The bar: tracing one head costs at most 1.5× the
-// untraced time.
-func BenchmarkFlash2Fast(b *testing.B) { benchRung(b, instrument.VariantFlash2Fast) }
-
-// BenchmarkFlash3WGMMA times rung 7 (Hopper's wgmma) the same way.
-func BenchmarkFlash3WGMMA(b *testing.B) { benchRung(b, instrument.VariantFlash3WGMMA) }
-
-// BenchmarkFlash3TMA times rung 8 (TMA loads) the same way.
-func BenchmarkFlash3TMA(b *testing.B) { benchRung(b, instrument.VariantFlash3TMA) }
-
-// BenchmarkFlash3WS times rung 9 (warp specialisation) the same way.
-func BenchmarkFlash3WS(b *testing.B) { benchRung(b, instrument.VariantFlash3WS) }
-
-// BenchmarkFlash3PingPong times rung 10 (ping-pong) the same way.
-func BenchmarkFlash3PingPong(b *testing.B) { benchRung(b, instrument.VariantFlash3PingPong) }
-
-// BenchmarkFlash3Overlap times rung 11 (the softmax under its own P·V) the
-// same way.
-func BenchmarkFlash3Overlap(b *testing.B) { benchRung(b, instrument.VariantFlash3Overlap) }
+// BenchmarkRungs times every rung the ladder bench times but naive_mma
+// (BenchmarkNaiveMMA) the same way, one sub-benchmark per rung, at its
+// compiled tiles (-test.bench 'Rungs/flash3_ws/' picks one): untraced, two
+// q-tiles of one batch-head traced in full, every block timestamped. The
+// bar: tracing one head costs at most 1.5× the untraced time.
+func BenchmarkRungs(b *testing.B) {
+	for _, info := range kernels.Variants() {
+		if info.Bench && !info.Materialised {
+			b.Run(info.Name(), func(b *testing.B) { benchRung(b, info.Variant) })
+		}
+	}
+}
 
 // benchRung times a tensor-core rung at its compiled tiles and the
 // benchmark shapes: untraced, two q-tiles of one batch-head traced in full, every block
@@ -104,14 +95,18 @@ func benchRung(b *testing.B, v instrument.Variant) {
 	}
 }
 
-// BenchmarkFlash3Roles measures what recording the warp roles costs rungs
-// 9 and 10 (docs/ROLES.md): untraced, every block timestamped, and every
+// BenchmarkFlash3Roles measures what recording the warp roles costs the
+// warp-specialised rungs, those with a role table (docs/ROLES.md): untraced, every block timestamped, and every
 // block's roles recorded, at N = 4096 and one batch of 8 heads (the
 // benchmark shape's 128 batch-heads would be a roles trace past one run's
 // limit; 8 heads are 256 blocks, about two waves of the chip).
 func BenchmarkFlash3Roles(b *testing.B) {
-	for _, v := range []instrument.Variant{instrument.VariantFlash3WS, instrument.VariantFlash3PingPong} {
-		for _, f := range kernels.Info(v).Tiles {
+	for _, info := range kernels.Variants() {
+		if info.Roles == nil {
+			continue
+		}
+		v := info.Variant
+		for _, f := range info.Tiles {
 			for _, causal := range []bool{false, true} {
 				c := kernels.Config{Variant: v, N: 4096, D: f.D, Br: f.Br, Bc: f.Bc,
 					Batch: 1, Heads: 8, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}

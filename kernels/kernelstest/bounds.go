@@ -58,26 +58,21 @@ type Bounds struct {
 	bwd      map[int]*bwdState      // a backward's batch-heads (Flash2BwdStep)
 }
 
-// ownBounds are the rungs whose records (all but the inputs) follow bounds
-// of their own, each in its <rung>_bounds.go; the float32 rungs that round
-// every operation on its own (naive_row, naive, flash2) follow Of's.
-var ownBounds = map[instrument.Variant]func(*Bounds, *instrument.Record) map[string][]float64{
-	instrument.VariantFlash1:     (*Bounds).Flash1Step,
-	instrument.VariantFlash2MMA:  (*Bounds).Flash2MMAStep,
-	instrument.VariantFlash2Fast: (*Bounds).Flash2FastStep,
-	instrument.VariantNaiveMMA:   (*Bounds).NaiveMMAStep,
-	// flash3_wgmma runs flash2_fast's arithmetic on other instructions:
-	// only the order inside a 16-term product may differ, which
-	// Flash2FastStep's bound already allows.
-	instrument.VariantFlash3WGMMA: (*Bounds).Flash2FastStep,
-	// flash3_tma and flash3_ws change only how the operands arrive.
-	instrument.VariantFlash3TMA:      (*Bounds).Flash2FastStep,
-	instrument.VariantFlash3WS:       (*Bounds).Flash2FastStep,
-	instrument.VariantFlash3PingPong: (*Bounds).Flash2FastStep,
-	instrument.VariantFlash2Bwd:      (*Bounds).Flash2BwdStep,
-	instrument.VariantNaiveBwd:       (*Bounds).NaiveBwdStep,
-	instrument.VariantFlash2BwdMMA:   (*Bounds).Flash2BwdMMAStep,
-	instrument.VariantFlash3Overlap:  (*Bounds).Flash2FastStep,
+// ownBounds are the families whose records (all but the inputs) follow
+// bounds of their own, each in its <family>_bounds.go; the float32 families
+// that round every operation on its own (naive_row, naive, flash2) follow
+// Of's. A rung that joins a family is held to the family's bound: rungs 7
+// to 11 run flash2_fast's arithmetic on other instructions (only the order
+// inside a 16-term product may differ, which Flash2FastStep allows) and
+// change only how operands arrive and when work runs.
+var ownBounds = map[*kernels.Family]func(*Bounds, *instrument.Record) map[string][]float64{
+	kernels.FamilyFlash1:       (*Bounds).Flash1Step,
+	kernels.FamilyFlash2MMA:    (*Bounds).Flash2MMAStep,
+	kernels.FamilyFlash2Fast:   (*Bounds).Flash2FastStep,
+	kernels.FamilyNaiveMMA:     (*Bounds).NaiveMMAStep,
+	kernels.FamilyFlash2Bwd:    (*Bounds).Flash2BwdStep,
+	kernels.FamilyNaiveBwd:     (*Bounds).NaiveBwdStep,
+	kernels.FamilyFlash2BwdMMA: (*Bounds).Flash2BwdMMAStep,
 }
 
 // NewBounds starts a walk over a trace with header h.
@@ -100,7 +95,7 @@ func (b *Bounds) Of(m *instrument.Record) map[string][]float64 {
 		out["q"], out["k"], out["v"] = zero(len(m.Q)), zero(len(m.K)), zero(len(m.V))
 		return out
 	}
-	if own := ownBounds[h.Variant]; own != nil {
+	if own := ownBounds[kernels.Info(h.Variant).Family]; own != nil {
 		return own(b, m)
 	}
 	switch m.Kind {
