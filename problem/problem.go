@@ -131,6 +131,19 @@ func (c Code) CloseCode() int {
 	return 1011
 }
 
+// CloseReason fits a text in a websocket close frame's reason, which holds
+// 123 bytes at most: a longer one is cut at a rune and ends in "…".
+func CloseReason(s string) string {
+	if len(s) <= 123 {
+		return s
+	}
+	r := []rune(s)
+	for len(string(r)) > 120 {
+		r = r[:len(r)-1]
+	}
+	return string(r) + "…"
+}
+
 // DefaultRetry is how long a refusal of a busy or unavailable server asks
 // a client to wait when it does not say (RetryAfter zero).
 const DefaultRetry = 5 * time.Second

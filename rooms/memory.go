@@ -3,10 +3,11 @@ package rooms
 import (
 	"context"
 	"errors"
-	"flashstep/problem"
 	"fmt"
 	"sync"
 	"time"
+
+	"flashstep/problem"
 )
 
 // Memory keeps rooms in this process: the default, for one server. Rooms

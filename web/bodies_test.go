@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"flashstep/rooms"
 	"flashstep/runner"
 )
 
@@ -126,7 +125,7 @@ func TestBodyInTimeIsServed(t *testing.T) {
 	t.Parallel()
 	_, ts := newSlowBodyServer(t, runner.Mirror{})
 	c := dialRaw(t, ts.URL)
-	body := `{"page":"step","query":"` + roomRun + `"}`
+	body := `{"page":"step","query":"variant=flash2&n=12&d=4&br=4&bc=3&seed=3"}`
 	for i := range 2 {
 		c.send(t, "POST", "/api/rooms", fmt.Sprintf("Content-Length: %d", len(body)), body[:10])
 		time.Sleep(slowBodyDeadline / 3)
@@ -211,60 +210,16 @@ func TestChunkedBodyThatStopsIsCut(t *testing.T) {
 	c.wantBodyRefused(t, "a chunked body that stops", sent)
 }
 
-// The long-lived requests carry no body and outlive the deadline: a
-// room's websocket and its server-sent events, and a trace's websocket
-// whose run takes longer than the deadline.
+// A long-lived request carries no body and outlives the deadline: a
+// trace's websocket whose run takes longer than the deadline (a room's
+// websocket and events: package classroom's tests).
 func TestLongRequestsOutliveTheBodyDeadline(t *testing.T) {
 	t.Parallel()
 	cr := &countingRunner{gate: make(chan struct{})}
 	_, ts := newSlowBodyServer(t, cr)
-	c := createRoom(t, ts.URL, roomRun)
-	pres := joinRoom(t, ts.URL, c.Code, c.Token)
-	// A student's browser, with the identity the room's page issued.
-	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
-	req.AddCookie(&http.Cookie{Name: studentCookie, Value: studentPass(t, ts.URL, c.Code)})
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	events := bufio.NewScanner(res.Body)
-	next := func(typ string) map[string]any {
-		t.Helper()
-		for events.Scan() {
-			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
-				var m map[string]any
-				json.Unmarshal([]byte(data), &m)
-				if m["type"] == typ {
-					return m
-				}
-			}
-		}
-		t.Fatalf("the event stream ended before a %s: %v", typ, events.Err())
-		return nil
-	}
-	session := next("session")
-	next("hello")
 	trace := dial(t, wsURL(ts.URL, "variant=flash2&n=16&d=4&br=4&bc=4&seed=11"))
 	defer trace.Close()
-
 	time.Sleep(3 * slowBodyDeadline)
-	pres.send(t, rooms.Up{Type: "step", Step: 2, Total: 9})
-	next("step") // the events stream still hears the room
-	body, _ := json.Marshal(map[string]any{"member": session["member"], "key": session["key"], "message": map[string]string{"type": "status", "status": "branched"}})
-	sent, err := http.Post(ts.URL+"/r/"+c.Code+"/send", "application/json", bytes.NewReader(body))
-	if err != nil || sent.StatusCode != http.StatusNoContent {
-		t.Fatalf("the student's message: %v %v", err, sent)
-	}
-	sent.Body.Close()
-	for i := 0; ; i++ { // the presenter's socket still hears the room
-		if num(pres.next(t, "tally")["tally"].(map[string]any)["branched"]) == 1 {
-			break
-		}
-		if i == 20 {
-			t.Fatal("the presenter never heard the student branch off")
-		}
-	}
 	close(cr.gate)
 	if r := readAll(t, trace); r.close == nil || r.close.Code != 1000 || len(r.frames) == 0 {
 		t.Fatalf("the trace's websocket after the deadline: %+v", r.close)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"flashstep/classroom"
 	"flashstep/rooms"
 	"flashstep/runner"
 )
@@ -21,13 +22,13 @@ import (
 // per address.)
 func TestTrustedProxyForwardsTheClientAddress(t *testing.T) {
 	t.Parallel()
-	_, ts := serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, RoomLimits: rooms.Limits{RoomsPerAddress: 1},
+	_, ts := serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, Classroom: classroom.Options{Limits: rooms.Limits{RoomsPerAddress: 1}},
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("127.0.0.64/26")}})
 	create := func(from, forwarded string) int {
 		t.Helper()
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: clientPatience}
 		client := &http.Client{Timeout: clientPatience, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
-		body, _ := json.Marshal(roomRequest{Page: "step", Query: roomRun})
+		body, _ := json.Marshal(classroom.Request{Page: "step", Query: "variant=flash2&n=12&d=4&br=4&bc=3&seed=3"})
 		req, _ := http.NewRequest("POST", ts.URL+"/api/rooms", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		if forwarded != "" {

@@ -18,7 +18,7 @@ func (s *Server) debugStats(w http.ResponseWriter, r *http.Request) error {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	writeJSON(w, http.StatusOK, map[string]any{"rooms": s.rooms.Stats(), "runs": s.runs.Stats(),
+	writeJSON(w, http.StatusOK, map[string]any{"rooms": s.class.Stats(), "runs": s.runs.Stats(),
 		"heap_alloc": ms.HeapAlloc, "heap_inuse": ms.HeapInuse, "sys": ms.Sys, "goroutines": runtime.NumGoroutine()})
 	return nil
 }

@@ -1,16 +1,15 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"flashstep/classroom"
 	"flashstep/client"
 	"flashstep/kernels"
 	"flashstep/lab"
@@ -89,16 +88,16 @@ func (s *Server) renderLab(w http.ResponseWriter, r *http.Request, e *lab.Exerci
 	if s.site {
 		why = kernelTrackWhySite
 	}
-	place, inRoom := r.Context().Value(roomPlaceKey{}).(roomPlace)
-	if inRoom && on && place.state.KernelsOff {
+	place, inRoom := classroom.PlaceOf(r)
+	if inRoom && on && place.State.KernelsOff {
 		on, why = false, kernelsOffInRoom
 	}
 	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: why, KernelTrack: on,
-		Classroom: s.classroomView(r, rooms.PageLab, e.ID, false),
+		Classroom: s.class.View(r, rooms.PageLab, e.ID, false),
 		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter,
 			Hints: len(e.Hints), KernelTrack: on, Checks: on && s.lab.Checks() && e.Track == lab.TrackKernel, ServerKernels: s.lab.On()}}
 	if inRoom {
-		v.Data.Room = place.code
+		v.Data.Room = place.Code
 	}
 	if next := e.Next(); next != nil {
 		n := s.labExercise(next)
@@ -216,10 +215,10 @@ func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room strin
 	}
 	var owner labrun.Owner
 	if inRoom || room != "" {
-		// The code counts as every room route's does (peekRoom): a wrong
-		// one against the address's wrong codes, a malformed one too.
+		// The code counts as every room route's does (classroom's Peek): a
+		// wrong one against the address's wrong codes, a malformed one too.
 		code := rooms.NormalizeCode(room)
-		st, err := s.peekRoom(r, code, "")
+		st, err := s.class.Peek(r, code, "")
 		if code == "" && !inRoom && errors.Is(err, rooms.ErrNoRoom) {
 			return kernels.FieldErrors{{Field: "room", Message: fmt.Sprintf("room must be a room's code, like K7QM-4TXZ (got %q)", truncate(room, 24))}}
 		}
@@ -241,7 +240,7 @@ func (s *Server) submitKernel(w http.ResponseWriter, r *http.Request, room strin
 		}
 		owner.Room = code
 		if inRoom {
-			owner.Student = studentIn(r, st)
+			owner.Student = classroom.StudentIn(r, st)
 		}
 	}
 	id, err := s.lab.Submit(e, string(body), client.Addr(r), check, owner)
@@ -262,54 +261,4 @@ func (s *Server) labStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
-}
-
-// labChoices are the exercises a presenter may put in front of a room.
-func labChoices() []templates.LabChoice {
-	var out []templates.LabChoice
-	for _, e := range lab.All() {
-		out = append(out, templates.LabChoice{ID: e.ID, Title: fmt.Sprintf("Lab %d: %s", e.Number, e.Title)})
-	}
-	return out
-}
-
-// labVerdictOf is the verdict a student's lab_result reports, as the room
-// counts it. Only a student the room issued reports one (a follower is
-// refused). A loop exercise is graded in the student's browser, so its
-// page's word is taken (a student who forges it forges only their own
-// line of the tally). A kernel exercise's verdict is this server's: the
-// message names the submission's ticket, which must be the sender's own,
-// submitted from this room's page (labSubmitInRoom), and its verdict is
-// read here: a ticket passed round the class counts for its owner alone.
-func (s *Server) labVerdictOf(m *rooms.Member, u rooms.Up) (rooms.Verdict, error) {
-	if m.Student == "" {
-		return "", rooms.NotCounted(m.Code)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := s.rooms.Peek(ctx, m.Code, "")
-	if err != nil {
-		return "", err
-	}
-	e, ok := lab.ByID(st.Query)
-	if st.Page != rooms.PageLab || !ok {
-		return "", problem.InvalidField("type", "this room shows no lab exercise: verdicts are taken while one is in front of the room")
-	}
-	if e.Track != lab.TrackKernel {
-		return rooms.Verdict(u.Answer), nil
-	}
-	sub, ok := s.lab.Status(u.Ticket)
-	switch {
-	case !ok:
-		return "", problem.InvalidField("ticket", "a kernel's verdict is counted from its submission on this server: no submission has this ticket")
-	case sub.Room != m.Code || sub.Student != m.Student:
-		return "", problem.InvalidField("ticket", "this submission is not yours: a kernel's verdict counts for the student who submitted it from this room's page")
-	case sub.Exercise != e.ID:
-		return "", problem.InvalidField("ticket", "this submission was for exercise %s, not %s", sub.Exercise, e.ID)
-	case sub.State != labrun.StateDone || sub.Verdict == nil:
-		return "", problem.InvalidField("ticket", "this submission has no verdict yet")
-	case sub.Verdict.Verdict == "pass":
-		return rooms.VerdictPass, nil
-	}
-	return rooms.VerdictFail, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 
 	"flashstep/client"
 	"flashstep/docs"
+	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/lessons"
@@ -156,4 +158,22 @@ func (s *Server) presetTrace(ctx context.Context, cp *lessons.Checkpoint, addr s
 		return nil, err
 	}
 	return s.runTrace(ctx, run, addr)
+}
+
+// runTrace runs r through the server's engines (the GPU, a recording of the
+// same run, or the mirror: the numbers a page showing r has) and decodes the
+// whole trace, for a lesson's checkpoint or a room's poll to grade against.
+func (s *Server) runTrace(ctx context.Context, r kernels.Run, addr string) (*lessons.Trace, error) {
+	chunks, err := s.runs.Collect(ctx, r, addr)
+	if err != nil {
+		return nil, err
+	}
+	h, recs, err := instrument.ReadAll(bytes.NewReader(bytes.Join(chunks, nil)))
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != h.Records {
+		return nil, errors.New("the run's trace is incomplete")
+	}
+	return lessons.NewTrace(h, recs), nil
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"flashstep/api"
 	"fmt"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"flashstep/lessons"
 	"flashstep/sweep"
 	"flashstep/templates"
-
-	"github.com/a-h/templ"
 )
 
 func (s *Server) home(w http.ResponseWriter, r *http.Request) error {
@@ -50,7 +47,7 @@ func (s *Server) stepper(w http.ResponseWriter, r *http.Request) error {
 	}
 	pg := s.page("Stepper", "step")
 	pg.Embed = v.Data.Embed
-	v.Classroom = s.classroomView(r, "step", v.Query, v.Data.Embed)
+	v.Classroom = s.class.View(r, "step", v.Query, v.Data.Embed)
 	return render(w, r, http.StatusOK, templates.StepperPage(pg, v))
 }
 
@@ -114,19 +111,8 @@ func patternOptions() []templates.Option {
 	return o
 }
 
-// render writes a templ component as an HTML response. The page is rendered
-// in full before the status goes out, so a template that fails becomes the
-// error page; a client that leaves mid-write is no error of the page's.
-func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) error {
-	var buf bytes.Buffer
-	if err := c.Render(r.Context(), &buf); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
-	return nil
-}
+// render writes a page (templates.Write).
+var render = templates.Write
 
 func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 	v := templates.SweepView{Site: s.site}
@@ -169,6 +155,6 @@ func (s *Server) comparePage(w http.ResponseWriter, r *http.Request) error {
 	v := templates.CompareView{Values: st.Values, Errors: st.Errors, Summary: st.Summary, Offer: st.Offer, OfferText: st.OfferText, Data: st.Data}
 	pg := s.page("Naive against flash", "compare")
 	pg.Embed = v.Data.Embed
-	v.Classroom = s.classroomView(r, "compare", v.Data.FlashQuery, v.Data.Embed)
+	v.Classroom = s.class.View(r, "compare", v.Data.FlashQuery, v.Data.Embed)
 	return render(w, r, http.StatusOK, templates.ComparePage(pg, v))
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 
+	"flashstep/classroom"
 	"flashstep/client"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -54,16 +55,12 @@ func (s *Server) routes() http.Handler {
 	r.Get("/api/loop", s.handleAPI(s.loopAPI))
 	r.Get("/ws/trace", s.streamTrace)
 
-	// The classroom (rooms.go).
-	r.Post("/rooms", s.handlePage(s.presentForm))
-	r.Post("/api/rooms", s.handleAPI(s.createRoomAPI))
-	r.Get("/join", s.handlePage(s.joinPage))
-	r.Get("/r/{code}", s.handlePage(s.roomPage))
-	r.Get("/r/{code}/ws", s.roomSocket)
-	r.Get("/r/{code}/events", s.handleAPI(s.roomEvents))
-	r.Post("/r/{code}/send", s.handleAPI(s.roomSend))
-	r.Post("/r/{code}/lab/{id}/submissions", s.handleAPI(s.labSubmitInRoom)) // under the room's path: the student's cookie comes with it
-	r.Get("/r/{code}/qr.svg", s.handleAPI(s.qrCode))
+	// The classroom (package classroom); a lab room's kernels come to the
+	// lab's handler, under the room's path so that the student's cookie
+	// comes with them.
+	s.class.Routes(r, func(h classroom.Handler) http.HandlerFunc { return s.handlePage(h) },
+		func(h classroom.Handler) http.HandlerFunc { return s.handleAPI(h) })
+	r.Post("/r/{code}/lab/{id}/submissions", s.handleAPI(s.labSubmitInRoom))
 	r.Get("/debug/stats", s.handleAPI(s.debugStats))
 
 	r.Get("/healthz", s.health)

@@ -1,6 +1,9 @@
 // Package web owns flashstep's HTTP surface: the routes, the pages, the JSON
 // API, the trace download and the websocket that streams a trace as its
-// engine computes it.
+// engine computes it. Every handler's error is answered by its code alone
+// (package problem; errors.go). The classroom's routes are package
+// classroom's, mounted here; the pages a room shows and the traces its
+// polls read are this package's (classroom.go).
 package web
 
 import (
@@ -9,15 +12,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"flashstep/classroom"
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/labrun"
-	"flashstep/rooms"
 	"flashstep/runner"
 	"flashstep/runs"
 	"flashstep/sweep"
@@ -48,13 +50,9 @@ type Server struct {
 	// answers 503 and new work is refused at once.
 	draining atomic.Bool
 
-	// The classroom: rooms and the limits on joining them.
-	rooms                       rooms.Service
-	roomLimits                  rooms.Limits
-	joins, failedJoins, creates *rooms.AddrLimiter
-	publicURL                   string
-	sseMu                       sync.Mutex
-	sse                         sseSessions
+	// The classroom: its rooms' routes, websockets and events (package
+	// classroom).
+	class *classroom.Server
 
 	// What a client may hold up: the time its request's body may take
 	// (bodies.go), and the proxies whose word on the client's address the
@@ -88,16 +86,12 @@ type Deps struct {
 	Traffic  *sweep.MeasuredTraffic
 	Static   fs.FS // the browser's files: static.Files in production
 	Log      *slog.Logger
-	// Rooms holds the classroom rooms: in this process when nil
-	// (rooms.Memory with RoomLimits), or on a broker shared by servers.
-	Rooms      rooms.Service
-	RoomLimits rooms.Limits
+	// Classroom is the classroom's rooms and limits: in this process
+	// when its Rooms is nil, or on a broker shared by servers.
+	Classroom classroom.Options
 	// Lab runs the lab's kernel track; nil or off: the track's pages say
 	// what it needs and step the reference run.
 	Lab *labrun.Service
-	// PublicURL is how students reach this server ("http://10.0.0.5:8080"),
-	// for join links and QR codes; empty: the host the presenter used.
-	PublicURL string
 	// BodyTimeout is how long a request's body may take to arrive once its
 	// headers have (DefaultBodyTimeout when zero); past it the answer is
 	// 408 and the connection closes.
@@ -117,15 +111,6 @@ type Deps struct {
 func NewServer(d Deps) *Server {
 	s := &Server{runner: d.Engines, runs: runs.New(d.Engines, d.Runs), sweeps: d.Sweeps, recorded: d.Recorded, sdpa: d.SDPA, traffic: d.Traffic, log: d.Log, static: d.Static,
 		streams: map[*stream]struct{}{}, site: d.Site}
-	s.roomLimits = d.RoomLimits.WithDefaults()
-	s.rooms = d.Rooms
-	if s.rooms == nil {
-		s.rooms = rooms.NewMemory(s.roomLimits)
-	}
-	s.joins = rooms.NewAddrLimiter(s.roomLimits.JoinsPerMinute)
-	s.failedJoins = rooms.NewAddrLimiter(s.roomLimits.FailedJoinsPerMinute)
-	s.creates = rooms.NewAddrLimiter(20)
-	s.publicURL = strings.TrimSuffix(d.PublicURL, "/")
 	s.bodyTimeout = d.BodyTimeout
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
@@ -135,7 +120,7 @@ func NewServer(d Deps) *Server {
 	if s.lab == nil {
 		s.lab = labrun.New(labrun.Options{})
 	}
-	s.sse.byMember = map[string]*sseSession{}
+	s.class = classroom.New(d.Classroom, classroomHost{s}, s.lab, s.site)
 	s.router = s.routes()
 	warnMissingVendor(d.Static, d.Log)
 	return s
@@ -183,7 +168,7 @@ func (s *Server) CloseStreams() {
 // why: rooms live in memory. http.Server.Shutdown runs CloseStreams without
 // waiting for it, so a program whose rooms go through a broker calls this
 // too before it closes the broker's connection. Calling it again is harmless.
-func (s *Server) CloseRooms() { s.rooms.Close(restartMessage) }
+func (s *Server) CloseRooms() { s.class.Close() }
 
 func (s *Server) track(st *stream) bool {
 	s.mu.Lock()

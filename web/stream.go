@@ -183,7 +183,7 @@ func (s *Server) run(connCtx, runCtx context.Context, st *stream, q url.Values, 
 		p := problem.Of(err)
 		if p.Code == problem.Busy {
 			send(outMsg{text: map[string]any{"type": "busy", "error": p.Message, "retry_after": p.RetrySeconds()}})
-			send(outMsg{close: &closeMsg{p.Code.CloseCode(), closeReason(p.Error())}})
+			send(outMsg{close: &closeMsg{p.Code.CloseCode(), problem.CloseReason(p.Error())}})
 			return
 		}
 		msg := p.Error()

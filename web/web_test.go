@@ -14,11 +14,11 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"flashstep/api"
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
+	"flashstep/internal/webtest"
 	"flashstep/kernels"
 	"flashstep/launch"
 	"flashstep/lessons"
@@ -78,47 +78,25 @@ func serveDeps(t *testing.T, d Deps) (*Server, *httptest.Server) {
 	app := NewServer(d)
 	ts := httptest.NewServer(app)
 	t.Cleanup(ts.Close)
-	t.Cleanup(func() { app.rooms.Close("test over") })
+	t.Cleanup(app.CloseRooms)
 	return app, ts
 }
 
-// answerWithin is how soon a request that computes no trace must be
-// answered, however bad or heavy; clientPatience how long a test's client
-// waits for any answer before it gives up.
+// The tests' bounds and waits (package webtest).
 const (
-	answerWithin   = 2 * time.Second * raceSlowdown
-	clientPatience = 5 * time.Second * raceSlowdown
+	answerWithin   = webtest.AnswerWithin
+	clientPatience = webtest.ClientPatience
+	raceSlowdown   = webtest.Slowdown
 )
 
-// waitUntil waits for cond, where the server gives no signal of the event
-// (a connection's reader attached, a member gone), failing the test after
-// 10 s. It only waits: what a test asserts is asserted after it, on what
-// the event makes true.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	const patience = 10 * time.Second * raceSlowdown
-	deadline := time.After(patience)
-	for pause := time.Millisecond; !cond(); pause = min(2*pause, 20*time.Millisecond) {
-		select {
-		case <-time.After(pause):
-		case <-deadline:
-			t.Fatalf("waited %v for %s", patience, what)
-		}
-	}
+	webtest.WaitUntil(t, what, cond)
 }
 
 func get(t *testing.T, u string) (*http.Response, []byte) {
 	t.Helper()
-	res, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, body
+	return webtest.Get(t, u)
 }
 
 // byTestID finds the element with the data-testid or id given.

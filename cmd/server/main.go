@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"flashstep/classroom"
 	"flashstep/client"
 	"flashstep/connlimit"
 	"flashstep/instrument"
@@ -272,7 +273,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	labService := labrun.New(labOpts)
 	defer labService.Close()
 	app := web.NewServer(web.Deps{Engines: eng, Lab: labService, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[instrument.Source]int{instrument.SourceCPUMirror: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
-		Static: static.Files, Log: log, Rooms: roomService, RoomLimits: roomLimits, PublicURL: *publicURL, BodyTimeout: *bodyTimeout, TrustedProxies: trustedProxies})
+		Static: static.Files, Log: log, Classroom: classroom.Options{Rooms: roomService, Limits: roomLimits, PublicURL: *publicURL}, BodyTimeout: *bodyTimeout, TrustedProxies: trustedProxies})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	ln, err := net.Listen("tcp", *addr)

@@ -1,8 +1,8 @@
 //go:build race
 
-package web
+package webtest
 
-// raceSlowdown stretches the tests' bounds on how soon the server answers:
+// Slowdown stretches the tests' bounds on how soon the server answers:
 // the race detector makes code 2 to 20 times slower, and the bounds hold
 // the server's own speed, not the detector's.
-const raceSlowdown = 10
+const Slowdown = 10

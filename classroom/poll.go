@@ -1,9 +1,7 @@
-package web
+package classroom
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -40,7 +38,7 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*room
 	if c.Variant != instrument.VariantFlash2 || c.Timing {
 		return nil, problem.InvalidField("type", "polls ask about FlashAttention's online softmax: run flash2 with a full trace")
 	}
-	trace, err := s.runTrace(ctx, run, who)
+	trace, err := s.host.Trace(ctx, run, who)
 	if err != nil {
 		return nil, err
 	}
@@ -74,24 +72,6 @@ func (s *Server) newPoll(ctx context.Context, st rooms.State, who string) (*room
 		Unit:     cp.Unit(), Step: sol.Step, Number: sol.Number, Tolerance: runningMax.Tolerance, NumberUnit: runningMax.Unit, Lo: sol.Lo, Hi: sol.Hi, Why: sol.Why,
 		Display: sol.Display, Explain: strings.TrimSpace(sol.Explain),
 	}, nil
-}
-
-// runTrace runs r through the server's engines (the GPU, a recording of the
-// same run, or the mirror: the numbers a page showing r has) and decodes the
-// whole trace, for a lesson's checkpoint or a room's poll to grade against.
-func (s *Server) runTrace(ctx context.Context, r kernels.Run, addr string) (*lessons.Trace, error) {
-	chunks, err := s.runs.Collect(ctx, r, addr)
-	if err != nil {
-		return nil, err
-	}
-	h, recs, err := instrument.ReadAll(bytes.NewReader(bytes.Join(chunks, nil)))
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) != h.Records {
-		return nil, errors.New("the run's trace is incomplete")
-	}
-	return lessons.NewTrace(h, recs), nil
 }
 
 // interestingRow is the row of a tile step whose m rises the most, a

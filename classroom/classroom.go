@@ -1,4 +1,4 @@
-package web
+package classroom
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"flashstep/api"
 	"flashstep/client"
 	"flashstep/kernels"
 	"flashstep/lab"
@@ -24,90 +25,69 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// Classroom rooms over HTTP. Every URL of a room lies under /r/{code}, so
-// the presenter's control token can travel in a cookie scoped to that path
-// (HttpOnly, SameSite=Strict): it is never in a page, a URL or a script's
-// reach, and a student's browser never has it.
-//
-// A student's identity travels the same way, in the cookie fs_student
-// (HttpOnly, SameSite=Lax, scoped to the room's path): 128 random bits and
-// the room's MAC of them (rooms/students.go), which the room's page alone
-// issues, to a browser that brings none back, counting it against the
-// address's joins a minute. Every tab and every reconnect of one browser
-// is one student, whose poll answer a new one replaces; a poll counts the
-// answers of the students present. A websocket or events connection that
-// brings no identity the room issued (a program that keeps no cookie, a
-// script opening sockets by the dozen) follows the room as no student: it
-// is not counted, and its answers and lab results are refused with a
-// notice that names the room's page. Each of those connections still
-// counts against the joins a minute and the room's capacity.
-//
-// Every route that takes a code looks it up through peekRoom, so a wrong
-// code counts against the address's wrong codes whichever route it comes
-// by, and no route tells a guesser more than the join form does.
-//
-//	POST /rooms               the stepper's Present button: create, set the cookie, 303 to /r/{code}
-//	POST /api/rooms           the same for programs: JSON {code, join_url, token}
-//	GET  /join[?code=]        a form to type a code; a good code redirects to the room
-//	GET  /r/{code}            the room's page: the stepper (or side by side) following the room
-//	GET  /r/{code}/ws         the participant's websocket (see rooms_ws.go)
-//	GET  /r/{code}/events     the same downstream as server-sent events, where websockets are blocked
-//	POST /r/{code}/send       the upstream of an events connection
-//	GET  /r/{code}/qr.svg     the join URL as a QR code
-//	POST /r/{code}/lab/{id}/submissions a kernel from a lab room's page, its student's (lab.go)
-//	GET  /api/trace/bytes?run what a student downloads to follow a run, compressed and not
+// The cookies that carry the presenter's control token and a student's
+// identity, each scoped to its room's path.
 const (
-	presenterCookie = "fs_presenter"
-	studentCookie   = "fs_student"
+	PresenterCookie = "fs_presenter"
+	StudentCookie   = "fs_student"
 )
 
 // Close codes a room's connection ends with when the room ends (the
 // page shows the reason); a refused join closes with its error's code
 // (problem.Code.CloseCode: 4003, 4004, 4009, 4029, 1013).
 const (
-	closeRoomEnded   = 4000 // the presenter ended the room
-	closeRoomExpired = 4001 // nobody used it for the idle limit
-	closeRoomLost    = 4010 // the server running the room stopped answering (natsrooms)
-	closeGoingAway   = 1001 // this server leaves, the room goes on: the page reconnects
-	closeRestart     = 1012 // the server is restarting: the room is lost
+	CloseEnded     = 4000 // the presenter ended the room
+	CloseExpired   = 4001 // nobody used it for the idle limit
+	CloseLost      = 4010 // the server running the room stopped answering (natsrooms)
+	CloseGoingAway = 1001 // this server leaves, the room goes on: the page reconnects
+	CloseRestart   = 1012 // the server is restarting: the room is lost
 )
 
 // restartMessage is what every participant reads when the server shuts down.
 const restartMessage = "The server is restarting, and this room ended with it: rooms live in the server's memory. Ask the presenter for a new code."
 
-// roomPlace is how a page in a room learns it is one.
-type roomPlace struct {
-	code      string
-	presenter bool
-	state     rooms.State
+// Place is where a page in a room is: the room's code, whether the page
+// is its presenter's, and the room as the page was asked for.
+type Place struct {
+	Code      string
+	Presenter bool
+	State     rooms.State
 }
 
-type roomPlaceKey struct{}
+type placeKey struct{}
 
-// classroomView is what the stepper and side-by-side pages show of the
-// classroom: the Present button, or the room's bar when the page is in one.
-func (s *Server) classroomView(r *http.Request, page, query string, embed bool) templates.ClassroomView {
+// PlaceOf is the room a page's request is for, when the room's page (Host.Show)
+// renders it.
+func PlaceOf(r *http.Request) (Place, bool) {
+	p, ok := r.Context().Value(placeKey{}).(Place)
+	return p, ok
+}
+
+// View is what the stepper, the side by side and a lab exercise's page
+// show of the classroom: the Present button, or the room's bar when the
+// page is in one.
+func (s *Server) View(r *http.Request, page, query string, embed bool) templates.ClassroomView {
 	v := templates.ClassroomView{Page: page, Query: query, Embed: embed, Site: s.site}
-	place, ok := r.Context().Value(roomPlaceKey{}).(roomPlace)
+	place, ok := PlaceOf(r)
 	if !ok {
 		return v
 	}
-	join := s.joinURL(r, place.code)
-	v.Room = &templates.RoomView{Code: place.code, CodeShown: rooms.FormatCode(place.code), JoinURL: join,
-		Presenter: place.presenter, QR: "/r/" + place.code + "/qr.svg",
-		Data: templates.RoomData{Code: place.code, Presenter: place.presenter, Page: page, JoinURL: join}}
-	if place.presenter {
+	join := s.joinURL(r, place.Code)
+	v.Room = &templates.RoomView{Code: place.Code, CodeShown: rooms.FormatCode(place.Code), JoinURL: join,
+		Presenter: place.Presenter, QR: "/r/" + place.Code + "/qr.svg",
+		Data: templates.RoomData{Code: place.Code, Presenter: place.Presenter, Page: page, JoinURL: join}}
+	if place.Presenter {
 		v.Room.Lab = labChoices()
 	}
 	if page == rooms.PageLab {
 		if e, ok := lab.ByID(query); ok {
 			v.Room.Data.Lab, v.Room.Data.LabRun = e.ID, e.Run.Values().Encode()
 			v.Room.KernelLab = e.Track == lab.TrackKernel && s.lab.On()
-			v.Room.KernelsOff = place.state.KernelsOff
+			v.Room.KernelsOff = place.State.KernelsOff
 		}
 	}
-	if l, cp := s.roomCheckpoint(place.state); l != nil {
-		v.Room.LessonTitle, v.Room.LessonHref = l.Title, lessonHref(l.Slug, place.state.Widget)
+	if l, cp := s.roomCheckpoint(place.State); l != nil {
+		v.Room.LessonTitle, v.Room.LessonHref = l.Title, lessonHref(l.Slug, place.State.Widget)
 		if cp != nil {
 			v.Room.Checkpoint = plainText(cp.Question)
 		}
@@ -176,11 +156,12 @@ func limited(wait time.Duration, perMinute int, format string) error {
 		Limit: int64(perMinute), RetryAfter: time.Duration(secs) * time.Second}
 }
 
-// peekRoom looks up the room a request names, as every route that takes
-// a code does: the lookup holds one of the address's wrong codes until
-// the room turns out to exist (guess), so a wrong code counts whichever
-// route brings it, and while they are spent every code is refused.
-func (s *Server) peekRoom(r *http.Request, code, token string) (rooms.State, error) {
+// Peek looks up the room a request names, as every route that takes a
+// code does (a lab room's kernel submissions too): the lookup holds one of
+// the address's wrong codes until the room turns out to exist (guess), so
+// a wrong code counts whichever route brings it, and while they are spent
+// every code is refused. token, if any, is the presenter's.
+func (s *Server) Peek(r *http.Request, code, token string) (rooms.State, error) {
 	settle, err := s.guess(r)
 	if err != nil {
 		return rooms.State{}, err
@@ -194,11 +175,11 @@ func (s *Server) peekRoom(r *http.Request, code, token string) (rooms.State, err
 	return st, err
 }
 
-// studentIn is the student a request's fs_student cookie names in the room
+// StudentIn is the student a request's fs_student cookie names in the room
 // whose state is st: an identity the room issued, or "" for none (no
 // cookie, a forged or another room's one): a follower.
-func studentIn(r *http.Request, st rooms.State) string {
-	for _, c := range r.CookiesNamed(studentCookie) {
+func StudentIn(r *http.Request, st rooms.State) string {
+	for _, c := range r.CookiesNamed(StudentCookie) {
 		if id := st.IssuedStudent(c.Value); id != "" {
 			return id
 		}
@@ -210,21 +191,24 @@ func studentIn(r *http.Request, st rooms.State) string {
 // and the room's MAC of it) in room code: for about the room's lifetime,
 // sent back only to the room's URLs.
 func (s *Server) studentCookieFor(code, pass string) *http.Cookie {
-	return &http.Cookie{Name: studentCookie, Value: pass, Path: "/r/" + code, HttpOnly: true,
+	return &http.Cookie{Name: StudentCookie, Value: pass, Path: "/r/" + code, HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, MaxAge: int(s.roomLimits.IdleExpiry.Seconds()) + 3600}
 }
 
-// roomRequest is what creating a room takes.
-type roomRequest struct {
+// Request is what creating a room takes (POST /api/rooms as JSON, the
+// Present button's form).
+type Request struct {
 	Page  string `json:"page"`
 	Query string `json:"query"`
 	Step  int    `json:"step"`
-	// From a lesson: its widget names the page and the run (rooms_lesson.go).
+	// From a lesson: its widget names the page and the run (lesson.go).
 	Lesson string `json:"lesson,omitempty"`
 	Widget string `json:"widget,omitempty"`
 }
 
-type roomCreated struct {
+// Created is what the presenter gets back of a new room (POST
+// /api/rooms): its code, the token, where students join.
+type Created struct {
 	Code     string `json:"code"`
 	Shown    string `json:"shown"` // the code as read aloud: K7QM-4TXZ
 	JoinURL  string `json:"join_url"`
@@ -236,35 +220,35 @@ type roomCreated struct {
 }
 
 // createRoom validates the run and opens a room on it at the given step.
-func (s *Server) createRoom(r *http.Request, req roomRequest) (roomCreated, error) {
+func (s *Server) createRoom(r *http.Request, req Request) (Created, error) {
 	if !client.FromThisSite(r) {
-		return roomCreated{}, problem.New(problem.Forbidden, "rooms are created from this site's own pages")
+		return Created{}, problem.New(problem.Forbidden, "rooms are created from this site's own pages")
 	}
 	if !s.creates.Allow(client.Addr(r), s.creates.Now()) {
-		return roomCreated{}, problem.New(problem.RateLimited, "too many rooms created from your address: at most 20 a minute")
+		return Created{}, problem.New(problem.RateLimited, "too many rooms created from your address: at most 20 a minute")
 	}
 	if req.Lesson != "" || req.Widget != "" {
 		var err error
 		if req, err = s.lessonRun(req); err != nil {
-			return roomCreated{}, err
+			return Created{}, err
 		}
 	}
 	if req.Page == "" {
 		req.Page = rooms.PageStepper
 	}
 	if req.Page != rooms.PageStepper && req.Page != rooms.PageCompare && req.Page != rooms.PageLab {
-		return roomCreated{}, problem.InvalidField("page", "must be %q, %q or %q", rooms.PageStepper, rooms.PageCompare, rooms.PageLab)
+		return Created{}, problem.InvalidField("page", "must be %q, %q or %q", rooms.PageStepper, rooms.PageCompare, rooms.PageLab)
 	}
 	query, err := roomQuery(req.Page, req.Query, s.roomLimits.MaxQuery)
 	if err != nil {
-		return roomCreated{}, err
+		return Created{}, err
 	}
 	// Students start where the presenter stood when pressing Present.
 	c, err := s.rooms.Create(r.Context(), rooms.Run{Page: req.Page, Query: query, Step: req.Step, Lesson: req.Lesson, Widget: req.Widget}, client.Addr(r))
 	if err != nil {
-		return roomCreated{}, err
+		return Created{}, err
 	}
-	return roomCreated{Code: c.Code, Shown: rooms.FormatCode(c.Code), JoinURL: s.joinURL(r, c.Code), Token: c.Token,
+	return Created{Code: c.Code, Shown: rooms.FormatCode(c.Code), JoinURL: s.joinURL(r, c.Code), Token: c.Token,
 		Page: req.Page, Query: query, Socket: "/r/" + c.Code + "/ws", Presents: "/r/" + c.Code}, nil
 }
 
@@ -297,7 +281,7 @@ func canonicalRun(query string, maxQuery int) (string, error) {
 	if len(q) == 0 {
 		return "", problem.InvalidField("query", "is required: the run the room shows, as /step names it (variant=flash2&n=…)")
 	}
-	run, err := parseRun(q)
+	run, err := api.ParseRun(q)
 	var fe kernels.FieldErrors
 	if errors.As(err, &fe) {
 		return "", problem.InvalidField("query", "%s", fe.Error())
@@ -321,7 +305,7 @@ func (s *Server) presentForm(w http.ResponseWriter, r *http.Request) error {
 		return problem.New(problem.Invalid, "the form is malformed: "+err.Error())
 	}
 	step, _ := strconv.Atoi(r.PostForm.Get("step"))
-	made, err := s.createRoom(r, roomRequest{Page: r.PostForm.Get("page"), Query: r.PostForm.Get("query"), Step: step,
+	made, err := s.createRoom(r, Request{Page: r.PostForm.Get("page"), Query: r.PostForm.Get("query"), Step: step,
 		Lesson: r.PostForm.Get("lesson"), Widget: r.PostForm.Get("widget")})
 	if err != nil {
 		return err
@@ -334,7 +318,7 @@ func (s *Server) presentForm(w http.ResponseWriter, r *http.Request) error {
 // createRoomAPI is POST /api/rooms, for programs (the load generator):
 // the token comes back in the body, and in the cookie as for a browser.
 func (s *Server) createRoomAPI(w http.ResponseWriter, r *http.Request) error {
-	var req roomRequest
+	var req Request
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4097))
 	if err != nil {
 		return err
@@ -357,12 +341,12 @@ func (s *Server) createRoomAPI(w http.ResponseWriter, r *http.Request) error {
 }
 
 func setPresenterCookie(w http.ResponseWriter, code, token string, life time.Duration) {
-	http.SetCookie(w, &http.Cookie{Name: presenterCookie, Value: token, Path: "/r/" + code, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: PresenterCookie, Value: token, Path: "/r/" + code, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(life.Seconds()) + 3600})
 }
 
 func presenterToken(r *http.Request) string {
-	if c, err := r.Cookie(presenterCookie); err == nil {
+	if c, err := r.Cookie(PresenterCookie); err == nil {
 		return c.Value
 	}
 	return ""
@@ -388,9 +372,11 @@ func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		if err != nil {
 			p := problem.Of(err)
-			setRetryAfter(w, p)
+			if secs := p.RetrySeconds(); secs > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(secs))
+			}
 			v.Error = p.Error()
-			return render(w, r, p.Code.Status(), templates.JoinPage(s.page("Join a room", ""), v))
+			return templates.Write(w, r, p.Code.Status(), templates.JoinPage(s.host.Page("Join a room", ""), v))
 		}
 		switch {
 		case code == "":
@@ -401,9 +387,9 @@ func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) error {
 			http.Redirect(w, r, "/r/"+code, http.StatusSeeOther)
 			return nil
 		}
-		return render(w, r, http.StatusNotFound, templates.JoinPage(s.page("Join a room", ""), v))
+		return templates.Write(w, r, http.StatusNotFound, templates.JoinPage(s.host.Page("Join a room", ""), v))
 	}
-	return render(w, r, http.StatusOK, templates.JoinPage(s.page("Join a room", ""), v))
+	return templates.Write(w, r, http.StatusOK, templates.JoinPage(s.host.Page("Join a room", ""), v))
 }
 
 // roomPage is a room's page: the stepper (or the side by side) at the
@@ -416,7 +402,7 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/r/"+code, http.StatusMovedPermanently)
 		return nil
 	}
-	st, err := s.peekRoom(r, code, presenterToken(r))
+	st, err := s.Peek(r, code, presenterToken(r))
 	if errors.Is(err, rooms.ErrBadToken) {
 		// A stale cookie (an old room's): a student's view.
 		st, err = s.rooms.Peek(r.Context(), code, "")
@@ -424,7 +410,7 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !st.Presenter && studentIn(r, st) == "" {
+	if !st.Presenter && StudentIn(r, st) == "" {
 		// The page is where a student's identity comes from. Issuing one
 		// counts against the address's joins a minute, as a connection
 		// does, so an address draws identities no faster than it may join;
@@ -437,23 +423,13 @@ func (s *Server) roomPage(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	r2 := r.Clone(context.WithValue(r.Context(), roomPlaceKey{}, roomPlace{code: code, presenter: st.Presenter, state: st}))
+	r2 := r.Clone(context.WithValue(r.Context(), placeKey{}, Place{Code: code, Presenter: st.Presenter, State: st}))
 	q, _ := url.ParseQuery(st.Query)
 	if st.Step > 0 {
 		q.Set("step", strconv.Itoa(st.Step))
 	}
 	r2.URL.RawQuery = q.Encode()
-	if st.Page == rooms.PageLab {
-		e, ok := lab.ByID(st.Query)
-		if !ok {
-			return errNotFound // an exercise this server does not have (a room made by another version)
-		}
-		return s.renderLab(w, r2, e)
-	}
-	if st.Page == rooms.PageCompare {
-		return s.comparePage(w, r2)
-	}
-	return s.stepper(w, r2)
+	return s.host.Show(w, r2, st)
 }
 
 // qrCode is the room's join URL as an SVG QR code, for the presenter's
@@ -477,13 +453,13 @@ func (s *Server) qrCode(w http.ResponseWriter, r *http.Request) error {
 func closeCodeOf(e *rooms.Event) int {
 	switch e.Why {
 	case rooms.WhyExpired:
-		return closeRoomExpired
+		return CloseExpired
 	case rooms.WhyRestart:
-		return closeRestart
+		return CloseRestart
 	case rooms.WhyLost:
-		return closeRoomLost
+		return CloseLost
 	case rooms.WhyMoved:
-		return closeGoingAway
+		return CloseGoingAway
 	}
-	return closeRoomEnded
+	return CloseEnded
 }

@@ -1,4 +1,4 @@
-package web
+package classroom
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 
 // lessonWidget finds a lesson's framed widget, for a room.
 func (s *Server) lessonWidget(slug, id string) (*lessons.Lesson, *lessons.Widget, error) {
-	c, err := s.course()
+	c, err := s.host.Course()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -49,7 +49,7 @@ func (s *Server) lessonWidget(slug, id string) (*lessons.Lesson, *lessons.Widget
 
 // lessonRun is the room's run for a lesson's widget: its page and query
 // come from the lesson, never from the form.
-func (s *Server) lessonRun(req roomRequest) (roomRequest, error) {
+func (s *Server) lessonRun(req Request) (Request, error) {
 	_, w, err := s.lessonWidget(req.Lesson, req.Widget)
 	if err != nil {
 		return req, err
@@ -130,7 +130,11 @@ func (s *Server) checkpointPoll(ctx context.Context, st rooms.State, who string)
 	source := cp.Source()
 	if cp.NeedsTrace() {
 		var err error
-		if trace, err = s.presetTrace(ctx, cp, who); err != nil {
+		run, err := cp.Run.Check()
+		if err != nil {
+			return nil, err
+		}
+		if trace, err = s.host.Trace(ctx, run, who); err != nil {
 			return nil, err
 		}
 		source = strings.TrimSpace(trace.H.Label)

@@ -1,4 +1,4 @@
-package web
+package classroom_test
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"flashstep/classroom"
 	"flashstep/labrun"
 	"flashstep/labrun/labruntest"
 	"flashstep/problem"
 	"flashstep/rooms"
-	"flashstep/runner"
+	"flashstep/web"
 
 	"github.com/gorilla/websocket"
 )
@@ -25,11 +26,11 @@ import (
 
 // kernelTrackOn is a server whose lab runs kernels on the stand-in worker
 // (labruntest).
-func kernelTrackOn(t *testing.T) (*Server, *labrun.Service, string) {
+func kernelTrackOn(t *testing.T) (*testApp, *labrun.Service, string) {
 	t.Helper()
 	svc := labrun.New(labrun.Options{Command: labruntest.Command(), Limit: 5 * time.Second})
 	t.Cleanup(svc.Close)
-	app, ts := serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, Lab: svc})
+	app, ts := serveDeps(t, web.Deps{Lab: svc})
 	return app, svc, ts.URL
 }
 
@@ -73,7 +74,7 @@ func TestCookielessSocketsAreNoStudents(t *testing.T) {
 	for k := range 30 {
 		h := http.Header{}
 		if f := forged[k%len(forged)]; f != "" {
-			h.Set("Cookie", studentCookie+"="+f)
+			h.Set("Cookie", classroom.StudentCookie+"="+f)
 		}
 		p, res, err := dialRoom(ts.URL, c.Code, h, nil)
 		if err != nil {
@@ -134,7 +135,7 @@ func TestKernelTicketCountsForItsStudentOnly(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("a lab room: %d %s", code, body)
 	}
-	var c roomCreated
+	var c classroom.Created
 	decodeJSON(t, body, &c)
 	pres := joinRoom(t, base, c.Code, c.Token)
 	a, b := joinRoom(t, base, c.Code, ""), joinRoom(t, base, c.Code, "")
@@ -166,7 +167,7 @@ func TestKernelTicketCountsForItsStudentOnly(t *testing.T) {
 		return ""
 	}
 	fromPage := func(p *participant) http.Header {
-		return http.Header{"Cookie": {studentCookie + "=" + p.pass}}
+		return http.Header{"Cookie": {classroom.StudentCookie + "=" + p.pass}}
 	}
 	aTicket := done(postSource(t, base+"/r/"+c.Code+"/lab/online-kernel/submissions", "// PASS", fromPage(a)))
 	if st, _ := svc.Status(aTicket); st.Room != c.Code || st.Student == "" || st.Verdict.Verdict != "pass" {
@@ -201,9 +202,9 @@ func TestKernelTicketCountsForItsStudentOnly(t *testing.T) {
 	// so is one b submits from another room's page.
 	apiTicket := done(postSource(t, base+"/api/lab/online-kernel/submissions?room="+c.Code, "// PASS", nil))
 	code, body = postSource(t, base+"/api/rooms", `{"page":"lab","query":"online-kernel"}`, http.Header{"Content-Type": {"application/json"}})
-	var elsewhere roomCreated
+	var elsewhere classroom.Created
 	decodeJSON(t, body, &elsewhere)
-	otherTicket := done(postSource(t, base+"/r/"+elsewhere.Code+"/lab/online-kernel/submissions", "// PASS", http.Header{"Cookie": {studentCookie + "=" + studentPass(t, base, elsewhere.Code)}}))
+	otherTicket := done(postSource(t, base+"/r/"+elsewhere.Code+"/lab/online-kernel/submissions", "// PASS", http.Header{"Cookie": {classroom.StudentCookie + "=" + studentPass(t, base, elsewhere.Code)}}))
 	for _, ticket := range []string{apiTicket, otherTicket} {
 		b.send(t, rooms.Up{Type: rooms.CmdLabResult, Answer: "pass", Ticket: ticket})
 		if n := b.next(t, "notice"); n["field"] != "ticket" || !strings.Contains(n["error"].(string), "not yours") {
@@ -329,7 +330,7 @@ func TestKernelSubmissionRefusals(t *testing.T) {
 	crossSite := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"http://evil.example"}}
 	for _, path := range []string{"/api/sweeps", "/api/lab/causal-kernel/submissions", "/r/" + room.Code + "/lab/causal-kernel/submissions"} {
 		h := crossSite.Clone()
-		h.Set("Cookie", studentCookie+"="+pass)
+		h.Set("Cookie", classroom.StudentCookie+"="+pass)
 		if code, body := postSource(t, on+path, "// PASS", h); code != http.StatusForbidden || !strings.Contains(body, "this site's own pages") {
 			t.Errorf("%s from another site's page: %d %s", path, code, body)
 		}

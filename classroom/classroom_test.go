@@ -1,15 +1,13 @@
-package web
+package classroom_test
 
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"flashstep/classroom"
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/problem"
@@ -27,8 +26,7 @@ import (
 	"flashstep/rooms/natsrooms"
 	"flashstep/rooms/roomstest"
 	"flashstep/runner"
-	"flashstep/runs"
-	"flashstep/sweep"
+	"flashstep/web"
 
 	"github.com/gorilla/websocket"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -38,21 +36,21 @@ import (
 // A small flash2 run: every test's room shows it.
 const roomRun = "variant=flash2&n=12&d=4&br=4&bc=3&seed=3"
 
-func newRoomServer(t *testing.T, l rooms.Limits) (*Server, *httptest.Server) {
+func newRoomServer(t *testing.T, l rooms.Limits) (*testApp, *httptest.Server) {
 	t.Helper()
-	return serveDeps(t, Deps{Engines: testEngines{Runner: runner.Mirror{}}, RoomLimits: l})
+	return serveDeps(t, web.Deps{Classroom: classroom.Options{Limits: l}})
 }
 
 // createRoom opens a room over the API and returns what the presenter got.
-func createRoom(t *testing.T, base, query string) roomCreated {
+func createRoom(t *testing.T, base, query string) classroom.Created {
 	t.Helper()
-	body, _ := json.Marshal(roomRequest{Page: "step", Query: query})
+	body, _ := json.Marshal(classroom.Request{Page: "step", Query: query})
 	res, err := http.Post(base+"/api/rooms", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var c roomCreated
+	var c classroom.Created
 	if res.StatusCode != http.StatusCreated {
 		b, _ := io.ReadAll(res.Body)
 		t.Fatalf("create: %s %s", res.Status, b)
@@ -75,10 +73,10 @@ func joinRoom(t *testing.T, base, code, token string) *participant {
 	h := http.Header{}
 	pass := ""
 	if token != "" {
-		h.Set("Cookie", presenterCookie+"="+token)
+		h.Set("Cookie", classroom.PresenterCookie+"="+token)
 	} else {
 		pass = studentPass(t, base, code)
-		h.Set("Cookie", studentCookie+"="+pass)
+		h.Set("Cookie", classroom.StudentCookie+"="+pass)
 	}
 	p, _, err := dialRoom(base, code, h, nil)
 	if err != nil {
@@ -106,7 +104,7 @@ func studentPass(t *testing.T, base, code string) string {
 func tryJoin(base, code, token string, dialer *websocket.Dialer) (*participant, error) {
 	h := http.Header{}
 	if token != "" {
-		h.Set("Cookie", presenterCookie+"="+token)
+		h.Set("Cookie", classroom.PresenterCookie+"="+token)
 	}
 	p, _, err := dialRoom(base, code, h, dialer)
 	return p, err
@@ -191,7 +189,7 @@ func TestRoomStepsReachEveryStudentInOrder(t *testing.T) {
 	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{PresenterRate: 1e5})
 	c := createRoom(t, ts.URL, roomRun)
-	canon, _ := canonicalRun(roomRun, 512)
+	canon := canonical(t, roomRun)
 	if c.Query != canon || len(c.Code) != rooms.CodeLength || c.Token == "" {
 		t.Fatalf("created: %+v", c)
 	}
@@ -270,7 +268,7 @@ func TestRoomPagesKeepTheTokenSecret(t *testing.T) {
 	loc := res.Header.Get("Location")
 	var cookie *http.Cookie
 	for _, ck := range res.Cookies() {
-		if ck.Name == presenterCookie {
+		if ck.Name == classroom.PresenterCookie {
 			cookie = ck
 		}
 	}
@@ -326,10 +324,8 @@ func TestRoomPagesKeepTheTokenSecret(t *testing.T) {
 // seconds to wait; after the wait the right code joins.
 func TestJoinFloodIsRateLimited(t *testing.T) {
 	t.Parallel()
-	app, ts := newRoomServer(t, rooms.Limits{FailedJoinsPerMinute: 5})
 	clk := roomstest.NewClock()
-	app.failedJoins.SetClock(clk.Now)
-	app.joins.SetClock(clk.Now)
+	_, ts := serveDeps(t, web.Deps{Classroom: classroom.Options{Limits: rooms.Limits{FailedJoinsPerMinute: 5}, Now: clk.Now}})
 	c := createRoom(t, ts.URL, roomRun)
 	limited := 0
 	for i := range 20 {
@@ -391,10 +387,8 @@ func TestJoinFloodIsRateLimited(t *testing.T) {
 // its good joins; the good joins have their own limit.
 func TestWrongCodesDoNotEatTheJoins(t *testing.T) {
 	t.Parallel()
-	app, ts := newRoomServer(t, rooms.Limits{JoinsPerMinute: 3, FailedJoinsPerMinute: 100})
 	clk := roomstest.NewClock()
-	app.failedJoins.SetClock(clk.Now)
-	app.joins.SetClock(clk.Now)
+	_, ts := serveDeps(t, web.Deps{Classroom: classroom.Options{Limits: rooms.Limits{JoinsPerMinute: 3, FailedJoinsPerMinute: 100}, Now: clk.Now}})
 	c := createRoom(t, ts.URL, roomRun)
 	for i := range 50 {
 		if res, _ := get(t, ts.URL+fmt.Sprintf("/join?code=ZZZZZZ%02d", i)); res.StatusCode != http.StatusNotFound {
@@ -404,7 +398,7 @@ func TestWrongCodesDoNotEatTheJoins(t *testing.T) {
 	// The room's page counts as a join when it issues an identity, not
 	// when the browser brings it back; its connections count each.
 	pass := studentPass(t, ts.URL, c.Code)
-	withCookie := http.Header{"Cookie": {studentCookie + "=" + pass}}
+	withCookie := http.Header{"Cookie": {classroom.StudentCookie + "=" + pass}}
 	for range 3 {
 		req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code, nil)
 		req.Header = withCookie
@@ -540,7 +534,7 @@ func TestPollStuffingCountsOnlyStudentsPresent(t *testing.T) {
 // studentCookieOf is the fs_student cookie an answer sets, or nil.
 func studentCookieOf(res *http.Response) *http.Cookie {
 	for _, ck := range res.Cookies() {
-		if ck.Name == studentCookie {
+		if ck.Name == classroom.StudentCookie {
 			return ck
 		}
 	}
@@ -564,7 +558,7 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 		t.Fatalf("the room's page set %+v, want an HttpOnly, SameSite=Lax identity scoped to the room", ck)
 	}
 	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code, nil)
-	req.AddCookie(&http.Cookie{Name: presenterCookie, Value: c.Token})
+	req.AddCookie(&http.Cookie{Name: classroom.PresenterCookie, Value: c.Token})
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -573,7 +567,7 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 	if studentCookieOf(res) != nil {
 		t.Fatal("the presenter's page gave the presenter a student identity")
 	}
-	cookie := http.Header{"Cookie": {studentCookie + "=" + ck.Value}}
+	cookie := http.Header{"Cookie": {classroom.StudentCookie + "=" + ck.Value}}
 	as := func() *participant {
 		p, res, err := dialRoom(ts.URL, c.Code, cookie, nil)
 		if err != nil {
@@ -587,7 +581,7 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 		return p
 	}
 	// Without the page's cookie, or with a made-up one, the websocket sets none.
-	for _, h := range []http.Header{{}, {"Cookie": {studentCookie + "=forged"}}, {"Cookie": {studentCookie + "=" + rooms.NewStudent()}}} {
+	for _, h := range []http.Header{{}, {"Cookie": {classroom.StudentCookie + "=forged"}}, {"Cookie": {classroom.StudentCookie + "=" + rooms.NewStudent()}}} {
 		p, res, err := dialRoom(ts.URL, c.Code, h, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -661,11 +655,10 @@ func TestRoomStudentIdentitySurvivesReconnects(t *testing.T) {
 // opens one.
 func TestRoomsPerAddressOverHTTP(t *testing.T) {
 	t.Parallel()
-	app, _ := newRoomServer(t, rooms.Limits{})
-	clk := roomstest.NewClock()
-	app.creates.SetClock(clk.Now) // 20 creations a minute: spread them out
+	clk := roomstest.NewClock() // 20 creations a minute: spread them out
+	app, _ := serveDeps(t, web.Deps{Classroom: classroom.Options{Now: clk.Now}})
 	create := func(addr string) *httptest.ResponseRecorder {
-		body, _ := json.Marshal(roomRequest{Page: "step", Query: roomRun})
+		body, _ := json.Marshal(classroom.Request{Page: "step", Query: roomRun})
 		req := httptest.NewRequest("POST", "/api/rooms", bytes.NewReader(body))
 		req.RemoteAddr = addr
 		rec := httptest.NewRecorder()
@@ -823,7 +816,7 @@ func TestServerRestartTellsEveryStudent(t *testing.T) {
 		if e["why"] != rooms.WhyRestart || !strings.Contains(e["reason"].(string), "server is restarting") {
 			t.Fatalf("closed: %v", e)
 		}
-		if ce := s.closeCode(t); ce.Code != closeRestart || !strings.Contains(ce.Text, "restarting") {
+		if ce := s.closeCode(t); ce.Code != classroom.CloseRestart || !strings.Contains(ce.Text, "restarting") {
 			t.Fatalf("close frame: %v", ce)
 		}
 	}
@@ -906,36 +899,6 @@ func mirrorM(t *testing.T, query string, step, row int) float64 {
 	return float64(r.MNew[row])
 }
 
-func TestTraceDownloadIsGzipped(t *testing.T) {
-	t.Parallel()
-	_, ts := newRoomServer(t, rooms.Limits{})
-	req, _ := http.NewRequest("GET", ts.URL+"/api/trace?"+roomRun, nil)
-	req.Header.Set("Accept-Encoding", "gzip")
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.Header.Get("Content-Encoding") != "gzip" {
-		t.Fatalf("Content-Encoding %q", res.Header.Get("Content-Encoding"))
-	}
-	zr, err := gzip.NewReader(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(zr)
-	_, plain := get(t, ts.URL+"/api/trace?"+roomRun)
-	if !bytes.Equal(got, plain) || len(plain) == 0 {
-		t.Fatalf("the gzipped trace (%d bytes) is not the trace (%d bytes)", len(got), len(plain))
-	}
-	_, body := get(t, ts.URL+"/api/trace/bytes?"+roomRun)
-	var tb runs.Sizes
-	json.Unmarshal(body, &tb)
-	if tb.Raw != len(plain) || tb.Gzip <= 0 || tb.Gzip >= tb.Raw || tb.Deflate <= 0 {
-		t.Fatalf("trace bytes %+v, the trace is %d bytes", tb, len(plain))
-	}
-}
-
 func TestRoomOverServerSentEvents(t *testing.T) {
 	t.Parallel()
 	_, ts := newRoomServer(t, rooms.Limits{})
@@ -943,7 +906,7 @@ func TestRoomOverServerSentEvents(t *testing.T) {
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
 	// A student's browser: the identity its room's page issued comes along.
 	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
-	req.AddCookie(&http.Cookie{Name: studentCookie, Value: studentPass(t, ts.URL, c.Code)})
+	req.AddCookie(&http.Cookie{Name: classroom.StudentCookie, Value: studentPass(t, ts.URL, c.Code)})
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -1011,7 +974,7 @@ func TestLessonRoomPosesItsCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c roomCreated
+	var c classroom.Created
 	json.NewDecoder(res.Body).Decode(&c)
 	res.Body.Close()
 	if res.StatusCode != http.StatusCreated || c.Page != "step" || !strings.Contains(c.Query, "variant=flash2") {
@@ -1071,21 +1034,15 @@ func TestLessonRoomPosesItsCheckpoint(t *testing.T) {
 // at url on a connection of its own, which a test may cut as a crash. Its
 // rooms' time is clk's, and their heartbeat never beats by itself: the
 // test calls Beat on the rooms service returned.
-func natsRoomServer(t *testing.T, url string, clk *roomstest.Clock) (*Server, *httptest.Server, *nats.Conn, *natsrooms.Service) {
+func natsRoomServer(t *testing.T, url string, clk *roomstest.Clock) (*testApp, *httptest.Server, *nats.Conn, *natsrooms.Service) {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.NoReconnect())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	sweeps := sweep.NewManager(map[instrument.Source]sweep.Executor{instrument.SourceCPUMirror: sweep.CPU{}})
-	t.Cleanup(sweeps.Close)
 	svc := natsrooms.NewWithOptions(nc, rooms.Limits{}, natsrooms.Options{Beat: time.Hour, LostAfter: lostAfter, Now: clk.Now})
-	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Sweeps: sweeps, Static: testStatic,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Rooms: svc})
-	ts := httptest.NewServer(app)
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { app.rooms.Close("test over") })
+	app, ts := serveDeps(t, web.Deps{Classroom: classroom.Options{Rooms: svc}})
 	return app, ts, nc, svc
 }
 
@@ -1144,7 +1101,7 @@ func TestRoomOwnerCrashReachesOtherServersStudents(t *testing.T) {
 		if e := s.next(t, "closed"); e["why"] != rooms.WhyLost {
 			t.Fatalf("closed: %v", e)
 		}
-		if ce := s.closeCode(t); ce.Code != closeRoomLost {
+		if ce := s.closeCode(t); ce.Code != classroom.CloseLost {
 			t.Fatalf("close frame: %v", ce)
 		}
 	}
@@ -1170,7 +1127,7 @@ func TestLeavingServerSendsItsStudentsToAnother(t *testing.T) {
 	if e := s.next(t, "closed"); e["why"] != rooms.WhyMoved {
 		t.Fatalf("closed: %v", e)
 	}
-	if ce := s.closeCode(t); ce.Code != closeGoingAway {
+	if ce := s.closeCode(t); ce.Code != classroom.CloseGoingAway {
 		t.Fatalf("close frame: %v", ce)
 	}
 	p, _ := tryJoin(tsB.URL, c.Code, "", nil)
@@ -1207,10 +1164,7 @@ func TestConcurrentGuessesCountAtOnce(t *testing.T) {
 	const guesses = 300
 	held := &heldRooms{Service: rooms.NewMemory(rooms.Limits{}), looking: make(chan struct{}, guesses), release: make(chan struct{})}
 	t.Cleanup(func() { held.Close("test over") })
-	app := NewServer(Deps{Engines: testEngines{Runner: runner.Mirror{}}, Static: testStatic,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Rooms: held})
-	ts := httptest.NewServer(app)
-	t.Cleanup(ts.Close)
+	_, ts := serveDeps(t, web.Deps{Classroom: classroom.Options{Rooms: held}})
 	answered := make(chan struct{}, guesses)
 	var wg sync.WaitGroup
 	for i := range guesses {
@@ -1237,5 +1191,59 @@ func TestConcurrentGuessesCountAtOnce(t *testing.T) {
 	wg.Wait()
 	if n, limit := held.lookups.Load(), int64(rooms.DefaultLimits.FailedJoinsPerMinute); n > limit {
 		t.Fatalf("%d codes looked up for one address at once, against an allowance of %d", n, limit)
+	}
+}
+
+// A room's websocket and its server-sent events carry no body and outlive
+// the server's body deadline (web.Deps.BodyTimeout): both still hear the
+// room, and the events' upstream still takes a student's message.
+func TestRoomConnectionsOutliveTheBodyDeadline(t *testing.T) {
+	t.Parallel()
+	const deadline = 300 * time.Millisecond
+	_, ts := serveDeps(t, web.Deps{BodyTimeout: deadline})
+	c := createRoom(t, ts.URL, roomRun)
+	pres := joinRoom(t, ts.URL, c.Code, c.Token)
+	// A student's browser, with the identity the room's page issued.
+	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
+	req.AddCookie(&http.Cookie{Name: classroom.StudentCookie, Value: studentPass(t, ts.URL, c.Code)})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	events := bufio.NewScanner(res.Body)
+	next := func(typ string) map[string]any {
+		t.Helper()
+		for events.Scan() {
+			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
+				var m map[string]any
+				json.Unmarshal([]byte(data), &m)
+				if m["type"] == typ {
+					return m
+				}
+			}
+		}
+		t.Fatalf("the event stream ended before a %s: %v", typ, events.Err())
+		return nil
+	}
+	session := next("session")
+	next("hello")
+
+	time.Sleep(3 * deadline)
+	pres.send(t, rooms.Up{Type: "step", Step: 2, Total: 9})
+	next("step") // the events stream still hears the room
+	body, _ := json.Marshal(map[string]any{"member": session["member"], "key": session["key"], "message": map[string]string{"type": "status", "status": "branched"}})
+	sent, err := http.Post(ts.URL+"/r/"+c.Code+"/send", "application/json", bytes.NewReader(body))
+	if err != nil || sent.StatusCode != http.StatusNoContent {
+		t.Fatalf("the student's message: %v %v", err, sent)
+	}
+	sent.Body.Close()
+	for i := 0; ; i++ { // the presenter's socket still hears the room
+		if num(pres.next(t, "tally")["tally"].(map[string]any)["branched"]) == 1 {
+			break
+		}
+		if i == 20 {
+			t.Fatal("the presenter never heard the student branch off")
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package web
+package classroom
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // full, 4029 too many joins or wrong codes from this address (the reason
 // says in how many seconds to retry). The student is the one the request's
 // fs_student cookie names, issued by the room's page; without one the
-// connection follows the room as no student (rooms.go).
+// connection follows the room as no student (see the package doc).
 //
 // Browser to server: rooms.Up as JSON text, at most Limits.MaxMessage
 // bytes; a larger one closes the connection with 1009 (the room and the
@@ -50,7 +50,7 @@ func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// The page can read a close frame's reason, not an HTTP status.
 		p := problem.Of(err)
-		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(p.Code.CloseCode(), closeReason(p.Error())), time.Now().Add(writeWait))
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(p.Code.CloseCode(), problem.CloseReason(p.Error())), time.Now().Add(writeWait))
 		conn.Close()
 		return
 	}
@@ -67,26 +67,14 @@ func (s *Server) roomSocket(w http.ResponseWriter, r *http.Request) {
 // the student by the identity the room issued, if the cookie holds one.
 func (s *Server) joinRoom(r *http.Request) (*rooms.Member, error) {
 	code := roomCode(r)
-	st, err := s.peekRoom(r, code, "")
+	st, err := s.Peek(r, code, "")
 	if err != nil {
 		return nil, err
 	}
 	if err := s.admitJoin(r); err != nil {
 		return nil, err
 	}
-	return s.rooms.Join(r.Context(), code, presenterToken(r), studentIn(r, st))
-}
-
-// closeReason fits a reason in a close frame (at most 123 bytes).
-func closeReason(s string) string {
-	if len(s) <= 123 {
-		return s
-	}
-	r := []rune(s)
-	for len(string(r)) > 120 {
-		r = r[:len(r)-1]
-	}
-	return string(r) + "…"
+	return s.rooms.Join(r.Context(), code, presenterToken(r), StudentIn(r, st))
 }
 
 // writeRoom is the connection's only writer: whatever the mailbox holds,
@@ -112,7 +100,7 @@ func writeRoom(conn *websocket.Conn, m *rooms.Member, readerDone <-chan struct{}
 					return
 				}
 				if e.Type == rooms.EventClosed {
-					conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCodeOf(e), closeReason(e.Reason)), time.Now().Add(writeWait))
+					conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCodeOf(e), problem.CloseReason(e.Reason)), time.Now().Add(writeWait))
 					select {
 					case <-readerDone:
 					case <-time.After(closeGrace):

@@ -1,4 +1,4 @@
-package web
+package classroom
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 // participant's messages: {"member","key","message":{…rooms.Up…}}. The key,
 // 128 random bits known only to the events connection's reader, is what
 // stops one participant sending as another. The student is the one the
-// request's fs_student cookie names, as for the websocket (rooms.go).
+// request's fs_student cookie names, as for the websocket (package doc).
 
 // sseSession is one events connection's member and the hash of its key.
 type sseSession struct {

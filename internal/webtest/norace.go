@@ -1,0 +1,6 @@
+//go:build !race
+
+package webtest
+
+// Slowdown: see race.go.
+const Slowdown = 1

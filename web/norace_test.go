@@ -1,6 +1,0 @@
-//go:build !race
-
-package web
-
-// raceSlowdown: see race_test.go.
-const raceSlowdown = 1
