@@ -19,7 +19,7 @@ import (
 var namedOnPurpose = map[string]string{
 	"api/compare.go":    "the side by side's three pairs: naive and flash2, their bf16 and their backward twins",
 	"traffic/memory.go": "the memory calculator's pairs and the flash tiles its plan assumes",
-	"web/rooms_poll.go": "a poll asks about flash2's online softmax",
+	"classroom/poll.go": "a poll asks about flash2's online softmax",
 	"labrun/labrun.go":  "the lab places a student's kernel against flash2, the rung it rewrites",
 }
 
