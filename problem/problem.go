@@ -42,6 +42,8 @@ const (
 	Conflict
 	// TooLarge: the request is over a size limit.
 	TooLarge
+	// TimedOut: the request's body did not arrive in time.
+	TimedOut
 	// Unprocessable: the request was taken, and what it asked could not
 	// be done (the GPU worker refused the run: out of device memory).
 	Unprocessable
@@ -62,7 +64,7 @@ const (
 )
 
 var codeNames = [...]string{Internal: "internal", Invalid: "invalid", Forbidden: "forbidden", NotFound: "not found",
-	Conflict: "conflict", TooLarge: "too large", Unprocessable: "unprocessable", RateLimited: "rate limited",
+	Conflict: "conflict", TooLarge: "too large", TimedOut: "timed out", Unprocessable: "unprocessable", RateLimited: "rate limited",
 	Lost: "lost", Busy: "busy", Full: "full", Unavailable: "unavailable"}
 
 func (c Code) String() string {
@@ -83,6 +85,8 @@ func (c Code) Status() int {
 		return 404
 	case Conflict:
 		return 409
+	case TimedOut:
+		return 408
 	case TooLarge:
 		return 413
 	case Unprocessable:
@@ -108,12 +112,12 @@ const (
 
 // CloseCode is the websocket close code that ends a connection refused
 // with an error of code c: 1008 (policy violation) for an invalid
-// message, 1009 for one too large, 1013 (try again later) for a busy or
+// message or one that did not come in time, 1009 for one too large, 1013 (try again later) for a busy or
 // unavailable server, 4003, 4004, 4009 and 4029 as the HTTP statuses
 // 403, 404, 409 and 429, 1011 for a failure.
 func (c Code) CloseCode() int {
 	switch c {
-	case Invalid:
+	case Invalid, TimedOut:
 		return 1008
 	case TooLarge:
 		return 1009

@@ -3,8 +3,10 @@ package problem
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Every code has its status and its close code, the pages' 4000-range
@@ -20,6 +22,7 @@ func TestCodeMappings(t *testing.T) {
 		{NotFound, 404, 4004},
 		{Conflict, 409, 4009},
 		{TooLarge, 413, 1009},
+		{TimedOut, 408, 1008},
 		{Unprocessable, 422, 1011},
 		{RateLimited, 429, 4029},
 		{Lost, 502, 1011},
@@ -82,5 +85,17 @@ func TestFieldsAsError(t *testing.T) {
 	}
 	if _, ok := As(Fields(nil)); ok {
 		t.Error("no fields: no error to read")
+	}
+}
+
+// A close frame's reason holds 123 bytes: a longer text is cut at a rune.
+func TestCloseReason(t *testing.T) {
+	if got := CloseReason("retry in 12 s"); got != "retry in 12 s" {
+		t.Errorf("a short reason: %q", got)
+	}
+	long := strings.Repeat("é", 100) // 200 bytes
+	got := CloseReason(long)
+	if len(got) > 123 || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
+		t.Errorf("a long reason: %d bytes, %q", len(got), got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"flashstep/lab"
+	"flashstep/problem"
 )
 
 // DefaultBodyTimeout is how long a request's body may take to arrive, from
@@ -54,10 +55,10 @@ func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 		n, err := got.ReadFrom(io.LimitReader(r.Body, bodyPrefetch))
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			refuseBody(w, http.StatusRequestTimeout, "the request body did not arrive within "+seconds(s.bodyTimeout))
+			refuseBody(w, problem.New(problem.TimedOut, "the request body did not arrive within "+seconds(s.bodyTimeout)))
 			return
 		case err != nil:
-			refuseBody(w, http.StatusBadRequest, "the request body could not be read: "+err.Error())
+			refuseBody(w, problem.New(problem.Invalid, "the request body could not be read: "+err.Error()))
 			return
 		}
 		orig := r.Body
@@ -82,9 +83,9 @@ type prefetched struct {
 
 // refuseBody answers a body that did not come (or came malformed) and
 // closes the connection, the rest of the body unread.
-func refuseBody(w http.ResponseWriter, status int, why string) {
+func refuseBody(w http.ResponseWriter, p *problem.Error) {
 	closeAfterReply(w)
-	writeJSON(w, status, apiErrorBody{Error: why})
+	writeJSON(w, p.Code.Status(), p.Body())
 }
 
 // closeAfterReply has the server close the connection once this reply is
