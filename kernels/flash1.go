@@ -33,6 +33,7 @@ var flash1Rung = &VariantInfo{
 	DType:     instrument.DTypeF32,
 	Loop:      LoopKVOuter,
 	Rung:      3,
+	Gist:      "FlashAttention-1's loop order",
 	Idea:      "FlashAttention-1's loop order: one block per batch-head loads K_j and V_j once and walks every q-tile with them, so S and P stay on chip, but each q-tile's O, m and l go back to device memory after every kv-tile and are read again for the next, and O is divided by l at every step. Its parallelism is batch × heads, as FlashAttention-1's was: at long N few blocks fill the GPU.",
 	StepRun:   "/step?variant=flash1&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5",
 	Colour:    "#7fb2ff",

@@ -30,6 +30,7 @@ var flash2Rung = &VariantInfo{
 	DType:   instrument.DTypeF32,
 	Loop:    LoopFused,
 	Rung:    4,
+	Gist:    "FlashAttention-2's online softmax",
 	Idea:    "FlashAttention-2's loop order: one block per q-tile keeps m, l and O on chip for all its kv-tiles and divides by l once at the end. S and P never leave the chip; in float32 without tensor cores it is compute-bound, barely faster than naive.",
 	StepRun: "/step?variant=flash2&n=256&d=64&br=64&bc=64&pattern=normal&seed=1",
 	Colour:  "#0b5fff",

@@ -53,6 +53,7 @@ var flash2FastRung = &VariantInfo{
 	Loop:          LoopFused,
 	HeaviestFirst: true,
 	Rung:          6,
+	Gist:          "FlashAttention-2 on tensor cores, tuned",
 	Idea:          "What makes it fast: shared memory XOR-swizzled so ldmatrix hits no bank twice, K and V streamed by cp.async while the previous product runs, exp2 with the scale folded in, P packed to bf16 as it is made, 128-row tiles of 4 warps that reuse each K and V fragment twice, causal tiles above the diagonal skipped and only the diagonal ones masked.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash2_fast&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",

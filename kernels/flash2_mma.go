@@ -42,6 +42,7 @@ var flash2MMARung = &VariantInfo{
 	DType:   instrument.DTypeBF16,
 	Loop:    LoopFused,
 	Rung:    5,
+	Gist:    "tensor cores",
 	Idea:    "The same loop on tensor cores: bf16 Q, K, V, mma.sync m16n8k16 with float32 accumulation, fragments through ldmatrix, P converted to bf16 in registers as the A operand of P·V. Nothing else changes: plain row-major shared tiles (ldmatrix hits the same banks), loads that wait for every thread, expf on scaled scores, 64-row tiles.",
 	Bench:   true,
 	StepRun: "/step?variant=flash2_mma&n=256&d=64&br=64&bc=64&pattern=normal&seed=1",

@@ -23,6 +23,7 @@ var flash3OverlapRung = &VariantInfo{
 	HeaviestFirst: true,
 	Rung:          11,
 	Arch:          ArchHopper,
+	Gist:          "the softmax under its own next product",
 	Idea:          "Overlap within a warpgroup: a consumer issues S_{j+1} and P_j·V_j together in its turn, waits for S_{j+1} only, and computes tile j+1's max, P and l while P_j·V_j runs; O is scaled by α_{j+1} once P_j·V_j has landed. P_j·V_j reads P_j's registers until then, so P_{j+1} waits as floats in S's registers and is packed after.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash3_overlap&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",

@@ -24,6 +24,7 @@ var flash3PingPongRung = &VariantInfo{
 	Rung:          10,
 	Arch:          ArchHopper,
 	Roles:         pingPongRoles,
+	Gist:          "ping-pong",
 	Idea:          "Ping-pong: two named barriers pass a turn between the consumer warpgroups, which issue their products alternately (S of one, S of the other, P·V of one, P·V of the other), so one warpgroup's softmax runs under the other's products instead of beside them. Measured (docs/LADDER.md, run r): the turns hold, and cost rung 9 about 7%, since each consumer still waits for its own product at once.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash3_pingpong&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",

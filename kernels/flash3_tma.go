@@ -22,6 +22,7 @@ var flash3TMARung = &VariantInfo{
 	HeaviestFirst: true,
 	Rung:          8,
 	Arch:          ArchHopper,
+	Gist:          "TMA copies",
 	Idea:          "TMA: one thread asks the SM's TMA unit for a whole tile (one instruction a 64-column panel, swizzled on arrival, rows past N zero-filled) and an mbarrier counts its bytes in; the warpgroups wait for K before S and for V before P·V, and no thread computes a load address.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash3_tma&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",

@@ -26,6 +26,7 @@ var flash3WGMMARung = &VariantInfo{
 	HeaviestFirst: true,
 	Rung:          7,
 	Arch:          ArchHopper,
+	Gist:          "wgmma",
 	Idea:          "wgmma: a warpgroup of four warps issues one 64×N product whose operands the tensor cores read from shared memory themselves, through a descriptor of the tile's swizzled layout; no ldmatrix, no fragments of Q, K or V in registers. P stays in registers as the A operand of P·V. K and V are double-buffered by cp.async; each product is still waited for before the softmax.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash3_wgmma&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",

@@ -24,6 +24,7 @@ var flash3WSRung = &VariantInfo{
 	Rung:          9,
 	Arch:          ArchHopper,
 	Roles:         wsRoles,
+	Gist:          "warp specialisation",
 	Idea:          "Warp specialisation: a producer warpgroup only issues TMA copies and consumer warpgroups only compute; full and empty mbarriers pass each stage between them, so no warpgroup waits for another, only for its data; setmaxnreg takes the producer down to 24 registers a thread and the consumers up to 240.",
 	Bench:         true,
 	StepRun:       "/step?variant=flash3_ws&n=256&d=64&br=128&bc=128&pattern=normal&seed=1",

@@ -12,6 +12,8 @@ type Rung struct {
 	Variant instrument.Variant // the variant that runs it, when built
 	DType   string
 	Idea    string
+	Gist    string // the idea in a few words
+	Arch    Arch   // ArchHopper for a rung on Hopper's own instructions
 	Built   bool
 	// Bench names the rung's kernels in the ladder bench
 	// (bench/ladder/bench.cu), whose recorded figures the page shows; empty
@@ -50,7 +52,7 @@ func ladder() (rungsInOrder []Rung, partner Rung) {
 }
 
 func (v *VariantInfo) ladderRung() Rung {
-	r := Rung{Number: v.Rung, Name: v.Name(), Variant: v.Variant, DType: v.DType.String(), Idea: v.Idea, Built: v.Rung > 0, DiffsAgainst: v.DiffsAgainst}
+	r := Rung{Number: v.Rung, Name: v.Name(), Variant: v.Variant, DType: v.DType.String(), Idea: v.Idea, Gist: v.Gist, Arch: v.Arch, Built: v.Rung > 0, DiffsAgainst: v.DiffsAgainst}
 	if v.Bench {
 		r.Bench = v.Name()
 	}

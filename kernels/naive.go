@@ -28,6 +28,7 @@ var naiveRung = &VariantInfo{
 	Materialised: true,
 	Loop:         LoopMaterialised,
 	Rung:         2,
+	Gist:         "S and P in device memory",
 	Idea:         "Three kernels, S and P through device memory: S = QKᵀ written out as N×N, a row softmax reading it back and writing P, then O = PV. Its traffic grows with N², and its memory runs out first.",
 	StepRun:      "/step?variant=naive&n=8&d=4&br=2&bc=2&pattern=normal&seed=1",
 	Colour:       "#d1495b",

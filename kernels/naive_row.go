@@ -30,6 +30,7 @@ var naiveRowRung = &VariantInfo{
 	DType:     instrument.DTypeF32,
 	Loop:      LoopRowThreads,
 	Rung:      1,
+	Gist:      "a thread per row",
 	Idea:      "One thread per query row walks every key twice: once for the row's max, once for exp, the sum l and the weighted sum of V. The first kernel a student writes: correct and safe from overflow, no tiles, no shared memory; every row reads all of K twice and V once, and a thread's registers must hold its whole q row and O row.",
 	StepRun:   "/step?variant=naive_row&n=16&d=8&br=4&bc=4&causal=1&pattern=normal&seed=5",
 	Colour:    "#b5651d",

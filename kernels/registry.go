@@ -45,8 +45,11 @@ type VariantInfo struct {
 	Rung         int
 	DiffsAgainst instrument.Variant
 	Idea         string
-	Bench        bool
-	StepRun      string
+	// Gist is the idea in a few words, as a list of the rungs names it
+	// (the glossary's ladder: "wgmma, TMA copies, warp specialisation").
+	Gist    string
+	Bench   bool
+	StepRun string
 
 	// Colour is its line in the sweep's charts; BytesNote what the
 	// stepper says of the bytes a step reads and writes; Words what the

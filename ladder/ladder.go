@@ -50,12 +50,16 @@ type Cell struct {
 
 // Row is one rung, or the naive_mma partner.
 type Row struct {
-	Rung    kernels.Rung
-	Cells   []Cell // one per Shape
-	Source  string // which recording the figures come from
-	Notes   []string
-	Kernels []KernelFigures // ptxas, sm_90, for the rung's compiled kernels
-	Code    *Code           // its CUDA source and the diff from the rung below
+	Rung  kernels.Rung
+	Cells []Cell // one per Shape
+	// Unmeasured: the ladder bench's recording predates the rung (it has
+	// no row of it at all), so its cells are missing and a note says how
+	// to measure it; a rung the recording holds must have every shape.
+	Unmeasured bool
+	Source     string // which recording the figures come from
+	Notes      []string
+	Kernels    []KernelFigures // ptxas, sm_90, for the rung's compiled kernels
+	Code       *Code           // its CUDA source and the diff from the rung below
 }
 
 // Recording is where a set of the table's figures comes from.
@@ -255,6 +259,10 @@ func Build(files fs.FS) (*Table, error) {
 		row := Row{Rung: r, Kernels: kernelFigures(r, ptxas), Code: Codes()[r.Name]}
 		if r.Bench != "" {
 			row.Cells, row.Source = benchCells(bench, r.Bench)
+			if bench != nil && !benchHas(bench, r.Bench) {
+				row.Unmeasured = true
+				row.Notes = append(row.Notes, fmt.Sprintf("not measured yet: the ladder bench's recording (%s) predates it; scripts/bench-gpu on the GPU machine times it", bench.Date))
+			}
 		} else {
 			row.Cells, row.Source = sweepCells(rec, sdpa, r.Variant)
 		}
@@ -363,6 +371,16 @@ func benchCells(rec *BenchRecord, family string) ([]Cell, string) {
 		}
 	}
 	return cells, fmt.Sprintf("ladder bench, %s", rec.Date)
+}
+
+// benchHas says whether the bench's recording holds any row of a family.
+func benchHas(rec *BenchRecord, family string) bool {
+	for _, r := range rec.Rows {
+		if strings.HasPrefix(r.Kernel, family+"_") {
+			return true
+		}
+	}
+	return false
 }
 
 // sweepCells picks the recorded sweep's figures for a float32 variant at N,

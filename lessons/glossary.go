@@ -1,9 +1,12 @@
 package lessons
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+
+	"flashstep/kernels"
 )
 
 // Term is one word of the course's glossary: what it means, in a sentence
@@ -115,7 +118,7 @@ var Glossary = []Term{
 	{ID: "cpu-mirror", Forms: []string{"CPU mirror"}, Lesson: "tensor-cores",
 		Meaning: "Go code that follows a kernel's own tile order and float32 arithmetic; it computes the trace where there is no GPU, and the tests hold the GPU's trace to it."},
 	{ID: "rung", Forms: []string{"ladder", "rung", "rungs"}, Lesson: "roofline",
-		Meaning: "The course's forward kernels in order, each adding one idea: from a thread per row (rung 1) through FlashAttention-2 on tensor cores (rung 6) to five rungs on Hopper's own instructions (7 to 11: wgmma, TMA copies, warp specialisation, ping-pong, the softmax under its own next product). The ladder page times every rung on an H100 beside PyTorch's, and the backward pass beside PyTorch's backward."},
+		Meaning: ladderMeaning()},
 	{ID: "roofline", Forms: []string{"roofline"}, Lesson: "roofline",
 		Meaning: "A kernel's two floors: its FLOPs at the peak rate and its bytes at the memory's bandwidth; it can be no faster than the larger."},
 	{ID: "compute-floor", Forms: []string{"compute floor", "compute floors"}, Lesson: "roofline",
@@ -260,4 +263,42 @@ func wordByte(b byte) bool {
 
 func htmlAttr(s string) string {
 	return strings.NewReplacer(`&`, "&amp;", `"`, "&quot;", `<`, "&lt;", `>`, "&gt;").Replace(s)
+}
+
+// ladderMeaning is the glossary's ladder as the registry has it today: its
+// Hopper rungs counted and named by their gists, so that a new rung joins
+// the sentence by its entry alone.
+func ladderMeaning() string {
+	var hopper []string
+	first, last, fa2 := 0, 0, 0
+	for _, r := range kernels.Ladder {
+		if !r.Built {
+			continue
+		}
+		if r.Name == "flash2_fast" { // FlashAttention-2 on tensor cores
+			fa2 = r.Number
+		}
+		if r.Arch == kernels.ArchHopper {
+			if first == 0 {
+				first = r.Number
+			}
+			last = r.Number
+			hopper = append(hopper, r.Gist)
+		}
+	}
+	return fmt.Sprintf("The course's forward kernels in order, each adding one idea: from a thread per row (rung 1) through FlashAttention-2 on tensor cores (rung %d) to %s on Hopper's own instructions (%d to %d: %s). The ladder page times every rung on an H100 beside PyTorch's, and the backward pass beside PyTorch's backward.",
+		fa2, countOf(len(hopper), "rung"), first, last, strings.Join(hopper, ", "))
+}
+
+// countOf is n things in words for small n ("five rungs").
+func countOf(n int, thing string) string {
+	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+	w := fmt.Sprint(n)
+	if n < len(words) {
+		w = words[n]
+	}
+	if n != 1 {
+		thing += "s"
+	}
+	return w + " " + thing
 }

@@ -70,8 +70,14 @@ func TestRecordedPlacementUsesTheLadder(t *testing.T) {
 				}
 			}
 		}
-		if seen != len(tab.Rows) || len(rec.Verdict.Steps) != len(stored.Verdict.Steps) {
-			t.Errorf("%s: %d rungs of %d, %d steps of %d", e.ID, seen, len(tab.Rows), len(rec.Verdict.Steps), len(stored.Verdict.Steps))
+		measured := 0 // a rung newer than the bench's recording has no figure to place beside
+		for _, row := range tab.Rows {
+			if !row.Unmeasured {
+				measured++
+			}
+		}
+		if seen != measured || len(rec.Verdict.Steps) != len(stored.Verdict.Steps) {
+			t.Errorf("%s: %d rungs of %d, %d steps of %d", e.ID, seen, measured, len(rec.Verdict.Steps), len(stored.Verdict.Steps))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"flashstep/kernels"
+	"flashstep/ladder"
 	"flashstep/recordings"
 	"flashstep/runner"
 )
@@ -19,9 +20,17 @@ func TestLadderRunsAreRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tab, err := ladder.Build(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmeasured := map[string]bool{} // newer than the GPU's recordings: stepped on the mirror until then
+	for _, row := range tab.Rows {
+		unmeasured[row.Rung.Name] = row.Unmeasured
+	}
 	rungs := append([]kernels.Rung{kernels.NaiveMMA}, kernels.Ladder...)
 	for _, r := range rungs {
-		if !r.Built {
+		if !r.Built || unmeasured[r.Name] {
 			continue
 		}
 		link, ok := ladderRuns()[r.Name]
