@@ -57,12 +57,15 @@ test-prep: assets check-generated check-ptx
 # variant enum (instrument/variants.go) from the kernels' registry entries,
 # then the trace ABI files (kernels/cuda/common/trace_abi.h,
 # static/js/trace_abi.js) from it (two runs: the second compiles the
-# first's output); the ladder bench's rungs (bench/ladder/rungs_gen.cuh).
+# first's output); the ladder bench's rungs (bench/ladder/rungs_gen.cuh);
+# the front end's test fixtures, written by the Go encoder and registry
+# (jstest/testdata).
 generate:
 	$(GO) tool templ generate
 	$(GO) test ./instrument -run TestGeneratedVariants -update
 	$(GO) test ./instrument -run TestGeneratedABI -update
 	$(GO) test ./ladder -run TestGeneratedBenchRungs -update
+	$(GO) test ./jstest -run TestFixtures -update
 
 # Fails when a generated file is stale: templ output, the variant enum, the
 # trace ABI files, the ladder bench's rungs.
