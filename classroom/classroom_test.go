@@ -904,28 +904,9 @@ func TestRoomOverServerSentEvents(t *testing.T) {
 	_, ts := newRoomServer(t, rooms.Limits{})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
-	// A student's browser: the identity its room's page issued comes along.
-	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
-	req.AddCookie(&http.Cookie{Name: classroom.StudentCookie, Value: studentPass(t, ts.URL, c.Code)})
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res, next := studentEvents(t, ts.URL, c.Code)
 	if res.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("events: %s", res.Header.Get("Content-Type"))
-	}
-	lines := bufio.NewScanner(res.Body)
-	next := func() map[string]any {
-		for lines.Scan() {
-			if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
-				var m map[string]any
-				json.Unmarshal([]byte(data), &m)
-				return m
-			}
-		}
-		t.Fatal("the event stream ended")
-		return nil
 	}
 	session := next()
 	if session["type"] != "session" || next()["type"] != "hello" {
@@ -1203,28 +1184,14 @@ func TestRoomConnectionsOutliveTheBodyDeadline(t *testing.T) {
 	_, ts := serveDeps(t, web.Deps{BodyTimeout: deadline})
 	c := createRoom(t, ts.URL, roomRun)
 	pres := joinRoom(t, ts.URL, c.Code, c.Token)
-	// A student's browser, with the identity the room's page issued.
-	req, _ := http.NewRequest("GET", ts.URL+"/r/"+c.Code+"/events", nil)
-	req.AddCookie(&http.Cookie{Name: classroom.StudentCookie, Value: studentPass(t, ts.URL, c.Code)})
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	events := bufio.NewScanner(res.Body)
+	_, event := studentEvents(t, ts.URL, c.Code)
 	next := func(typ string) map[string]any {
 		t.Helper()
-		for events.Scan() {
-			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
-				var m map[string]any
-				json.Unmarshal([]byte(data), &m)
-				if m["type"] == typ {
-					return m
-				}
+		for {
+			if m := event(); m["type"] == typ {
+				return m
 			}
 		}
-		t.Fatalf("the event stream ended before a %s: %v", typ, events.Err())
-		return nil
 	}
 	session := next("session")
 	next("hello")
@@ -1245,5 +1212,32 @@ func TestRoomConnectionsOutliveTheBodyDeadline(t *testing.T) {
 		if i == 20 {
 			t.Fatal("the presenter never heard the student branch off")
 		}
+	}
+}
+
+// studentEvents opens a room's events as a student's browser does, the
+// identity its room's page issued coming along, and returns the answer
+// and a reader of the events in order (the test fails when they end).
+func studentEvents(t *testing.T, base, code string) (*http.Response, func() map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/r/"+code+"/events", nil)
+	req.AddCookie(&http.Cookie{Name: classroom.StudentCookie, Value: studentPass(t, base, code)})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	lines := bufio.NewScanner(res.Body)
+	return res, func() map[string]any {
+		t.Helper()
+		for lines.Scan() {
+			if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+				var m map[string]any
+				json.Unmarshal([]byte(data), &m)
+				return m
+			}
+		}
+		t.Fatalf("the event stream ended: %v", lines.Err())
+		return nil
 	}
 }

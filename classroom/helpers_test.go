@@ -3,7 +3,6 @@ package classroom_test
 import (
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -74,12 +73,7 @@ const (
 	clientPatience = webtest.ClientPatience
 )
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	webtest.WaitUntil(t, what, cond)
-}
-
-func get(t *testing.T, u string) (*http.Response, []byte) {
-	t.Helper()
-	return webtest.Get(t, u)
-}
+var (
+	waitUntil = webtest.WaitUntil
+	get       = webtest.Get
+)

@@ -89,15 +89,10 @@ const (
 	raceSlowdown   = webtest.Slowdown
 )
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	webtest.WaitUntil(t, what, cond)
-}
-
-func get(t *testing.T, u string) (*http.Response, []byte) {
-	t.Helper()
-	return webtest.Get(t, u)
-}
+var (
+	waitUntil = webtest.WaitUntil
+	get       = webtest.Get
+)
 
 // byTestID finds the element with the data-testid or id given.
 func findNode(doc *html.Node, attr, value string) *html.Node {
