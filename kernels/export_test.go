@@ -87,7 +87,11 @@ func inputsRecords(c *Config) ([]*instrument.Record, map[int]*Inputs) {
 // RandomConfig, EpilogueOutputs, FirstOrderBounds, RunsOf, EdgeConfigs,
 // ShapeConfigs, CompiledConfig and CompiledTiles are mirror_test.go's
 // randomConfig, epilogueOutputs, firstOrderBounds, runsOf, edgeConfigs,
-// shapeConfigs, compiledConfig and compiledTiles.
+// shapeConfigs, compiledConfig and compiledTiles. RunTrace, NoNaN and
+// MaxAbsScore (mirror_test.go's runTrace, noNaN and maxAbsScore) and
+// BackwardConfig (flash2_bwd_test.go's backwardConfig) are what
+// flash2_bwd_grad_test.go, outside the package to reach kernelstest's
+// gradient oracle, shares with the package's own tests.
 var (
 	Ex2              = ex2
 	MMAChunk         = mmaChunk
@@ -99,6 +103,10 @@ var (
 	ShapeConfigs     = shapeConfigs
 	CompiledConfig   = compiledConfig
 	CompiledTiles    = compiledTiles
+	RunTrace         = runTrace
+	NoNaN            = noNaN
+	MaxAbsScore      = maxAbsScore
+	BackwardConfig   = backwardConfig
 )
 
 // MirrorNaiveMMAWith runs naive_mma's mirror over c with another sum inside

@@ -19,8 +19,21 @@ func widen(x []float32) []float64 {
 	return out
 }
 
-// attention64 is Reference on float64 inputs (q, k, v: n×d row-major), which
-// the gradient's finite differences need (ReferenceGrad).
+// Reference64 is Reference on float64 inputs (q, k, v: n×d row-major): the
+// forward the float64 gradient oracle (kernelstest.ReferenceGrad) and its
+// finite differences are built on, so that the oracle's forward is this one
+// and no copy of it.
+func Reference64(q, k, v []float64, n, d int, causal bool) (o []float64, lse []float64) {
+	return attention64(q, k, v, n, d, causal)
+}
+
+// Scores64 fills s with row r of Reference64's S = QKᵀ/√d (−Inf where
+// causal masks it) and returns the row's max, for the gradient oracle.
+func Scores64(q, k []float64, n, d int, causal bool, r int, s []float64) float64 {
+	return scores64(q, k, n, d, causal, r, s)
+}
+
+// attention64 is Reference on float64 inputs (q, k, v: n×d row-major).
 func attention64(q, k, v []float64, n, d int, causal bool) (o []float64, lse []float64) {
 	return attentionRows64(q, k, v, n, d, causal, n, nil)
 }

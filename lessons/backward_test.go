@@ -14,6 +14,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
+	"flashstep/kernels/kernelstest"
 	"flashstep/lessons"
 	"flashstep/runner"
 )
@@ -84,7 +85,7 @@ func exactRow(c kernels.Config, row int) exact {
 	in := kernels.InputsFor(&c, 0)
 	n, d := c.N, c.D
 	scale := 1 / math.Sqrt(float64(d))
-	g := kernels.ReferenceGrad(in, in.DO, n, d, c.Causal)
+	g := kernelstest.ReferenceGrad(in, in.DO, n, d, c.Causal)
 	e := exact{p: make([]float64, n), dp: make([]float64, n), d: g.D[row], dq: g.DQ[row*d : (row+1)*d]}
 	s := make([]float64, n)
 	m := math.Inf(-1)
@@ -114,7 +115,7 @@ func exactRow(c kernels.Config, row int) exact {
 			e.dp[k] += float64(in.DO[row*d+x]) * float64(in.V[k*d+x])
 		}
 	}
-	e.dqSize, _, _ = kernels.GradSizes(in, in.DO, n, d, c.Causal)
+	e.dqSize, _, _ = kernelstest.GradSizes(in, in.DO, n, d, c.Causal)
 	return e
 }
 
@@ -173,7 +174,7 @@ func backwardTruth(ask string, cc *lessons.Checkpoint) (want, within float64) {
 	}
 	e := exactRow(c, cc.Row)
 	// The mirror's float32 rounding grows with the scores, as its own
-	// bound against the gradient does (kernels.BackwardTolerance).
+	// bound against the gradient does (kernelstest.BackwardTolerance).
 	grow := math.Max(1, e.maxAbsS/16)
 	switch ask {
 	case lessons.AskPLeft:
@@ -186,7 +187,7 @@ func backwardTruth(ask string, cc *lessons.Checkpoint) (want, within float64) {
 		k := cc.Key
 		return e.p[k] * (e.dp[k] - e.d), 1e-5 * grow * (1 + e.p[k]*(math.Abs(e.dp[k])+math.Abs(e.d)))
 	case lessons.AskDQ:
-		return e.dq[cc.Col], kernels.BackwardTolerance(e.maxAbsS) * e.dqSize
+		return e.dq[cc.Col], kernelstest.BackwardTolerance(e.maxAbsS) * e.dqSize
 	}
 	panic(ask)
 }

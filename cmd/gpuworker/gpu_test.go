@@ -444,12 +444,12 @@ func TestProfileRuns(t *testing.T) {
 
 // gradientsHold holds a backward trace's dQ, dK and dV (every q-tile
 // traced) to the float64 gradient of the same inputs, every element, with
-// the bound the mirror's own test holds it to (kernels.BackwardTolerance).
+// the bound the mirror's own test holds it to (kernelstest.BackwardTolerance).
 func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string]float64) error {
 	for bh := c.TracedBH().Lo; bh < c.TracedBH().Hi; bh++ {
 		in := kernels.InputsFor(&c, bh)
-		ref := kernels.ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
-		sq, sk, sv := kernels.GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
+		ref := kernelstest.ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
+		sq, sk, sv := kernelstest.GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
 		var maxS float64
 		for r := range c.N {
 			for col := range c.N {
@@ -463,7 +463,7 @@ func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string
 				maxS = math.Max(maxS, math.Abs(dot/math.Sqrt(float64(c.D))))
 			}
 		}
-		tol := kernels.BackwardToleranceOf(c.Variant, maxS)
+		tol := kernelstest.BackwardToleranceOf(c.Variant, maxS)
 		dq, dk, dv := kernels.TraceGradients(&c, recs, bh)
 		for _, g := range []struct {
 			name string
@@ -471,7 +471,7 @@ func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string
 			want []float64
 			size float64
 		}{{"dQ", dq, ref.DQ, sq}, {"dK", dk, ref.DK, sk}, {"dV", dv, ref.DV, sv}} {
-			e := kernels.GradError(g.got, g.want, g.size)
+			e := kernelstest.GradError(g.got, g.want, g.size)
 			if !(e <= tol) { // NaN fails too
 				return fmt.Errorf("bh %d: %s off by %.3g of its size, bound %.3g", bh, g.name, e, tol)
 			}
@@ -501,7 +501,7 @@ func TestGPUBackwardDump(t *testing.T) {
 		Name, Variant              string
 		N, D, Br, Bc, Batch, Heads int
 		Causal                     bool
-		BF16                       bool // bf16 operands: kernels.BackwardToleranceBF16 and GradSizesOf
+		BF16                       bool // bf16 operands: kernelstest.BackwardToleranceBF16 and GradSizesOf
 		Seed                       uint64
 		Scale                      float32
 	}

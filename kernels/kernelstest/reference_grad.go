@@ -1,9 +1,16 @@
-package kernels
+// The float64 gradient oracle the backward kernels are held to (ReferenceGrad),
+// the sizes their rounding is measured in (GradSizes, GradSizesOf), the
+// tolerances (BackwardTolerance, BackwardToleranceBF16, BackwardToleranceOf)
+// and the comparison (GradError). Only tests reach it, so it lives here and
+// no production binary links it; its forward is kernels.Reference64's.
+
+package kernelstest
 
 import (
 	"math"
 
 	"flashstep/instrument"
+	"flashstep/kernels"
 )
 
 // Grad is attention's gradient for one batch-head: dQ, dK and dV (n×d
@@ -14,10 +21,10 @@ type Grad struct {
 	D          []float64
 }
 
-// ReferenceGrad is the exact gradient in float64 of Reference's O with
-// respect to Q, K and V, over float32 inputs and a float32 dO: the oracle
-// the backward kernels are held to. With P = softmax(S), S = QKᵀ/√d (masked
-// above the diagonal when causal):
+// ReferenceGrad is the exact gradient in float64 of kernels.Reference's O
+// with respect to Q, K and V, over float32 inputs and a float32 dO: the
+// oracle the backward kernels are held to. With P = softmax(S), S = QKᵀ/√d
+// (masked above the diagonal when causal):
 //
 //	dV = Pᵀ dO,  dP = dO Vᵀ,  D_i = Σ_x dO_ix O_ix,
 //	dS = P ∘ (dP − D),  dQ = dS K / √d,  dK = dSᵀ Q / √d.
@@ -25,12 +32,12 @@ type Grad struct {
 // D_i equals Σ_j P_ij dP_ij (since O_i = Σ_j P_ij V_j), which is why the
 // backward needs no row of P to find it. It stores P whole: it is for
 // checking, at the sizes tests and the GPU checks use.
-func ReferenceGrad(in *Inputs, dO []float32, n, d int, causal bool) Grad {
+func ReferenceGrad(in *kernels.Inputs, dO []float32, n, d int, causal bool) Grad {
 	return grad64(widen(in.Q), widen(in.K), widen(in.V), widen(dO), n, d, causal)
 }
 
 func grad64(q, k, v, dO []float64, n, d int, causal bool) Grad {
-	o, lse := attention64(q, k, v, n, d, causal)
+	o, lse := kernels.Reference64(q, k, v, n, d, causal)
 	g := Grad{DQ: make([]float64, n*d), DK: make([]float64, n*d), DV: make([]float64, n*d), D: make([]float64, n)}
 	scale := 1 / math.Sqrt(float64(d))
 	s := make([]float64, n)
@@ -43,7 +50,7 @@ func grad64(q, k, v, dO []float64, n, d int, causal bool) Grad {
 		for x := 0; x < d; x++ {
 			g.D[r] += dor[x] * o[r*d+x]
 		}
-		scores64(q, k, n, d, causal, r, s)
+		kernels.Scores64(q, k, n, d, causal, r, s)
 		for c := 0; c < n; c++ {
 			p := math.Exp(s[c] - lse[r]) // P from the log-sum-exp, as the backward recomputes it
 			if p == 0 {
@@ -94,7 +101,7 @@ func BackwardToleranceBF16(maxAbsS float64) float64 { return 0x1p-7 + BackwardTo
 
 // BackwardToleranceOf is the tolerance of variant v's gradients.
 func BackwardToleranceOf(v instrument.Variant, maxAbsS float64) float64 {
-	if Info(v).DType == instrument.DTypeBF16 {
+	if kernels.Info(v).DType == instrument.DTypeBF16 {
 		return BackwardToleranceBF16(maxAbsS)
 	}
 	return BackwardTolerance(maxAbsS)
@@ -123,7 +130,7 @@ func GradError(got []float32, want []float64, size float64) float64 {
 //	dV: Σ_r P_rc |dO_rx|
 //	dK: scale · Σ_r P_rc (|dP_rc| + |D_r|) |Q_rx|
 //	dQ: scale · Σ_c P_rc (|dP_rc| + |D_r|) |K_cx|
-func GradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
+func GradSizes(in *kernels.Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
 	return gradSizes(in, dO, n, d, causal, false)
 }
 
@@ -131,13 +138,13 @@ func GradSizes(in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv floa
 // forward's O rounded to bf16, which moves D by up to 2⁻⁸·Σ_x |dO_rx||O_rx|,
 // a sum that cancellation in D can make far larger than |D| itself: its
 // |D_r| terms are |D_r| + Σ_x |dO_rx||O_rx|.
-func GradSizesOf(v instrument.Variant, in *Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
-	return gradSizes(in, dO, n, d, causal, Info(v).DType == instrument.DTypeBF16)
+func GradSizesOf(v instrument.Variant, in *kernels.Inputs, dO []float32, n, d int, causal bool) (dq, dk, dv float64) {
+	return gradSizes(in, dO, n, d, causal, kernels.Info(v).DType == instrument.DTypeBF16)
 }
 
-func gradSizes(in *Inputs, dO []float32, n, d int, causal, roundedO bool) (dq, dk, dv float64) {
+func gradSizes(in *kernels.Inputs, dO []float32, n, d int, causal, roundedO bool) (dq, dk, dv float64) {
 	q, k, v := widen(in.Q), widen(in.K), widen(in.V)
-	o, lse := attention64(q, k, v, n, d, causal)
+	o, lse := kernels.Reference64(q, k, v, n, d, causal)
 	scale := 1 / math.Sqrt(float64(d))
 	sdq, sdk, sdv := make([]float64, n*d), make([]float64, n*d), make([]float64, n*d)
 	s := make([]float64, n)
@@ -153,7 +160,7 @@ func gradSizes(in *Inputs, dO []float32, n, d int, causal, roundedO bool) (dq, d
 		} else {
 			dTerm = math.Abs(delta)
 		}
-		scores64(q, k, n, d, causal, r, s)
+		kernels.Scores64(q, k, n, d, causal, r, s)
 		for c := range n {
 			p := math.Exp(s[c] - lse[r])
 			if p == 0 {
@@ -178,4 +185,13 @@ func gradSizes(in *Inputs, dO []float32, n, d int, causal, roundedO bool) (dq, d
 		return m
 	}
 	return top(sdq), top(sdk), top(sdv)
+}
+
+// widen is x in float64, exactly.
+func widen(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
 }

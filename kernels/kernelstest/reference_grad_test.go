@@ -1,4 +1,8 @@
-package kernels
+// Tests of the gradient oracle itself (reference_grad.go): against finite
+// differences of kernels.Reference64, D against the sum it stands for, and
+// the finite differences' own power to catch a wrong gradient.
+
+package kernelstest
 
 import (
 	"fmt"
@@ -7,12 +11,13 @@ import (
 	"testing"
 
 	"flashstep/internal/testrand"
+	"flashstep/kernels"
 )
 
 // loss is Σ dO ∘ O, whose gradient with respect to Q, K and V is what
 // ReferenceGrad returns for that dO.
 func loss(q, k, v, dO []float64, n, d int, causal bool) float64 {
-	o, _ := attention64(q, k, v, n, d, causal)
+	o, _ := kernels.Reference64(q, k, v, n, d, causal)
 	var l float64
 	for i := range o {
 		l += dO[i] * o[i]
@@ -95,11 +100,11 @@ func TestReferenceGradD(t *testing.T) {
 		n, d, causal := 1+rng.IntN(12), 1+rng.IntN(8), rng.IntN(2) == 0
 		q, k, v, dO := randomNormals(rng, n*d, 1), randomNormals(rng, n*d, 1), randomNormals(rng, n*d, 1), randomNormals(rng, n*d, 1)
 		g := grad64(q, k, v, dO, n, d, causal)
-		_, lse := attention64(q, k, v, n, d, causal)
+		_, lse := kernels.Reference64(q, k, v, n, d, causal)
 		s := make([]float64, n)
 		want := make([]float64, n)
 		for r := 0; r < n; r++ {
-			scores64(q, k, n, d, causal, r, s)
+			kernels.Scores64(q, k, n, d, causal, r, s)
 			for c := 0; c < n; c++ {
 				p := math.Exp(s[c] - lse[r])
 				var dp float64
@@ -151,11 +156,11 @@ func TestFiniteDifferencesCatchAForgottenD(t *testing.T) {
 	n, d := 4+rng.IntN(5), 2+rng.IntN(4)
 	q, k, v, dO := randomNormals(rng, n*d, 1), randomNormals(rng, n*d, 1), randomNormals(rng, n*d, 1), randomNormals(rng, n*d, 1)
 	// dQ without D: Σ_c P_rc dP_rc K_c / √d.
-	_, lse := attention64(q, k, v, n, d, false)
+	_, lse := kernels.Reference64(q, k, v, n, d, false)
 	s := make([]float64, n)
 	wrong := make([]float64, n*d)
 	for r := 0; r < n; r++ {
-		scores64(q, k, n, d, false, r, s)
+		kernels.Scores64(q, k, n, d, false, r, s)
 		for c := 0; c < n; c++ {
 			p := math.Exp(s[c] - lse[r])
 			var dp float64
