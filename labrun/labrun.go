@@ -444,12 +444,12 @@ func (s *Service) janitor() {
 func (s *Service) grade(t *ticket) *Verdict {
 	seed := uint64(time.Now().UnixNano()) >> 1
 	req, runs := t.e.KernelRequestFor(t.source, seed)
-	proc, limit := process{Command: s.o.Command, Sandbox: s.o.Sandbox}, s.o.Limit
+	proc, limit := Process{Command: s.o.Command, Sandbox: s.o.Sandbox}, s.o.Limit
 	if t.check != NoCheck {
 		// A sanitizer runs a kernel tens of times slower: three times the time.
 		proc.Sanitizer, proc.Tool, limit = s.o.Sanitizer, string(t.check), 3*limit
 	}
-	res, err := runProcess(t.ctx, proc, req, limit)
+	res, err := RunProcess(t.ctx, proc, req, limit)
 	reply := res.Reply
 	v := &Verdict{Seed: seed, Took: res.Took.Seconds(), Output: res.Output, OutputCut: res.OutputCut}
 	if t.check != NoCheck {
@@ -460,7 +460,7 @@ func (s *Service) grade(t *ticket) *Verdict {
 		}
 	}
 	switch {
-	case errors.Is(err, errTimeout):
+	case errors.Is(err, ErrTimeout):
 		v.Verdict = "timeout"
 		v.Message = fmt.Sprintf("Your kernel (with its compilation) ran past the %v limit and was stopped: does every thread's loop end, and does every thread of a block reach each __syncthreads()?", s.o.Limit)
 		return v
@@ -571,10 +571,10 @@ func (s *Service) place(t *ticket) *Placement {
 	req, flops := t.e.TimingFor(t.source)
 	tm := req.Timing
 	p := &Placement{Shape: fmt.Sprintf("N=%d, d=%d, B·N=%d, H·d=%d%s", tm.N, req.D, tm.Batch*tm.N, tm.Heads*req.D, map[bool]string{true: ", causal"}[tm.Causal])}
-	res, err := runProcess(t.ctx, process{Command: s.o.Command, Sandbox: s.o.Sandbox}, req, s.o.Limit)
+	res, err := RunProcess(t.ctx, Process{Command: s.o.Command, Sandbox: s.o.Sandbox}, req, s.o.Limit)
 	reply := res.Reply
 	switch {
-	case errors.Is(err, errTimeout):
+	case errors.Is(err, ErrTimeout):
 		p.Note = fmt.Sprintf("at the ladder's size your kernel ran past the %v limit: too slow to place", s.o.Limit)
 		return p
 	case err != nil:

@@ -21,24 +21,24 @@ import (
 	"flashstep/sandbox"
 )
 
-// errTimeout: a student's kernel (or its compilation) ran past its time
+// ErrTimeout: a student's kernel (or its compilation) ran past its time
 // limit, and its process was killed.
-var errTimeout = errors.New("time limit")
+var ErrTimeout = errors.New("time limit")
 
-// process says how a student's kernel's process starts.
-type process struct {
+// Process says how a student's kernel's process starts.
+type Process struct {
 	// Command is the GPU worker; "-lab" is added.
 	Command []string
 	// Sandbox confines the process (package sandbox): its user, the
 	// variables a test adds.
 	Sandbox sandbox.Options
 	// Sanitizer, with Tool ("memcheck", "racecheck"), runs the process
-	// under compute-sanitizer, whose report comes back in processResult.Report.
+	// under compute-sanitizer, whose report comes back in ProcessResult.Report.
 	Sanitizer, Tool string
 }
 
-// processResult is what a student's kernel's process gave back.
-type processResult struct {
+// ProcessResult is what a student's kernel's process gave back.
+type ProcessResult struct {
 	Reply lab.KernelReply
 	// Output is what the kernel's threads printed (printf), its first
 	// lab.MaxOutputBytes; OutputCut counts the bytes past them.
@@ -56,18 +56,18 @@ type processResult struct {
 	Took   time.Duration
 }
 
-// runProcess runs one student's kernel in a process of its own, confined
+// RunProcess runs one student's kernel in a process of its own, confined
 // (package sandbox): the worker reads req on its standard input, answers
 // on descriptor lab.ReplyFD, and leaves its standard output to the
 // kernel's printf. A kernel that faults takes down only that process and
 // its CUDA context; past limit, or when ctx ends (the student left), the
 // process and any it started are killed and the GPU is free for the next.
-func runProcess(ctx context.Context, p process, req lab.KernelRequest, limit time.Duration) (processResult, error) {
+func RunProcess(ctx context.Context, p Process, req lab.KernelRequest, limit time.Duration) (ProcessResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	body, err := json.Marshal(req)
 	if err != nil {
-		return processResult{}, err
+		return ProcessResult{}, err
 	}
 	argv := append(p.Command[:len(p.Command):len(p.Command)], "-lab")
 	opts := p.Sandbox
@@ -81,12 +81,12 @@ func runProcess(ctx context.Context, p process, req lab.KernelRequest, limit tim
 	}
 	proc, err := sandbox.Command(ctx, argv, opts)
 	if err != nil {
-		return processResult{}, err
+		return ProcessResult{}, err
 	}
 	defer proc.Cleanup()
 	replyR, replyW, err := os.Pipe()
 	if err != nil {
-		return processResult{}, err
+		return ProcessResult{}, err
 	}
 	defer replyR.Close()
 	cmd := proc.Cmd
@@ -99,13 +99,13 @@ func runProcess(ctx context.Context, p process, req lab.KernelRequest, limit tim
 	start := time.Now()
 	if err := proc.Start(); err != nil {
 		replyW.Close()
-		return processResult{}, fmt.Errorf("starting the kernel's process: %w", err)
+		return ProcessResult{}, fmt.Errorf("starting the kernel's process: %w", err)
 	}
 	replyW.Close() // the child's copy is the only writer now
 	answered := make(chan labAnswer, 1)
 	go func() { answered <- readReply(replyR) }()
 	runErr := cmd.Wait()
-	res := processResult{Took: time.Since(start), Output: output.String(), OutputCut: output.cut, Stderr: stderr.String()}
+	res := ProcessResult{Took: time.Since(start), Output: output.String(), OutputCut: output.cut, Stderr: stderr.String()}
 	var a labAnswer
 	select {
 	case a = <-answered:
@@ -118,7 +118,7 @@ func runProcess(ctx context.Context, p process, req lab.KernelRequest, limit tim
 		res.Report = readReport(filepath.Join(proc.Dir, reportName))
 	}
 	if ctx.Err() == context.DeadlineExceeded {
-		return res, errTimeout
+		return res, ErrTimeout
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()

@@ -18,7 +18,6 @@ import (
 	"flashstep/kernels"
 	"flashstep/lab"
 	"flashstep/labrun"
-	"flashstep/runner"
 	"flashstep/sandbox"
 )
 
@@ -29,11 +28,11 @@ const labChild = "FS_LAB_CHILD"
 
 // labProcess starts this test binary as the lab's worker, confined as the
 // server confines it.
-var labProcess = runner.LabProcess{Command: []string{os.Args[0]}, Sandbox: sandbox.Options{Env: []string{labChild + "=1"}}}
+var labProcess = labrun.Process{Command: []string{os.Args[0]}, Sandbox: sandbox.Options{Env: []string{labChild + "=1"}}}
 
 func labKernel(t *testing.T, req lab.KernelRequest, limit time.Duration) (lab.KernelReply, time.Duration, error) {
 	t.Helper()
-	res, err := runner.LabKernel(context.Background(), labProcess, req, limit)
+	res, err := labrun.RunProcess(context.Background(), labProcess, req, limit)
 	return res.Reply, res.Took, err
 }
 
@@ -114,7 +113,7 @@ func TestLabBadKernels(t *testing.T) {
 		t.Errorf("a correct kernel beside an endless one: %v", err)
 	}
 	wg.Wait()
-	if !errors.Is(endErr, runner.ErrLabTimeout) || endTook > 7*time.Second {
+	if !errors.Is(endErr, labrun.ErrTimeout) || endTook > 7*time.Second {
 		t.Errorf("the endless kernel: %v after %v", endErr, endTook)
 	}
 	t.Logf("endless kernel stopped after %v; the correct one beside it answered in %v", endTook, took)
@@ -197,7 +196,7 @@ func TestLabRaceOnSharedMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		var st labrun.Status
-		for st.State != "done" && st.State != "cancelled" && time.Since(start) < 90*time.Second {
+		for st.State != labrun.StateDone && st.State != labrun.StateCancelled && time.Since(start) < 90*time.Second {
 			time.Sleep(50 * time.Millisecond)
 			st, _ = s.Status(id)
 		}
@@ -206,7 +205,7 @@ func TestLabRaceOnSharedMemory(t *testing.T) {
 			req, _ := tiles.KernelRequestFor(tc.source, 6)
 			p := labProcess
 			p.Sanitizer, p.Tool = sanitizer, "racecheck"
-			res, err := runner.LabKernel(context.Background(), p, req, 60*time.Second)
+			res, err := labrun.RunProcess(context.Background(), p, req, 60*time.Second)
 			t.Logf("racecheck's own report (%v):\n%s\nstage %s %s", err, res.Report, res.Reply.Stage, res.Reply.Error)
 			continue
 		}
@@ -216,13 +215,13 @@ func TestLabRaceOnSharedMemory(t *testing.T) {
 
 func describe(st labrun.Status) string {
 	if st.Verdict == nil {
-		return st.State + ", no verdict"
+		return string(st.State) + ", no verdict"
 	}
 	return fmt.Sprintf("%s: %s: %s", st.Verdict.Verdict, st.Verdict.Message, st.Verdict.Log)
 }
 
 // TestLabSandbox: a student's kernel whose source names files (the
-// server's source check out of the way: runner.LabKernel takes any
+// server's source check out of the way: labrun.RunProcess takes any
 // source) reads nothing of the server's; a kernel that prints passes and
 // its output comes back beside the reply; sources that may overflow the
 // compiler's stack get a verdict in words, never a crash report.
@@ -237,7 +236,7 @@ func TestLabSandbox(t *testing.T) {
 	naive, _ := lab.ByID("naive-kernel")
 	for _, name := range []string{"/proc/self/environ", rootOnly, "/etc/passwd", "/proc/self/net/tcp", fmt.Sprintf("/proc/%d/cmdline", os.Getpid())} {
 		req, _ := naive.KernelRequestFor("#include \""+name+"\"\n"+naive.Solution, 8)
-		res, err := runner.LabKernel(context.Background(), labProcess, req, 30*time.Second)
+		res, err := labrun.RunProcess(context.Background(), labProcess, req, 30*time.Second)
 		if err != nil {
 			t.Fatalf("#include %s: %v", name, err)
 		}
@@ -261,7 +260,7 @@ func TestLabSandbox(t *testing.T) {
 		src = strings.Replace(naive.Solution, "{\n", "{\n  if (threadIdx.x == 0) printf(\"hello from q-tile %d, batch-head %d\\n\", blockIdx.x, blockIdx.y);\n", 1)
 	}
 	req, runs := naive.KernelRequestFor(src, 9)
-	res, err := runner.LabKernel(context.Background(), labProcess, req, 30*time.Second)
+	res, err := labrun.RunProcess(context.Background(), labProcess, req, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +296,7 @@ func TestLabSandbox(t *testing.T) {
 	for name, src := range map[string]string{"parentheses": deepParens, "template": deepTemplate, "constexpr": deepConstexpr, "blocks": deepNest,
 		"macros": deepMacro, "template arguments": deepArgs, "braces": deepBraces} {
 		req, _ := naive.KernelRequestFor(src+naive.Solution, 10)
-		res, err := runner.LabKernel(context.Background(), labProcess, req, 60*time.Second)
+		res, err := labrun.RunProcess(context.Background(), labProcess, req, 60*time.Second)
 		switch {
 		case err != nil:
 			t.Errorf("%s: no verdict: %v\nstderr: %.600s", name, err, res.Stderr)
@@ -335,14 +334,14 @@ func TestLabSandboxDiagnosis(t *testing.T) {
 		p := labProcess
 		v.o.Env = p.Sandbox.Env
 		p.Sandbox = v.o
-		res, err := runner.LabKernel(context.Background(), p, req, 30*time.Second)
+		res, err := labrun.RunProcess(context.Background(), p, req, 30*time.Second)
 		t.Logf("%-32s err=%v stage=%s error=%q sandbox=%q stdout=%.200q stderr=%.300q", v.name, err, res.Reply.Stage, res.Reply.Error, res.Reply.Sandbox, res.Output, res.Stderr)
 		if sanitizer, err := exec.LookPath("compute-sanitizer"); err == nil || fileExists("/usr/local/cuda/bin/compute-sanitizer") {
 			if err != nil {
 				sanitizer = "/usr/local/cuda/bin/compute-sanitizer"
 			}
 			p.Sanitizer, p.Tool = sanitizer, "memcheck"
-			res, err := runner.LabKernel(context.Background(), p, req, 60*time.Second)
+			res, err := labrun.RunProcess(context.Background(), p, req, 60*time.Second)
 			t.Logf("%-32s under memcheck: err=%v stage=%s error=%q sandbox=%q report=%.300q stderr=%.500q", v.name, err, res.Reply.Stage, res.Reply.Error, res.Reply.Sandbox, res.Report, res.Stderr)
 		}
 	}
@@ -366,7 +365,7 @@ func TestLabFMA(t *testing.T) {
 		var ms [2]float64
 		for k, nofma := range []bool{false, true} {
 			req.NoFMA = nofma
-			res, err := runner.LabKernel(context.Background(), labProcess, req, 60*time.Second)
+			res, err := labrun.RunProcess(context.Background(), labProcess, req, 60*time.Second)
 			if err != nil || res.Reply.Stage != "done" {
 				t.Fatalf("%s (no FMA %v): %v %s %s", e.ID, nofma, err, res.Reply.Error, res.Reply.Log)
 			}
