@@ -125,7 +125,7 @@ func TestBackwardConstantsMatchSource(t *testing.T) {
 	}
 }
 
-// evalInt evaluates an integer expression of +, −, * and parentheses.
+// evalInt evaluates an integer expression of +, −, *, / and parentheses.
 func evalInt(t *testing.T, e ast.Expr) int {
 	switch e := e.(type) {
 	case *ast.BasicLit:
@@ -145,6 +145,8 @@ func evalInt(t *testing.T, e ast.Expr) int {
 			return x - y
 		case token.MUL:
 			return x * y
+		case token.QUO:
+			return x / y
 		}
 	}
 	t.Fatalf("cannot evaluate %T", e)
