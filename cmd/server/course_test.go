@@ -68,9 +68,15 @@ func TestBrowserCourseAsAStudentSeesIt(t *testing.T) {
 			t.Errorf("%s: its %d embedded pages did not all finish loading", l.Slug, framed)
 			continue
 		}
-		// KaTeX has typeset every formula of the text.
-		if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('.lesson .math')].every((m) => m.querySelector('.katex'))`)); !ok {
-			t.Errorf("%s: a formula is not typeset", l.Slug)
+		// KaTeX has typeset every formula of the text: a slice at a time,
+		// between the page's other work (lesson.js, typeset), so on a busy
+		// machine the last ones may come after the frames.
+		typeset := false
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !typeset; time.Sleep(100 * time.Millisecond) {
+			typeset, _ = chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('.lesson .math')].every((m) => m.querySelector('.katex'))`))
+		}
+		if !typeset {
+			t.Errorf("%s: a formula is not typeset 20 s after its widgets loaded", l.Slug)
 		}
 		for _, w := range l.Widgets {
 			if w.Kind != lessons.WidgetStepper {
