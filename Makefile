@@ -38,9 +38,16 @@ $(VENDOR)/.stamp: package.json package-lock.json scripts/codemirror-entry.js
 # the sweep's shapes trimmed), every package, under 90 s on two cores.
 # `make test-long` runs the same tests at full size (every lesson page in
 # Chromium, every shape, every draw); CI runs both.
+#
+# Four tests of a package at a time (-parallel 4), not two: the browser
+# tests and the body deadlines mostly wait on Chromium and the clock, not
+# the CPU. The front end's Node tests run beside Go's, their report after.
 test: test-prep
-	node --test --test-reporter=spec jstest/*.test.mjs
-	$(GO) test -short ./...
+	@mkdir -p bin; node --test --test-reporter=spec jstest/*.test.mjs > bin/jstest.log 2>&1 & js=$$!; \
+	  $(GO) test -short -parallel 4 ./...; gostatus=$$?; \
+	  wait $$js; jsstatus=$$?; cat bin/jstest.log; \
+	  [ $$jsstatus = 0 ] || echo "make test: the front end's Node tests failed (above)"; \
+	  [ $$gostatus = 0 ] && [ $$jsstatus = 0 ]
 
 test-long: test-prep
 	node --test --test-reporter=spec jstest/*.test.mjs
