@@ -52,7 +52,12 @@ function placeViews() {
   document.documentElement.style.setProperty('--views-top', `${Math.round(top)}px`);
 }
 
-// render draws the step shown (state.k) in every view.
+// render draws the step shown (state.k) in every view. The page's first
+// drawing goes a view per task, so that a lesson whose frames all draw as
+// it loads is never held for the sum of their views (a real-tiles frame's
+// first drawing was one task of 50 to 120 ms); every later one, a step the
+// reader asked for, draws whole at once.
+let drawnOnce = false;
 export function render() {
   const m = state.model;
   const h = m.h;
@@ -64,24 +69,35 @@ export function render() {
   $('step-title').textContent = title;
   $('step-explain').textContent = explain;
   placeViews();
-  views.grid.draw(h, m.tileStates(state.k));
+  const views_ = [() => views.grid.draw(h, m.tileStates(state.k))];
   if (isBackward(h)) {
-    backward.draw({ h, m, r, k: state.k, views, $ });
+    views_.push(() => backward.draw({ h, m, r, k: state.k, views, $ }));
   } else {
-    restoreFinal();
-    drawInputs(h, m, r);
-    drawTiles(h, m, r);
-    drawRows(h, m, r);
-    drawFinal(h, m, r);
+    views_.push(() => { restoreFinal(); drawInputs(h, m, r); }, () => drawTiles(h, m, r), () => drawRows(h, m, r), () => drawFinal(h, m, r));
   }
-  if (know.knows('gpu')) views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h));
-  if (h.roles && know.knows('gpu') && know.knows('roles')) views.roles.draw(m, state.k, state.loaded);
-  drawKernelSource(h, r);
-  $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
-  $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
-  $('bytes-note').textContent = rung(h.variant)?.bytes_note || (!materialises(h.variant)
-    ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
-    : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.');
+  if (know.knows('gpu')) views_.push(() => views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h)));
+  if (h.roles && know.knows('gpu') && know.knows('roles')) views_.push(() => views.roles.draw(m, state.k, state.loaded));
+  views_.push(() => drawKernelSource(h, r), () => {
+    $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
+    $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
+    $('bytes-note').textContent = rung(h.variant)?.bytes_note || (!materialises(h.variant)
+      ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
+      : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.');
+  });
+  if (drawnOnce) {
+    for (const draw of views_) draw();
+    return;
+  }
+  drawnOnce = true;
+  // A view per task; a step asked for meanwhile draws every view itself,
+  // and this drawing of the old step stops.
+  const k = state.k, model = m;
+  const next = (i) => {
+    if (i === views_.length || state.k !== k || state.model !== model) return;
+    views_[i]();
+    setTimeout(() => next(i + 1), 0);
+  };
+  next(0);
 }
 
 function drawInputs(h, m, r) {
