@@ -12,10 +12,15 @@
 // and one /step?…). Paths on the command line (or LIGHTHOUSE_PAGES, space
 // separated) replace the list. LIGHTHOUSE_RUNS=k runs each page k times and
 // keeps the median by score. Reports land in tools/lighthouse/reports/.
+//
+// LIGHTHOUSE_SITE=DIR measures the static site (make site) instead: DIR is
+// served as a plain static host serves it (a file, or a folder's
+// index.html; no compression), and its pages are found the same way.
 import { spawn, execFile } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { createServer as createHTTPServer } from 'node:http';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, extname, join, normalize, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const MIN_SCORE = 90;
@@ -27,8 +32,9 @@ const reports = join(here, 'reports');
 const chrome = process.env.CHROME_PATH || '/usr/bin/chromium';
 const runs = Math.max(1, Number(process.env.LIGHTHOUSE_RUNS) || 1);
 
+const site = process.env.LIGHTHOUSE_SITE || '';
 const [serverBin, ...asked] = process.argv.slice(2);
-if (!serverBin) {
+if (!serverBin && !site) {
   console.error('usage: run.mjs SERVER_BINARY [PATH...]');
   process.exit(2);
 }
@@ -113,19 +119,51 @@ function figures(lhr) {
 
 const fileName = (path) => (path.replace(/^\//, '').replace(/[^a-zA-Z0-9]+/g, '_') || 'home').slice(0, 80);
 
+const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css',
+  '.json': 'application/json', '.wasm': 'application/wasm', '.svg': 'image/svg+xml', '.png': 'image/png', '.woff2': 'font/woff2',
+  '.woff': 'font/woff', '.ttf': 'font/ttf' };
+
+// serveSite serves folder dir as a static host does: the file a path
+// names, or the index.html of the folder it names; 404 otherwise.
+function serveSite(dir, port) {
+  const root = resolve(dir);
+  const srv = createHTTPServer((req, res) => {
+    let p = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname));
+    let file = join(root, p);
+    try {
+      if (!file.startsWith(root)) throw new Error('outside');
+      if (statSync(file).isDirectory()) file = join(file, 'index.html');
+      const body = readFileSync(file);
+      res.writeHead(200, { 'Content-Type': types[extname(file)] || 'application/octet-stream' });
+      res.end(body);
+    } catch {
+      res.writeHead(404, { 'Content-Type': 'text/plain' });
+      res.end('not found');
+    }
+  });
+  return new Promise((ok) => srv.listen(port, '127.0.0.1', () => ok(srv)));
+}
+
 async function main() {
   mkdirSync(reports, { recursive: true });
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const server = spawn(serverBin, ['-addr', `127.0.0.1:${port}`, '-worker', 'none'], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const stop = () => { if (server.exitCode === null) server.kill('SIGTERM'); };
-  process.on('exit', stop);
-  process.on('SIGINT', () => process.exit(130));
-  await waitHealthy(base, server);
+  let stop;
+  if (site) {
+    const srv = await serveSite(site, port);
+    stop = () => srv.close();
+    process.on('exit', stop);
+  } else {
+    const server = spawn(serverBin, ['-addr', `127.0.0.1:${port}`, '-worker', 'none'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    stop = () => { if (server.exitCode === null) server.kill('SIGTERM'); };
+    process.on('exit', stop);
+    process.on('SIGINT', () => process.exit(130));
+    await waitHealthy(base, server);
+  }
 
   const fromEnv = (process.env.LIGHTHOUSE_PAGES || '').split(/\s+/).filter(Boolean);
   const pages = asked.length ? asked : fromEnv.length ? fromEnv : await findPages(base);
-  console.log(`Lighthouse ${JSON.parse(readFileSync(join(here, 'node_modules/lighthouse/package.json'), 'utf8')).version}, desktop preset, throttling off (provided), ${pages.length} pages, ${runs} run(s) each, ${base} (CPU mode)`);
+  console.log(`Lighthouse ${JSON.parse(readFileSync(join(here, 'node_modules/lighthouse/package.json'), 'utf8')).version}, desktop preset, throttling off (provided), ${pages.length} pages, ${runs} run(s) each, ${base} (${site ? `the static site in ${site}` : 'CPU mode'})`);
 
   const rows = [];
   for (const path of pages) {
