@@ -22,7 +22,7 @@ function elsewhere(page, query) {
   return onLab ? page !== 'lab' || query !== room.lab : page === 'lab';
 }
 
-// Close codes the server ends a room's connection with (web/rooms_ws.go):
+// Close codes the server ends a room's connection with (classroom/ws.go, problem.Code.CloseCode):
 // each is final, the page says why and stops reconnecting.
 // 1001 is not among them: the server that held the connection is leaving,
 // the room goes on, and the page reconnects (to another server, through
