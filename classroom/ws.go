@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"flashstep/client"
+	"flashstep/internal/wsclose"
 	"flashstep/problem"
 	"flashstep/rooms"
 
@@ -121,7 +122,10 @@ func (s *Server) readRoom(conn *websocket.Conn, m *rooms.Member, done chan<- str
 	for {
 		kind, data, err := conn.ReadMessage()
 		if err != nil {
-			return // over the read limit: gorilla has sent close 1009
+			// Over the read limit, gorilla has sent close 1009: the rest of
+			// the message is drained before the writer closes.
+			wsclose.DrainAfter(conn, err, 200*time.Millisecond)
+			return
 		}
 		conn.SetReadDeadline(time.Now().Add(pongWait))
 		if kind != websocket.TextMessage {

@@ -1837,7 +1837,7 @@ func checkpoint(c *lessons.Checkpoint, number int) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 149, "<div class=\"checkpoint-actions\"><button type=\"submit\" class=\"button primary\" data-action=\"check\">Check</button> <button type=\"button\" class=\"button\" data-action=\"reveal\">Show me</button></div></form><div class=\"verdict\" role=\"status\" aria-live=\"polite\" data-testid=\"verdict\"></div><div class=\"explanation\" data-testid=\"explanation\" hidden></div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 149, "<div class=\"checkpoint-actions\"><button type=\"submit\" class=\"button primary\" data-action=\"check\" disabled>Check</button> <button type=\"button\" class=\"button\" data-action=\"reveal\" disabled>Show me</button></div></form><div class=\"verdict\" role=\"status\" aria-live=\"polite\" data-testid=\"verdict\"></div><div class=\"explanation\" data-testid=\"explanation\" hidden></div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

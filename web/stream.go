@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"flashstep/client"
+	"flashstep/internal/wsclose"
 	"flashstep/kernels"
 	"flashstep/problem"
 	"flashstep/runs"
@@ -236,14 +236,30 @@ func (st *stream) write(readerDone <-chan struct{}) error {
 	ping := time.NewTicker(pingPeriod)
 	defer ping.Stop()
 	defer st.conn.Close()
-	closeWith := func(cm closeMsg) {
-		st.conn.SetWriteDeadline(time.Now().Add(writeWait))
-		st.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(cm.code, cm.reason))
-		// Give the peer a moment to answer the close, as the protocol asks.
+	// Give the peer a moment to answer the close, as the protocol asks,
+	// and the reader its moment to drain what the peer sent.
+	awaitPeer := func() {
 		select {
 		case <-readerDone:
 		case <-time.After(closeGrace):
 		}
+	}
+	closeWith := func(cm closeMsg) {
+		st.conn.SetWriteDeadline(time.Now().Add(writeWait))
+		st.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(cm.code, cm.reason))
+		awaitPeer()
+	}
+	// A write refused because a close went out already: the library sent
+	// it from the reader (close 1009, a message over the read limit), and
+	// the reader is draining the rest of that message. Closing now would
+	// leave it unread, and the peer would get a reset in place of the close
+	// frame.
+	closedAlready := func(err error) bool {
+		if errors.Is(err, websocket.ErrCloseSent) {
+			awaitPeer()
+			return true
+		}
+		return false
 	}
 	first := true
 	for {
@@ -262,6 +278,9 @@ func (st *stream) write(readerDone <-chan struct{}) error {
 			return nil
 		case <-ping.C:
 			if err := st.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				if closedAlready(err) {
+					return nil
+				}
 				return err
 			}
 		case m := <-st.out:
@@ -292,6 +311,9 @@ func (st *stream) write(readerDone <-chan struct{}) error {
 				}
 			}
 			if err != nil {
+				if closedAlready(err) {
+					return nil
+				}
 				return err
 			}
 		}
@@ -337,18 +359,13 @@ func (st *stream) read(done chan<- struct{}) {
 			// holds the connection past its second (a slow client being
 			// sent a long trace), so the writer is asked to say it too
 			// (a second close frame is refused by the library, harmless).
-			// The rest of the message is still unread: drain it for a
-			// moment, so that closing sends the client a FIN behind the
-			// close frame, not a reset that would discard the frame before
-			// the client reads it.
+			// The rest of the message is drained before the writer closes.
 			if errors.Is(err, websocket.ErrReadLimit) {
 				select {
 				case st.urgent <- closeMsg{websocket.CloseMessageTooBig, "message too big"}:
 				default: // a close is already on its way
 				}
-				raw := st.conn.NetConn()
-				raw.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-				io.Copy(io.Discard, raw)
+				wsclose.DrainAfter(st.conn, err, 200*time.Millisecond)
 			}
 			st.endConn()
 			return

@@ -55,7 +55,7 @@ func TestBrowserLesson(t *testing.T) {
 	answer := func(s string) {
 		t.Helper()
 		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), s),
-			chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+			chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -244,12 +244,12 @@ func TestBrowserLessonTensorCores(t *testing.T) {
 	cp := "#" + id
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lessons/"+slug),
 		chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), "101"),
-		chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+		chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, cp+" .verdict", "at most 100%")
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), shown),
-		chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+		chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, cp+" .verdict", "Correct")
@@ -302,7 +302,7 @@ func TestBrowserLessonHopper(t *testing.T) {
 	answer := func(s string) {
 		t.Helper()
 		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), s),
-			chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+			chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -192,7 +192,7 @@ func TestBrowserLessonBackwardHolds(t *testing.T) {
 	}
 	cp := "#" + pl.ID
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), answer),
-		chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+		chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, cp+" .verdict", "Correct")
@@ -274,7 +274,7 @@ func TestBrowserLessonDebuggingHolds(t *testing.T) {
 	// The slipped l, answered right.
 	answer := revealedAnswer(t, base, "debugging", ask.ID)
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#"+ask.ID+` input[name=answer]`), answer),
-		chromedp.Click(chromedp.CSS("#"+ask.ID+` button[data-action=check]`))); err != nil {
+		chromedp.WaitEnabled(chromedp.CSS("#"+ask.ID+` button[data-action=check]`)), chromedp.Click(chromedp.CSS("#"+ask.ID+` button[data-action=check]`))); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, "#"+ask.ID+" .verdict", "Correct")

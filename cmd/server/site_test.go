@@ -140,7 +140,7 @@ func TestBrowserStaticSite(t *testing.T) {
 	}
 	// A checkpoint graded against its run's recording (lesson 4's first),
 	// which the WebAssembly grades.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`section.checkpoint [data-action=reveal]`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.WaitEnabled(chromedp.CSS(`section.checkpoint [data-action=reveal]`)), chromedp.Click(chromedp.CSS(`section.checkpoint [data-action=reveal]`))); err != nil {
 		t.Fatal(err)
 	}
 	verdict, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const v = document.querySelector('section.checkpoint .verdict'); return v && !v.classList.contains('pending') && v.textContent ? v.className + ': ' + v.textContent : null })()`,

@@ -177,6 +177,9 @@ export function initCheckpoints(lesson) {
     $('[data-action="reveal"]', cp).addEventListener('click', () => submitCheckpoint(cp, true));
     const saved = progress.get(data.slug, cp.dataset.checkpoint);
     if (saved) showVerdict(cp, { ...saved, hint: '' });
+    // The page serves them disabled: before this, a click would submit
+    // the form natively and reload the page.
+    for (const b of $$('button[data-action]', form)) b.disabled = false;
   }
 }
 
