@@ -426,7 +426,7 @@ func TestGeneratedABI(t *testing.T) {
 			t.Fatal(err)
 		}
 		if string(got) != want {
-			t.Errorf("%s is stale: run go test ./instrument -run TestGeneratedABI -update", path)
+			t.Errorf("%s is stale: run make generate", path)
 		}
 	}
 	cc, err := exec.LookPath("cc")
@@ -477,5 +477,41 @@ func TestChunksSplitAtRecords(t *testing.T) {
 	h, _, buf := randomTrace(rng)
 	if err := Chunks(h, buf[:len(buf)-1], 64, func([]byte) error { return nil }); err == nil && h.Records > 0 {
 		t.Fatal("a cut trace split without error")
+	}
+}
+
+// TestSameBits: a change to any one field of a record, or to one bit of
+// one of its floats, makes it another record; a NaN is itself.
+func TestSameBits(t *testing.T) {
+	base := func() *Record {
+		r := &Record{}
+		v := reflect.ValueOf(r).Elem()
+		for i := range v.NumField() {
+			if f := v.Field(i); f.Type() == reflect.TypeOf([]float32(nil)) {
+				f.Set(reflect.ValueOf([]float32{1, float32(math.NaN()), 0}))
+			}
+		}
+		return r
+	}
+	if !SameBits(base(), base()) {
+		t.Fatal("a record with a NaN differs from its copy")
+	}
+	v := reflect.ValueOf(base()).Elem()
+	for i := range v.NumField() {
+		other := base()
+		f := reflect.ValueOf(other).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Slice:
+			f.Index(2).Set(reflect.ValueOf(float32(math.Copysign(0, -1)))) // −0 for +0
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			f.SetUint(f.Uint() + 1)
+		default:
+			t.Fatalf("field %s of kind %s: say how SameBits tells it apart", v.Type().Field(i).Name, f.Kind())
+		}
+		if SameBits(base(), other) {
+			t.Errorf("a record whose %s differs is the same to SameBits", v.Type().Field(i).Name)
+		}
 	}
 }

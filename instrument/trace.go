@@ -1,6 +1,10 @@
 package instrument
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"reflect"
+)
 
 // Variant names the kernel that produced a trace. Its values are generated
 // from the kernels' registry entries (variants.go).
@@ -174,6 +178,31 @@ type Record struct {
 	DO, Delta  []float32
 	DP, DS     []float32
 	DV, DK, DQ []float32
+}
+
+// SameBits reports whether two records are the same field for field,
+// their floats bit for bit: a NaN equals only the same NaN, −0 is not +0.
+// A test that holds one run's trace to another's (two runs of a mirror, a
+// mirror and its simulation, a stream and its source) compares with it.
+func SameBits(a, b *Record) bool {
+	va, vb := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	for i := range va.NumField() {
+		fa, fb := va.Field(i), vb.Field(i)
+		if xs, ok := fa.Interface().([]float32); ok {
+			ys := fb.Interface().([]float32)
+			if len(xs) != len(ys) {
+				return false
+			}
+			for k, x := range xs {
+				if math.Float32bits(x) != math.Float32bits(ys[k]) {
+					return false
+				}
+			}
+		} else if !fa.Equal(fb) {
+			return false
+		}
+	}
+	return true
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -66,7 +66,7 @@ func TestFixtures(t *testing.T) {
 	}
 	if len(stale) > 0 {
 		slices.Sort(stale)
-		t.Errorf("jstest/testdata is stale: %s; regenerate it with go test ./jstest -run TestFixtures -update", strings.Join(stale, ", "))
+		t.Errorf("jstest/testdata is stale: %s; run make generate", strings.Join(stale, ", "))
 	}
 }
 

@@ -464,9 +464,8 @@ func TestFlash1SimIsTheMirror(t *testing.T) {
 			t.Fatalf("%+v: %d simulated records, %d from the mirror", c, len(got), len(mirror))
 		}
 		for k := range mirror {
-			a, b := fmt.Sprintf("%v", *got[k]), fmt.Sprintf("%v", *mirror[k])
-			if a != b {
-				t.Fatalf("%+v record %d:\nsimulated %s\nmirror    %s", c, k, a, b)
+			if !instrument.SameBits(got[k], mirror[k]) {
+				t.Fatalf("%+v record %d:\nsimulated %v\nmirror    %v", c, k, *got[k], *mirror[k])
 			}
 		}
 	}

@@ -685,7 +685,7 @@ func TestMirrorDeterministic(t *testing.T) {
 		_, a := runTrace(t, c)
 		_, b := runTrace(t, c)
 		for k := range a {
-			if fmt.Sprintf("%v", *a[k]) != fmt.Sprintf("%v", *b[k]) {
+			if !instrument.SameBits(a[k], b[k]) {
 				t.Fatalf("%+v: record %d differs between two runs", c, k)
 			}
 		}

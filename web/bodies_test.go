@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,19 +77,36 @@ func (c *rawConn) answer(t *testing.T) (*http.Response, string) {
 // (and not before it), JSON naming the limit, then the connection closed.
 func (c *rawConn) wantBodyRefused(t *testing.T, what string, sent time.Time) {
 	t.Helper()
-	res, body := c.answer(t)
+	if err := c.bodyRefused(sent); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// bodyRefused is wantBodyRefused's check, as an error: a goroutine of
+// checkLateBodies calls it where it may not end the test.
+func (c *rawConn) bodyRefused(sent time.Time) error {
+	res, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		return fmt.Errorf("no answer: %v", err)
+	}
+	raw, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return fmt.Errorf("the answer's body: %v", err)
+	}
 	took := time.Since(sent)
 	var e apiErrorBody
-	json.Unmarshal([]byte(body), &e)
+	json.Unmarshal(raw, &e)
 	if res.StatusCode != http.StatusRequestTimeout || e.Error != "the request body did not arrive within 0.3 s" || !res.Close {
-		t.Fatalf("%s: %s %q (close %v), want 408 naming the limit", what, res.Status, body, res.Close)
+		return fmt.Errorf("%s %q (close %v), want 408 naming the limit", res.Status, raw, res.Close)
 	}
 	if took < slowBodyDeadline || took > slowBodyDeadline+answerWithin {
-		t.Fatalf("%s: answered after %v, the deadline is %v", what, took, slowBodyDeadline)
+		return fmt.Errorf("answered after %v, the deadline is %v", took, slowBodyDeadline)
 	}
 	if _, err := c.br.ReadByte(); err != io.EOF {
-		t.Fatalf("%s: the connection stays open after the 408: %v", what, err)
+		return fmt.Errorf("the connection stays open after the 408: %v", err)
 	}
+	return nil
 }
 
 // A body trickled in a byte at a time, each byte in time but the whole
@@ -226,16 +245,34 @@ func TestLongRequestsOutliveTheBodyDeadline(t *testing.T) {
 	}
 }
 
-// checkLateBody promises rc's route a body, by length and by chunks, and
-// sends none: the answer is 408 naming the limit, at the deadline, and the
-// connection closes. Every route, whether it reads a body or not: a body
-// promised holds its connection wherever it is sent.
-func checkLateBody(t *testing.T, base, method string, rc routeCase) {
+// checkLateBodies promises every route a body, by length and by chunks,
+// and sends none: each answer is 408 naming the limit, at the deadline, and
+// the connection closes. Every route, whether it reads a body or not: a
+// body promised holds its connection wherever it is sent. The routes wait
+// out their deadlines together, not one after another.
+func checkLateBodies(t *testing.T, base string, routes map[string]routeCase) {
 	t.Helper()
-	for _, promise := range []string{"Content-Length: 1000", "Transfer-Encoding: chunked"} {
-		c := dialRaw(t, base)
-		sent := time.Now()
-		c.send(t, method, rc.path, promise, "")
-		c.wantBodyRefused(t, fmt.Sprintf("%s %s promising a body (%s)", method, rc.path, promise), sent)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for name, rc := range routes {
+		method := strings.Fields(name)[0]
+		for _, promise := range []string{"Content-Length: 1000", "Transfer-Encoding: chunked"} {
+			c := dialRaw(t, base)
+			sent := time.Now()
+			c.send(t, method, rc.path, promise, "")
+			wg.Go(func() {
+				if err := c.bodyRefused(sent); err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s %s promising a body (%s): %v", method, rc.path, promise, err))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	sort.Strings(failures)
+	for _, f := range failures {
+		t.Error(f)
 	}
 }

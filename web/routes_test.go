@@ -238,7 +238,7 @@ func with2(m map[string][]string, kv ...string) map[string][]string {
 // comes within 2 s, never a 5xx, and a rejected value is a 4xx (a page:
 // the error beside its field) naming the field. A body promised and never
 // sent is answered 408 within the body deadline, on a server whose
-// deadline is short (checkLateBody). A route added to routes.go without a
+// deadline is short (checkLateBodies, every route at once). A route added to routes.go without a
 // row here fails the test.
 func TestEveryRouteTakesBadInput(t *testing.T) {
 	t.Parallel()
@@ -265,6 +265,10 @@ func TestEveryRouteTakesBadInput(t *testing.T) {
 			t.Errorf("routeCases has a row for %s, which routes.go no longer has", name)
 		}
 	}
+	t.Run("late bodies", func(t *testing.T) {
+		t.Parallel()
+		checkLateBodies(t, late.URL, cases)
+	})
 	for _, name := range routes {
 		rc, ok := cases[name]
 		if !ok {
@@ -275,7 +279,6 @@ func TestEveryRouteTakesBadInput(t *testing.T) {
 			t.Parallel()
 			// The valid request answers, and fast.
 			check(t, ts.URL, method, rc, rc.base, "", "")
-			checkLateBody(t, late.URL, method, rc)
 			bads := badValuesFor(t, rc)
 			for _, field := range rc.fields {
 				for _, bad := range bads[field] {

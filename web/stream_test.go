@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -107,32 +106,11 @@ func TestStreamWholeTrace(t *testing.T) {
 			t.Fatalf("%d records streamed, header says %d, mirror made %d", len(srecs), sh.Records, len(direct))
 		}
 		for k := range direct {
-			if !sameRecord(srecs[k], direct[k]) {
+			if !instrument.SameBits(srecs[k], direct[k]) {
 				t.Fatalf("record %d (%s) differs from the mirror's", k, direct[k].Kind)
 			}
 		}
 	}
-}
-
-func sameRecord(a, b *instrument.Record) bool {
-	ja, _ := json.Marshal(floatsAsBits(a))
-	jb, _ := json.Marshal(floatsAsBits(b))
-	return bytes.Equal(ja, jb)
-}
-
-// floatsAsBits makes a record comparable with JSON, −Inf included.
-func floatsAsBits(r *instrument.Record) map[string]any {
-	bits := func(v []float32) []uint32 {
-		out := make([]uint32, len(v))
-		for i, x := range v {
-			out[i] = math.Float32bits(x)
-		}
-		return out
-	}
-	return map[string]any{"kind": r.Kind, "bh": r.BH, "i": r.I, "j": r.J, "rows": r.RowsValid, "cols": r.ColsValid,
-		"read": r.BytesRead, "written": r.BytesWritten, "q": bits(r.Q), "k": bits(r.K), "v": bits(r.V),
-		"m_old": bits(r.MOld), "m_new": bits(r.MNew), "alpha": bits(r.Alpha), "l": bits(r.L),
-		"s": bits(r.S), "p": bits(r.P), "o": bits(r.O), "lse": bits(r.LSE)}
 }
 
 func TestStreamInvalidConfig(t *testing.T) {
