@@ -35,11 +35,13 @@ const (
 	VariantFlash2BwdMMA Variant = 14 // "flash2_bwd_mma"
 	// VariantFlash3Overlap is kernels/flash3_overlap.go: ping-pong + softmax under P·V (bf16).
 	VariantFlash3Overlap Variant = 15 // "flash3_overlap"
+	// VariantFlash3BwdWGMMA is kernels/flash3_bwd_wgmma.go: Backward, wgmma (bf16).
+	VariantFlash3BwdWGMMA Variant = 16 // "flash3_bwd_wgmma"
 )
 
 // variantsIssued is the highest wire number ever issued; the next kernel
 // takes the one after.
-const variantsIssued = 15
+const variantsIssued = 16
 
 var variantNames = map[Variant]string{
 	VariantFlash2:         "flash2",
@@ -57,6 +59,7 @@ var variantNames = map[Variant]string{
 	VariantNaiveBwd:       "naive_bwd",
 	VariantFlash2BwdMMA:   "flash2_bwd_mma",
 	VariantFlash3Overlap:  "flash3_overlap",
+	VariantFlash3BwdWGMMA: "flash3_bwd_wgmma",
 }
 
 // Variants lists the valid variants by wire number, for forms and tests.
@@ -76,6 +79,7 @@ var Variants = []Variant{
 	VariantNaiveBwd,
 	VariantFlash2BwdMMA,
 	VariantFlash3Overlap,
+	VariantFlash3BwdWGMMA,
 }
 
 // rolesVariants are the kernels whose entry has a role table: their traced

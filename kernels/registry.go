@@ -262,6 +262,7 @@ var rungs = fromFamilies([]*VariantInfo{
 	flash2BwdKernel,
 	naiveBwdKernel,
 	flash2BwdMMAKernel,
+	flash3BwdWGMMAKernel,
 })
 
 // fromFamilies gives each entry its family's traffic model and walk.

@@ -9,8 +9,9 @@
 // (ladder-*.json, scripts/bench-gpu: the bf16 rungs and naive_mma) and the
 // sweep (sweep-*.json with sdpa-*.json: the float32 rungs). Each ratio is
 // taken within one recording, never across two. Beside the table, the
-// backward bench (backward-*.json, scripts/bench-backward) times
-// flash2_bwd_mma at each of its tiles beside PyTorch's SDPA backward.
+// backward bench (backward-*.json, scripts/bench-backward) times the
+// backward rungs (flash2_bwd_mma, flash3_bwd_wgmma) at each of their tiles
+// beside PyTorch's SDPA backward.
 package ladder
 
 import (
@@ -126,21 +127,26 @@ type BenchRecord struct {
 }
 
 // BackwardRecord is the backward bench's JSON (scripts/bench-backward):
-// flash2_bwd_mma at each of its tiles on the table's shapes, each row
+// the backward rungs at each of their tiles on the table's shapes, each row
 // beside PyTorch's SDPA backward on the same shape, timed in the same run.
 type BackwardRecord struct {
-	GPU       string        `json:"gpu"`
-	NVCC      string        `json:"nvcc"`
-	Date      string        `json:"date"`
-	N         string        `json:"n"`
-	Command   string        `json:"command"`
-	KernelSha string        `json:"flash2_bwd_mma_sha256"` // kernels/cuda/backward/flash2_bwd_mma.cu, as benched
-	PTXSha    string        `json:"ptx_sha256"`            // the shipped PTX at the time
-	Rows      []BackwardRow `json:"rows"`
+	GPU       string `json:"gpu"`
+	NVCC      string `json:"nvcc"`
+	Date      string `json:"date"`
+	N         string `json:"n"`
+	Command   string `json:"command"`
+	KernelSha string `json:"flash2_bwd_mma_sha256"` // kernels/cuda/backward/flash2_bwd_mma.cu, as benched
+	PTXSha    string `json:"ptx_sha256"`            // the shipped PTX at the time
+	// The Hopper rung's source and PTX, as benched (absent from recordings
+	// made before it).
+	HopperKernelSha string        `json:"flash3_bwd_wgmma_sha256,omitempty"`
+	HopperPTXSha    string        `json:"flash3_bwd_wgmma_ptx_sha256,omitempty"`
+	Rows            []BackwardRow `json:"rows"`
 }
 
-// BackwardRow is one kernel on one shape. Kernel names the tile and shape,
-// as flash2_bwd_mma_bc128_d128_causal: bc is the kv-tile's rows.
+// BackwardRow is one kernel on one shape. Kernel names the rung, the tile
+// and the shape, as flash2_bwd_mma_bc128_d128_causal: bc is the kv-tile's
+// rows.
 type BackwardRow struct {
 	Kernel string  `json:"kernel"`
 	D      int     `json:"d"`

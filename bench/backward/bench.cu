@@ -1,4 +1,5 @@
-// Timing bench for the tensor-core backward (kernels/cuda/backward/flash2_bwd_mma.cu) on
+// Timing bench for the tensor-core backwards (kernels/cuda/backward/flash2_bwd_mma.cu,
+// and on Hopper kernels/cuda/hopper/flash3_bwd_wgmma.cu) on
 // the FlashAttention benchmark shapes (B·N = 16384, H·d = 2048), plain and
 // causal, d = 64 and 128. Each run is checked first: its dQ, dK and dV
 // against a float32 reference backward on the same bf16 inputs, every
@@ -8,7 +9,7 @@
 // bench/backward/sdpa_bwd.py in the same call (scripts/bench-backward), so
 // the ratios to SDPA's backward come from one machine state:
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o bwd-bench bench/backward/bench.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o bwd-bench bench/backward/bench.cu
 //   ./bwd-bench 4096 30 [part of a name, or =name]   (every compiled tile, or those named)
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "../../kernels/cuda/backward/flash2_bwd_mma.cu"
+#include "../../kernels/cuda/hopper/flash3_bwd_wgmma.cu"
 
 using fast::bf16;
 
@@ -126,36 +128,44 @@ struct Shape {
   bool causal;
 };
 
-// A compiled tile's three kernels (FLASH2_BWD_MMA_INSTANCE): BR = 64 q rows,
-// BC = 16·NW kv rows.
+// A compiled tile's three kernels (FLASH2_BWD_MMA_INSTANCE,
+// FLASH3_BWD_WGMMA_INSTANCE): BR = 64 q rows, BC kv rows, the same
+// arguments; the block's threads and shared memory are each rung's.
 using PreFn = decltype(&flash2_bwd_mma_pre_br64_bc64_d64);
 using MainFn = decltype(&flash2_bwd_mma_main_br64_bc64_d64);
 using DqFn = decltype(&flash2_bwd_mma_dq_br64_bc64_d64);
 struct Kernels {
-  int D, BC, NW;
+  const char *rung;
+  int D, BC, threads, smem;
   PreFn pre;
   MainFn main;
   DqFn dq;
 };
 #define KERNELS(BC, D, NW)                                                                                               \
   Kernels {                                                                                                             \
-    D, BC, NW, flash2_bwd_mma_pre_br64_bc##BC##_d##D, flash2_bwd_mma_main_br64_bc##BC##_d##D,                           \
-        flash2_bwd_mma_dq_br64_bc##BC##_d##D                                                                            \
+    "flash2_bwd_mma", D, BC, NW * 32, flash2_bwd_mma::smem_bytes(64, BC, D), flash2_bwd_mma_pre_br64_bc##BC##_d##D,     \
+        flash2_bwd_mma_main_br64_bc##BC##_d##D, flash2_bwd_mma_dq_br64_bc##BC##_d##D                                     \
   }
-const Kernels tiles[] = {KERNELS(64, 64, 4), KERNELS(64, 128, 4), KERNELS(128, 64, 8), KERNELS(128, 128, 8)};
+#define WGMMA_KERNELS(BC, D)                                                                                             \
+  Kernels {                                                                                                             \
+    "flash3_bwd_wgmma", D, BC, BC * 2, flash3_bwd_wgmma::smem_bytes(64, BC, D), flash3_bwd_wgmma_pre_br64_bc##BC##_d##D, \
+        flash3_bwd_wgmma_main_br64_bc##BC##_d##D, flash3_bwd_wgmma_dq_br64_bc##BC##_d##D                                 \
+  }
+const Kernels tiles[] = {KERNELS(64, 64, 4),   KERNELS(64, 128, 4),       KERNELS(128, 64, 8),
+                         KERNELS(128, 128, 8), WGMMA_KERNELS(64, 64),     WGMMA_KERNELS(128, 128),
+                         WGMMA_KERNELS(64, 128)};
 
 // run launches a tile's three kernels.
 void run(const Kernels &k, const bf16 *q, const bf16 *kk, const bf16 *v, const bf16 *dO, const bf16 *o, const float *L,
          float *delta, float *dq, float *dk, float *dv, int N, int BH, float scale, bool causal) {
   constexpr int BR = 64;
-  const int smem = flash2_bwd_mma::smem_bytes(BR, k.BC, k.D);
   unsigned bits;
   memcpy(&bits, &scale, 4);
   const unsigned long long sb = bits;
   const dim3 rows((N + BR - 1) / BR, BH), cols((N + k.BC - 1) / k.BC, BH);
-  k.pre<<<rows, k.NW * 32>>>(dO, o, L, delta, dq, N);
-  k.main<<<cols, k.NW * 32, smem>>>(q, kk, v, dO, L, delta, dq, dk, dv, N, sb, causal);
-  k.dq<<<rows, k.NW * 32>>>(dq, N, sb);
+  k.pre<<<rows, k.threads>>>(dO, o, L, delta, dq, N);
+  k.main<<<cols, k.threads, k.smem>>>(q, kk, v, dO, L, delta, dq, dk, dv, N, sb, causal);
+  k.dq<<<rows, k.threads>>>(dq, N, sb);
 }
 
 int main(int argc, char **argv) {
@@ -164,7 +174,7 @@ int main(int argc, char **argv) {
   // Only the variants whose names contain argv[3] (or, as =name, are it).
   const char *only = argc > 3 ? argv[3] : nullptr;
   for (const Kernels &k : tiles)
-    CHECK(cudaFuncSetAttribute(k.main, cudaFuncAttributeMaxDynamicSharedMemorySize, flash2_bwd_mma::smem_bytes(64, k.BC, k.D)));
+    CHECK(cudaFuncSetAttribute(k.main, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings of pre+main+dq after 3 warm-ups\n",
@@ -175,7 +185,7 @@ int main(int argc, char **argv) {
   for (const Kernels &tile : tiles) {
     if (tile.D != sh.D) continue;
     char name[64];
-    snprintf(name, sizeof name, "flash2_bwd_mma_bc%d_d%d%s", tile.BC, sh.D, sh.causal ? "_causal" : "");
+    snprintf(name, sizeof name, "%s_bc%d_d%d%s", tile.rung, tile.BC, sh.D, sh.causal ? "_causal" : "");
     if (only && (only[0] == '=' ? strcmp(name, only + 1) != 0 : !strstr(name, only))) continue;
     const int D = sh.D, B = std::max(1, 16384 / N), H = 2048 / D, BH = B * H;
     const size_t n = (size_t)BH * N * D;
