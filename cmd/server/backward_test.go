@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"flashstep/instrument"
 	"flashstep/internal/testrand"
@@ -80,8 +81,13 @@ func TestBrowserBackwardStepper(t *testing.T) {
 			scrubTo(ctx, t, k+1)
 		}
 		waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", k+1, len(steps)))
+		// The source panel lights its lines once its source has arrived
+		// (a fetch of its own); from then on each step lights them as it
+		// is drawn.
+		chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById('kernel-source').dataset.lit !== undefined`,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)))
 		title := evalJS[string](ctx, t, `document.getElementById('step-title').textContent`)
-		lit := evalJS[string](ctx, t, `document.getElementById('kernel-source').dataset.lit`)
+		lit := evalJS[string](ctx, t, `document.getElementById('kernel-source').dataset.lit ?? ''`)
 		switch r.Kind {
 		case instrument.KindBwdStep:
 			if !strings.Contains(title, fmt.Sprintf("kv-tile %d", r.J)) || !strings.Contains(title, fmt.Sprintf("q-tile %d", r.I)) {
@@ -168,10 +174,14 @@ func TestBrowserBackwardStepper(t *testing.T) {
 		}
 		seen[r.Kind] = true
 		waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", k+1, len(nsteps)))
-		title := evalJS[string](ctx, t, `document.getElementById('step-title').textContent`)
-		lit := evalJS[string](ctx, t, `document.getElementById('kernel-source').dataset.lit`)
 		want := map[instrument.Kind][2]string{instrument.KindBwdDP: {"phase 1", "dp"}, instrument.KindBwdDS: {"phase 2", "ds"},
 			instrument.KindBwdDQ: {"phase 3", "dq"}, instrument.KindBwdKV: {"phase 4", "dkv"}}[r.Kind]
+		// The source panel lights its lines after the step is drawn (its
+		// source arrives on its own): wait for it, then read what it says.
+		chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById('kernel-source').dataset.lit === %q`, want[1]),
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)))
+		title := evalJS[string](ctx, t, `document.getElementById('step-title').textContent`)
+		lit := evalJS[string](ctx, t, `document.getElementById('kernel-source').dataset.lit ?? ''`)
 		if !strings.Contains(title, want[0]) || lit != want[1] {
 			t.Errorf("naive_bwd step %d (%s): title %q, lit %q", k+1, r.Kind, title, lit)
 		}
