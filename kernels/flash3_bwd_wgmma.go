@@ -29,9 +29,11 @@ var flash3BwdWGMMAKernel = &VariantInfo{
 	BytesNote: "Each step reads Q_i and dO_i (bf16), L_i and D_i, and adds its float32 part of dQ_i into device memory; K_j and V_j are read once per block, " +
 		"dK_j and dV_j written once at its end, in float32. Nothing N×N is read or written.",
 	Words:   flash2BwdKernel.Words,
-	GPURate: 150e12, CPURate: 0.4e9,
+	GPURate: 250e12, CPURate: 0.4e9, // 246–369 TFLOP/s measured at N=4096 (docs/LADDER.md, run v)
 	// A warpgroup per 64 kv rows (TestInstancesMatchSource checks
 	// flash3_bwd_wgmma.cu agrees); the q-tile is 64 rows, one m64n64 Sᵀ.
+	// The faster tile of each d comes first (the sweep runs it): 64×128 at
+	// d = 128 ran 1.77× the 64×64 tile on the H100.
 	Tiles: []Tile{{64, 128, 128, 256}, {64, 64, 64, 128}, {64, 64, 128, 128}},
 	Instance: func(t Tile) string {
 		return fmt.Sprintf("FLASH3_BWD_WGMMA_INSTANCE(%d, %d, %d)", t.Br, t.Bc, t.D)
