@@ -18,7 +18,8 @@ import (
 // TestLadderPageShowsBackward: /ladder's backward table has a row for each
 // row of the shipped backward bench, with its kv-tile, shape, time, speed,
 // both SDPA backends' speeds and its ratio to each, and says where the
-// figures come from: GPU, compiler, date, command and both hashes.
+// figures come from: GPU, compiler, date, command and the hashes; above it,
+// the rungs as a ladder (each rung's fastest tile per shape) beside SDPA.
 func TestLadderPageShowsBackward(t *testing.T) {
 	t.Parallel()
 	tab, err := ladder.Build(recordings.Files)
@@ -34,7 +35,7 @@ func TestLadderPageShowsBackward(t *testing.T) {
 	if sec == nil {
 		t.Fatal("no backward section on /ladder")
 	}
-	if rows := countRows(sec); rows != len(rec.Rows) {
+	if rows := countRows(byTestID(sec, "backward-tiles")); rows != len(rec.Rows) {
 		t.Errorf("%d rows in the backward table, %d in the recording", rows, len(rec.Rows))
 	}
 	for _, r := range rec.Rows {
@@ -58,11 +59,41 @@ func TestLadderPageShowsBackward(t *testing.T) {
 			t.Errorf("%s's row reads %q, want %q", r.Kernel, got, want)
 		}
 	}
+	// The ladder above it: each rung's fastest tile on each shape, then
+	// SDPA's two backends.
+	lad := byTestID(sec, "backward-ladder")
+	if lad == nil {
+		t.Fatal("no backward ladder on /ladder")
+	}
+	rungs := rec.Ladder()
+	if rows := countRows(lad); rows != len(rungs)+2 {
+		t.Errorf("%d rows in the backward ladder, want %d rungs and SDPA's two backends", rows, len(rungs))
+	}
+	for _, r := range rungs {
+		want := []string{r.Variant.String()}
+		for _, c := range r.Cells {
+			want = append(want, fmt.Sprintf("%.1f %.2f× FA2, %.2f× cuDNN", c.TFLOPs, c.TFLOPs/c.SDPAFlash, c.TFLOPs/c.SDPACuDNN))
+		}
+		if got := cells(byTestID(lad, "backward-rung-"+r.Variant.String())); got != strings.Join(want, " | ") {
+			t.Errorf("the backward ladder's %s reads %q, want %q", r.Variant, got, strings.Join(want, " | "))
+		}
+	}
+	var flash, cudnn []string
+	for k := range ladder.Shapes {
+		flash = append(flash, fmt.Sprintf("%.1f", rungs[0].Cells[k].SDPAFlash))
+		cudnn = append(cudnn, fmt.Sprintf("%.1f", rungs[0].Cells[k].SDPACuDNN))
+	}
+	if got := cells(byTestID(lad, "backward-rung-sdpa-flash")); got != "SDPA, FlashAttention-2 | "+strings.Join(flash, " | ") {
+		t.Errorf("the backward ladder's FlashAttention-2 row reads %q", got)
+	}
+	if got := cells(byTestID(lad, "backward-rung-sdpa-cudnn")); got != "SDPA, cuDNN | "+strings.Join(cudnn, " | ") {
+		t.Errorf("the backward ladder's cuDNN row reads %q", got)
+	}
 	prov := byTestID(sec, "backward-provenance")
 	if prov == nil {
 		t.Fatal("the backward table does not say where its figures come from")
 	}
-	for _, said := range []string{rec.GPU, rec.NVCC, rec.Date, rec.Command, rec.KernelSha, rec.PTXSha} {
+	for _, said := range []string{rec.GPU, rec.NVCC, rec.Date, rec.Command, rec.KernelSha, rec.PTXSha, rec.HopperKernelSha, rec.HopperPTXSha} {
 		if said == "" || !strings.Contains(text(prov), said) {
 			t.Errorf("the backward table's provenance %q does not say %q", text(prov), said)
 		}

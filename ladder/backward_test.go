@@ -153,3 +153,51 @@ func TestBackwardFailedCheckIsNoFigure(t *testing.T) {
 		t.Fatalf("no backward recording: %v, %+v", err, tab.Backward)
 	}
 }
+
+// TestBackwardLadder: each backward rung the recording holds, with its
+// fastest checked tile on each shape (searched here row by row), its ratio
+// to SDPA's FlashAttention-2 backward in that row; the rungs in registry
+// order, a rung absent from the recording left out.
+func TestBackwardLadder(t *testing.T) {
+	t.Parallel()
+	tab, err := Build(recordings.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lad := tab.Backward.Ladder()
+	var names []string
+	for _, r := range lad {
+		names = append(names, r.Variant.String())
+	}
+	if strings.Join(names, " ") != "flash2_bwd_mma flash3_bwd_wgmma" {
+		t.Fatalf("the backward ladder's rungs: %v", names)
+	}
+	for _, r := range lad {
+		for k, sh := range Shapes {
+			c := r.Cells[k]
+			var best BackwardRow
+			for _, row := range tab.Backward.Rows {
+				if strings.HasPrefix(row.Kernel, r.Variant.String()+"_bc") && row.D == sh.D && row.Causal == sh.Causal && row.TFLOPs > best.TFLOPs {
+					best = row
+				}
+			}
+			if c.Missing || c.Kernel != best.Kernel || c.TFLOPs != best.TFLOPs || math.Abs(c.Ratio - best.TFLOPs / *best.SDPAFlash) > 1e-12 || c.SDPACuDNN != *best.SDPACuDNN {
+				t.Errorf("%s at %+v: %+v, the fastest row is %+v", r.Variant, sh, c, best)
+			}
+		}
+	}
+	// A recording of one slow tile only: that tile is the cell; a shape
+	// without rows is missing; a failed row never counts.
+	one := &BackwardRecord{Rows: []BackwardRow{
+		{Kernel: "flash2_bwd_mma_bc64_d64", D: 64, TFLOPs: 100, Check: "ok"},
+		{Kernel: "flash2_bwd_mma_bc128_d64", D: 64, TFLOPs: 300, Check: "FAIL"},
+	}}
+	got := one.Ladder()
+	if len(got) != 1 || got[0].Cells[0].Kernel != "flash2_bwd_mma_bc64_d64" || !got[0].Cells[1].Missing || got[0].Cells[0].Ratio != 0 {
+		t.Errorf("one tile recorded: %+v", got)
+	}
+	var none *BackwardRecord
+	if none.Ladder() != nil {
+		t.Error("no recording has a ladder")
+	}
+}

@@ -453,3 +453,51 @@ func kernelFigures(r kernels.Rung, all []kernels.PtxasFigures) []KernelFigures {
 	}
 	return out
 }
+
+// BackwardRung is one backward kernel of the registry on the backward
+// bench's shapes: in each, its fastest recorded tile.
+type BackwardRung struct {
+	Variant instrument.Variant
+	Cells   []Cell // one per Shape; Ratio is TFLOP/s over SDPA's FlashAttention-2
+}
+
+// Ladder is the backward bench as a ladder: each backward kernel of the
+// registry the recording holds, in registry order, with its fastest tile
+// on each of Shapes beside SDPA's two backends on that shape (a shape it
+// has no row for is Missing).
+func (r *BackwardRecord) Ladder() []BackwardRung {
+	if r == nil {
+		return nil
+	}
+	var out []BackwardRung
+	for _, v := range instrument.Variants {
+		if !kernels.Info(v).Backward {
+			continue
+		}
+		rung := BackwardRung{Variant: v, Cells: make([]Cell, len(Shapes))}
+		recorded := false
+		for k, sh := range Shapes {
+			cell := Cell{Missing: true}
+			for _, row := range r.Rows {
+				if !strings.HasPrefix(row.Kernel, v.String()+"_bc") || row.D != sh.D || row.Causal != sh.Causal || row.Check != "ok" {
+					continue
+				}
+				if cell.Missing || row.TFLOPs > cell.TFLOPs {
+					cell = Cell{Ms: row.Ms, TFLOPs: row.TFLOPs, Kernel: row.Kernel}
+					if row.SDPAFlash != nil {
+						cell.SDPAFlash, cell.Ratio = *row.SDPAFlash, row.TFLOPs / *row.SDPAFlash
+					}
+					if row.SDPACuDNN != nil {
+						cell.SDPACuDNN = *row.SDPACuDNN
+					}
+				}
+			}
+			recorded = recorded || !cell.Missing
+			rung.Cells[k] = cell
+		}
+		if recorded {
+			out = append(out, rung)
+		}
+	}
+	return out
+}
