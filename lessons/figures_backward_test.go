@@ -151,3 +151,39 @@ func TestClaimBackwardTiles(t *testing.T) {
 		}
 	}
 }
+
+// Lesson 13, "On Hopper", held to the kernel and the bench: the registers
+// it quotes are ptxas's for flash3_bwd_wgmma's main kernel at d = 128
+// (untraced, both tiles), dK_j and dV_j of 64 kv rows at d = 128 take 128
+// of them a thread, and the 128-row tile it quotes is the faster at d = 128.
+func TestClaimHopperBackward(t *testing.T) {
+	t.Parallel()
+	text := lessonText(t, "course/13-backward.md")
+	var lo, hi int
+	for _, f := range kernels.Ptxas() {
+		if f.Module == "flash3_bwd_wgmma" && strings.HasPrefix(f.Kernel, "flash3_bwd_wgmma_main_") && strings.HasSuffix(f.Kernel, "_d128") {
+			if lo == 0 || f.Registers < lo {
+				lo = f.Registers
+			}
+			hi = max(hi, f.Registers)
+		}
+	}
+	if said := fmt.Sprintf("the compiler uses %d to %d of the 255", lo, hi); !strings.Contains(text, said) {
+		t.Errorf("ptxas says %d to %d registers for the main kernel at d=128; the lesson should say %q", lo, hi, said)
+	}
+	const d, kvRows, threads = 128, 64, 128 // a warpgroup's share of the block
+	if per := 2 * kvRows * d / threads; !strings.Contains(text, fmt.Sprintf("that is %d registers a thread", per)) {
+		t.Errorf("dK_j and dV_j of %d kv rows at d=%d take %d registers a thread; the lesson says otherwise", kvRows, d, per)
+	}
+	tab, err := lessons.LadderTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, causal := range []string{"", "_causal"} {
+		a, errA := tab.Backward.Row("flash3_bwd_wgmma_bc128_d128" + causal)
+		b, errB := tab.Backward.Row("flash3_bwd_wgmma_bc64_d128" + causal)
+		if errA != nil || errB != nil || a.TFLOPs <= b.TFLOPs {
+			t.Errorf("d=128%s: the 128-row tile %+v is not the faster of %+v", causal, a, b)
+		}
+	}
+}
