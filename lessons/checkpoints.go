@@ -50,6 +50,9 @@ const (
 	// of the recordings) and the floors' arithmetic (roofline.go).
 	AskLadderSpeedup = "ladder-speedup" // how many times faster one row of the ladder is than another on a shape
 	AskLadderFloor   = "ladder-floor"   // what percentage of a floor (compute or memory) a row reaches on a shape
+	// How many times faster one backward rung is than another on a shape,
+	// each at its fastest tile (the ladder page's backward ladder).
+	AskBackwardSpeedup = "backward-speedup"
 
 	// Asks answered by the arithmetic of the Hopper rungs' copies,
 	// barriers and registers (hopper.go).
@@ -120,6 +123,7 @@ var asks = []struct {
 	{AskLoopL, loopL{}},
 	{AskLadderSpeedup, ladderSpeedup{}},
 	{AskLadderFloor, ladderFloor{}},
+	{AskBackwardSpeedup, backwardSpeedup{}},
 	{AskTxBytes, txBytes{}},
 	{AskTMACopies, tmaCopies{}},
 	{AskParity, stageParity{}},
@@ -162,7 +166,7 @@ type Checkpoint struct {
 
 	Playground playground.Settings // overflow: the row
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
-	Ladder     LadderQuestion      // ladder-speedup, ladder-floor: the row, shape and floor
+	Ladder     LadderQuestion      // ladder-speedup, ladder-floor, backward-speedup: the row, shape and floor
 	Hopper     HopperQuestion      // tx-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
 	Col        int                 // dq: the column of dQ asked about
 	Consumer   int                 // hidden: the consumer warpgroup, 0 or 1

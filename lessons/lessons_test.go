@@ -553,6 +553,10 @@ func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.C
 		ladderAnswerMoves(t, rng, name, c, want)
 		return
 	}
+	if c.Ask == lessons.AskBackwardSpeedup {
+		backwardAnswerMoves(t, rng, name, c, want)
+		return
+	}
 	patterns := []instrument.Pattern{instrument.PatternNormal, instrument.PatternLarge, instrument.PatternPeaked}
 	for try := 0; try < 60; try++ {
 		cc := *c

@@ -134,6 +134,13 @@ func (onTheLadder) parseRow(c *Checkpoint, d *directive) (rows []string) {
 	}
 	q := &c.Ladder
 	q.Rung = ladderRow(d, "rung")
+	parseShape(c, d)
+	return ladderRows()
+}
+
+// parseShape reads the shape (d=, causal=) a ladder checkpoint asks about.
+func parseShape(c *Checkpoint, d *directive) {
+	q := &c.Ladder
 	d.allow("d", "causal")
 	var ds []string
 	for _, sh := range ladder.Shapes {
@@ -153,7 +160,6 @@ func (onTheLadder) parseRow(c *Checkpoint, d *directive) (rows []string) {
 	default:
 		d.failf("causal= must be 0 or 1, got %q", d.attrs["causal"])
 	}
-	return ladderRows()
 }
 
 // ladderRow reads attribute key, which names a row of the ladder.
