@@ -119,22 +119,28 @@ func BenchmarkFlash3Roles(b *testing.B) {
 	}
 }
 
-// BenchmarkFlash2BwdMMA times the tensor-core backward through the worker
-// (the committed PTX, JIT-compiled by the driver; pre, main and dq between
-// the worker's CUDA events) at the tile the sweep runs for each head dim,
-// untraced, at the benchmark shapes: what the product runs, beside
-// bench/backward's own build (docs/LADDER.md, run p). Each shape's inputs
-// take the host some 20 s (the exact forward in float64).
-func BenchmarkFlash2BwdMMA(b *testing.B) {
-	v := instrument.VariantFlash2BwdMMA
-	for _, d := range []int{64, 128} {
-		f, _ := kernels.Info(v).SweepTile(d)
-		for _, causal := range []bool{false, true} {
-			n := 4096
-			c := kernels.Config{Variant: v, N: n, D: f.D, Br: f.Br, Bc: f.Bc,
-				Batch: max(1, 16384/n), Heads: 2048 / f.D, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
-			b.Run(fmt.Sprintf("N=%d/d=%d/Br=%d/Bc=%d/causal=%t/untraced", c.N, c.D, c.Br, c.Bc, c.Causal),
-				func(b *testing.B) { benchFlash2(b, c, "untraced") })
+// BenchmarkBackward times the tensor-core backward rungs (flash2_bwd_mma,
+// flash3_bwd_wgmma: every bf16 backward of the registry) through the
+// worker (the committed PTX, JIT-compiled by the driver; pre, main and dq
+// between the worker's CUDA events) at the tile the sweep runs for each
+// head dim, untraced, at the benchmark shapes: what the product runs,
+// beside bench/backward's own build (docs/LADDER.md, runs p and v). Each
+// shape's inputs take the host some 20 s (the exact forward in float64).
+func BenchmarkBackward(b *testing.B) {
+	for _, v := range instrument.Variants {
+		info := kernels.Info(v)
+		if !info.Backward || info.DType != instrument.DTypeBF16 {
+			continue
+		}
+		for _, d := range []int{64, 128} {
+			f, _ := info.SweepTile(d)
+			for _, causal := range []bool{false, true} {
+				n := 4096
+				c := kernels.Config{Variant: v, N: n, D: f.D, Br: f.Br, Bc: f.Bc,
+					Batch: max(1, 16384/n), Heads: 2048 / f.D, Causal: causal, Pattern: instrument.PatternNormal, Seed: 1}
+				b.Run(fmt.Sprintf("%s/N=%d/d=%d/Br=%d/Bc=%d/causal=%t/untraced", v, c.N, c.D, c.Br, c.Bc, c.Causal),
+					func(b *testing.B) { benchFlash2(b, c, "untraced") })
+			}
 		}
 	}
 }
