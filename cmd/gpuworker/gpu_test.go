@@ -280,6 +280,9 @@ func TestGPUMatchesMirror(t *testing.T) {
 			t.Fatalf("configuration %d, %s: %v", k, c.Values().Encode(), err)
 		}
 		counts[fmt.Sprintf("%s causal=%t", c.Variant, c.Causal)]++
+		if (k+1)%25 == 0 && k+1 < len(cfgs) { // a long run says how far it is
+			t.Logf("%d of %d configurations matched in %v", k+1, len(cfgs), time.Since(start).Round(time.Second))
+		}
 	}
 	t.Logf("%d configurations matched in %v: %v", len(cfgs), time.Since(start).Round(time.Second), counts)
 	names := make([]string, 0, len(worst))
