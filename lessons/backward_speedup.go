@@ -10,6 +10,7 @@ import (
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/ladder"
+	"flashstep/sweep"
 )
 
 // backwardSpeedup asks how many times faster one backward rung is than
@@ -79,7 +80,7 @@ func (backwardSpeedup) solveFrom(c *Checkpoint, tab *ladder.Table) (grading.Solu
 		return grading.Solution{}, fmt.Errorf("checkpoint %s: %w", c.ID, err)
 	}
 	f := FloorsOf(q.Shape)
-	const bwdFLOPs = 2.5 // the backward's FLOPs, counted as the forward's times 2.5
+	const bwdFLOPs = sweep.BackwardFLOPs // the backward's FLOPs over the forward's
 	x := cell.TFLOPs / other.TFLOPs
 	hi := other.Ms / (bwdFLOPs * f.ComputeMs)
 	shown := strconv.FormatFloat(x, 'f', 2, 64)
@@ -88,8 +89,8 @@ func (backwardSpeedup) solveFrom(c *Checkpoint, tab *ladder.Table) (grading.Solu
 	}
 	rec := tab.Backward
 	return grading.Solution{Number: x, Display: shown + "×", Lo: 0, Hi: hi,
-		Why: fmt.Sprintf("a ratio of two speeds is positive, and %s cannot finish the backward at %s in less than its compute floor, 2.5 times the forward's, %.0f µs, so it is at most %.0f / %.0f = %.1f times faster than %s",
-			q.Rung, shapeWords(q.Shape), 1000*bwdFLOPs*f.ComputeMs, 1000*other.Ms, 1000*bwdFLOPs*f.ComputeMs, hi, q.Against),
+		Why: fmt.Sprintf("a ratio of two speeds is positive, and %s cannot finish the backward at %s in less than its compute floor, %g times the forward's, %.0f µs, so it is at most %.0f / %.0f = %.1f times faster than %s",
+			q.Rung, shapeWords(q.Shape), bwdFLOPs, 1000*bwdFLOPs*f.ComputeMs, 1000*other.Ms, 1000*bwdFLOPs*f.ComputeMs, hi, q.Against),
 		Explain: fmt.Sprintf("At %s, the backward bench on %s (%s) timed %s's fastest tile, %s, at %.1f TFLOP/s and %s's, %s, at %.1f: %.1f / %.1f = %s, the same as the ratio of their times (%s ms against %s ms), since both do the same FLOPs.",
 			shapeWords(q.Shape), rec.GPU, rec.Date, q.Rung, cell.Kernel, cell.TFLOPs, q.Against, other.Kernel, other.TFLOPs,
 			cell.TFLOPs, other.TFLOPs, shown, ms(other.Ms), ms(cell.Ms))}, nil

@@ -82,17 +82,17 @@ func (p Point) Pass() string {
 	return PassForward
 }
 
-// backwardFLOPs is a backward pass's FLOPs as a multiple of the forward's.
+// BackwardFLOPs is a backward pass's FLOPs as a multiple of the forward's.
 // FlashAttention's benchmarks count them so (benchmark_flash_attention.py,
 // flops(..., mode="bwd") = 2.5 × the forward's): the forward multiplies
 // twice (S = QKᵀ, O = PV), the backward five times (S again, dV = PᵀdO,
 // dP = dO Vᵀ, dQ = dS K, dK = dSᵀQ), each of the same 2·N²·d per head.
 // bench/backward counts them the same way.
-const backwardFLOPs = 2.5
+const BackwardFLOPs = 2.5
 
 // FLOPs is the forward's 4·B·H·N²·d, halved under a causal mask (the usual
 // count, although naive computes the masked half too), and for a backward
-// point 2.5 times that (backwardFLOPs), as FlashAttention's benchmarks
+// point 2.5 times that (BackwardFLOPs), as FlashAttention's benchmarks
 // count it (naive_bwd, too, computes the masked half).
 func (p Point) FLOPs() float64 {
 	f := 4 * float64(p.B) * float64(p.H) * float64(p.N) * float64(p.N) * float64(p.D)
@@ -100,7 +100,7 @@ func (p Point) FLOPs() float64 {
 		f /= 2
 	}
 	if p.Backward() {
-		f *= backwardFLOPs
+		f *= BackwardFLOPs
 	}
 	return f
 }
