@@ -66,19 +66,23 @@ test-prep: assets check-generated check-ptx
 # static/js/trace_abi.js) from it (two runs: the second compiles the
 # first's output); the ladder bench's rungs (bench/ladder/rungs_gen.cuh);
 # the front end's test fixtures, written by the Go encoder and registry
-# (jstest/testdata).
+# (jstest/testdata); the formulas KaTeX typesets once for every page
+# (lessons/maths_gen.json, static/js/formulas_gen.js).
 generate:
 	$(GO) tool templ generate
 	$(GO) test ./instrument -run TestGeneratedVariants -update
 	$(GO) test ./instrument -run TestGeneratedABI -update
 	$(GO) test ./ladder -run TestGeneratedBenchRungs -update
 	$(GO) test ./jstest -run TestFixtures -update
+	$(GO) test ./lessons -run TestGeneratedMaths -update
+	node scripts/katex-typeset.mjs --heads > static/js/formulas_gen.js
 
 # Fails when templ's output is stale. The other generated files (the
 # variant enum, the trace ABI files, the ladder bench's rungs, the Node
-# tests' fixtures) are each held by a test of the suite that make test runs
-# next (TestGeneratedVariants, TestGeneratedABI, TestGeneratedBenchRungs,
-# TestFixtures), which names `make generate` when one is stale.
+# tests' fixtures, the typeset formulas) are each held by a test of the
+# suite that make test runs next (TestGeneratedVariants, TestGeneratedABI,
+# TestGeneratedBenchRungs, TestFixtures, TestGeneratedMaths and
+# jstest/maths.test.mjs), which names `make generate` when one is stale.
 check-generated:
 	$(GO) tool templ generate
 	@git diff --exit-code -- templates || { echo "templ output was stale: regenerated, commit it"; exit 1; }

@@ -18,10 +18,10 @@ import (
 // The Markdown dialect: CommonMark with GitHub's tables, plus two things
 // goldmark does not know, handled around it:
 //
-//   - math: $…$ inline and $$…$$ as a paragraph of its own, typeset in the
-//     browser by KaTeX. Math is lifted out before goldmark sees it (so that
-//     _ and * inside a formula stay TeX) and put back as <span class="math">
-//     holding the TeX as text.
+//   - math: $…$ inline and $$…$$ as a paragraph of its own, typeset by
+//     KaTeX. Math is lifted out before goldmark sees it (so that _ and *
+//     inside a formula stay TeX), put back as <span class="math"> holding
+//     the TeX as text, and last replaced by KaTeX's HTML (maths.go).
 //   - directives: a line "::: kind key=value …" opens a block that a line
 //     ":::" closes; the lines between are Markdown (a widget's caption, a
 //     checkpoint's question, a reveal's text). Each becomes a Part of its
@@ -176,6 +176,19 @@ func render(l *Lesson, body string) error {
 	for k := range l.Parts {
 		if l.Parts[k].HTML != "" {
 			l.Parts[k].HTML = linkTerms(l.Parts[k].HTML, seen)
+		}
+	}
+	for k := range l.Parts {
+		p := &l.Parts[k]
+		p.HTML = typesetMath(p.HTML)
+		if p.Reveal != nil {
+			p.Reveal.HTML = typesetMath(p.Reveal.HTML)
+		}
+		if p.Widget != nil {
+			p.Widget.Caption = typesetMath(p.Widget.Caption)
+		}
+		if p.Checkpoint != nil {
+			p.Checkpoint.Question = typesetMath(p.Checkpoint.Question)
 		}
 	}
 	return nil

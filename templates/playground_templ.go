@@ -143,12 +143,20 @@ func PlaygroundPage(p Page, v PlaygroundView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<link rel=\"stylesheet\" href=\"/static/css/lesson.css\"><script type=\"module\" src=\"/static/js/playground_page.js\"></script> <section class=\"course-page playground-page\"><h1>The online-softmax playground</h1><p class=\"lede\">One row of scores, split into tiles as a FlashAttention kernel sees it. Type or drag the logits; the running max m, the rescale factor α = exp(m_old − m_new) and the running sum l follow tile by tile, beside the exact softmax worked in float64.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<link rel=\"stylesheet\" href=\"/static/css/lesson.css\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = moduleScript("/static/js/playground_page.js").Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, " <section class=\"course-page playground-page\"><h1>The online-softmax playground</h1><p class=\"lede\">One row of scores, split into tiles as a FlashAttention kernel sees it. Type or drag the logits; the running max m, the rescale factor α = exp(m_old − m_new) and the running sum l follow tile by tile, beside the exact softmax worked in float64.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if v.Error != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<p class=\"error\" role=\"alert\" data-testid=\"playground-error\">The URL's row was not used: ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<p class=\"error\" role=\"alert\" data-testid=\"playground-error\">The URL's row was not used: ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -161,12 +169,12 @@ func PlaygroundPage(p Page, v PlaygroundView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, ".</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, ".</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<p class=\"note\">Switch the max subtraction off and raise one logit past 88.7 to watch float32 overflow, or choose float16, which overflows past 11.09. Lessons <a href=\"/lessons/online-softmax\">5</a> and <a href=\"/lessons/stability\">6</a> of <a href=\"/lessons\">the course</a> walk through both.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<p class=\"note\">Switch the max subtraction off and raise one logit past 88.7 to watch float32 overflow, or choose float16, which overflows past 11.09. Lessons <a href=\"/lessons/online-softmax\">5</a> and <a href=\"/lessons/stability\">6</a> of <a href=\"/lessons\">the course</a> walk through both.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -174,7 +182,7 @@ func PlaygroundPage(p Page, v PlaygroundView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -20,7 +20,8 @@ const (
 // VendorFiles are the browser libraries the pages load from
 // /static/vendor/: `make assets` copies them from node_modules into
 // static/vendor, which the binary embeds. Without them a page still loads,
-// but its math stays raw LaTeX, its heatmaps lose their colours, the
+// but its formulas lose their layout (KaTeX's stylesheet) or the stepper's
+// stay raw LaTeX (its script), its heatmaps lose their colours, the
 // sweep has no chart and the lab no editor.
 var VendorFiles = []string{
 	"vendor/katex/katex.min.js",
@@ -50,7 +51,7 @@ func warnMissingVendor(files fs.FS, log *slog.Logger) {
 		return
 	}
 	if missing := MissingVendor(files); len(missing) > 0 {
-		log.Warn("the browser libraries are missing from static/vendor: lessons will show raw LaTeX instead of typeset math, heatmaps have no colours, the sweep no chart and the lab no editor; run `make assets` and build the server again",
+		log.Warn("the browser libraries are missing from static/vendor: formulas lose their typesetting (raw LaTeX, or KaTeX's markup without its stylesheet), heatmaps have no colours, the sweep no chart and the lab no editor; run `make assets` and build the server again",
 			"missing", strings.Join(missing, ", "))
 	}
 }

@@ -54,8 +54,7 @@ func TestBrowserLesson(t *testing.T) {
 	cp := `#` + id
 	answer := func(s string) {
 		t.Helper()
-		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), s),
-			chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+		if err := chromedp.Do(ctx, submitAnswer(cp, s)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,13 +242,11 @@ func TestBrowserLessonTensorCores(t *testing.T) {
 	}
 	cp := "#" + id
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lessons/"+slug),
-		chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), "101"),
-		chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+		submitAnswer(cp, "101")); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, cp+" .verdict", "at most 100%")
-	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), shown),
-		chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+	if err := chromedp.Do(ctx, submitAnswer(cp, shown)); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, cp+" .verdict", "Correct")
@@ -301,8 +298,7 @@ func TestBrowserLessonHopper(t *testing.T) {
 	cp := "#" + id
 	answer := func(s string) {
 		t.Helper()
-		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), s),
-			chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+		if err := chromedp.Do(ctx, submitAnswer(cp, s)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -479,4 +475,18 @@ func checkLoopWidget(ctx context.Context, t *testing.T) {
 	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#loop-toy td.parted').length`)); n != 0 {
 		t.Errorf("with no slip %d numbers are marked as differing", n)
 	}
+}
+
+// submitAnswer types an answer into checkpoint cp and submits it with the
+// Enter key, as a reader at the keyboard does, once the page has armed its
+// buttons. A click aims where the button was when measured: a frame above
+// it that resized in between (its run finished drawing) now and then took
+// the click elsewhere on a loaded machine, and the answer was never sent.
+func submitAnswer(cp, answer string) chromedp.Action[chromedp.Void] {
+	input := chromedp.CSS(cp + ` input[name=answer]`)
+	return chromedp.Steps(
+		chromedp.SetValue(input, answer),
+		chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)),
+		chromedp.SendKeys(input, kb.Enter),
+	)
 }

@@ -191,8 +191,7 @@ func TestBrowserLessonBackwardHolds(t *testing.T) {
 		t.Errorf("on the lesson's page, stepped to %d before bwd-p-left is answered, row %d's Σp so far reads %q", later, pl.Row, got)
 	}
 	cp := "#" + pl.ID
-	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(cp+` input[name=answer]`), answer),
-		chromedp.WaitEnabled(chromedp.CSS(cp+` button[data-action=check]`)), chromedp.Click(chromedp.CSS(cp+` button[data-action=check]`))); err != nil {
+	if err := chromedp.Do(ctx, submitAnswer(cp, answer)); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, cp+" .verdict", "Correct")
@@ -273,8 +272,7 @@ func TestBrowserLessonDebuggingHolds(t *testing.T) {
 	}
 	// The slipped l, answered right.
 	answer := revealedAnswer(t, base, "debugging", ask.ID)
-	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#"+ask.ID+` input[name=answer]`), answer),
-		chromedp.WaitEnabled(chromedp.CSS("#"+ask.ID+` button[data-action=check]`)), chromedp.Click(chromedp.CSS("#"+ask.ID+` button[data-action=check]`))); err != nil {
+	if err := chromedp.Do(ctx, submitAnswer("#"+ask.ID, answer)); err != nil {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, "#"+ask.ID+" .verdict", "Correct")

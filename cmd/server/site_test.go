@@ -95,37 +95,45 @@ type statusRecorder struct {
 
 func (r *statusRecorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
 
-// The static site as a new user opens it, from a static file server and
-// no flashstep server: every page loads with no request to an API and no
-// 404; a lesson's checkpoint, graded against its run's recording, grades
-// in the page; a stepper run no recording holds is computed in the
-// browser's WebAssembly and stepped. Under a sub-path, as a project's
-// GitHub Pages serves it.
+// The static site as a new user opens it, built as make site builds it
+// (every link of every page resolving: checkSiteLinks) and served by a
+// static file server with no flashstep server: a lesson's
+// frames drawn from recordings without the WebAssembly; a checkpoint,
+// graded against its run's recording, graded in the page; a stepper run
+// no recording holds computed in the browser's WebAssembly and stepped;
+// no request to an API and no 404. Under a sub-path, as a project's GitHub
+// Pages serves it. make test-long also walks every page of the site and
+// opens the side by side (about 30 s more of two cores).
 func TestBrowserStaticSite(t *testing.T) {
-	longOnly(t)
 	t.Parallel()
 	const base = "/flashstep/"
 	dir := buildSite(t, base)
+	checkSiteLinks(t, dir, base)
 	site, bad, asked := staticHost(t, dir, base)
 	ctx := browserSized(t, 1366, 900)
 	problems := watchConsole(ctx)
-	pages, err := sitePages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pages {
-		if strings.HasSuffix(p, ".js") || strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".txt") || strings.HasSuffix(p, "/solution") {
-			continue
+	if !testing.Short() {
+		pages, err := sitePages()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := chromedp.Do(ctx, chromedp.Navigate(site+strings.TrimPrefix(p, "/")),
-			chromedp.Evaluate[chromedp.Void](`for (const f of document.querySelectorAll('iframe')) f.loading = 'eager'; window.scrollTo(0, document.body.scrollHeight)`),
-			chromedp.Sleep(300*time.Millisecond)); err != nil {
-			t.Fatalf("%s: %v", p, err)
+		for _, p := range pages {
+			if strings.HasSuffix(p, ".js") || strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".txt") || strings.HasSuffix(p, "/solution") {
+				continue
+			}
+			if err := chromedp.Do(ctx, chromedp.Navigate(site+strings.TrimPrefix(p, "/")),
+				chromedp.Evaluate[chromedp.Void](`for (const f of document.querySelectorAll('iframe')) f.loading = 'eager'; window.scrollTo(0, document.body.scrollHeight)`),
+				chromedp.Sleep(300*time.Millisecond)); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
 		}
+		walked := problems
+		ctx = browserSized(t, 1366, 900)
+		fresh := watchConsole(ctx)
+		problems = func() []string { return append(walked(), fresh()...) }
 	}
 	// Recorded runs open without the WebAssembly: a fresh tab on lesson 4,
 	// its frames drawn from recordings, has not asked for it.
-	ctx = browserSized(t, 1366, 900)
 	before := asked("wasm/site.wasm")
 	if err := chromedp.Do(ctx, chromedp.Navigate(site+"lessons/tiling"),
 		chromedp.Evaluate[chromedp.Void](`for (const f of document.querySelectorAll('iframe')) f.loading = 'eager'`)); err != nil {
@@ -173,6 +181,10 @@ func TestBrowserStaticSite(t *testing.T) {
 	}
 	// The side by side of a run the site's pages do not link to: read
 	// from its URL by the worker, both kernels mirrored in the browser.
+	if testing.Short() {
+		finishSite(t, bad, problems)
+		return
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(site+"compare?n=24&d=8&br=4&bc=4&seed=3&pattern=normal&pair=f32")); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +196,13 @@ func TestBrowserStaticSite(t *testing.T) {
 	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('c-summary-line').textContent`)); !strings.Contains(n, "N=24") {
 		t.Errorf("the side by side's summary does not show the URL's run: %q", n)
 	}
+	finishSite(t, bad, problems)
+}
+
+// finishSite fails on any request the static host could not answer, or
+// one to an API, and on anything the pages logged as a problem.
+func finishSite(t *testing.T, bad, problems func() []string) {
+	t.Helper()
 	if p := bad(); len(p) > 0 {
 		t.Errorf("requests a static site cannot answer:\n%s", strings.Join(p, "\n"))
 	}
@@ -192,20 +211,15 @@ func TestBrowserStaticSite(t *testing.T) {
 	}
 }
 
-// The static site as make site writes it (less its WebAssembly, which
-// make test-long builds): every link and source of every page names a
-// file of the site (a folder's index.html for a page), and the data the
-// pages read are there. Under a sub-path, so that a link the rebasing
-// missed names a file outside it and fails.
-func TestWriteSiteLinksResolve(t *testing.T) {
-	t.Parallel()
-	const base = "/flashstep/"
-	dir := filepath.Join(t.TempDir(), "site")
-	if err := writeSite(dir, base); err != nil {
-		t.Fatal(err)
-	}
+// checkSiteLinks holds the site as make site writes it: every link and
+// source of every page names a file of the site (a folder's index.html
+// for a page), and the data the pages read are there. Built under a
+// sub-path, so that a link the rebasing missed names a file outside it
+// and fails.
+func checkSiteLinks(t *testing.T, dir, base string) {
+	t.Helper()
 	for _, f := range []string{"index.html", "lessons/attention/index.html", "step/index.html", "data/recordings.json", "data/steps.json",
-		"data/compares.json", "data/kernels.json", "data/source/flash2.json", "recordings/toy.fstrace", "static/js/site_worker.js"} {
+		"data/compares.json", "data/kernels.json", "data/source/flash2.json", "recordings/toy.fstrace", "static/js/site_worker.js", "wasm/site.wasm"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("the site has no %s", f)
 		}

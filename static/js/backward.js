@@ -10,6 +10,7 @@
 import { Heatmap } from './heatmap.js';
 import { fmt, tex } from './format.js';
 import { firstQTile, sub } from './steps.js';
+import { BACKWARD_HEADS } from './formulas.js';
 
 // held are the backward numbers a lesson's checkpoint asks the student to
 // predict (lessons.Hold): psum.bh.row.step.id holds the row's sums of p,
@@ -188,15 +189,6 @@ function drawReads(h, m, r, $) {
   }
 }
 
-const HEADS = {
-  row: ['\\text{row}', 'row'],
-  l: ['L', 'L, the forward\'s log-sum-exp'],
-  d: ['D = \\textstyle\\sum_x dO \\cdot O', 'D, the row sum of dO times O'],
-  dNaive: ['D = \\textstyle\\sum_c P \\cdot dP', 'D, the row sum of P times dP'],
-  sumP: ['\\textstyle\\sum p \\text{ (this tile)}', 'the sum of the row\'s p in this tile'],
-  sumPSoFar: ['\\textstyle\\sum p \\text{ so far}', 'the sum of the row\'s p over the tiles so far'],
-};
-
 // drawRows: per row of the q-tile, L and D (read from device memory), and
 // on a step the sum of its p in this tile and over every tile so far,
 // which reaches 1 when the last kv-tile's block has visited: P is final
@@ -221,7 +213,7 @@ function drawRows(h, m, r, k, $) {
   }
   const head = table.createTHead().insertRow();
   for (const [name] of cols) {
-    const [formula, words] = HEADS[name];
+    const [formula, words] = BACKWARD_HEADS[name];
     const th = head.appendChild(document.createElement('th'));
     th.scope = 'col';
     const said = th.appendChild(document.createElement('span'));

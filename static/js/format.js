@@ -3,6 +3,8 @@
 // round steps for an axis's ticks, the smallest size a number is printed at
 // in a view, and a formula typeset with KaTeX. Nothing here touches the
 // page as the module loads: Node's tests import it without one.
+import { siteURL } from './site.js';
+import { typesetHeads } from './formulas_gen.js';
 
 // fmt writes a float32 for people: four significant digits, −∞ for masked.
 export function fmt(v, digits = 4) {
@@ -36,10 +38,47 @@ export function niceStep(x) {
   return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
 }
 
-// tex typesets a formula with KaTeX into an element, or writes it plainly
-// when KaTeX is missing.
+// tex typesets a formula with KaTeX into an element. A stepper heading
+// (formulas.js) comes typeset from formulas_gen.js, so the stepper loads
+// no KaTeX (270 KiB of script parsed in every embedded frame of a lesson
+// cost the lesson its start). Any other formula on a page without KaTeX
+// loads it on the first call: the formula is written plainly at once and
+// typeset when the script arrives, unless the element was given another
+// formula meanwhile. With no KaTeX to be had
+// (no document, or a server built without its libraries) it stays plain.
 export function tex(el, formula, options = {}) {
-  if (globalThis.katex) globalThis.katex.render(formula, el, { throwOnError: false, ...options });
-  else el.textContent = formula;
+  const pre = options.output === 'html' && !options.displayMode ? typesetHeads[formula] : undefined;
+  if (pre) {
+    el.innerHTML = pre;
+    return el;
+  }
+  if (globalThis.katex) {
+    globalThis.katex.render(formula, el, { throwOnError: false, ...options });
+    return el;
+  }
+  el.textContent = formula;
+  const asked = { formula, options };
+  waiting.set(el, asked);
+  loadKatex()?.then((katex) => {
+    if (katex && waiting.get(el) === asked && el.isConnected) katex.render(formula, el, { throwOnError: false, ...options });
+    waiting.delete(el);
+  });
   return el;
+}
+
+const waiting = new WeakMap(); // element -> the last formula asked of it
+let katexLoad = null;
+
+// loadKatex adds KaTeX's script to the page once; it resolves to KaTeX, or
+// null where it cannot load.
+export function loadKatex() {
+  if (typeof document === 'undefined') return null;
+  katexLoad ??= new Promise((resolve) => {
+    const script = document.createElement('script');
+    script.src = siteURL('/static/vendor/katex/katex.min.js');
+    script.onload = () => resolve(globalThis.katex ?? null);
+    script.onerror = () => resolve(null);
+    document.head.append(script);
+  });
+  return katexLoad;
 }

@@ -1,4 +1,4 @@
-// A lesson page and the course map: math typeset with KaTeX, the course
+// A lesson page and the course map: any formula not typeset by the server, the course
 // map's progress, keyboard navigation between lessons, and the start of
 // every part of the page: its embedded steppers (lesson_widgets.js), its
 // checkpoints (lesson_checkpoints.js), its projector mode (lesson_stage.js)
@@ -12,6 +12,7 @@ import { initPlaygrounds } from './playground.js';
 import { initLoopWidgets } from './lesson_loop.js';
 import { installRunHub } from './stream.js';
 import { siteURL } from './site.js';
+import { loadKatex } from './format.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
@@ -19,15 +20,24 @@ const data = JSON.parse($('#lesson-data')?.textContent || '{}');
 
 // ---- math ----
 
-// typeset renders the page's formulas a slice at a time, those in view
-// first, yielding the main thread between slices: a long lesson's formulas
-// at once held it for a tenth of a second or more. It resolves when every
-// formula is typeset.
+// typeset: a lesson's formulas arrive typeset by the server (lessons/
+// maths.go, class "typeset"); one a lesson gained since its last `make
+// generate` arrives as TeX, and is typeset here with KaTeX, loaded for it,
+// those in view first, a slice at a time. It resolves when none is left.
 function typeset() {
-  const maths = $$('.math');
-  for (const el of maths) el.dataset.tex = el.textContent;
-  const done = new Promise((resolve) => {
-    if (!globalThis.katex) return resolve();
+  const maths = $$('.math:not(.typeset)');
+  if (!maths.length) return Promise.resolve();
+  return (loadKatex() ?? Promise.resolve(null)).then((katex) => new Promise((resolve) => {
+    if (!katex) {
+      // A server built without its browser libraries (no `make assets`)
+      // has no KaTeX: say why the formulas read as LaTeX.
+      const note = document.createElement('p');
+      note.className = 'note no-katex';
+      note.setAttribute('role', 'status');
+      note.textContent = 'The formulas on this page are shown as raw LaTeX: this server was built without its browser libraries (run `make assets`, then build and start it again).';
+      maths[0].closest('article, main, body').prepend(note);
+      return resolve();
+    }
     // Whether a formula is in view, from its block of the lesson: the text
     // below the fold is not laid out yet (content-visibility: auto in
     // lesson.css), and a formula's own box there would lay it out.
@@ -41,23 +51,14 @@ function typeset() {
       const until = performance.now() + 25;
       while (queue.length && performance.now() < until) {
         const el = queue.shift();
-        globalThis.katex.render(el.dataset.tex, el, { displayMode: el.classList.contains('display'), throwOnError: false });
+        katex.render(el.textContent, el, { displayMode: el.classList.contains('display'), throwOnError: false });
+        el.classList.add('typeset');
       }
       if (queue.length) setTimeout(slice, 0);
       else resolve();
     };
     slice();
-  });
-  // A server built without its browser libraries (no `make assets`) sends
-  // no KaTeX: say why the formulas read as LaTeX rather than leave them so.
-  if (!globalThis.katex && maths.length) {
-    const note = document.createElement('p');
-    note.className = 'note no-katex';
-    note.setAttribute('role', 'status');
-    note.textContent = 'The formulas on this page are shown as raw LaTeX: this server was built without its browser libraries (run `make assets`, then build and start it again).';
-    maths[0].closest('article, main, body').prepend(note);
-  }
-  return done;
+  }));
 }
 
 // ---- the course map ----

@@ -7,6 +7,7 @@ import { fmt, tex } from './format.js';
 import { materialises } from './steps.js';
 import { rung } from './rungs.js';
 import { $, holds, know, state, views } from './stepper_page.js';
+import { ROW_HEADS } from './formulas.js';
 
 // lastFlashStep is the step before the epilogue of (bh, i): its m and l.
 function lastFlashStep(m, r) {
@@ -21,23 +22,6 @@ function softmaxStep(m, r) {
   return m.steps.find((s) => s.kind === 'softmax' && s.bh === r.bh && s.i === r.i && m.steps.indexOf(s) <= state.k);
 }
 
-// Each column of the rows table: its heading as a formula, typeset, and in
-// words for a screen reader, which reads no drawn formula.
-const ROW_HEADS = {
-  row: ['\\text{row}', 'row'],
-  keys: ['\\text{keys met}', 'keys met'],
-  mOld: ['m_{\\text{old}}', 'm old'],
-  mNew: ['m_{\\text{new}}', 'm new'],
-  alpha: ['\\alpha = e^{\\,m_{\\text{old}} - m_{\\text{new}}}', 'alpha, e to the m old minus m new'],
-  l: ['l', 'l'],
-  m: ['m', 'm'],
-  lse: ['\\text{LSE} = m + \\log l', 'LSE, m plus log l'],
-  mMax: ['m = \\max_c S', 'm, the largest score of the row'],
-  lSum: ['l = \\textstyle\\sum_c e^{S - m}', 'l, the sum over the row of e to the S minus m'],
-  mSoFar: ['m = \\max S \\text{ so far}', 'm, the largest score so far'],
-  tileMax: ['\\max S \\text{ (this tile)}', 'the row\'s largest score in this tile'],
-  sumP: ['\\textstyle\\sum p \\text{ (this tile)}', 'the sum of the row\'s p in this tile'],
-};
 
 // tilesUnreadable says whether the S and P tiles shown print no numbers
 // in their cells (too many columns for the room: a 64-key tile): the rows
