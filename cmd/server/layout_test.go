@@ -464,7 +464,7 @@ func TestBrowserSweepLegible(t *testing.T) {
 			problems := watchConsole(ctx)
 			navigate(ctx, t, base+"/sweep")
 			waitText(ctx, t, "#sweep-title", "Recorded on NVIDIA H100")
-			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!!globalThis.Chart?.getChart('chart-ms')`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](sweepDrawn, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 				t.Fatal(err)
 			}
 			for _, id := range []string{"chart-ms", "chart-tflops"} {
@@ -517,6 +517,9 @@ func TestBrowserSweepLegible(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, "#sweep-status", "Done: 4 points")
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](sweepDrawn, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatal(err)
+	}
 	labels := evalJS[[]string](ctx, t, `Chart.getChart('chart-ms').data.datasets.map((d) => d.label)`)
 	if len(labels) != 2 || strings.Contains(strings.Join(labels, ","), "SDPA") {
 		t.Errorf("a CPU sweep's chart holds %v", labels)

@@ -173,7 +173,7 @@ func TestBrowserLessonPages(t *testing.T) {
 				t.Errorf("%s: formulas not typeset: %v", p, err)
 			}
 		}
-		hrefs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('a[href], iframe[src]')].map((a) => new URL(a.getAttribute('href') ?? a.getAttribute('src'), location.href)).filter((u) => u.origin === location.origin).map((u) => u.pathname + u.search)`))
+		hrefs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('a[href], iframe[data-src]')].map((a) => new URL(a.getAttribute('href') ?? a.dataset.src, location.href)).filter((u) => u.origin === location.origin).map((u) => u.pathname + u.search)`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,9 @@ func TestEveryInternalLinkAnswers(t *testing.T) {
 				continue
 			}
 			for _, a := range n.Attr {
-				if (a.Key == "href" && n.Data == "a") || (a.Key == "src" && n.Data == "iframe") {
+				// A lesson's frame names its page in data-src (given as src
+				// when the lesson wants it) and its base in data-base-src.
+				if (a.Key == "href" && n.Data == "a") || (n.Data == "iframe" && (a.Key == "src" || a.Key == "data-src" || a.Key == "data-base-src")) {
 					u, err := url.Parse(a.Val)
 					if err != nil || u.Host != "" || strings.HasPrefix(a.Val, "#") || u.Scheme != "" {
 						continue // another site's, or an anchor on this page

@@ -325,6 +325,10 @@ func closeTab(tb tab) {
 
 // watchConsole collects every console error and warning, uncaught exception
 // and browser log error (a failed request, say) of the page.
+// sweepDrawn is true once the sweep page has drawn its charts and table
+// (each in a task of its own: static/js/sweep.js, draw).
+const sweepDrawn = `document.getElementById('sweep-charts')?.dataset.drawn === '1'`
+
 func watchConsole(ctx context.Context) func() []string {
 	var mu sync.Mutex
 	var problems []string
@@ -710,6 +714,9 @@ func TestBrowserSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, "#sweep-status", "Done: 4 points")
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](sweepDrawn, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatal(err)
+	}
 	lines, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Chart.getChart('chart-ms').data.datasets.filter(d => d.data.length === 2).length`))
 	if err != nil || lines != 2 {
 		t.Fatalf("the time chart has %d lines of two points (%v)", lines, err)

@@ -198,6 +198,19 @@ func TestBrowserLessonBackwardHolds(t *testing.T) {
 	if got := soFar(); got == "?" || got == "" {
 		t.Errorf("on the lesson's page, with bwd-p-left answered, row %d's Σp so far reads %q", pl.Row, got)
 	}
+	// Come back to the page: the answer is remembered, and the widget,
+	// whose frame loads only as it comes into view, loads released.
+	navigate(ctx, t, base+"/lessons/backward")
+	if err := chromedp.Do(ctx, chromedp.ScrollIntoView(chromedp.CSS("#"+pl.Widget+" iframe"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](frame+`?.contentDocument?.getElementById('run-status')?.textContent.includes('Trace complete')`,
+		chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("back on the page, the widget's run did not load: %v", err)
+	}
+	if got := soFar(); got == "?" || got == "" {
+		t.Errorf("back on the lesson's page with bwd-p-left answered before, row %d's Σp so far reads %q", pl.Row, got)
+	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the pages logged problems:\n%s", strings.Join(p, "\n"))
 	}
@@ -285,5 +298,57 @@ func TestBrowserLessonDebuggingHolds(t *testing.T) {
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserLessonHoldReleasedOnReturn: a widget whose numbers a
+// checkpoint holds back loads released once that checkpoint was answered
+// on an earlier visit. Its frame has no page until the lesson wants it
+// (data-src), and the answer is restored before then: the release must
+// reach the page the frame will load, not only one it has.
+func TestBrowserLessonHoldReleasedOnReturn(t *testing.T) {
+	longOnly(t)
+	t.Parallel()
+	c, err := lessons.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slug, id string
+	var w *lessons.Widget
+	for _, l := range c.Lessons {
+		for _, x := range l.Widgets {
+			if x.Framed() && len(x.Holds) > 0 && len(x.AskedBy) == 1 && !x.Holds[0].Roles && x.Holds[0].Of == "" && w == nil {
+				slug, id, w = l.Slug, x.AskedBy[0], x
+			}
+		}
+	}
+	if w == nil {
+		t.Fatal("no lesson's widget holds a forward row for one checkpoint")
+	}
+	base, _ := startServer(t, "-worker", "none")
+	ctx := browserSized(t, 1366, 900)
+	problems := watchConsole(ctx)
+	navigate(ctx, t, base+"/lessons/"+slug)
+	if err := chromedp.Do(ctx, chromedp.ScrollIntoView(chromedp.CSS("#"+id)), submitAnswer("#"+id, revealed(t, base, slug, id))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#"+id+" .verdict", "Correct")
+	navigate(ctx, t, base+"/lessons/"+slug)
+	frame := fmt.Sprintf(`document.querySelector('#%s iframe')`, w.ID)
+	if hold := evalJS[string](ctx, t, frame+`.dataset.src`); strings.Contains(hold, "hold=") {
+		t.Errorf("back on lesson %s with %s answered, widget %s's page to be still holds: %s", slug, id, w.ID, hold)
+	}
+	if err := chromedp.Do(ctx, chromedp.ScrollIntoView(chromedp.CSS("#"+w.ID))); err != nil {
+		t.Fatal(err)
+	}
+	src, err := chromedp.Run(ctx, chromedp.Poll[string](frame+`.getAttribute('src')`, chromedp.WithPollingTimeout(10*time.Second)))
+	if err != nil {
+		t.Fatalf("widget %s's frame was never given its page: %v", w.ID, err)
+	}
+	if strings.Contains(src, "hold=") {
+		t.Errorf("back on lesson %s with %s answered, widget %s loads held: %s", slug, id, w.ID, src)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the pages logged problems:\n%s", strings.Join(p, "\n"))
 	}
 }

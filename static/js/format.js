@@ -47,7 +47,8 @@ export function niceStep(x) {
 // formula meanwhile. With no KaTeX to be had
 // (no document, or a server built without its libraries) it stays plain.
 export function tex(el, formula, options = {}) {
-  const pre = options.output === 'html' && !options.displayMode ? typesetHeads[formula] : undefined;
+  waiting.delete(el); // a formula asked of el before this one is no longer wanted
+  const pre = options.output === 'html' && !options.displayMode && Object.hasOwn(typesetHeads, formula) ? typesetHeads[formula] : undefined;
   if (pre) {
     el.innerHTML = pre;
     return el;

@@ -36,6 +36,8 @@ function typeset() {
       note.setAttribute('role', 'status');
       note.textContent = 'The formulas on this page are shown as raw LaTeX: this server was built without its browser libraries (run `make assets`, then build and start it again).';
       maths[0].closest('article, main, body').prepend(note);
+      // Shown as they are, at once: nothing will set them.
+      for (const el of maths) el.classList.add('typeset');
       return resolve();
     }
     // Whether a formula is in view, from its block of the lesson: the text

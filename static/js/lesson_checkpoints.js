@@ -85,12 +85,16 @@ function settle(id) {
     const frame = $('iframe', fig);
     if (!frame) continue;
     if (fig.dataset.current !== undefined) frame.contentWindow.postMessage({ type: 'flashstep-release' }, location.origin);
-    for (const attr of ['src', 'data-base-src']) {
+    // The frame's page to be (data-src: a frame is given its src only when
+    // the lesson wants it), the page it has (src), and the base a step is
+    // shown from all lose the hold. A running page was told; a frame not
+    // yet running loads again without it.
+    for (const attr of ['src', 'data-src', 'data-base-src']) {
+      if (!frame.hasAttribute(attr) || (attr === 'src' && fig.dataset.current !== undefined)) continue;
       const url = new URL(frame.getAttribute(attr), location.origin);
       if (!url.searchParams.has('hold')) continue;
       url.searchParams.delete('hold');
-      // A frame not yet loaded loads without the hold; a running one was told.
-      if (attr === 'data-base-src' || fig.dataset.current === undefined) frame.setAttribute(attr, url.pathname + url.search);
+      frame.setAttribute(attr, url.pathname + url.search);
     }
   }
   const done = new Set((document.body.dataset.settled || '').split(',').filter(Boolean));

@@ -9,19 +9,25 @@ const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
 // Each framed widget hears from its page which step it shows.
 const frames = new Map(); // contentWindow -> widget element
 
-// A framed widget builds itself (streams its run, decodes it, draws it)
-// only when the lesson wants it (embed.js's whenWanted): when it comes
-// within WANT_MARGIN of the viewport, when its frame is asked to load at
-// once (loading="eager"), or when the lesson moves it to a step. A lesson
-// with a dozen widgets otherwise built them all as it loaded, and held the
-// main thread, which its frames share, for a second.
+// A framed widget loads its page and builds itself (streams its run,
+// decodes it, draws it) only when the lesson wants it (embed.js's
+// whenWanted): when it comes within WANT_MARGIN of the viewport, when its
+// frame is asked to load at once (loading="eager"), or when the lesson
+// moves it to a step. Its frame comes with no src (the page names it in
+// data-src): a lesson with a dozen widgets otherwise built them all as it
+// loaded, and held the main thread, which its frames share, for a second;
+// and the browser's own lazy loading loads frames far below the fold
+// (lesson 1's three, at 1.3, 2.7 and 3.5 thousand pixels, each a page, its
+// modules and its run, before the reader can scroll).
 const WANT_MARGIN = '600px';
 
 function want(fig) {
+  const frame = $('iframe', fig);
+  if (frame && !frame.getAttribute('src')) frame.src = frame.dataset.src;
   if (fig.dataset.wanted === '1') return;
   fig.dataset.wanted = '1';
   // A frame whose page has not loaded yet reads data-wanted when it does.
-  $('iframe', fig)?.contentWindow?.postMessage({ type: 'flashstep-build' }, location.origin);
+  frame?.contentWindow?.postMessage({ type: 'flashstep-build' }, location.origin);
 }
 
 export function widgetFrames() {
@@ -67,17 +73,17 @@ window.addEventListener('message', (ev) => {
 export function showStep(fig, k) {
   const frame = $('iframe', fig);
   if (!frame) return;
-  want(fig);
   setProjectorWidget(fig);
   fig.scrollIntoView({ behavior: 'smooth', block: 'start' });
   if (fig.dataset.current !== undefined) {
     // The page inside is running: ask it to move.
+    want(fig);
     frame.contentWindow.postMessage({ type: 'flashstep-go', step: k }, location.origin);
   } else {
     const url = new URL(frame.dataset.baseSrc, location.origin);
     url.searchParams.set('step', String(k));
-    frame.loading = 'eager';
     frame.src = url.pathname + url.search;
+    want(fig);
   }
 }
 
