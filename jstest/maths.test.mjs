@@ -51,3 +51,34 @@ test('tex() draws a heading from the generated module, and any other formula as 
   assert.equal(other.textContent, 'x^{2} \\text{ not a heading}');
   assert.equal(other.innerHTML, '');
 });
+
+test('tex() typesets the last formula asked of an element once KaTeX arrives, and only that one', async () => {
+  // A page without KaTeX: the script element the loader adds is answered
+  // by a stand-in KaTeX that records what it renders.
+  const rendered = [];
+  const added = [];
+  const saved = { document: globalThis.document, katex: globalThis.katex };
+  globalThis.document = {
+    body: null,
+    querySelector: () => null,
+    createElement: () => ({}),
+    head: { append: (s) => added.push(s) },
+  };
+  try {
+    const { tex: freshTex } = await import(`../static/js/format.js?fresh=${Date.now()}`);
+    const el = { textContent: '', innerHTML: '', isConnected: true };
+    freshTex(el, 'a^{1}');
+    freshTex(el, 'b^{2}');
+    const other = { textContent: '', innerHTML: '', isConnected: true };
+    freshTex(other, 'c^{3}');
+    assert.equal(el.textContent, 'b^{2}', 'the formula shows as text until KaTeX arrives');
+    assert.equal(added.length, 1, 'KaTeX is asked for once');
+    globalThis.katex = { render: (f, target) => rendered.push([f, target]) };
+    added[0].onload();
+    await new Promise((r) => setTimeout(r, 0));
+    assert.deepEqual(rendered.map(([f, target]) => [f, target === el ? 'el' : 'other']), [['b^{2}', 'el'], ['c^{3}', 'other']]);
+  } finally {
+    globalThis.document = saved.document;
+    globalThis.katex = saved.katex;
+  }
+});

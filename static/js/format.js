@@ -44,8 +44,8 @@ export function niceStep(x) {
 // cost the lesson its start). Any other formula on a page without KaTeX
 // loads it on the first call: the formula is written plainly at once and
 // typeset when the script arrives, unless the element was given another
-// formula meanwhile. With no KaTeX to be had
-// (no document, or a server built without its libraries) it stays plain.
+// formula meanwhile. With no KaTeX to be had (no document, or a server
+// built without its libraries) it stays plain.
 export function tex(el, formula, options = {}) {
   waiting.delete(el); // a formula asked of el before this one is no longer wanted
   const pre = options.output === 'html' && !options.displayMode && Object.hasOwn(typesetHeads, formula) ? typesetHeads[formula] : undefined;
@@ -61,8 +61,9 @@ export function tex(el, formula, options = {}) {
   const asked = { formula, options };
   waiting.set(el, asked);
   loadKatex()?.then((katex) => {
-    if (katex && waiting.get(el) === asked && el.isConnected) katex.render(formula, el, { throwOnError: false, ...options });
+    if (waiting.get(el) !== asked) return; // another formula was asked of el since
     waiting.delete(el);
+    if (katex && el.isConnected) katex.render(formula, el, { throwOnError: false, ...options });
   });
   return el;
 }
