@@ -125,7 +125,9 @@ func get(h http.Handler, p string) ([]byte, string, error) {
 }
 
 // rooted are the attributes and CSS urls that name a path of the site
-// from its root: href="/…", src="/…", action="/…", url(/…).
+// from its root: href="/…", src="/…", action="/…", url(/…). The pattern
+// has no word boundary on purpose: a lesson frame's data-src (the page it
+// is given when wanted) and data-base-src end in src=" and are rebased too.
 var rooted = regexp.MustCompile(`((?:href|src|action)=")/([^/"]|")|(url\(['"]?)/([^/])`)
 
 // pageLink is a link attribute's path of the site, up to its query,
