@@ -115,8 +115,28 @@ func ex2(x float32) float32 {
 // the GPU comparison's bound allows for any other.
 func mmaChunk(acc float32, a []float32, b []float32, stride int) float32 {
 	var sum float64
+	if stride == 1 { // the mirrors' layout: one bounds check, not one a term
+		b = b[:len(a)]
+		for i, x := range a {
+			sum += float64(x) * float64(b[i]) // exact product
+		}
+		return float32(acc + float32(sum))
+	}
 	for i, x := range a {
-		sum += float64(x) * float64(b[i*stride]) // exact product
+		sum += float64(x) * float64(b[i*stride])
 	}
 	return float32(acc + float32(sum))
+}
+
+// transposed is the rows×cols matrix m laid out column by column, so that a
+// product walking one of m's columns reads it contiguously (the mirrors'
+// sums are the same, term by term, in the same order).
+func transposed(m []float32, rows, cols int) []float32 {
+	t := make([]float32, rows*cols)
+	for r := range rows {
+		for c, x := range m[r*cols : (r+1)*cols] {
+			t[c*rows+r] = x
+		}
+	}
+	return t
 }

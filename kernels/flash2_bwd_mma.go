@@ -149,6 +149,7 @@ func (a mmaBwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 	for _, j := range a.blockOrder(c.Tc()) {
 		c0, cols := j*bc, c.ColsValidOf(j)
 		k, v := tileRows(in.K, d, c0, cols, bc), tileRows(in.V, d, c0, cols, bc)
+		kT := transposed(k, bc, d) // [x][kv row]: dS·K_j walks K_j's columns
 		dk, dv := make([]float32, bc*d), make([]float32, bc*d)
 		for i := bwdFirstQTile(c, j); i < traced.Hi; i++ {
 			if in.stopped() { // a block's walk is seconds at N=4096
@@ -156,6 +157,7 @@ func (a mmaBwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 			}
 			r0, rows := i*br, c.RowsValidOf(i)
 			q, do := tileRows(in.Q, d, r0, rows, br), tileRows(in.DO, d, r0, rows, br)
+			qT, doT := transposed(q, br, d), transposed(do, br, d) // [x][q row]
 			keep := traced.Contains(i)
 			var rec *instrument.Record
 			if keep {
@@ -192,8 +194,8 @@ func (a mmaBwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 			// q rows in order.
 			for col := range bc {
 				for x := range d {
-					dv[col*d+x] = a.chunks(dv[col*d+x], pT[col*br:(col+1)*br], do[x:], d)
-					dk[col*d+x] = a.chunks(dk[col*d+x], dsT[col*br:(col+1)*br], q[x:], d)
+					dv[col*d+x] = a.chunks(dv[col*d+x], pT[col*br:(col+1)*br], doT[x*br:], 1)
+					dk[col*d+x] = a.chunks(dk[col*d+x], dsT[col*br:(col+1)*br], qT[x*br:], 1)
 				}
 			}
 			// dQ_i's part, bf16(dS)·K_j in chunks of 16 kv rows from zero,
@@ -201,7 +203,7 @@ func (a mmaBwdArith) head(c *Config, in *Inputs, bh int) *bwdHead {
 			// no other row's dQ is shown).
 			for r := range rows * btoi(keep) {
 				for x := range d {
-					part := a.chunks(0, dsR[r*bc:(r+1)*bc], k[x:], d)
+					part := a.chunks(0, dsR[r*bc:(r+1)*bc], kT[x*bc:], 1)
 					dq[(r0+r)*d+x] = a.dqAdd(dq[(r0+r)*d+x], part)
 					rec.DQ[r*d+x] = part
 				}

@@ -188,7 +188,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 		c0 := j * bc
 		colsValid := min(bc, n-c0)
 		k := roundBF16All(tileRows(in.K, d, c0, colsValid, bc))
-		v := roundBF16All(tileRows(in.V, d, c0, colsValid, bc))
+		vT := transposed(roundBF16All(tileRows(in.V, d, c0, colsValid, bc)), bc, d) // [x][kv row]
 
 		rec := &instrument.Record{Kind: instrument.KindFlashStep, BH: bh, I: i, J: j,
 			RowsValid: rowsValid, ColsValid: colsValid,
@@ -231,7 +231,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 				acc := float32(or[x] * alpha)
 				for k0 := 0; k0 < bc; k0 += 16 {
 					k1 := min(k0+16, bc)
-					acc = a.mma(acc, p16[k0:k1], v[k0*d+x:], d)
+					acc = a.mma(acc, p16[k0:k1], vT[x*bc+k0:], 1)
 				}
 				or[x] = acc
 			}

@@ -125,7 +125,7 @@ func shapeConfigs(rng *rand.Rand, v instrument.Variant) []Config {
 }
 
 // runsOf is a random test's runs: the edge configurations of every
-// variant in vs, then testrand.Runs(full, least) random draws (a fifth
+// variant in vs, then testrand.Runs(full, least) random draws (a tenth
 // under -short).
 func runsOf(rng *rand.Rand, vs []instrument.Variant, full, least int, draw func(*rand.Rand) Config) []Config {
 	var cs []Config

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -20,6 +21,12 @@ import (
 	"flashstep/rooms"
 	"flashstep/templates"
 )
+
+// DefaultLabLoopTime is how long a student's JavaScript may run for one
+// batch of calls on the lab's loop track: an exercise's right answer takes
+// milliseconds, so past it the code is stuck in a loop. A class on slow
+// laptops may want longer (-lab-loop-time).
+const DefaultLabLoopTime = 3 * time.Second
 
 // The lab: the exercises' index and pages, each exercise's solution (sent
 // only when a student asks for it) and its grader module. The loop track
@@ -95,7 +102,7 @@ func (s *Server) renderLab(w http.ResponseWriter, r *http.Request, e *lab.Exerci
 	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: why, KernelTrack: on,
 		Classroom: s.class.View(r, rooms.PageLab, e.ID, false),
 		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter,
-			Hints: len(e.Hints), KernelTrack: on, Checks: on && s.lab.Checks() && e.Track == lab.TrackKernel, ServerKernels: s.lab.On()}}
+			Hints: len(e.Hints), LoopTimeMS: s.labLoopTime.Milliseconds(), KernelTrack: on, Checks: on && s.lab.Checks() && e.Track == lab.TrackKernel, ServerKernels: s.lab.On()}}
 	if inRoom {
 		v.Data.Room = place.Code
 	}

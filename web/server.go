@@ -58,6 +58,7 @@ type Server struct {
 	// (bodies.go), and the proxies whose word on the client's address the
 	// per-address limits take (package client).
 	bodyTimeout    time.Duration
+	labLoopTime    time.Duration
 	trustedProxies []netip.Prefix
 }
 
@@ -96,6 +97,10 @@ type Deps struct {
 	// headers have (DefaultBodyTimeout when zero); past it the answer is
 	// 408 and the connection closes.
 	BodyTimeout time.Duration
+	// LabLoopTime is how long a student's JavaScript on the lab's loop
+	// track may run in the browser for one batch of calls before the page
+	// stops it (DefaultLabLoopTime when zero).
+	LabLoopTime time.Duration
 	// TrustedProxies are the reverse proxies in front of the server: from
 	// them, the per-address limits count the client X-Forwarded-For names.
 	// From any other peer the header is ignored.
@@ -114,6 +119,10 @@ func NewServer(d Deps) *Server {
 	s.bodyTimeout = d.BodyTimeout
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
+	}
+	s.labLoopTime = d.LabLoopTime
+	if s.labLoopTime <= 0 {
+		s.labLoopTime = DefaultLabLoopTime
 	}
 	s.trustedProxies = d.TrustedProxies
 	s.lab = d.Lab

@@ -222,6 +222,7 @@ func TestBrowserBackwardStepper(t *testing.T) {
 // backwards' gradients agree to float32 rounding, every element.
 func TestBrowserCompareBackwardPair(t *testing.T) {
 	t.Parallel()
+	longOnly(t)
 	rng := testrand.New(t)
 	base, _ := startServer(t, "-worker", "none")
 	ctx := browserSized(t, 1024, 768)

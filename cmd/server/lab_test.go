@@ -31,7 +31,9 @@ import (
 // student's code cannot reach the network.
 func TestBrowserLabLoopTrack(t *testing.T) {
 	t.Parallel()
-	base, _ := startServer(t)
+	// A second for the student's code: an exercise's solution takes
+	// milliseconds, and the endless loop below is stopped sooner.
+	base, _ := startServer(t, "-lab-loop-time", "1s")
 	ctx := browser(t)
 	problems := watchConsole(ctx)
 	// Exercise 1 last: the sandbox's checks below run on its page.
@@ -64,7 +66,7 @@ func TestBrowserLabLoopTrack(t *testing.T) {
 		}
 	}
 	// The sandbox, on exercise 1's page.
-	if v := labRun(ctx, t, "function onlineSoftmaxStep() {\n  for (;;) {}\n}\n"); v.Verdict != "timeout" {
+	if v := labRun(ctx, t, "function onlineSoftmaxStep() {\n  for (;;) {}\n}\n"); v.Verdict != "timeout" || !strings.Contains(v.Text, "more than 1 s") {
 		t.Errorf("an endless loop: %+v", v)
 	}
 	if v := labRun(ctx, t, "function onlineSoftmaxStep(mOld) {\n  const x = 1;\n  return { m: mOld, l: x +* 2 };\n}\n"); v.Verdict != "error" || v.Line != "3" {

@@ -263,6 +263,7 @@ func TestBrowserLessonTensorCores(t *testing.T) {
 // right one, and shows what it means once answered.
 func TestBrowserLessonHopper(t *testing.T) {
 	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)

@@ -22,6 +22,8 @@ func TestLimitFlagsAreChecked(t *testing.T) {
 		{"-max-conns -5", "-max-conns", "must be 0"},
 		{"-body-timeout 0s", "-body-timeout", "must be from"},
 		{"-body-timeout 1h", "-body-timeout", "must be from"},
+		{"-lab-loop-time 100ms", "-lab-loop-time", "must be from 500ms to 1m"},
+		{"-lab-loop-time 2m", "-lab-loop-time", "must be from 500ms to 1m"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := run(ctx, append([]string{"-addr", "127.0.0.1:0", "-worker", "none"}, strings.Fields(c.args)...), io.Discard, nil)

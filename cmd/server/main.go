@@ -4,7 +4,7 @@
 //	       [-nats nats://host:4222] [-public-url http://10.0.0.5:8080]
 //	       [-lab-kernels auto|on|off] [-lab-worker path] [-room-idle 3h]
 //	       [-body-timeout 10s] [-conns-per-addr 256] [-max-conns n]
-//	       [-trusted-proxies 127.0.0.1] [-lab-user nobody]
+//	       [-trusted-proxies 127.0.0.1] [-lab-user nobody] [-lab-loop-time 3s]
 //
 // It starts the GPU worker (by default the gpuworker binary beside it) and
 // runs on the GPU when the worker finds one. Otherwise it is in CPU mode:
@@ -150,6 +150,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	computeSlots := fs.Int("compute-slots", 0, "runs the CPU mirror computes at once (default: one per core); more wait in a queue")
 	labWorker := fs.String("lab-worker", "", "the binary run with -lab for each student's kernel (default: the GPU worker); naming one turns the kernel track on with -lab-kernels on, GPU or not")
 	labUser := fs.String("lab-user", "nobody", "the unprivileged user each student's kernel runs as, when the server runs as root (see docs/DEPLOY.md)")
+	labLoopTime := fs.Duration("lab-loop-time", web.DefaultLabLoopTime, "how long a student's JavaScript on the lab's loop track may run in the browser for one batch of calls before the page stops it as stuck (raise it for a class on slow laptops)")
 	labKernels := fs.String("lab-kernels", "auto", `the lab's kernel track, students' CUDA compiled and run on the GPU: "auto" (on with a GPU when the server listens on loopback alone), "on" (a classroom server), or "off"`)
 	bodyTimeout := fs.Duration("body-timeout", web.DefaultBodyTimeout, "how long a request's body may take to arrive once its headers have; past it the answer is 408 and the connection closes")
 	connsPerAddr := fs.Int("conns-per-addr", connlimit.DefaultPerAddress, "connections one client address (IPv6: one /64) may hold open at once; past it a connection is answered 503 and closed. A browser holds about 8: a class of 300 behind one NAT, without a proxy, needs 2500. 0: no cap")
@@ -165,6 +166,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	}
 	if *bodyTimeout < time.Millisecond || *bodyTimeout > 10*time.Minute {
 		return fmt.Errorf("-body-timeout must be from 1ms to 10m, got %v", *bodyTimeout)
+	}
+	if *labLoopTime < 500*time.Millisecond || *labLoopTime > time.Minute {
+		return fmt.Errorf("-lab-loop-time must be from 500ms to 1m, got %v", *labLoopTime)
 	}
 	if *connsPerAddr < 0 {
 		return fmt.Errorf("-conns-per-addr must be 0 (no cap) or more, got %d", *connsPerAddr)
@@ -273,7 +277,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, ready chan<- stri
 	labService := labrun.New(labOpts)
 	defer labService.Close()
 	app := web.NewServer(web.Deps{Engines: eng, Lab: labService, Runs: runs.Options{Memory: *traceMemory << 20, Slots: map[instrument.Source]int{instrument.SourceCPUMirror: *computeSlots}}, Sweeps: sweeps, Recorded: recorded, SDPA: sdpa, Traffic: traffic,
-		Static: static.Files, Log: log, Classroom: classroom.Options{Rooms: roomService, Limits: roomLimits, PublicURL: *publicURL}, BodyTimeout: *bodyTimeout, TrustedProxies: trustedProxies})
+		Static: static.Files, Log: log, Classroom: classroom.Options{Rooms: roomService, Limits: roomLimits, PublicURL: *publicURL}, BodyTimeout: *bodyTimeout, LabLoopTime: *labLoopTime, TrustedProxies: trustedProxies})
 	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	ln, err := net.Listen("tcp", *addr)

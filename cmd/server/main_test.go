@@ -568,6 +568,27 @@ func TestBrowserHTTPFallbackAndReplay(t *testing.T) {
 		f.Truncate(300 << 20) // sparse: 300 MB on paper, nothing on disk
 		f.Close()
 	}
+	// The run's download is slowed (a pause before each chunk after the
+	// first) so that it is still streaming when the file is chosen, however
+	// fast this machine computes and sends it.
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `{ const fetch0 = window.fetch;
+			window.fetch = async (...args) => {
+				const res = await fetch0(...args);
+				if (!String(args[0]).includes('/api/trace?') || !res.ok) return res;
+				const from = res.body.getReader();
+				let first = true;
+				return new Response(new ReadableStream({ async pull(to) {
+					const { done, value } = await from.read();
+					if (done) return to.close();
+					if (!first) await new Promise((r) => setTimeout(r, 200));
+					first = false;
+					to.enqueue(value);
+				} }), { status: res.status, headers: res.headers });
+			}; }`,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, file := range []string{bad, huge} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step?n=512&d=64&br=64&bc=64&seed=11&engine=cpu")); err != nil {
 			t.Fatal(err)

@@ -223,6 +223,7 @@ func TestBrowserLessonBackwardHolds(t *testing.T) {
 // shows.
 func TestBrowserLessonDebuggingHolds(t *testing.T) {
 	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t, "-worker", "none")
 	ctx := browserSized(t, 1366, 900)
 	problems := watchConsole(ctx)

@@ -99,6 +99,7 @@ var rolesShot = flag.String("roles-screenshot", "", "write a screenshot of each 
 // -short, the first roles recording only.
 func TestBrowserRoleLanes(t *testing.T) {
 	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)

@@ -23,6 +23,7 @@ import (
 // websockets for its first run.
 func TestBrowserLessonFetchesEachRunOnce(t *testing.T) {
 	t.Parallel()
+	longOnly(t)
 	base, _ := startServer(t)
 	ctx := browser(t)
 	problems := watchConsole(ctx)

@@ -40,11 +40,13 @@ func New(t testing.TB) *rand.Rand {
 }
 
 // Runs is how many random cases a test draws: all of them in a full run,
-// a fifth (at least min) under -short, where make test trims the random
-// searches that make test-long runs whole.
+// a tenth (at least min) under -short, where make test trims the random
+// searches that make test-long (and CI, after make test) runs whole. Each
+// make test draws afresh, so its searches add up over a day's runs; a
+// tenth keeps the loop near a minute on two cores (README).
 func Runs(full, min int) int {
 	if testing.Short() {
-		return max(min, full/5)
+		return max(min, full/10)
 	}
 	return full
 }

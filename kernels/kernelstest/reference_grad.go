@@ -147,6 +147,7 @@ func gradSizes(in *kernels.Inputs, dO []float32, n, d int, causal, roundedO bool
 	o, lse := kernels.Reference64(q, k, v, n, d, causal)
 	scale := 1 / math.Sqrt(float64(d))
 	sdq, sdk, sdv := make([]float64, n*d), make([]float64, n*d), make([]float64, n*d)
+	absQ, absK, absDO := absAll(q), absAll(k), absAll(widen(dO))
 	s := make([]float64, n)
 	for r := range n {
 		var delta float64
@@ -171,10 +172,12 @@ func gradSizes(in *kernels.Inputs, dO []float32, n, d int, causal, roundedO bool
 				dp += float64(dO[r*d+x]) * v[c*d+x]
 			}
 			w := p * (math.Abs(dp) + dTerm) * scale
+			aDO, aQ, aK := absDO[r*d:(r+1)*d], absQ[r*d:(r+1)*d], absK[c*d:(c+1)*d]
+			dv, dk, dq := sdv[c*d:(c+1)*d], sdk[c*d:(c+1)*d], sdq[r*d:(r+1)*d]
 			for x := range d {
-				sdv[c*d+x] += p * math.Abs(float64(dO[r*d+x]))
-				sdk[c*d+x] += w * math.Abs(q[r*d+x])
-				sdq[r*d+x] += w * math.Abs(k[c*d+x])
+				dv[x] += p * aDO[x]
+				dk[x] += w * aQ[x]
+				dq[x] += w * aK[x]
 			}
 		}
 	}
@@ -185,6 +188,15 @@ func gradSizes(in *kernels.Inputs, dO []float32, n, d int, causal, roundedO bool
 		return m
 	}
 	return top(sdq), top(sdk), top(sdv)
+}
+
+// absAll is |x|, element by element.
+func absAll(x []float64) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = math.Abs(v)
+	}
+	return out
 }
 
 // widen is x in float64, exactly.

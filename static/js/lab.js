@@ -11,9 +11,10 @@ import { page, $, saved, say, kernelRun } from './lab_page.js';
 import { showMiss } from './lab_records.js';
 import { runKernel, showRecorded } from './lab_kernel.js';
 
-// TIME_LIMIT is how long the student's code may run for one batch of
-// calls; past it the worker is ended and the verdict says so.
-export const TIME_LIMIT_MS = 3000;
+// TIME_LIMIT_MS is how long the student's code may run for one batch of
+// calls, as the server says (-lab-loop-time); past it the worker is ended
+// and the verdict says so.
+export const TIME_LIMIT_MS = page.loop_time_ms || 3000;
 
 const code = lazyEditor($('editor'), {
   doc: localStorage.getItem(saved) ?? page.starter,
@@ -120,6 +121,7 @@ function where(call, miss) {
 }
 
 const cap = (s) => s[0].toUpperCase() + s.slice(1);
+const fmtSeconds = (ms) => `${+(ms / 1000).toFixed(1)} s`;
 
 function describeMiss(call, miss) {
   if (miss.quantity === undefined) return `${cap(where(call, miss))}: ${miss.message}.`;
@@ -149,7 +151,7 @@ async function runLoop() {
     for (const phase of phases) {
       const got = await runStudent(source, page.entry, phase.calls.map((c) => ({ args: c.args, record: Boolean(c.record) })));
       if (got.timeout) {
-        say('timeout', `Your code ran for more than ${TIME_LIMIT_MS / 1000} s without returning and was stopped: is there a loop whose end is never reached?`);
+        say('timeout', `Your code ran for more than ${fmtSeconds(TIME_LIMIT_MS)} without returning and was stopped: is there a loop whose end is never reached?`);
         return;
       }
       if (got.error) {
