@@ -132,16 +132,12 @@ func (c *Config) Validate() error {
 	okN := inRange(FieldN, "N", c.N, 1, MaxN)
 	inRange(FieldD, "d", c.D, 1, MaxD)
 	okBr := inRange(FieldBr, "Br", c.Br, 1, MaxTile)
-	okBc := inRange(FieldBc, "Bc", c.Bc, 1, MaxTile)
+	inRange(FieldBc, "Bc", c.Bc, 1, MaxTile)
 	okB := inRange(FieldBatch, "batch", c.Batch, 1, MaxBatch)
 	okH := inRange(FieldHeads, "heads", c.Heads, 1, MaxHeads)
-	if okN && okBr && c.Br > c.N {
-		add(FieldBr, "Br must be at most N=%d (got %d)", c.N, c.Br)
-		okBr = false
-	}
-	if okN && okBc && c.Bc > c.N {
-		add(FieldBc, "Bc must be at most N=%d (got %d)", c.N, c.Bc)
-	}
+	// A tile may be larger than N (decoding's few queries, a short prompt):
+	// the run is then one ragged tile each way, its rows and columns past N
+	// padding, as a last tile's are.
 	if okB && okH && c.TraceBH != (instrument.Range{}) {
 		if bh := c.Batch * c.Heads; c.TraceBH.Lo < 0 || c.TraceBH.Lo >= c.TraceBH.Hi || c.TraceBH.Hi > bh {
 			add(FieldTraceBH, "traced batch-heads must lie within 0-%d", bh-1)

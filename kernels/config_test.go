@@ -21,8 +21,6 @@ func TestParseConfigErrorsNameFieldAndLimit(t *testing.T) {
 		{"n=abc", FieldN, "whole number"},
 		{"d=257", FieldD, "256"},
 		{"br=0", FieldBr, "between 1 and 256"},
-		{"n=8&br=16", FieldBr, "at most N=8"},
-		{"n=8&bc=9", FieldBc, "at most N=8"},
 		{"batch=17", FieldBatch, "16"},
 		{"heads=0", FieldHeads, "between 1 and 64"},
 		{"causal=maybe", FieldCausal, "0 or 1"},

@@ -32,9 +32,12 @@ func randomConfig(rng *rand.Rand) Config {
 	switch rng.IntN(4) {
 	case 0: // toy, every number legible
 		c.N, c.D, c.Br, c.Bc = 4+rng.IntN(13), 2+rng.IntN(7), 1+rng.IntN(4), 1+rng.IntN(4)
-	case 1, 2: // small and ragged
+	case 1, 2: // small and ragged; now and then a tile larger than N
 		c.N, c.D = 1+rng.IntN(100), 1+rng.IntN(48)
 		c.Br, c.Bc = 1+rng.IntN(min(c.N, 24)), 1+rng.IntN(min(c.N, 24))
+		if rng.IntN(4) == 0 {
+			c.Br, c.Bc = c.N+rng.IntN(24), 1+rng.IntN(c.N+24)
+		}
 	default: // real tile sizes
 		c.N, c.D = 64+rng.IntN(260), []int{32, 64, 128}[rng.IntN(3)]
 		c.Br, c.Bc = []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64}[rng.IntN(3)]
@@ -64,6 +67,8 @@ var edgeShapes = []struct {
 	{"N divisible by neither tile: both last tiles ragged; d odd; causal", Config{N: 13, D: 5, Br: 4, Bc: 5, Causal: true, Pattern: instrument.PatternLarge}},
 	{"Br = N: one q-tile; the last kv-tile ragged", Config{N: 12, D: 3, Br: 12, Bc: 5, Causal: true, Pattern: instrument.PatternPeaked}},
 	{"Br = Bc = N: one tile", Config{N: 20, D: 4, Br: 20, Bc: 20, Causal: true, Pattern: instrument.PatternNormal}},
+	{"both tiles larger than N: one ragged tile each way, causal", Config{N: 5, D: 6, Br: 8, Bc: 16, Causal: true, Pattern: instrument.PatternPeaked}},
+	{"N = 1 in tiles of 4 by 8: one row, the rest padding", Config{N: 1, D: 3, Br: 4, Bc: 8, Pattern: instrument.PatternLarge}},
 	{"d at its limit", Config{N: 9, D: MaxD, Br: 4, Bc: 2, Pattern: instrument.PatternNormal}},
 	{"Bc > Br, causal; d one past a 16-wide mma chunk", Config{N: 23, D: 17, Br: 3, Bc: 8, Causal: true, Pattern: instrument.PatternNormal}},
 	{"Bc < Br, causal, large logits; d two chunks and one", Config{N: 23, D: 33, Br: 8, Bc: 3, Causal: true, Pattern: instrument.PatternLarge}},

@@ -280,6 +280,9 @@ func TestGPUMatchesMirror(t *testing.T) {
 			t.Fatalf("configuration %d, %s: %v", k, c.Values().Encode(), err)
 		}
 		counts[fmt.Sprintf("%s causal=%t", c.Variant, c.Causal)]++
+		if c.N < max(c.Br, c.Bc) {
+			counts["N below the tile"]++
+		}
 		if (k+1)%25 == 0 && k+1 < len(cfgs) { // a long run says how far it is
 			t.Logf("%d of %d configurations matched in %v", k+1, len(cfgs), time.Since(start).Round(time.Second))
 		}
@@ -297,12 +300,14 @@ func TestGPUMatchesMirror(t *testing.T) {
 
 // TestGPUSanitizerSample is a handful of small runs of every kernel (or of
 // -variants), for compute-sanitizer's memcheck and racecheck (which slow
-// kernels a hundredfold).
+// kernels a hundredfold): two at N past the tiles, one at N below them
+// (one ragged tile each way, most of it padding).
 func TestGPUSanitizerSample(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	worst := map[string]float64{}
-	for k := 0; k < 2*len(instrument.Variants); k++ {
+	for k := 0; k < 3*len(instrument.Variants); k++ {
 		v := instrument.Variants[k%len(instrument.Variants)]
+		below := k >= 2*len(instrument.Variants)
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), v.String()) {
 			continue
 		}
@@ -323,6 +328,9 @@ func TestGPUSanitizerSample(t *testing.T) {
 			}
 		} else { // any tiles, within naive's 8192 outputs per q-tile
 			c.Br = min(c.Br, max(1, 8192/c.D))
+		}
+		if below {
+			c.N = 1 + rng.IntN(min(c.Br, c.Bc))
 		}
 		c.TraceBH, c.TraceQ = instrument.Range{}, instrument.Range{}
 		if err := compareRun(c, func() (*instrument.Header, []*instrument.Record, error) { return mirrorTrace(c, "") }, worst); err != nil {

@@ -29,7 +29,9 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 		c.Br, c.Bc, c.D = 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(96)
 	}
 	// N: mostly small and not a multiple of the tiles, sometimes up to maxN.
-	switch rng.IntN(4) {
+	switch rng.IntN(5) {
+	case 4: // below the tile: one ragged tile each way
+		c.N = 1 + rng.IntN(max(c.Br, c.Bc))
 	case 0:
 		c.N = max(c.Br, c.Bc) + rng.IntN(4*max(c.Br, c.Bc))
 	case 1:
