@@ -58,8 +58,11 @@ type Server struct {
 	// (bodies.go), and the proxies whose word on the client's address the
 	// per-address limits take (package client).
 	bodyTimeout    time.Duration
-	labLoopTime    time.Duration
 	trustedProxies []netip.Prefix
+
+	// How long a student's JavaScript may run for one batch of calls on
+	// the lab's loop track, told to the lab's pages (lab.go).
+	labLoopTime time.Duration
 }
 
 // Engines is what the server needs of whatever computes its runs
