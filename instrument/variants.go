@@ -37,11 +37,13 @@ const (
 	VariantFlash3Overlap Variant = 15 // "flash3_overlap"
 	// VariantFlash3BwdWGMMA is kernels/flash3_bwd_wgmma.go: Backward, wgmma (bf16).
 	VariantFlash3BwdWGMMA Variant = 16 // "flash3_bwd_wgmma"
+	// VariantFlash3BwdTMA is kernels/flash3_bwd_tma.go: Backward, wgmma + TMA (bf16).
+	VariantFlash3BwdTMA Variant = 17 // "flash3_bwd_tma"
 )
 
 // variantsIssued is the highest wire number ever issued; the next kernel
 // takes the one after.
-const variantsIssued = 16
+const variantsIssued = 17
 
 var variantNames = map[Variant]string{
 	VariantFlash2:         "flash2",
@@ -60,6 +62,7 @@ var variantNames = map[Variant]string{
 	VariantFlash2BwdMMA:   "flash2_bwd_mma",
 	VariantFlash3Overlap:  "flash3_overlap",
 	VariantFlash3BwdWGMMA: "flash3_bwd_wgmma",
+	VariantFlash3BwdTMA:   "flash3_bwd_tma",
 }
 
 // Variants lists the valid variants by wire number, for forms and tests.
@@ -80,6 +83,7 @@ var Variants = []Variant{
 	VariantFlash2BwdMMA,
 	VariantFlash3Overlap,
 	VariantFlash3BwdWGMMA,
+	VariantFlash3BwdTMA,
 }
 
 // rolesVariants are the kernels whose entry has a role table: their traced

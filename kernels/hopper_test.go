@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -17,10 +18,12 @@ const hopperMarker = "// needs: sm_90a"
 // TestHopperPTXMatchesSources: the rungs that need Hopper are exactly the
 // sources marked for scripts/ptx-hopper, and each one's committed PTX was
 // built from today's sources, as ptx/hopper.sum records (the hash the
-// script takes: the .cu, then the .cuh and .h of kernels/cuda/common and
-// the .cuh of the .cu's own folder). CI cannot
+// script takes: the .cu, any .cu it includes, then the .cuh and .h of
+// kernels/cuda/common and the .cuh of the .cu's own folder). CI cannot
 // rebuild this PTX, so a source changed without it fails here as well as
 // in make check-ptx.
+var includedCU = regexp.MustCompile(`(?m)^#include "([a-z0-9_]+\.cu)"$`)
+
 func TestHopperPTXMatchesSources(t *testing.T) {
 	t.Parallel()
 	sum, err := os.ReadFile("ptx/hopper.sum")
@@ -54,8 +57,15 @@ func TestHopperPTXMatchesSources(t *testing.T) {
 		}
 		hopper++
 		all := append([]byte(nil), src...)
-		own, _ := filepath.Glob(filepath.Join(filepath.Dir(strings.TrimPrefix(file, "kernels/")), "*.cuh"))
-		for _, h := range append(common, own...) {
+		dir := filepath.Dir(strings.TrimPrefix(file, "kernels/"))
+		// Another rung's .cu of its folder that it includes, as
+		// flash3_bwd_tma.cu includes flash3_bwd_wgmma.cu for its products.
+		var included []string
+		for _, m := range includedCU.FindAllSubmatch(src, -1) {
+			included = append(included, filepath.Join(dir, string(m[1])))
+		}
+		own, _ := filepath.Glob(filepath.Join(dir, "*.cuh"))
+		for _, h := range append(append(included, common...), own...) {
 			b, _ := os.ReadFile(h)
 			all = append(all, b...)
 		}

@@ -45,6 +45,11 @@ const (
 	BufDV
 	BufDP // the naive backward's dP and dS, N×N float32 per batch-head
 	BufDS
+	// L_i·log2 e in whole q-tiles: Tr·Br float32 per batch-head, the rows
+	// past N zero, as flash3_bwd_tma's pre kernel lays it out (with D) so
+	// that every q-tile's run starts on a 16-byte boundary, as the copy
+	// engine needs.
+	BufLT
 	NumBuffers
 )
 
@@ -65,10 +70,17 @@ type Arg struct {
 // batch-head into 128-byte swizzled panels (kernels/cuda/hopper/tma.cuh); rows past N
 // arrive as zeros. The worker encodes it into the driver's 128-byte tensor
 // map (cuTensorMapEncodeTiled) once the buffer has an address.
+//
+// In its Run form it is instead a float32 buffer of N values per batch-head
+// (BufLT, or D laid out as it) as one run of BH·N floats, copied Rows at a
+// time, unswizzled. A box's first element must start on a 16-byte
+// boundary (else the copy faults: an illegal instruction), so N is a
+// whole number of q-tiles and boxes start at q-tiles.
 type TensorMap struct {
 	Buffer   Buffer
 	D, N, BH int
 	Rows     int
+	Run      bool
 }
 
 // TensorMapBoxCols is a box's width: 64 bf16, the 128 bytes of one swizzled
@@ -79,6 +91,12 @@ const TensorMapBoxCols = 64
 // time.
 func TMap(b Buffer, c *Config, rows int) Arg {
 	return Arg{Map: &TensorMap{Buffer: b, D: c.D, N: c.N, BH: c.Batch * c.Heads, Rows: rows}}
+}
+
+// TRun is float32 buffer b of c, laid out in whole q-tiles (Tr·Br values
+// per batch-head), as a tensor map's run copied a q-tile at a time.
+func TRun(b Buffer, c *Config) Arg {
+	return Arg{Map: &TensorMap{Buffer: b, N: c.Tr() * c.Br, BH: c.Batch * c.Heads, Rows: c.Br, Run: true}}
 }
 
 // Buf is the address of buffer b as an argument; Val an integer; Bits a

@@ -263,6 +263,7 @@ var rungs = fromFamilies([]*VariantInfo{
 	naiveBwdKernel,
 	flash2BwdMMAKernel,
 	flash3BwdWGMMAKernel,
+	flash3BwdTMAKernel,
 })
 
 // fromFamilies gives each entry its family's traffic model and walk.

@@ -87,6 +87,18 @@ var phaseCode = map[string]map[string][]string{
 		"write-dkdv": {"__fmul_rn(dk[4 * di + 2 * h], scale)", "make_float2(dv[4 * di + 2 * h], dv[4 * di + 2 * h + 1])"},
 		"dq-scale":   {"bwd_ends::dq_scale<BR, BC, D, NT>(dQ, N, scale"},
 	},
+	"flash3_bwd_tma.cu": {
+		"pre":        {"bwd_ends::pre<BR, BC, D, NT, true>(dO, O, L, Delta, dQ, N"},
+		"load-kv":    {"hopper::tma_load_panels<BC, D>(sK, tmK, c0, bh, &fullKV)", "hopper::tma_load_panels<BC, D>(sV, tmV, c0, bh, &fullKV)", "dv[x] = dk[x] = 0.f", "hopper::mbar_wait(&fullKV, 0)"},
+		"load-q":     {"hopper::mbar_wait(&full[s], parity)", "load_qtile<BR, D>(q, d_o, l, dd, &full[s], tmQ, tmDO, tmL, tmD, r0 + NS * BR, bh, Tr)"},
+		"recompute":  {"(flash3_bwd_wgmma.cu's qtile)"},
+		"dp-ds":      {"dSᵀ = Pᵀ ∘ (dPᵀ − D_i)"},
+		"dv":         {"dV_j += bf16(Pᵀ) dO_i"},
+		"dk":         {"dK_j += bf16(dSᵀ) Q_i"},
+		"dq":         {"flash3_bwd_wgmma::qtile<BR, BC, D>(q, d_o, l, dd, sK, sV, sDS, sStage, dQ, dv, dk"},
+		"write-dkdv": {"flash3_bwd_wgmma::write_dkdv<BR, BC, D>(dK, dV, dv, dk, base, c0, N, scale)"},
+		"dq-scale":   {"bwd_ends::dq_scale<BR, BC, D, NT>(dQ, N, scale"},
+	},
 	"naive_bwd.cu": {
 		"dp":  {"naive_bwd_dp(", "dP[((size_t)bh * N + r0 + r) * N + c0 + c] = acc"},
 		"ds":  {"naive_bwd_ds(", "d = __fadd_rn(d, __fmul_rn(__ldcg(&P[row + c]), __ldcg(&dP[row + c])))", "__fsub_rn(__ldcg(&dP[row + c]), d)"},

@@ -169,7 +169,7 @@ func TestBackwardLadder(t *testing.T) {
 	for _, r := range lad {
 		names = append(names, r.Variant.String())
 	}
-	if strings.Join(names, " ") != "flash2_bwd_mma flash3_bwd_wgmma" {
+	if strings.Join(names, " ") != "flash2_bwd_mma flash3_bwd_wgmma flash3_bwd_tma" {
 		t.Fatalf("the backward ladder's rungs: %v", names)
 	}
 	for _, r := range lad {

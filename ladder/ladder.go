@@ -139,9 +139,12 @@ type BackwardRecord struct {
 	PTXSha    string `json:"ptx_sha256"`            // the shipped PTX at the time
 	// The Hopper rung's source and PTX, as benched (absent from recordings
 	// made before it).
-	HopperKernelSha string        `json:"flash3_bwd_wgmma_sha256,omitempty"`
-	HopperPTXSha    string        `json:"flash3_bwd_wgmma_ptx_sha256,omitempty"`
-	Rows            []BackwardRow `json:"rows"`
+	HopperKernelSha string `json:"flash3_bwd_wgmma_sha256,omitempty"`
+	HopperPTXSha    string `json:"flash3_bwd_wgmma_ptx_sha256,omitempty"`
+	// The TMA rung's likewise.
+	TMAKernelSha string        `json:"flash3_bwd_tma_sha256,omitempty"`
+	TMAPTXSha    string        `json:"flash3_bwd_tma_ptx_sha256,omitempty"`
+	Rows         []BackwardRow `json:"rows"`
 }
 
 // BackwardRow is one kernel on one shape. Kernel names the rung, the tile

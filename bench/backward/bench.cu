@@ -1,5 +1,5 @@
 // Timing bench for the tensor-core backwards (kernels/cuda/backward/flash2_bwd_mma.cu,
-// and on Hopper kernels/cuda/hopper/flash3_bwd_wgmma.cu) on
+// and on Hopper kernels/cuda/hopper/flash3_bwd_wgmma.cu and flash3_bwd_tma.cu) on
 // the FlashAttention benchmark shapes (B·N = 16384, H·d = 2048), plain and
 // causal, d = 64 and 128. Each run is checked first: its dQ, dK and dV
 // against a float32 reference backward on the same bf16 inputs, every
@@ -9,17 +9,24 @@
 // bench/backward/sdpa_bwd.py in the same call (scripts/bench-backward), so
 // the ratios to SDPA's backward come from one machine state:
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -o bwd-bench bench/backward/bench.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o bwd-bench bench/backward/bench.cu -lcuda
 //   ./bwd-bench 4096 30 [part of a name, or =name]   (every compiled tile, or those named)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <vector>
 
+#include <cuda.h>
+
 #include "../../kernels/cuda/backward/flash2_bwd_mma.cu"
+// flash3_bwd_wgmma.cu before flash3_bwd_tma.cu, which includes it for its
+// products only: the first include defines its kernels too.
 #include "../../kernels/cuda/hopper/flash3_bwd_wgmma.cu"
+#include "../../kernels/cuda/hopper/flash3_bwd_tma.cu"
 
 using fast::bf16;
 
@@ -134,12 +141,19 @@ struct Shape {
 using PreFn = decltype(&flash2_bwd_mma_pre_br64_bc64_d64);
 using MainFn = decltype(&flash2_bwd_mma_main_br64_bc64_d64);
 using DqFn = decltype(&flash2_bwd_mma_dq_br64_bc64_d64);
+// A rung whose main kernel reads through tensor maps (flash3_bwd_tma), its
+// pre kernel laying D and L·log2 e out in whole q-tiles for them.
+using TMAPreFn = decltype(&flash3_bwd_tma_pre_br64_bc64_d64);
+using TMAMainFn = decltype(&flash3_bwd_tma_main_br64_bc64_d64);
 struct Kernels {
   const char *rung;
   int D, BC, threads, smem;
   PreFn pre;
   MainFn main;
   DqFn dq;
+  TMAPreFn tmaPre;
+  TMAMainFn tmaMain;
+  const void *mainSymbol() const { return main ? (const void *)main : (const void *)tmaMain; }
 };
 #define KERNELS(BC, D, NW)                                                                                               \
   Kernels {                                                                                                             \
@@ -151,20 +165,80 @@ struct Kernels {
     "flash3_bwd_wgmma", D, BC, BC * 2, flash3_bwd_wgmma::smem_bytes(64, BC, D), flash3_bwd_wgmma_pre_br64_bc##BC##_d##D, \
         flash3_bwd_wgmma_main_br64_bc##BC##_d##D, flash3_bwd_wgmma_dq_br64_bc##BC##_d##D                                 \
   }
-const Kernels tiles[] = {KERNELS(64, 64, 4),   KERNELS(64, 128, 4),       KERNELS(128, 64, 8),
-                         KERNELS(128, 128, 8), WGMMA_KERNELS(64, 64),     WGMMA_KERNELS(128, 128),
-                         WGMMA_KERNELS(64, 128)};
+#define TMA_KERNELS(BC, D)                                                                                              \
+  Kernels {                                                                                                             \
+    "flash3_bwd_tma", D, BC, BC * 2, flash3_bwd_tma::smem_bytes(64, BC, D), nullptr, nullptr,                           \
+        flash3_bwd_tma_dq_br64_bc##BC##_d##D, flash3_bwd_tma_pre_br64_bc##BC##_d##D,                                     \
+        flash3_bwd_tma_main_br64_bc##BC##_d##D                                                                           \
+  }
+const Kernels tiles[] = {KERNELS(64, 64, 4),    KERNELS(64, 128, 4),   KERNELS(128, 64, 8),    KERNELS(128, 128, 8),
+                         WGMMA_KERNELS(64, 64), WGMMA_KERNELS(128, 128), WGMMA_KERNELS(64, 128), TMA_KERNELS(64, 64),
+                         TMA_KERNELS(128, 128), TMA_KERNELS(64, 128)};
+
+// The worker passes cuTensorMapEncodeTiled these enums as numbers
+// (cmd/gpuworker/device.go), its cuda.h being too old to name them.
+static_assert(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 == 9 && CU_TENSOR_MAP_DATA_TYPE_FLOAT32 == 7 &&
+                  CU_TENSOR_MAP_INTERLEAVE_NONE == 0 && CU_TENSOR_MAP_SWIZZLE_128B == 3 &&
+                  CU_TENSOR_MAP_SWIZZLE_NONE == 0 && CU_TENSOR_MAP_L2_PROMOTION_L2_128B == 2 &&
+                  CU_TENSOR_MAP_L2_PROMOTION_NONE == 0 && CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE == 0,
+              "the worker's tensor-map enum values");
+
+// panels is a bf16 buffer of BH heads of N×D as the worker describes it to
+// the copy engine (kernels.TensorMap): boxes of 64 columns × rows rows, the
+// 128-byte swizzle, zeros past N; run is a float32 buffer of BH·N values
+// laid end to end, boxes of rows values (its Run form). Encoded once per
+// buffer and shape, so no encoding falls inside a timing.
+static hopper::TensorMap tensorMap(const void *p, int D, int N, int BH, int rows, bool run) {
+  static std::map<std::tuple<const void *, int, int, int, int>, hopper::TensorMap> cache;
+  auto key = std::make_tuple(p, D, N, BH, rows);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  hopper::TensorMap m;
+  CUresult r;
+  if (run) {
+    const cuuint64_t dims[1] = {(cuuint64_t)N * BH};
+    const cuuint32_t box[1] = {(cuuint32_t)rows}, unit[1] = {1};
+    const cuuint64_t noStrides[1] = {dims[0] * 4}; // unread, but the driver refuses a null array
+    r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap *>(&m), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<void *>(p),
+                               dims, noStrides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                               CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else {
+    const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)N, (cuuint64_t)BH};
+    const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)D * N * 2};
+    const cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, unit[3] = {1, 1, 1};
+    r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap *>(&m), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(p),
+                               dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "cuTensorMapEncodeTiled: CUDA error %d\n", (int)r);
+    exit(1);
+  }
+  return cache[key] = m;
+}
 
 // run launches a tile's three kernels.
+// delta holds D in whole q-tiles of rows (what a tiled pre writes); lt
+// L·log2 e likewise, for a tiled pre only.
 void run(const Kernels &k, const bf16 *q, const bf16 *kk, const bf16 *v, const bf16 *dO, const bf16 *o, const float *L,
-         float *delta, float *dq, float *dk, float *dv, int N, int BH, float scale, bool causal) {
+         float *delta, float *lt, float *dq, float *dk, float *dv, int N, int BH, float scale, bool causal) {
   constexpr int BR = 64;
   unsigned bits;
   memcpy(&bits, &scale, 4);
   const unsigned long long sb = bits;
   const dim3 rows((N + BR - 1) / BR, BH), cols((N + k.BC - 1) / k.BC, BH);
-  k.pre<<<rows, k.threads>>>(dO, o, L, delta, dq, N);
-  k.main<<<cols, k.threads, k.smem>>>(q, kk, v, dO, L, delta, dq, dk, dv, N, sb, causal);
+  const int tiled = (N + BR - 1) / BR * BR; // rows of a batch-head in whole q-tiles
+  if (k.pre)
+    k.pre<<<rows, k.threads>>>(dO, o, L, delta, dq, N);
+  else
+    k.tmaPre<<<rows, k.threads>>>(dO, o, L, delta, dq, N, lt);
+  if (k.main)
+    k.main<<<cols, k.threads, k.smem>>>(q, kk, v, dO, L, delta, dq, dk, dv, N, sb, causal);
+  else
+    k.tmaMain<<<cols, k.threads, k.smem>>>(tensorMap(q, k.D, N, BH, BR, false), tensorMap(kk, k.D, N, BH, k.BC, false),
+                                           tensorMap(v, k.D, N, BH, k.BC, false), tensorMap(dO, k.D, N, BH, BR, false),
+                                           tensorMap(lt, 0, tiled, BH, BR, true), tensorMap(delta, 0, tiled, BH, BR, true), dq, dk,
+                                           dv, N, sb, causal);
   k.dq<<<rows, k.threads>>>(dq, N, sb);
 }
 
@@ -174,7 +248,7 @@ int main(int argc, char **argv) {
   // Only the variants whose names contain argv[3] (or, as =name, are it).
   const char *only = argc > 3 ? argv[3] : nullptr;
   for (const Kernels &k : tiles)
-    CHECK(cudaFuncSetAttribute(k.main, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
+    CHECK(cudaFuncSetAttribute(k.mainSymbol(), cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings of pre+main+dq after 3 warm-ups\n",
@@ -191,10 +265,12 @@ int main(int argc, char **argv) {
     const size_t n = (size_t)BH * N * D;
     const float scale = 1.f / sqrtf((float)D);
     bf16 *q, *k, *v, *o, *dO;
-    float *L, *delta, *dq, *dk, *dv, *rq, *rk, *rv, *rd;
+    float *L, *delta, *lt, *dq, *dk, *dv, *rq, *rk, *rv, *rd;
+    const size_t tiledRows = (size_t)BH * ((N + 63) / 64 * 64);
     CHECK(cudaMalloc(&q, n * 2)); CHECK(cudaMalloc(&k, n * 2)); CHECK(cudaMalloc(&v, n * 2));
     CHECK(cudaMalloc(&o, n * 2)); CHECK(cudaMalloc(&dO, n * 2));
-    CHECK(cudaMalloc(&L, (size_t)BH * N * 4)); CHECK(cudaMalloc(&delta, (size_t)BH * N * 4));
+    CHECK(cudaMalloc(&L, (size_t)BH * N * 4)); CHECK(cudaMalloc(&delta, tiledRows * 4));
+    CHECK(cudaMalloc(&lt, tiledRows * 4));
     CHECK(cudaMalloc(&dq, n * 4)); CHECK(cudaMalloc(&dk, n * 4)); CHECK(cudaMalloc(&dv, n * 4));
     CHECK(cudaMalloc(&rq, (size_t)N * D * 4)); CHECK(cudaMalloc(&rk, (size_t)N * D * 4));
     CHECK(cudaMalloc(&rv, (size_t)N * D * 4)); CHECK(cudaMalloc(&rd, (size_t)N * 4));
@@ -202,7 +278,7 @@ int main(int argc, char **argv) {
     fill<<<1024, 256>>>(dO, n, 4u);
     forward<<<dim3((N + 127) / 128, BH), 128>>>(q, k, v, o, L, N, D, scale, sh.causal, BH);
     CHECK(cudaGetLastError());
-    auto launch = [&] { run(tile, q, k, v, dO, o, L, delta, dq, dk, dv, N, BH, scale, sh.causal); };
+    auto launch = [&] { run(tile, q, k, v, dO, o, L, delta, lt, dq, dk, dv, N, BH, scale, sh.causal); };
     // The check: NaN everywhere first, so an element not written fails.
     CHECK(cudaMemset(dq, 0xff, n * 4)); CHECK(cudaMemset(dk, 0xff, n * 4)); CHECK(cudaMemset(dv, 0xff, n * 4));
     launch();
@@ -251,7 +327,7 @@ int main(int argc, char **argv) {
     printf("%-36s %8.3f %9.1f %10.2e %10.2e %10.2e %s\n", name, ms, flops / ms / 1e9, err[0] / top[0], err[1] / top[1],
            err[2] / top[2], ok ? "ok" : (nan ? "FAIL (NaN)" : "FAIL"));
     fflush(stdout);
-    for (void *p : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dO, (void *)L, (void *)delta, (void *)dq, (void *)dk,
+    for (void *p : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dO, (void *)L, (void *)delta, (void *)lt, (void *)dq, (void *)dk,
                     (void *)dv, (void *)rq, (void *)rk, (void *)rv, (void *)rd})
       cudaFree(p);
   }

@@ -61,6 +61,22 @@ static CUresult fs_encode_bf16_panels(void *map, CUdeviceptr addr, cuuint64_t d,
 	return fs_encode_tiled(map, BFLOAT16, 3, (void *)addr, dims, strides, box, elementStrides, INTERLEAVE_NONE,
 	                       SWIZZLE_128B, L2_PROMOTION_128B, OOB_FILL_ZEROS);
 }
+
+// fs_encode_f32_run encodes into map a float32 vector of n values at addr,
+// copied in boxes of box values, unswizzled; values past its end read as
+// zeros (kernels.TensorMap's Run form).
+static CUresult fs_encode_f32_run(void *map, CUdeviceptr addr, cuuint64_t n, cuuint32_t box) {
+	const cuuint64_t dims[1] = {n};
+	const cuuint32_t boxDim[1] = {box};
+	const cuuint32_t elementStrides[1] = {1};
+	// A rank-1 map has no strides, but the driver refuses a null array
+	// (CUDA error 1 on an H200, driver 580): one unread stride.
+	const cuuint64_t noStrides[1] = {n * 4};
+	enum { FLOAT32 = 7, INTERLEAVE_NONE = 0, SWIZZLE_NONE = 0, L2_PROMOTION_NONE = 0, OOB_FILL_ZEROS = 0 };
+	if (!fs_encode_tiled) return CUDA_ERROR_NOT_FOUND;
+	return fs_encode_tiled(map, FLOAT32, 1, (void *)addr, dims, noStrides, boxDim, elementStrides, INTERLEAVE_NONE,
+	                       SWIZZLE_NONE, L2_PROMOTION_NONE, OOB_FILL_ZEROS);
+}
 */
 import "C"
 
@@ -299,6 +315,12 @@ func hostFree(p unsafe.Pointer) { C.free(p) }
 // encodeTensorMap writes m of the buffer at addr into dst, 128 bytes
 // aligned to 64.
 func encodeTensorMap(dst unsafe.Pointer, m *kernels.TensorMap, addr cu.DevicePtr) error {
+	if m.Run {
+		if r := C.fs_encode_f32_run(dst, C.CUdeviceptr(addr), C.cuuint64_t(m.N*m.BH), C.cuuint32_t(m.Rows)); r != 0 {
+			return fmt.Errorf("cuTensorMapEncodeTiled (a run of %d float32, box %d): CUDA error %d", m.N*m.BH, m.Rows, int(r))
+		}
+		return nil
+	}
 	if r := C.fs_encode_bf16_panels(dst, C.CUdeviceptr(addr), C.cuuint64_t(m.D), C.cuuint64_t(m.N), C.cuuint64_t(m.BH),
 		C.cuuint32_t(kernels.TensorMapBoxCols), C.cuuint32_t(m.Rows)); r != 0 {
 		return fmt.Errorf("cuTensorMapEncodeTiled (%d×%d×%d, box %d×%d): CUDA error %d", m.D, m.N, m.BH, kernels.TensorMapBoxCols, m.Rows, int(r))

@@ -325,6 +325,13 @@ func TestGPUSanitizerSample(t *testing.T) {
 				// Four kv-tiles, the last ragged: each of the two stages
 				// refilled, its barriers' parity flipped, under the sanitizer.
 				c.N = max(c.N, 3*f.Bc+1)
+				if kernels.Info(c.Variant).Backward {
+					// A backward traces every step of every block: four
+					// batch-heads at 64×128, d = 128, N = 385 would be 36 MiB,
+					// past one traced run's limit. Two keep a second
+					// batch-head's offsets under the sanitizer.
+					c.Batch, c.Heads = 1, 2
+				}
 			}
 		} else { // any tiles, within naive's 8192 outputs per q-tile
 			c.Br = min(c.Br, max(1, 8192/c.D))

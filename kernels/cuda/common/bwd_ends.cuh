@@ -14,9 +14,14 @@ namespace bwd_ends {
 using fast::bf16;
 
 // pre: D_i = rowsum(dO_i ∘ O_i) from bf16 rows, in float32, one thread per row; the float32 dQ accumulator of q-tile i set to zero.
-template <int BR, int BC, int D, int NT>
+// TILED (flash3_bwd_tma, whose copy engine reads each q-tile's D_i and L_i
+// as one aligned run): D is laid out in whole q-tiles, Tr·BR per
+// batch-head with the rows past N zero, and L·log2 e beside it in LT, the
+// same way; otherwise D has N rows per batch-head and LT is unused.
+template <int BR, int BC, int D, int NT, bool TILED = false>
 __device__ __forceinline__ void pre(const bf16 *__restrict__ dO, const bf16 *__restrict__ O, const float *__restrict__ L,
-                                    float *__restrict__ Delta, float *__restrict__ dQ, int N FS_TRACE_PARAMS) {
+                                    float *__restrict__ Delta, float *__restrict__ dQ, int N FS_TRACE_PARAMS,
+                                    float *__restrict__ LT = nullptr) {
   static_assert(BR <= NT, "one thread per row of the q-tile");
   const int tid = threadIdx.x;
   const int i = blockIdx.x, bh = blockIdx.y;
@@ -40,8 +45,16 @@ __device__ __forceinline__ void pre(const bf16 *__restrict__ dO, const bf16 *__r
 #pragma unroll
       for (int e = 0; e < 8; e++) acc = __fadd_rn(acc, __fmul_rn(__bfloat162float(x[e]), __bfloat162float(y[e])));
     }
-    Delta[(size_t)bh * N + r0 + tid] = acc;
+    if constexpr (TILED) {
+      Delta[(size_t)bh * gridDim.x * BR + r0 + tid] = acc;
+      LT[(size_t)bh * gridDim.x * BR + r0 + tid] = __fmul_rn(__ldcg(&L[(size_t)bh * N + r0 + tid]), 1.4426950408889634f);
+    } else {
+      Delta[(size_t)bh * N + r0 + tid] = acc;
+    }
     FS_TRACED(if (full) fs_payload(cur)[fs_bwd_pre_delta(BR, BC, D, N) + tid] = acc;)
+  }
+  if constexpr (TILED) {
+    if (tid >= rowsValid && tid < BR) Delta[(size_t)bh * gridDim.x * BR + r0 + tid] = LT[(size_t)bh * gridDim.x * BR + r0 + tid] = 0.f;
   }
   for (int e = tid; e < rowsValid * D; e += NT) dQ[base + (size_t)r0 * D + e] = 0.f;
 

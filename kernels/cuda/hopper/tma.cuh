@@ -1,6 +1,6 @@
 // Hopper's tensor memory accelerator (TMA) and the mbarriers that say when
 // its copies have landed, for the ladder's Hopper rungs (flash3_tma.cu,
-// flash3_ws.cu). Needs sm_90a (scripts/ptx-hopper).
+// flash3_ws.cu, flash3_bwd_tma.cu). Needs sm_90a (scripts/ptx-hopper).
 //
 // A TMA copy is one instruction, issued by one thread, that moves a whole
 // box of a tensor (here 64 bf16 columns × a tile's rows of one batch-head)
@@ -74,6 +74,18 @@ __device__ __forceinline__ void tma_load(void *dst, const TensorMap *map, int x,
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
           fast::smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(fast::smem_addr(bar))
+      : "memory");
+}
+
+// tma_load_run copies the box at element x of a 1-D tensor map (a run of
+// float32 values, kernels.TensorMap's Run form) into shared memory at dst
+// (16-byte aligned) and counts its bytes off bar; elements past the
+// tensor's end arrive as zeros.
+__device__ __forceinline__ void tma_load_run(void *dst, const TensorMap *map, int x, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];\n" ::"r"(
+          fast::smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(fast::smem_addr(bar))
       : "memory");
 }
 
