@@ -38,8 +38,8 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 		c.N = max(c.Br, c.Bc) * (1 + rng.IntN(6))
 	case 2:
 		c.N = max(c.Br, c.Bc) + rng.IntN(300)
-	default:
-		c.N = max(c.Br, c.Bc) + rng.IntN(maxN-max(c.Br, c.Bc)+1)
+	default: // up to maxN, which may be below the tile (-maxn 100 on a 128-row rung)
+		c.N = max(c.Br, c.Bc) + rng.IntN(max(1, maxN-max(c.Br, c.Bc)+1))
 	}
 	c.N = min(c.N, maxN)
 	if c.N*c.N*(c.Batch*c.Heads) > 1<<22 {
