@@ -11,13 +11,13 @@ import (
 // ladder. Its products are flash3_bwd_wgmma's, line for line (the .cu
 // includes them), so its mirror is flash2_bwd_mma's, as that rung's is.
 // What changes is how Q_i, dO_i, L_i and D_i arrive: one thread asks the
-// copy engine for each q-tile's four pieces three q-tiles ahead, counted
+// copy engine for each q-tile's four pieces into three stages, counted
 // off an mbarrier per stage, where flash3_bwd_wgmma's threads each copy
 // their share by cp.async one q-tile ahead and meet at a barrier.
 var flash3BwdTMAKernel = &VariantInfo{
 	Variant:  instrument.VariantFlash3BwdTMA,
 	Title:    "Backward, wgmma + TMA (bf16)", // the stepper's variant select holds about 50 characters
-	Summary:  "flash3_bwd_wgmma's products, its loads done by the copy engine: one thread asks for Q_i, dO_i, L_i and D_i three q-tiles ahead, each stage's bytes counted off an mbarrier the warpgroups wait on; dQ added atomically; float32 gradients.",
+	Summary:  "flash3_bwd_wgmma's products, its loads done by the copy engine: one thread asks for Q_i, dO_i, L_i and D_i into three stages (two q-tiles on their way while one is multiplied), each stage's bytes counted off an mbarrier the warpgroups wait on; dQ added atomically; float32 gradients.",
 	DType:    instrument.DTypeBF16,
 	Backward: true,
 	Loop:     LoopFused,

@@ -322,10 +322,14 @@ func TestGPUSanitizerSample(t *testing.T) {
 			c.Br, c.Bc, c.D = f.Br, f.Bc, f.D
 			c.N = max(c.N, f.Br, f.Bc)
 			if kernels.Info(c.Variant).Arch == kernels.ArchHopper {
-				// Four kv-tiles, the last ragged: each of the two stages
-				// refilled, its barriers' parity flipped, under the sanitizer.
+				// Four kv-tiles, the last ragged: each of the forward's two
+				// stages refilled, its barriers' parity flipped, under the
+				// sanitizer.
 				c.N = max(c.N, 3*f.Bc+1)
 				if kernels.Info(c.Variant).Backward {
+					// Seven q-tiles, the last ragged: each of flash3_bwd_tma's
+					// three stages of q-tiles refilled at least once.
+					c.N = max(c.N, 6*f.Br+1)
 					// A backward traces every step of every block: four
 					// batch-heads at 64×128, d = 128, N = 385 would be 36 MiB,
 					// past one traced run's limit. Two keep a second

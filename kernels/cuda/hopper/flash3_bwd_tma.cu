@@ -11,8 +11,10 @@
 // __syncthreads before the first product. Here one thread asks the copy
 // engine (tma.cuh) for each q-tile's four pieces, Q_i and dO_i as swizzled
 // panels, L_i and D_i as runs of 64 floats, all counted off one mbarrier,
-// NS q-tiles ahead of the one being multiplied: the copies run on their
-// own while the warpgroups multiply, and a warpgroup waits on the barrier
+// into NS stages: the stage a q-tile frees is refilled with the q-tile NS
+// on, so while one is multiplied the next NS − 1 are on their way. The
+// copies run on their own while the warpgroups multiply, and a warpgroup
+// waits on the barrier
 // for the bytes themselves, not for the other threads' loads. K_j and V_j
 // come the same way, once per block.
 //
@@ -128,7 +130,7 @@ __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap
               float *pl = cur.rec ? fs_payload(cur) : nullptr;
               if (tid == 0) cur.t_start = fs_globaltimer();)
 
-    //> load-q: wait for q-tile i's stage, whose Q_i, dO_i, L_i and D_i were asked for NS q-tiles ago; after its products, ask for q-tile i + NS into it
+    //> load-q: wait for q-tile i's stage, whose Q_i, dO_i, L_i and D_i were asked for when q-tile i − NS freed it; after its products, ask for q-tile i + NS into it
     hopper::mbar_wait(&full[s], parity);
     //> end
 

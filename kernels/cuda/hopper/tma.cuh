@@ -79,8 +79,10 @@ __device__ __forceinline__ void tma_load(void *dst, const TensorMap *map, int x,
 
 // tma_load_run copies the box at element x of a 1-D tensor map (a run of
 // float32 values, kernels.TensorMap's Run form) into shared memory at dst
-// (16-byte aligned) and counts its bytes off bar; elements past the
-// tensor's end arrive as zeros.
+// (128-byte aligned, as every tensor copy's destination) and counts its
+// bytes off bar; elements past the tensor's end arrive as zeros. Its
+// first element x must lie on a 16-byte boundary of the tensor, or the
+// copy faults.
 __device__ __forceinline__ void tma_load_run(void *dst, const TensorMap *map, int x, uint64_t *bar) {
   asm volatile(
       "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];\n" ::"r"(
