@@ -193,6 +193,9 @@ func StartGPU(opts GPUOptions, log *slog.Logger) (*GPU, error) {
 	if _, err := os.Stat(opts.Worker); err != nil {
 		return nil, fmt.Errorf("%w: the GPU worker is not built, no %s beside the server: make gpu builds it", ErrNoGPU, filepath.Base(opts.Worker))
 	}
+	// Said before the wait, which on a machine's first start is about a
+	// minute: the driver compiles every module's PTX before the hello.
+	log.Info("starting the GPU worker: on a machine's first start the driver compiles every kernel's PTX first, about a minute", "worker", opts.Worker)
 	g := &GPU{opts: opts, log: log, queue: make(chan *gpuJob, opts.QueueLength),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p, hello, err := g.spawn()
