@@ -56,10 +56,11 @@ const (
 
 	// Asks answered by the arithmetic of the Hopper rungs' copies,
 	// barriers and registers (hopper.go).
-	AskTxBytes    = "tx-bytes"   // the bytes an mbarrier is told to expect (expect_tx) for one TMA-copied tile
-	AskTMACopies  = "tma-copies" // how many TMA copy instructions one kv-tile's K and V take
-	AskParity     = "parity"     // the stage and phase parity a consumer waits on at a kv-tile (choice)
-	AskSetmaxnreg = "setmaxnreg" // the registers a consumer thread may take once the producer has given its up
+	AskTxBytes    = "tx-bytes"    // the bytes an mbarrier is told to expect (expect_tx) for one TMA-copied tile
+	AskStageBytes = "stage-bytes" // the bytes one stage of flash3_bwd_tma's q-tile pipeline expects: Q_i, dO_i, L_i·log2 e, D_i
+	AskTMACopies  = "tma-copies"  // how many TMA copy instructions one kv-tile's K and V take
+	AskParity     = "parity"      // the stage and phase parity a consumer waits on at a kv-tile (choice)
+	AskSetmaxnreg = "setmaxnreg"  // the registers a consumer thread may take once the producer has given its up
 
 	// Asks about a backward run's trace: its bwd_pre, bwd_step and bwd_dq
 	// records (backward.go).
@@ -125,6 +126,7 @@ var asks = []struct {
 	{AskLadderFloor, ladderFloor{}},
 	{AskBackwardSpeedup, backwardSpeedup{}},
 	{AskTxBytes, txBytes{}},
+	{AskStageBytes, stageBytes{}},
 	{AskTMACopies, tmaCopies{}},
 	{AskParity, stageParity{}},
 	{AskSetmaxnreg, consumerRegisters{}},
@@ -167,7 +169,7 @@ type Checkpoint struct {
 	Playground playground.Settings // overflow: the row
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
 	Ladder     LadderQuestion      // ladder-speedup, ladder-floor, backward-speedup: the row, shape and floor
-	Hopper     HopperQuestion      // tx-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
+	Hopper     HopperQuestion      // tx-bytes, stage-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
 	Col        int                 // dq: the column of dQ asked about
 	Consumer   int                 // hidden: the consumer warpgroup, 0 or 1
 

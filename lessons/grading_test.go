@@ -53,6 +53,7 @@ var askRules = map[string]tolSpec{
 	lessons.AskLadderFloor:     {rule: "rel", rel: 0.02},
 	lessons.AskBackwardSpeedup: {rule: "rel", rel: 0.02},
 	lessons.AskTxBytes:         {rule: "exact"},
+	lessons.AskStageBytes:      {rule: "exact"},
 	lessons.AskTMACopies:       {rule: "exact"},
 	lessons.AskSetmaxnreg:      {rule: "exact"},
 	lessons.AskPLeft:           {rule: "abs", abs: 0.01},

@@ -35,17 +35,18 @@ const (
 	setmaxnregMin, setmaxnregMax, setmaxnregStep = 24, 256, 8
 	// tmaMaxBoxRows: a TMA box is at most 256 elements along each dimension.
 	tmaMaxBoxRows = 256
-	// bf16Bytes is one bf16 element.
-	bf16Bytes = 2
+	// bf16Bytes is one bf16 element, f32Bytes one float32.
+	bf16Bytes, f32Bytes = 2, 4
 	// hopperMaxD is the widest head dim these asks take: four boxes.
 	hopperMaxD = 4 * kernels.TensorMapBoxCols
 )
 
 // HopperQuestion is the sizes a Hopper ask is about.
 type HopperQuestion struct {
-	Rows, D int // tx-bytes: a tile's rows and head dim; tma-copies: the head dim alone
-	// N, for tx-bytes, is the sequence length whose last kv-tile is asked
-	// about (it may be ragged); 0 asks about any whole tile.
+	Rows, D int // tx-bytes, stage-bytes: a tile's rows and head dim; tma-copies: the head dim alone
+	// N, for tx-bytes and stage-bytes, is the sequence length whose last
+	// kv-tile (q-tile) is asked about (it may be ragged); 0 asks about any
+	// whole tile.
 	N int
 	// Stages, for parity, is how many buffers the kv-tiles take in turn
 	// (the kv-tile is the checkpoint's KV).
@@ -121,6 +122,48 @@ func (txBytes) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) {
 func (txBytes) pose(c *Checkpoint, key grading.Solution) grading.Question {
 	return c.number(key, grading.Whole(), grading.Bytes, func(float64) string {
 		return "Not quite. expect_tx announces every byte the tile's copies will count off the barrier: the tile's rows times its head dim, at two bytes a bf16 element. The TMA unit always writes a whole box, rows past N included (it fills them with zeros), and counts every byte it writes."
+	})
+}
+
+// stageBytes asks how many bytes one stage of flash3_bwd_tma's q-tile
+// pipeline tells its mbarrier to expect: the q-tile's Q_i and dO_i (rows ×
+// d bf16 each, whole boxes) and its L_i·log2 e and D_i (rows floats each,
+// which the pre kernel laid out in whole q-tiles): a whole number, exactly.
+type stageBytes struct{ onHopper }
+
+func (a stageBytes) parse(c *Checkpoint, d *directive) {
+	txBytes{}.parse(c, d)
+}
+
+func (stageBytes) source(*Checkpoint) string {
+	return "the Hopper backward's arithmetic (kernels/cuda/hopper/flash3_bwd_tma.cu, its pre kernel in common/bwd_ends.cuh), worked out on the server from the question's sizes"
+}
+
+func (stageBytes) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) {
+	h := c.Hopper
+	panels := h.Rows * h.D * bf16Bytes
+	runs := h.Rows * f32Bytes
+	n := 2*panels + 2*runs
+	explain := fmt.Sprintf("Q_i and dO_i are %d rows of d = %d bf16 numbers: %d · %d · %d = %d bytes each. L_i·log2 e and D_i are one float32 a row: %d · %d = %d bytes each. The stage's barrier counts all four: 2 · %d + 2 · %d = %d bytes.",
+		h.Rows, h.D, h.Rows, h.D, bf16Bytes, panels, h.Rows, f32Bytes, runs, panels, runs, n)
+	if h.N > 0 {
+		last := (h.N - 1) / h.Rows
+		real := h.N - last*h.Rows
+		if real < h.Rows {
+			explain += fmt.Sprintf(" With N = %d the last q-tile, q-tile %d, holds %d − %d · %d = %d real rows, and the stage still expects %d bytes: the copy engine writes Q_i's and dO_i's boxes whole, the %d rows past N as zeros, and counts them; L and D are read from the pre kernel's layout in whole q-tiles (its rows past N are zeros), because a copy must start on a 16-byte boundary, which a batch-head's rows of the forward's L do not when N is not a multiple of 4.",
+				h.N, last, h.N, last, h.Rows, real, n, h.Rows-real)
+		} else {
+			explain += fmt.Sprintf(" With N = %d the last q-tile, q-tile %d, is whole.", h.N, last)
+		}
+	}
+	return grading.Solution{Number: float64(n), Display: strconv.Itoa(n) + " bytes", Lo: 0, Hi: math.Inf(1),
+		Why: "a count of bytes is not negative", Explain: explain}, nil
+}
+
+// pose's hint says what the count is made of, never the count.
+func (stageBytes) pose(c *Checkpoint, key grading.Solution) grading.Question {
+	return c.number(key, grading.Whole(), grading.Bytes, func(float64) string {
+		return "Not quite. The stage's barrier counts every byte of its four copies: Q_i and dO_i at two bytes a bf16 element, L_i·log2 e and D_i at four bytes a float, each for every row of the q-tile. The copies are whole, rows past N included."
 	})
 }
 

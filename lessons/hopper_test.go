@@ -36,11 +36,12 @@ func randomHopper(rng *rand.Rand) lessons.HopperQuestion {
 func hopperDirective(ask string, h lessons.HopperQuestion, kv int) string {
 	attrs := map[string]string{
 		lessons.AskTxBytes:    fmt.Sprintf("rows=%d d=%d", h.Rows, h.D),
+		lessons.AskStageBytes: fmt.Sprintf("rows=%d d=%d", h.Rows, h.D),
 		lessons.AskTMACopies:  fmt.Sprintf("d=%d", h.D),
 		lessons.AskParity:     fmt.Sprintf("kv=%d stages=%d", kv, h.Stages),
 		lessons.AskSetmaxnreg: fmt.Sprintf("producer=%d consumers=%d", h.Producer, h.Consumers),
 	}[ask]
-	if ask == lessons.AskTxBytes && h.N > 0 {
+	if (ask == lessons.AskTxBytes || ask == lessons.AskStageBytes) && h.N > 0 {
 		attrs += fmt.Sprintf(" n=%d", h.N)
 	}
 	return fmt.Sprintf("::: checkpoint id=c ask=%s %s\nThe question, sizes and all.\n:::\n", ask, attrs)
@@ -64,6 +65,12 @@ func hopperTruth(ask string, h lessons.HopperQuestion, kv int) (number float64, 
 	switch ask {
 	case lessons.AskTxBytes:
 		return float64(h.Rows * h.D * 2), "" // bf16; zero-filled rows are written and counted too
+	case lessons.AskStageBytes:
+		bytes := 0
+		for r := 0; r < h.Rows; r++ { // every row, real or past N
+			bytes += 2*h.D*2 + 2*4 // its Q and dO in bf16, its L·log2 e and D in float32
+		}
+		return float64(bytes), ""
 	case lessons.AskTMACopies:
 		boxes := 0
 		for col := 0; col < h.D; col += 64 {
@@ -88,7 +95,7 @@ func hopperTruth(ask string, h lessons.HopperQuestion, kv int) (number float64, 
 	panic(ask)
 }
 
-var hopperAsks = []string{lessons.AskTxBytes, lessons.AskTMACopies, lessons.AskParity, lessons.AskSetmaxnreg}
+var hopperAsks = []string{lessons.AskTxBytes, lessons.AskStageBytes, lessons.AskTMACopies, lessons.AskParity, lessons.AskSetmaxnreg}
 
 func TestHopperAsksOnFreshSizes(t *testing.T) {
 	t.Parallel()
@@ -170,5 +177,28 @@ func TestTxBytesOfARaggedTile(t *testing.T) {
 		if v := c.Grade(a, false, s); !v.Correct {
 			t.Errorf("%q graded %+v", a, v)
 		}
+	}
+}
+
+// A backward stage of a ragged last q-tile: its four copies are counted
+// whole, and the explanation says why L and D are too.
+func TestStageBytesOfARaggedQTile(t *testing.T) {
+	t.Parallel()
+	c := loadCheckpoint(t, "::: checkpoint id=c ask=stage-bytes rows=64 d=128 n=1000\nq\n:::\n")
+	s, err := c.Solve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 2*64*128*2 + 2*64*4
+	if s.Number != float64(want) || !strings.Contains(s.Explain, "40 real rows") || !strings.Contains(s.Explain, "16-byte boundary") {
+		t.Errorf("%g bytes: %s", s.Number, s.Explain)
+	}
+	for _, wrong := range []int{2 * 64 * 128 * 2, 2*40*128*2 + 2*40*4, 64*128*2 + 64*4} { // the panels alone; the real rows alone; one of each
+		if v := c.Grade(strconv.Itoa(wrong), false, s); v.Correct {
+			t.Errorf("%d graded right: %+v", wrong, v)
+		}
+	}
+	if v := c.Grade(strconv.Itoa(want)+" bytes", false, s); !v.Correct {
+		t.Errorf("%d bytes graded %+v", want, v)
 	}
 }

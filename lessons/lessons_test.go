@@ -232,6 +232,9 @@ func TestBadDirectivesFail(t *testing.T) {
 		"::: checkpoint id=c ask=tx-bytes rows=128\nq\n:::\n":                                           "needs d=",
 		"::: checkpoint id=c ask=tx-bytes rows=300 d=64\nq\n:::\n":                                      "rows must be a whole number from 1 to 256",
 		"::: checkpoint id=c ask=tx-bytes rows=128 d=96\nq\n:::\n":                                      "d must be a multiple of 64",
+		"::: checkpoint id=c ask=stage-bytes rows=64\nq\n:::\n":                                         "needs d=",
+		"::: checkpoint id=c ask=stage-bytes rows=64 d=100\nq\n:::\n":                                   "d must be a multiple of 64",
+		"::: checkpoint id=c ask=stage-bytes rows=64 d=64 preset=toy\nq\n:::\n":                         "not on a preset's run",
 		"::: checkpoint id=c ask=tma-copies d=128 preset=toy\nq\n:::\n":                                 "not on a preset's run",
 		"::: checkpoint id=c ask=tma-copies d=128 rows=64\nq\n:::\n":                                    `unknown attribute "rows"`,
 		"::: checkpoint id=c ask=parity kv=6\nq\n:::\n":                                                 "needs stages=",
@@ -561,7 +564,7 @@ func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.C
 	for try := 0; try < 60; try++ {
 		cc := *c
 		switch c.Ask {
-		case lessons.AskTxBytes, lessons.AskTMACopies, lessons.AskParity, lessons.AskSetmaxnreg:
+		case lessons.AskTxBytes, lessons.AskStageBytes, lessons.AskTMACopies, lessons.AskParity, lessons.AskSetmaxnreg:
 			cc.Hopper, cc.KV = randomHopper(rng), rng.IntN(64)
 		case lessons.AskOverflow:
 			cc.Playground.Logits = append([]float64(nil), c.Playground.Logits...)
