@@ -3,6 +3,7 @@ package instrument
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -147,12 +148,21 @@ func CHeader() string {
 	p("// payload's start; fs_<kind>_record_bytes is the whole record, padded to 8.\n")
 	for i := range Kinds {
 		k := &Kinds[i]
-		for j, a := range k.Arrays {
-			p("FS_HD static inline uint32_t fs_%s_%s(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return %s; } /* [%s] */\n",
-				k.Name, a.Name, arrayOffsetExpr(k, j), strings.ReplaceAll(shapeExpr(a.Shape), "*", "]["))
+		// A kind with an array of the query rows (the inputs record's Q)
+		// takes Nq as well; the kernels' kinds keep their four sizes.
+		params, voids := "uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N", "(void)Br; (void)Bc; (void)D; (void)N;"
+		for _, a := range k.Arrays {
+			if slices.Contains(a.Shape, DimNq) {
+				params, voids = params+", uint32_t Nq", voids+" (void)Nq;"
+				break
+			}
 		}
-		p("FS_HD static inline uint32_t fs_%s_record_bytes(uint32_t Br, uint32_t Bc, uint32_t D, uint32_t N) { (void)Br; (void)Bc; (void)D; (void)N; return (%du + 4u*(%s) + 7u) & ~7u; }\n\n",
-			k.Name, recordHeaderWireBytes, payloadExpr(k))
+		for j, a := range k.Arrays {
+			p("FS_HD static inline uint32_t fs_%s_%s(%s) { %s return %s; } /* [%s] */\n",
+				k.Name, a.Name, params, voids, arrayOffsetExpr(k, j), strings.ReplaceAll(shapeExpr(a.Shape), "*", "]["))
+		}
+		p("FS_HD static inline uint32_t fs_%s_record_bytes(%s) { %s return (%du + 4u*(%s) + 7u) & ~7u; }\n\n",
+			k.Name, params, voids, recordHeaderWireBytes, payloadExpr(k))
 	}
 	p("#endif // FLASHSTEP_TRACE_ABI_H\n")
 	return b.String()

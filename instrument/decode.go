@@ -38,8 +38,14 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if w.Version < MinFormatVersion || w.Version > FormatVersion {
 		return nil, formatErr("format version %d, this build reads versions %d to %d", w.Version, MinFormatVersion, FormatVersion)
 	}
-	if w.Pad0 != [3]uint8{} || w.Pad1 != [6]uint8{} || w.Flags&^(FlagCausal|FlagTiming|FlagRoles) != 0 {
+	if w.Pad0 != [3]uint8{} || w.Flags&^(FlagCausal|FlagTiming|FlagRoles) != 0 {
 		return nil, formatErr("header: nonzero padding or unknown flags")
+	}
+	if w.Version < 4 && (w.NQ != 0 || w.KVHeads != 0) {
+		return nil, formatErr("header: nonzero padding (nq and kv_heads are version 4's)")
+	}
+	if w.Version >= 4 && (w.NQ == 0 || w.KVHeads == 0) {
+		return nil, formatErr("header: nq=%d, kv_heads=%d: a version-4 trace gives both", w.NQ, w.KVHeads)
 	}
 	if w.Flags&FlagRoles != 0 && w.Version < 3 {
 		return nil, formatErr("header: the roles flag in a version-%d trace (it is version 3's)", w.Version)
@@ -82,6 +88,14 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 		Records:      int(w.Records),
 		RecordedUnix: w.RecordedUnix,
 		Label:        string(label),
+	}
+	// Zero stands for the default (Queries, KVHeadCount), so that a header
+	// reads back as it was written.
+	if int(w.NQ) != d.h.N {
+		d.h.Nq = int(w.NQ)
+	}
+	if int(w.KVHeads) != d.h.Heads {
+		d.h.KVHeads = int(w.KVHeads)
 	}
 	// Bound every count before arithmetic on them can overflow.
 	if w.N > MaxN || w.D > MaxD || w.Br > MaxTile || w.Bc > MaxTile ||

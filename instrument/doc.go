@@ -6,7 +6,7 @@
 // exp(m_old − m_new), the output accumulator O and the score and probability
 // tiles S and P, plus the device-memory bytes that step moved.
 //
-// # Format, version 2
+// # Format, version 4
 //
 // All integers and floats are little-endian; floats are IEEE-754 binary32.
 // A trace is one header followed by Header.Records records. Every part starts
@@ -17,14 +17,17 @@
 // where the numbers came from ("CPU mirror", a GPU's name and driver, or a
 // recording). Version is FormatVersion when written; a decoder reads every
 // version from MinFormatVersion on. Version 2 added the backward pass's record
-// kinds and nothing else: a version-1 trace reads as before, and one
-// holding a kind of a later version is malformed.
+// kinds and nothing else, version 3 the warp roles' records, version 4 the
+// header's nq (the run's query rows: the last nq of its n positions) and
+// kv_heads (the heads of K and V) where it had padding: an older trace
+// reads as before (nq = n, kv_heads = heads), and one holding a kind, a
+// flag or a field of a later version is malformed.
 //
 // A record is recordHeaderWire (56 bytes) followed by the float32 arrays its
-// kind lists in Kinds, in that order, each sized from the header's N, d, Br
-// and Bc. Matrices are row-major. The kinds are:
+// kind lists in Kinds, in that order, each sized from the header's N, nq,
+// d, Br and Bc. Matrices are row-major. The kinds are:
 //
-//	inputs      Q, K, V of one batch-head (N×d each)
+//	inputs      Q (nq×d), K and V (N×d each) of one batch-head
 //	flash_step  one FlashAttention tile step (q-tile i, kv-tile j):
 //	            m_old, m_new, alpha, l (Br each), S, P (Br×Bc), O (Br×d)
 //	scores      naive phase 1: S tile written to device memory (Br×Bc)

@@ -36,6 +36,8 @@ func AppendHeader(dst []byte, h *Header) ([]byte, error) {
 		Records:      uint32(h.Records),
 		RecordedUnix: h.RecordedUnix,
 		LabelBytes:   uint16(len(h.Label)),
+		KVHeads:      uint16(h.KVHeadCount()),
+		NQ:           uint32(h.Queries()),
 	}
 	if h.Causal {
 		w.Flags |= FlagCausal

@@ -37,6 +37,20 @@ func randomHeader(rng *rand.Rand) *Header {
 		Scale:   rng.Float32() + 0.01,
 		Label:   []string{"", "CPU mirror", "NVIDIA H100 80GB HBM3, driver 580.159.04 — recorded"}[rng.IntN(3)],
 	}
+	if rng.IntN(3) == 0 { // fewer queries than keys, the last of them (format version 4)
+		h.Nq = 1 + rng.IntN(h.N)
+	}
+	if rng.IntN(3) == 0 { // grouped heads: a divisor of Heads (1 for multi-query)
+		for h.KVHeads = 1 + rng.IntN(h.Heads); h.Heads%h.KVHeads != 0; h.KVHeads-- {
+		}
+	}
+	// Zero is the default's one spelling: a header reads back so.
+	if h.Nq == h.N {
+		h.Nq = 0
+	}
+	if h.KVHeads == h.Heads {
+		h.KVHeads = 0
+	}
 	bh := h.Batch * h.Heads
 	lo := rng.IntN(bh)
 	h.TracedBH = Range{lo, lo + 1 + rng.IntN(bh-lo)}
@@ -304,9 +318,10 @@ func TestDecoderRejects(t *testing.T) {
 }
 
 // TestOlderVersionTraces: a version-1 trace (every recording made before the
-// backward pass) and a version-2 one (before the warp roles) read as they
-// did, record for record; one holding a record kind or a flag that a later
-// version introduced is malformed.
+// backward pass), a version-2 one (before the warp roles) and a version-3
+// one (before nq and kv_heads) read as they did, record for record; one
+// holding a record kind, a flag or a header field that a later version
+// introduced is malformed.
 func TestOlderVersionTraces(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
@@ -315,7 +330,15 @@ func TestOlderVersionTraces(t *testing.T) {
 		for old < 50 || newer < 50 {
 			h, recs, buf := randomTrace(rng)
 			binary.LittleEndian.PutUint16(buf[4:], v) // the version field: a trace as version v wrote it
-			later := h.Roles
+			// Version 4's kv_heads and nq lie where earlier versions wrote
+			// zeros. A run with all its queries and heads reads as an
+			// older version wrote it; one with fewer is version 4's alone,
+			// its bytes left in place.
+			shapes := h.Nq != 0 || h.KVHeads != 0
+			if v < 4 && !shapes {
+				clear(buf[90:96])
+			}
+			later := h.Roles && v < 3 || v < 4 && shapes
 			for _, r := range recs {
 				if spec, _ := Spec(r.Kind); spec.Since > v {
 					later = true

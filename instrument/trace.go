@@ -90,6 +90,11 @@ type Header struct {
 
 	N, D, Br, Bc int
 	Batch, Heads int
+	// Nq is the run's query rows, the last Nq positions of its N keys, and
+	// KVHeads the heads of K and V, each serving Heads/KVHeads query heads
+	// (format version 4). Zero means N and Heads, as every trace of an
+	// earlier version has them: Queries and KVHeadCount read them so.
+	Nq, KVHeads int
 
 	TracedBH Range // batch-heads recorded
 	TracedQ  Range // q-tiles recorded
@@ -105,13 +110,27 @@ type Header struct {
 	Label        string
 }
 
+// Queries is the run's query rows; KVHeadCount its heads of K and V.
+func (h *Header) Queries() int {
+	if h.Nq == 0 {
+		return h.N
+	}
+	return h.Nq
+}
+func (h *Header) KVHeadCount() int {
+	if h.KVHeads == 0 {
+		return h.Heads
+	}
+	return h.KVHeads
+}
+
 // Tr is the number of q-tiles, Tc the number of kv-tiles.
-func (h *Header) Tr() int { return ceilDiv(h.N, h.Br) }
+func (h *Header) Tr() int { return ceilDiv(h.Queries(), h.Br) }
 func (h *Header) Tc() int { return ceilDiv(h.N, h.Bc) }
 
 // RowsValid is how many rows of q-tile i are data; ColsValid likewise for
 // kv-tile j. Only the last tile can be ragged.
-func (h *Header) RowsValid(i int) int { return min(h.Br, h.N-i*h.Br) }
+func (h *Header) RowsValid(i int) int { return min(h.Br, h.Queries()-i*h.Br) }
 func (h *Header) ColsValid(j int) int { return min(h.Bc, h.N-j*h.Bc) }
 
 func (h *Header) dim(d Dim) int {
@@ -124,6 +143,8 @@ func (h *Header) dim(d Dim) int {
 		return h.D
 	case DimN:
 		return h.N
+	case DimNq:
+		return h.Queries()
 	}
 	panic("instrument: unknown dim " + d.String())
 }

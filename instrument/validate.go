@@ -53,6 +53,10 @@ func (h *Header) Validate() error {
 		return formatErr("Bc=%d outside [1, %d]", h.Bc, MaxTile)
 	case h.Batch < 1 || h.Heads < 1 || h.Batch*h.Heads > MaxBatchHeads:
 		return formatErr("batch %d × heads %d outside [1, %d]", h.Batch, h.Heads, MaxBatchHeads)
+	case h.Nq < 0 || h.Nq > h.N:
+		return formatErr("nq=%d outside [1, n=%d] (0: n)", h.Nq, h.N)
+	case h.KVHeads < 0 || h.KVHeads > 0 && h.Heads%h.KVHeads != 0:
+		return formatErr("kv_heads=%d does not divide heads=%d (0: heads)", h.KVHeads, h.Heads)
 	case h.TracedBH.Lo < 0 || h.TracedBH.Lo >= h.TracedBH.Hi || h.TracedBH.Hi > h.Batch*h.Heads:
 		return formatErr("traced batch-heads [%d, %d) not inside [0, %d)", h.TracedBH.Lo, h.TracedBH.Hi, h.Batch*h.Heads)
 	case h.TracedQ.Lo < 0 || h.TracedQ.Lo >= h.TracedQ.Hi || h.TracedQ.Hi > h.Tr():

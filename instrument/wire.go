@@ -10,8 +10,13 @@ import "fmt"
 // Version 3 added the warp roles' records (kind role, FlagRoles) and named
 // two of the record header's pads, role and event, which every other kind
 // still leaves zero: a version-1 or version-2 trace reads as before.
+// Version 4 named the header's last six bytes of padding: nq, the run's
+// query rows (the last nq positions of its n: a prefill's chunk, a decode
+// step's tokens), and kv_heads, the heads of K and V, each serving
+// heads/kv_heads query heads. The inputs record's Q has nq rows. A trace of
+// versions 1 to 3 has nq = n and kv_heads = heads, and reads as before.
 const (
-	FormatVersion    = 3
+	FormatVersion    = 4
 	MinFormatVersion = 1
 )
 
@@ -52,7 +57,8 @@ type headerWire struct {
 	Records      uint32   `abi:"records"`       // records that follow the header
 	RecordedUnix int64    `abi:"recorded_unix"` // recordings: when it was made; 0 for live runs
 	LabelBytes   uint16   `abi:"label_bytes"`
-	Pad1         [6]uint8 `abi:"pad1"`
+	KVHeads      uint16   `abi:"kv_heads"` // version 4: heads of K and V; earlier versions 0 (= heads)
+	NQ           uint32   `abi:"nq"`       // version 4: query rows; earlier versions 0 (= n)
 }
 
 // Header flags.
@@ -125,6 +131,7 @@ const (
 	DimBc
 	DimD
 	DimN
+	DimNq // the query rows, N unless the run's queries are fewer (format version 4)
 )
 
 func (d Dim) String() string {
@@ -137,6 +144,8 @@ func (d Dim) String() string {
 		return "D"
 	case DimN:
 		return "N"
+	case DimNq:
+		return "Nq"
 	}
 	return fmt.Sprintf("Dim(%d)", uint8(d))
 }
@@ -169,7 +178,7 @@ type KindSpec struct {
 // Kinds is the definition of every record kind.
 var Kinds = []KindSpec{
 	{Kind: KindInputs, Name: "inputs", Summary: "Q, K, V of one batch-head", Arrays: []ArraySpec{
-		{"q", []Dim{DimN, DimD}, func(r *Record) *[]float32 { return &r.Q }},
+		{"q", []Dim{DimNq, DimD}, func(r *Record) *[]float32 { return &r.Q }},
 		{"k", []Dim{DimN, DimD}, func(r *Record) *[]float32 { return &r.K }},
 		{"v", []Dim{DimN, DimD}, func(r *Record) *[]float32 { return &r.V }},
 	}},

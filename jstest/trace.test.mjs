@@ -17,12 +17,12 @@ const summaryOf = (name) => {
 
 // The header's fields as the page names them: those the Go side wrote, and
 // the ones the decoder works out from them.
-const HEADER_KEYS = ['variant', 'dtype', 'source', 'pattern', 'causal', 'timing', 'roles', 'N', 'D', 'Br', 'Bc', 'batch', 'heads',
+const HEADER_KEYS = ['variant', 'dtype', 'source', 'pattern', 'causal', 'timing', 'roles', 'N', 'D', 'Br', 'Bc', 'batch', 'heads', 'Nq', 'kvHeads',
   'tracedBH', 'tracedQ', 'seed', 'scale', 'numSMs', 'timerTickNs', 'records', 'recordedUnix', 'label', 'bytes', 'version', 'Tr', 'Tc', 'dims'];
 
 export function checkHeader(h, want, version, where) {
   assert.deepEqual(Object.keys(h).sort(), [...HEADER_KEYS].sort(), `${where}: the header's fields`);
-  for (const k of ['variant', 'dtype', 'source', 'pattern', 'causal', 'timing', 'roles', 'N', 'D', 'Br', 'Bc', 'batch', 'heads',
+  for (const k of ['variant', 'dtype', 'source', 'pattern', 'causal', 'timing', 'roles', 'N', 'D', 'Br', 'Bc', 'batch', 'heads', 'Nq', 'kvHeads',
     'seed', 'numSMs', 'records', 'recordedUnix', 'label', 'bytes', 'Tr', 'Tc']) {
     assert.strictEqual(h[k], want[k], `${where}: header ${k}`);
   }
@@ -31,7 +31,7 @@ export function checkHeader(h, want, version, where) {
   assert.ok(sameFloat32(h.scale, want.scaleBits), `${where}: header scale ${h.scale}`);
   assert.ok(sameFloat32(h.timerTickNs, want.timerTickNsBits), `${where}: header timerTickNs ${h.timerTickNs}`);
   assert.strictEqual(h.version, version, `${where}: header version`);
-  assert.deepEqual(h.dims, { N: want.N, D: want.D, Br: want.Br, Bc: want.Bc }, `${where}: header dims`);
+  assert.deepEqual(h.dims, { N: want.N, Nq: want.Nq, D: want.D, Br: want.Br, Bc: want.Bc }, `${where}: header dims`);
 }
 
 const RECORD_KEYS = ['kind', 'bh', 'i', 'j', 'rowsValid', 'colsValid', 'sm', 'bytesRead', 'bytesWritten', 'tStart', 'tEnd', 'size'];

@@ -43,6 +43,8 @@ type headerSummary struct {
 	Bc              int    `json:"Bc"`
 	Batch           int    `json:"batch"`
 	Heads           int    `json:"heads"`
+	Nq              int    `json:"Nq"`      // the query rows, N before format version 4
+	KVHeads         int    `json:"kvHeads"` // the heads of K and V, heads before version 4
 	TracedBH        [2]int `json:"tracedBH"`
 	TracedQ         [2]int `json:"tracedQ"`
 	Seed            string `json:"seed"`
@@ -151,7 +153,7 @@ func summarise(t *testing.T, raw []byte, version int) traceSummary {
 	s := traceSummary{Header: headerSummary{
 		Variant: h.Variant.String(), DType: h.DType.String(), Source: h.Source.String(), Pattern: h.Pattern.String(),
 		Causal: h.Causal, Timing: h.Timing, Roles: h.Roles,
-		N: h.N, D: h.D, Br: h.Br, Bc: h.Bc, Batch: h.Batch, Heads: h.Heads,
+		N: h.N, D: h.D, Br: h.Br, Bc: h.Bc, Batch: h.Batch, Heads: h.Heads, Nq: h.Queries(), KVHeads: h.KVHeadCount(),
 		TracedBH: [2]int{h.TracedBH.Lo, h.TracedBH.Hi}, TracedQ: [2]int{h.TracedQ.Lo, h.TracedQ.Hi},
 		Seed: strconv.FormatUint(h.Seed, 10), ScaleBits: math.Float32bits(h.Scale), NumSMs: h.NumSMs,
 		TimerTickNsBits: math.Float32bits(h.TimerTickNs), Records: h.Records, RecordedUnix: h.RecordedUnix,
@@ -306,6 +308,23 @@ func syntheticTraces(t *testing.T, rng *rand.Rand) map[string][]byte {
 	}
 	out["kinds"] = encode(t, h, recs)
 
+	// Fewer queries than keys and grouped heads (format version 4): the
+	// inputs' Q has Nq rows, q-tiles count them, the last one ragged.
+	h = &instrument.Header{
+		Variant: variant(t, "flash2"), DType: instrument.DTypeF32, Source: instrument.SourceCPUMirror, Causal: true,
+		Pattern: instrument.PatternNormal, N: 37, Nq: 21, D: 4, Br: 8, Bc: 8, Batch: 1, Heads: 4, KVHeads: 2,
+		TracedBH: instrument.Range{Lo: 0, Hi: 4}, TracedQ: instrument.Range{Lo: 0, Hi: 3},
+		Seed: 7, Scale: 0.5, Label: "nq 21 of n 37, 4 heads over 2",
+	}
+	recs = nil
+	for _, bh := range []int{0, 3} {
+		recs = append(recs, record(t, rng, h, instrument.KindInputs, bh, -1, -1))
+		for i := range h.Tr() {
+			recs = append(recs, record(t, rng, h, instrument.KindFlashStep, bh, i, h.Tc()-1), record(t, rng, h, instrument.KindEpilogue, bh, i, -1))
+		}
+	}
+	out["shapes"] = encode(t, h, recs)
+
 	// A timing trace: SMs and stamps alone, an epilogue's without a kv-tile.
 	h = &instrument.Header{
 		Variant: variant(t, "flash2_fast"), DType: instrument.DTypeBF16, Source: instrument.SourceGPU, Timing: true,
@@ -414,6 +433,15 @@ func traceFixtures(t *testing.T, files map[string][]byte) {
 		binary.LittleEndian.PutUint16(out[field(t, hf, "version"):], v)
 		return out
 	}
+	// asVersion is raw as an older version wrote it: before version 4 the
+	// bytes of nq and kv_heads were padding, zero.
+	asVersion := func(raw []byte, v uint16) []byte {
+		out := setVersion(raw, v)
+		if v < 4 {
+			clear(out[field(t, hf, "kv_heads"):field(t, hf, "nq")+4])
+		}
+		return out
+	}
 	headerBytes := func(raw []byte) int { return int(binary.LittleEndian.Uint16(raw[field(t, hf, "header_bytes"):])) }
 
 	// Older versions of the format, as they were written: a forward trace as
@@ -421,7 +449,7 @@ func traceFixtures(t *testing.T, files map[string][]byte) {
 	versions := map[string]int{"mirror-flash2-v1": 1, "mirror-flash2_bwd-v2": 2}
 	olderOf := map[string]string{"mirror-flash2-v1": "mirror-flash2", "mirror-flash2_bwd-v2": "mirror-flash2_bwd"}
 	for name, v := range versions {
-		traces[name] = setVersion(traces[olderOf[name]], uint16(v))
+		traces[name] = asVersion(traces[olderOf[name]], uint16(v))
 	}
 
 	var index traceIndex
@@ -462,16 +490,22 @@ func traceFixtures(t *testing.T, files map[string][]byte) {
 	sh, srecs, _ := instrument.ReadAll(bytes.NewReader(small))
 	lastSize := sh.RecordBytes(srecs[len(srecs)-1].Kind)
 	th, _, _ := instrument.ReadAll(bytes.NewReader(timing))
+	shapes := traces["shapes"]
+	shh, _, _ := instrument.ReadAll(bytes.NewReader(shapes))
 	for _, c := range []struct {
 		name, why string
 		raw       []byte
 	}{
 		{"magic", "the magic is not FSTR", patch(timing, field(t, hf, "magic"), 'F', 'S', 'T', 'X')},
 		{"version-0", "format version 0", setVersion(timing, 0)},
-		{"version-4", "a format version newer than the page reads", setVersion(timing, instrument.FormatVersion+1)},
+		{"version-next", "a format version newer than the page reads", setVersion(timing, instrument.FormatVersion+1)},
 		{"header-bytes", "the header's size does not fit its label", patch(timing, field(t, hf, "header_bytes"), byte(headerBytes(timing)+8), byte((headerBytes(timing)+8)>>8))},
-		{"bwd-in-v1", "a backward record in a version-1 trace", setVersion(bwd, 1)},
-		{"roles-in-v2", "a role record in a version-2 trace", setVersion(roles, 2)},
+		{"bwd-in-v1", "a backward record in a version-1 trace", asVersion(bwd, 1)},
+		{"roles-in-v2", "a role record in a version-2 trace", asVersion(roles, 2)},
+		{"nq-in-v3", "a version-3 trace with bytes where version 4 keeps nq", setVersion(timing, 3)},
+		{"nq-past-n", "nq above n", patch(timing, field(t, hf, "nq"), u32(uint32(th.N+1))...)},
+		{"nq-zero", "a version-4 trace without nq", patch(timing, field(t, hf, "nq"), 0, 0, 0, 0)},
+		{"kv-heads-indivisible", "kv_heads that does not divide heads", patch(shapes, field(t, hf, "kv_heads"), byte(shh.Heads-1), 0)},
 		{"unknown-kind", "a record of a kind no version has", patch(small, first(small)+field(t, rf, "kind"), 99)},
 		{"outside-bh", "a record of a batch-head not traced", patch(small, first(small)+field(t, rf, "bh"), u32(uint32(sh.TracedBH.Hi))...)},
 		{"outside-q", "a record of a q-tile not traced", patch(timing, first(timing)+field(t, rf, "i"), u32(uint32(th.TracedQ.Hi))...)},

@@ -62,9 +62,16 @@ export function decodeHeader(bytes) {
     bytes: w.header_bytes, version: w.version,
   };
   if (!h.variant || !h.source || !h.pattern || h.N < 1 || h.D < 1 || h.Br < 1 || h.Bc < 1) throw new TraceError('malformed trace header');
-  h.Tr = Math.ceil(h.N / h.Br);
+  // Version 4: the run's query rows (the last Nq of its N positions) and
+  // its heads of K and V; earlier versions leave the bytes zero and mean N
+  // and heads.
+  if (w.version < 4 && (w.nq !== 0 || w.kv_heads !== 0)) throw new TraceError('malformed trace header');
+  h.Nq = w.version >= 4 ? w.nq : h.N;
+  h.kvHeads = w.version >= 4 ? w.kv_heads : h.heads;
+  if (h.Nq < 1 || h.Nq > h.N || h.kvHeads < 1 || h.heads % h.kvHeads !== 0) throw new TraceError('malformed trace header');
+  h.Tr = Math.ceil(h.Nq / h.Br);
   h.Tc = Math.ceil(h.N / h.Bc);
-  h.dims = { N: h.N, D: h.D, Br: h.Br, Bc: h.Bc };
+  h.dims = { N: h.N, Nq: h.Nq, D: h.D, Br: h.Br, Bc: h.Bc };
   return h;
 }
 
