@@ -438,7 +438,7 @@ func traceFixtures(t *testing.T, files map[string][]byte) {
 	asVersion := func(raw []byte, v uint16) []byte {
 		out := setVersion(raw, v)
 		if v < 4 {
-			clear(out[field(t, hf, "kv_heads"):field(t, hf, "nq")+4])
+			clear(out[field(t, hf, "kv_heads") : field(t, hf, "nq")+4])
 		}
 		return out
 	}
