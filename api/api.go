@@ -61,8 +61,14 @@ func Config(v url.Values, runsOn func(kernels.Run) (string, error)) (ConfigCheck
 // Summary is a run in one line.
 func Summary(c *kernels.Config) string {
 	s := fmt.Sprintf("%s · N=%d · d=%d · Br×Bc=%d×%d", c.Variant, c.N, c.D, c.Br, c.Bc)
+	if c.Queries() != c.N {
+		s = fmt.Sprintf("%s · %d queries against N=%d keys · d=%d · Br×Bc=%d×%d", c.Variant, c.Queries(), c.N, c.D, c.Br, c.Bc)
+	}
 	if c.Batch*c.Heads > 1 {
 		s += fmt.Sprintf(" · batch %d × %d heads", c.Batch, c.Heads)
+	}
+	if c.KVHeadCount() != c.Heads {
+		s += fmt.Sprintf(" sharing %d K/V heads", c.KVHeadCount())
 	}
 	if c.Causal {
 		s += " · causal"

@@ -88,7 +88,7 @@ func FormValues(q url.Values) map[string]string {
 		vals[k] = v[0]
 	}
 	for _, k := range []string{kernels.FieldVariant, kernels.FieldN, kernels.FieldD, kernels.FieldBr, kernels.FieldBc,
-		kernels.FieldBatch, kernels.FieldHeads, kernels.FieldCausal, kernels.FieldPattern, kernels.FieldSeed,
+		kernels.FieldBatch, kernels.FieldHeads, kernels.FieldNq, kernels.FieldKVHeads, kernels.FieldCausal, kernels.FieldPattern, kernels.FieldSeed,
 		kernels.FieldTraceBH, kernels.FieldTraceQ, kernels.FieldEngine, kernels.FieldMode} {
 		if q.Has(k) {
 			vals[k] = q.Get(k)

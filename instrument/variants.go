@@ -39,11 +39,13 @@ const (
 	VariantFlash3BwdWGMMA Variant = 16 // "flash3_bwd_wgmma"
 	// VariantFlash3BwdTMA is kernels/flash3_bwd_tma.go: Backward, wgmma + TMA (bf16).
 	VariantFlash3BwdTMA Variant = 17 // "flash3_bwd_tma"
+	// VariantDecodeGroup is kernels/decode_group.go: Decode, a block per K/V head (bf16).
+	VariantDecodeGroup Variant = 18 // "decode_group"
 )
 
 // variantsIssued is the highest wire number ever issued; the next kernel
 // takes the one after.
-const variantsIssued = 17
+const variantsIssued = 18
 
 var variantNames = map[Variant]string{
 	VariantFlash2:         "flash2",
@@ -63,6 +65,7 @@ var variantNames = map[Variant]string{
 	VariantFlash3Overlap:  "flash3_overlap",
 	VariantFlash3BwdWGMMA: "flash3_bwd_wgmma",
 	VariantFlash3BwdTMA:   "flash3_bwd_tma",
+	VariantDecodeGroup:    "decode_group",
 }
 
 // Variants lists the valid variants by wire number, for forms and tests.
@@ -84,6 +87,7 @@ var Variants = []Variant{
 	VariantFlash3Overlap,
 	VariantFlash3BwdWGMMA,
 	VariantFlash3BwdTMA,
+	VariantDecodeGroup,
 }
 
 // rolesVariants are the kernels whose entry has a role table: their traced

@@ -88,7 +88,8 @@ test('the finished output holds each epilogue\'s rows and nothing else', () => {
     const bhs = [...new Set(epilogues.map((w) => w.bh))];
     assert.deepEqual([...m.finalO.keys()].sort(), bhs.sort(), `${name}: batch-heads with output`);
     for (const bh of bhs) {
-      const o = new Array(h.N * h.D).fill(null), lse = new Array(h.N).fill(null);
+      // A row per query: Nq of them (N in a square run).
+      const o = new Array(h.Nq * h.D).fill(null), lse = new Array(h.Nq).fill(null);
       for (const w of epilogues.filter((x) => x.bh === bh)) {
         const wo = w.arrays.find((a) => a.name === 'o').bits, wl = w.arrays.find((a) => a.name === 'lse').bits;
         for (let row = 0; row < w.rowsValid; row++) {
@@ -97,8 +98,8 @@ test('the finished output holds each epilogue\'s rows and nothing else', () => {
         }
       }
       const fo = m.finalO.get(bh), fl = m.finalLSE.get(bh);
-      assert.strictEqual(fo.length, h.N * h.D);
-      assert.strictEqual(fl.length, h.N);
+      assert.strictEqual(fo.length, h.Nq * h.D);
+      assert.strictEqual(fl.length, h.Nq);
       o.forEach((bits, e) => assert.ok(bits === null ? Number.isNaN(fo[e]) : sameFloat32(fo[e], bits), `${name}: O[${e}] of batch-head ${bh}: ${fo[e]}`));
       lse.forEach((bits, e) => assert.ok(bits === null ? Number.isNaN(fl[e]) : sameFloat32(fl[e], bits), `${name}: LSE[${e}] of batch-head ${bh}: ${fl[e]}`));
       checked++;
@@ -187,7 +188,9 @@ test('every score tile\'s state at every step is what the steps so far did to it
 });
 
 test('under a causal mask, the tiles above the diagonal are the ones skipped', () => {
-  for (const name of ['mirror-flash2', 'mirror-flash2_bwd']) {
+  // tail-flash2: 30 queries, the last of 42 positions; the diagonal is
+  // shifted by 12.
+  for (const name of ['mirror-flash2', 'mirror-flash2_bwd', 'tail-flash2']) {
     const { m, h } = named(name);
     assert.ok(h.causal);
     let seen = 0;
@@ -195,8 +198,9 @@ test('under a causal mask, the tiles above the diagonal are the ones skipped', (
       const states = m.tileStates(k), cur = m.steps[k];
       for (let i = 0; i < h.Tr; i++) {
         for (let j = 0; j < h.Tc; j++) {
-          // Every key of kv-tile j is after every query of q-tile i.
-          const masked = j * h.Bc > Math.min(h.N, (i + 1) * h.Br) - 1;
+          // Every key of kv-tile j is after every query of q-tile i, the
+          // last of which is at position N − Nq + its row.
+          const masked = j * h.Bc > h.N - h.Nq + Math.min(h.Nq, (i + 1) * h.Br) - 1;
           const settled = isBackward(h)
             ? m.steps.slice(0, k + 1).some((r) => r.bh === cur.bh && r.kind === 'bwd_step' && r.j === j) // kv-tile j's block has begun
             : m.epilogueAt.get(`${cur.bh},${i}`) <= k; // q-tile i has finished

@@ -32,17 +32,27 @@ test('subscripts, batch-heads and the first q-tile a backward block visits', (t)
     const s = sub(x);
     assert.strictEqual([...s].map((c) => SUBSCRIPTS.indexOf(c)).join(''), String(x), `sub(${x}) = ${s}`);
     const heads = 1 + rng.int(32), bh = rng.int(heads * (1 + rng.int(8)));
-    const h = { heads };
-    const [, b, hd] = /^batch (\d+), head (\d+)$/.exec(batchHead(h, bh)) ?? [];
-    assert.strictEqual(Number(b) * heads + Number(hd), bh, `batchHead of ${bh} with ${heads} heads: ${batchHead(h, bh)}`);
-    assert.ok(Number(hd) < heads);
-    assert.strictEqual(batchHeadShort(h, bh), `b${b} h${hd}`);
-    // The first q-tile with a query at or after the kv-tile's first key.
-    const g = { causal: rng.int(2) === 1, Br: 1 + rng.int(128), Bc: 1 + rng.int(128) };
-    const j = rng.int(64);
+    // Grouped heads name the K/V head too: heads/kvHeads query heads in a
+    // row share one.
+    const divisors = Array.from({ length: heads }, (_, x) => x + 1).filter((x) => heads % x === 0);
+    const kvHeads = rng.int(2) ? heads : rng.pick(divisors);
+    for (const h of [{ heads }, { heads, kvHeads }]) {
+      const [, b, hd, kv] = /^batch (\d+), head (\d+)(?:, K\/V head (\d+))?$/.exec(batchHead(h, bh)) ?? [];
+      assert.strictEqual(Number(b) * heads + Number(hd), bh, `batchHead of ${bh} with ${heads} heads: ${batchHead(h, bh)}`);
+      assert.ok(Number(hd) < heads);
+      assert.strictEqual(batchHeadShort(h, bh), `b${b} h${hd}`);
+      if (!h.kvHeads || h.kvHeads === heads) assert.strictEqual(kv, undefined, batchHead(h, bh));
+      else assert.strictEqual(Number(kv), Math.floor(Number(hd) * kvHeads / heads), `${batchHead(h, bh)} of ${heads} heads over ${kvHeads}`);
+    }
+    // The first q-tile with a query at or after the kv-tile's first key:
+    // query row r is position N − Nq + r.
+    const N = 1 + rng.int(4096);
+    const g = { causal: rng.int(2) === 1, N, Nq: rng.int(2) ? N : 1 + rng.int(N), Br: 1 + rng.int(128), Bc: 1 + rng.int(128) };
+    const j = rng.int(Math.ceil(N / g.Bc));
     let want = 0;
-    if (g.causal) while ((want + 1) * g.Br - 1 < j * g.Bc) want++;
+    if (g.causal) while (g.N - g.Nq + (want + 1) * g.Br - 1 < j * g.Bc) want++;
     assert.strictEqual(firstQTile(g, j), want, `firstQTile(${JSON.stringify(g)}, ${j})`);
+    assert.ok(want * g.Br < g.Nq, `kv-tile ${j}'s first q-tile ${want} is a q-tile of ${JSON.stringify(g)}`);
   }
 });
 
@@ -55,15 +65,17 @@ test('a kernel S and P go through device memory where its rung says so', () => {
 test('a rung\'s own words take the step\'s figures', (t) => {
   const rng = random(t);
   for (let n = 0; n < 200; n++) {
-    const h = { N: 1 + rng.int(4096), Br: 1 + rng.int(128), Bc: 1 + rng.int(128), heads: 1 + rng.int(8) };
-    const r = { i: rng.int(Math.ceil(h.N / h.Br)), j: rng.int(Math.ceil(h.N / h.Bc)), bh: rng.int(16) };
+    const N = 1 + rng.int(4096);
+    const h = { N, Nq: rng.int(2) ? N : 1 + rng.int(N), Br: 1 + rng.int(128), Bc: 1 + rng.int(128), heads: 1 + rng.int(8) };
+    const r = { i: rng.int(Math.ceil(h.Nq / h.Br)), j: rng.int(Math.ceil(h.N / h.Bc)), bh: rng.int(16) };
     const text = '{i}|{j}|{head}|{rows}|{keys}|{Q_i}|{K_j}|{V_j}|{O_i}|{dO_i}|{L_i}|{D_i}|{dQ_i}|{dK_j}|{dV_j}|{nothing}';
     const got = fill(text, h, r).split('|');
-    const rows = `${r.i * h.Br}–${Math.min(h.N, (r.i + 1) * h.Br) - 1}`, keys = `${r.j * h.Bc}–${Math.min(h.N, (r.j + 1) * h.Bc) - 1}`;
+    // Rows are query rows (of Nq), keys of N.
+    const rows = `${r.i * h.Br}–${Math.min(h.Nq, (r.i + 1) * h.Br) - 1}`, keys = `${r.j * h.Bc}–${Math.min(h.N, (r.j + 1) * h.Bc) - 1}`;
     assert.deepEqual(got, [String(r.i), String(r.j), batchHead(h, r.bh), rows, keys, `Q${sub(r.i)}`, `K${sub(r.j)}`, `V${sub(r.j)}`, `O${sub(r.i)}`,
       `dO${sub(r.i)}`, `L${sub(r.i)}`, `D${sub(r.i)}`, `dQ${sub(r.i)}`, `dK${sub(r.j)}`, `dV${sub(r.j)}`, '{nothing}']);
   }
-  assert.strictEqual(fill(undefined, { N: 1, Br: 1, Bc: 1, heads: 1 }, { i: 0, j: 0, bh: 0 }), '');
+  assert.strictEqual(fill(undefined, { N: 1, Nq: 1, Br: 1, Bc: 1, heads: 1 }, { i: 0, j: 0, bh: 0 }), '');
 });
 
 test('every step of every trace is told, in the words of every point of the course', () => {
@@ -148,16 +160,21 @@ test('the side by side places each step on one progress axis', (t) => {
 });
 
 test('the float64 reference is attention on the float32 inputs, and the mirror\'s output is within float32 of it', () => {
-  for (const name of ['mirror-flash2', 'mirror-naive', 'mirror-flash1']) {
+  // tail-*: 30 query rows, the last of 42 positions, under a causal mask
+  // aligned to the end; the kernel's O came from the square run.
+  let checked = 0;
+  for (const name of ['mirror-flash2', 'mirror-naive', 'mirror-flash1', 'tail-flash2', 'tail-naive']) {
     const { m } = models.find((x) => x.name === name);
     const h = m.h;
     for (const [bh, inp] of m.inputs) {
       const ref = reference(inp, h);
+      assert.strictEqual(ref.length, h.Nq * h.D, `${name}: a row per query`);
       const o = m.finalO.get(bh);
       let worst = 0;
-      for (let r = 0; r < h.N; r++) {
-        // Softmax by log-sum-exp, a second way to the same weights.
-        const cols = h.causal ? r + 1 : h.N;
+      for (let r = 0; r < h.Nq; r++) {
+        // Softmax by log-sum-exp, a second way to the same weights; query
+        // row r is position N − Nq + r.
+        const cols = h.causal ? h.N - h.Nq + r + 1 : h.N;
         const s = Array.from({ length: cols }, (_, c) => {
           let dot = 0;
           for (let x = 0; x < h.D; x++) dot += inp.q[r * h.D + x] * inp.k[c * h.D + x];
@@ -173,6 +190,9 @@ test('the float64 reference is attention on the float32 inputs, and the mirror\'
         }
       }
       assert.ok(worst < 1e-5, `${name}: the kernel's O is ${worst} from float64`);
+      assert.ok(o && !o.some(Number.isNaN), `${name}: every row of O is finished`);
+      checked++;
     }
   }
+  assert.strictEqual(checked, 6, 'batch-heads held to float64');
 });

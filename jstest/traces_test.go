@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/url"
@@ -380,6 +381,73 @@ func blockOrder(h *instrument.Header) []int {
 	return append(out, -1)
 }
 
+// tailTraces are runs of fewer queries than keys with grouped heads, in
+// kernels' own order and with their own numbers, made from square mirror
+// runs until a mirror runs such shapes itself: each is the last nq rows of
+// a causal run whose first n − nq rows are whole q-tiles (skip of them).
+// A q-tile of flash2 or naive depends on its own rows alone, so its
+// records are those the nq run writes (the inputs' rule: a run with
+// nq < n is the bottom rows of the nq = n run), its q-tiles renumbered
+// from 0 and the inputs' Q cut to its rows. The header says nq, and 2
+// heads over 1 head of K and V with head 0 traced: its K and V are its
+// group's, as a grouped run draws them.
+func tailTraces(t *testing.T) map[string][]byte {
+	const skip = 3 // q-tiles left out: query row 0 is position skip·Br = 12
+	out := map[string][]byte{}
+	for _, variant := range []string{"flash2", "naive"} {
+		raw := mirrorTrace(t, "variant="+variant+"&n=42&d=4&br=4&bc=8&causal=1&seed=11")
+		h, recs, err := instrument.ReadAll(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.TracedQ.Lo != 0 || h.Batch != 1 || h.Heads != 1 || !h.Causal {
+			t.Fatalf("%s: the square run is not one causal head with every q-tile traced: %+v", variant, h)
+		}
+		nh := *h
+		nh.Nq = h.N - skip*h.Br
+		nh.Heads, nh.KVHeads = 2, 1
+		nh.TracedBH = instrument.Range{Lo: 0, Hi: 1}
+		nh.TracedQ = instrument.Range{Lo: 0, Hi: h.TracedQ.Hi - skip}
+		nh.Label = fmt.Sprintf("the last %d of %d rows of a CPU mirror run, 2 heads over 1", nh.Nq, h.N)
+		var kept []*instrument.Record
+		for _, r := range recs {
+			c := *r
+			switch {
+			case r.Kind == instrument.KindInputs:
+				c.Q = r.Q[skip*h.Br*h.D:]
+			case r.I >= 0 && r.I < skip:
+				continue
+			case r.I >= 0:
+				c.I -= skip
+			}
+			kept = append(kept, &c)
+		}
+		if nh.Tr() != h.Tr()-skip || len(kept) == len(recs) {
+			t.Fatalf("%s: %d of %d q-tiles, %d of %d records kept", variant, nh.Tr(), h.Tr(), len(kept), len(recs))
+		}
+		out["tail-"+variant] = encode(t, &nh, kept)
+	}
+	return out
+}
+
+// mirrorTrace is the trace the CPU mirror writes for the run of query q.
+func mirrorTrace(t *testing.T, q string) []byte {
+	t.Helper()
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := kernels.ParseRun(v)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	var raw []byte
+	if err := kernels.MirrorTrace(context.Background(), run, func(chunk []byte) error { raw = append(raw, chunk...); return nil }); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return raw
+}
+
 // mirrorTraces are traces the CPU mirror writes, in each kernel's own
 // order: what the pages step.
 func mirrorTraces(t *testing.T) map[string][]byte {
@@ -392,19 +460,7 @@ func mirrorTraces(t *testing.T) map[string][]byte {
 		"flash2_bwd": "variant=flash2_bwd&n=24&d=4&br=8&bc=8&causal=1&seed=7",
 		"naive_bwd":  "variant=naive_bwd&n=16&d=4&br=8&bc=8&seed=8",
 	} {
-		v, err := url.ParseQuery(q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run, err := kernels.ParseRun(v)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		var raw []byte
-		if err := kernels.MirrorTrace(context.Background(), run, func(chunk []byte) error { raw = append(raw, chunk...); return nil }); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		out["mirror-"+name] = raw
+		out["mirror-"+name] = mirrorTrace(t, q)
 	}
 	return out
 }
@@ -425,6 +481,9 @@ func traceFixtures(t *testing.T, files map[string][]byte) {
 	rng := rand.New(rand.NewPCG(32, 5)) // fixed: the fixtures are committed
 	traces := syntheticTraces(t, rng)
 	for name, raw := range mirrorTraces(t) {
+		traces[name] = raw
+	}
+	for name, raw := range tailTraces(t) {
 		traces[name] = raw
 	}
 	hf, rf := instrument.HeaderFields(), instrument.RecordHeaderFields()

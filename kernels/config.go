@@ -23,7 +23,14 @@ type Config struct {
 	Br, Bc  int // q-tile rows, kv-tile columns
 	Batch   int
 	Heads   int
-	Causal  bool
+	// Nq is the run's query rows, the last Nq of its N positions (0: N, a
+	// square run: training, a prompt's first pass); fewer is inference,
+	// new tokens' queries against a cache of N keys. KVHeads is the heads
+	// of K and V (0: Heads), each serving Heads/KVHeads query heads
+	// (grouped-query attention; 1 is multi-query). Zero, not N or Heads,
+	// is how a square run says so, so that its URL and key are as before.
+	Nq, KVHeads int
+	Causal      bool
 	Pattern instrument.Pattern
 	Seed    uint64
 
@@ -61,9 +68,43 @@ func DefaultConfig() Config {
 		Pattern: instrument.PatternNormal, Seed: 1}
 }
 
-// Tr and Tc are the numbers of q-tiles and kv-tiles.
-func (c *Config) Tr() int { return ceilDiv(c.N, c.Br) }
+// Tr and Tc are the numbers of q-tiles (of the Nq query rows) and kv-tiles
+// (of the N keys).
+func (c *Config) Tr() int { return ceilDiv(c.Queries(), c.Br) }
 func (c *Config) Tc() int { return ceilDiv(c.N, c.Bc) }
+
+// Queries is the run's query rows: Nq, or N where it is zero.
+func (c *Config) Queries() int {
+	if c.Nq == 0 {
+		return c.N
+	}
+	return c.Nq
+}
+
+// KVHeadCount is the heads of K and V: KVHeads, or Heads where it is zero.
+func (c *Config) KVHeadCount() int {
+	if c.KVHeads == 0 {
+		return c.Heads
+	}
+	return c.KVHeads
+}
+
+// Group is how many query heads share one head of K and V.
+func (c *Config) Group() int { return c.Heads / max(1, c.KVHeadCount()) }
+
+// KVSource is the query batch-head whose K and V batch-head bh reads: the
+// first head of its group (itself without grouping). Inputs of a grouped
+// run draw K and V there, so that the group's heads read one K and V.
+func (c *Config) KVSource(bh int) int {
+	g := c.Group()
+	h := bh % c.Heads
+	return bh - h%g
+}
+
+// QueryOffset is the position of query row 0: the queries are the last Nq
+// of the N positions, so query row r is position QueryOffset()+r, and a
+// causal mask lets it see keys 0 to QueryOffset()+r.
+func (c *Config) QueryOffset() int { return c.N - c.Queries() }
 
 // Scale is the softmax scale 1/√d, rounded to float32 as the kernels use it.
 func (c *Config) Scale() float32 { return float32(1 / math.Sqrt(float64(c.D))) }
@@ -100,6 +141,8 @@ const (
 	FieldBc      = "bc"
 	FieldBatch   = "batch"
 	FieldHeads   = "heads"
+	FieldNq      = "nq"
+	FieldKVHeads = "kv_heads"
 	FieldCausal  = "causal"
 	FieldPattern = "pattern"
 	FieldSeed    = "seed"
@@ -135,6 +178,8 @@ func (c *Config) Validate() error {
 	inRange(FieldBc, "Bc", c.Bc, 1, MaxTile)
 	okB := inRange(FieldBatch, "batch", c.Batch, 1, MaxBatch)
 	okH := inRange(FieldHeads, "heads", c.Heads, 1, MaxHeads)
+	okNq := c.validateShape(okN, okH, add)
+	okN = okN && okNq
 	// A tile may be larger than N (decoding's few queries, a short prompt):
 	// the run is then one ragged tile each way, its rows and columns past N
 	// padding, as a last tile's are.
@@ -145,7 +190,11 @@ func (c *Config) Validate() error {
 	}
 	if okN && okBr && c.TraceQ != (instrument.Range{}) {
 		if c.TraceQ.Lo < 0 || c.TraceQ.Lo >= c.TraceQ.Hi || c.TraceQ.Hi > c.Tr() {
-			add(FieldTraceQ, "traced q-tiles must lie within 0-%d (N=%d has %d q-tiles of Br=%d)", c.Tr()-1, c.N, c.Tr(), c.Br)
+			rows := fmt.Sprintf("N=%d", c.N)
+			if c.Queries() != c.N {
+				rows = fmt.Sprintf("nq=%d", c.Queries())
+			}
+			add(FieldTraceQ, "traced q-tiles must lie within 0-%d (%s has %d q-tiles of Br=%d)", c.Tr()-1, rows, c.Tr(), c.Br)
 		}
 	}
 	if c.Timing && (c.TraceBH != (instrument.Range{}) || c.TraceQ != (instrument.Range{})) {
@@ -169,6 +218,64 @@ func (c *Config) Validate() error {
 		return FieldErrors{{Field: FieldTraceBH, Message: c.oversizeAdvice(size)}}
 	}
 	return nil
+}
+
+// validateShape checks nq and kv_heads: nq from 1 to N, kv_heads dividing
+// heads, and a rung that takes the shape (VariantInfo.Shapes). It reports
+// whether nq is usable for the q-tile checks that follow.
+func (c *Config) validateShape(okN, okH bool, add func(field, format string, args ...any)) bool {
+	ok := true
+	if c.Nq != 0 && okN && (c.Nq < 1 || c.Nq > c.N) {
+		add(FieldNq, "nq (query rows) must be between 1 and N=%d (got %d)", c.N, c.Nq)
+		ok = false
+	} else if c.Nq < 0 {
+		add(FieldNq, "nq (query rows) must be at least 1 (got %d)", c.Nq)
+		ok = false
+	}
+	if c.KVHeads != 0 && okH && (c.KVHeads < 1 || c.KVHeads > c.Heads || c.Heads%c.KVHeads != 0) {
+		add(FieldKVHeads, "kv_heads must divide heads=%d: one of %s (got %d)", c.Heads, divisors(c.Heads), c.KVHeads)
+	} else if c.KVHeads < 0 {
+		add(FieldKVHeads, "kv_heads must be at least 1 (got %d)", c.KVHeads)
+	}
+	info := variantInfo[c.Variant]
+	if info == nil {
+		return ok
+	}
+	if c.Nq != 0 && c.Nq != c.N && !info.Shapes.Queries {
+		add(FieldNq, "%s runs N queries against N keys: nq must equal N=%d (got %d); %s take fewer queries", c.Variant, c.N, c.Nq,
+			strings.Join(shapeVariants(func(s Shapes) bool { return s.Queries }), ", "))
+	}
+	if c.KVHeads != 0 && c.KVHeads != c.Heads && !info.Shapes.GroupedHeads {
+		add(FieldKVHeads, "%s gives each head its own K and V: kv_heads must equal heads=%d (got %d); %s share them", c.Variant, c.Heads, c.KVHeads,
+			strings.Join(shapeVariants(func(s Shapes) bool { return s.GroupedHeads }), ", "))
+	}
+	return ok
+}
+
+// divisors lists n's divisors, "1, 2, 4, 8", for an error that must name
+// the values kv_heads may take.
+func divisors(n int) string {
+	var d []string
+	for k := 1; k <= n; k++ {
+		if n%k == 0 {
+			d = append(d, strconv.Itoa(k))
+		}
+	}
+	return strings.Join(d, ", ")
+}
+
+// shapeVariants names the rungs whose Shapes pass take.
+func shapeVariants(take func(Shapes) bool) []string {
+	var out []string
+	for _, v := range rungs {
+		if take(v.Shapes) {
+			out = append(out, v.Name())
+		}
+	}
+	if len(out) == 0 {
+		return []string{"no rung yet"}
+	}
+	return out
 }
 
 // oversizeAdvice says by how much a trace is too large and which smaller
@@ -239,6 +346,13 @@ func (c *Config) Values() url.Values {
 	v.Set(FieldBc, strconv.Itoa(c.Bc))
 	v.Set(FieldBatch, strconv.Itoa(c.Batch))
 	v.Set(FieldHeads, strconv.Itoa(c.Heads))
+	// A square run's URL and key stay as they were before the shapes.
+	if c.Nq != 0 && c.Nq != c.N {
+		v.Set(FieldNq, strconv.Itoa(c.Nq))
+	}
+	if c.KVHeads != 0 && c.KVHeads != c.Heads {
+		v.Set(FieldKVHeads, strconv.Itoa(c.KVHeads))
+	}
 	v.Set(FieldCausal, map[bool]string{false: "0", true: "1"}[c.Causal])
 	v.Set(FieldPattern, c.Pattern.String())
 	v.Set(FieldSeed, strconv.FormatUint(c.Seed, 10))
@@ -311,7 +425,7 @@ func (r Run) Config() Config { return r.c }
 func (r Run) Key() string { return r.c.Key() }
 
 // configFields are every field of a run's URL form.
-var configFields = []string{FieldVariant, FieldN, FieldD, FieldBr, FieldBc, FieldBatch, FieldHeads, FieldCausal,
+var configFields = []string{FieldVariant, FieldN, FieldNq, FieldD, FieldBr, FieldBc, FieldBatch, FieldHeads, FieldKVHeads, FieldCausal,
 	FieldPattern, FieldSeed, FieldTraceBH, FieldTraceQ, FieldMode, FieldEngine}
 
 // UnknownFields names each field of v that is neither a run's nor one of
@@ -382,6 +496,22 @@ func parseFields(v url.Values) (Config, FieldErrors) {
 	intField(FieldBc, "Bc", &c.Bc)
 	intField(FieldBatch, "batch", &c.Batch)
 	intField(FieldHeads, "heads", &c.Heads)
+	// nq and kv_heads left blank are their defaults, N and heads (a form
+	// asks for them only where a run differs), written as zero.
+	for _, f := range []struct {
+		field, name string
+		dst         *int
+	}{{FieldNq, "nq", &c.Nq}, {FieldKVHeads, "kv_heads", &c.KVHeads}} {
+		if strings.TrimSpace(v.Get(f.field)) != "" {
+			intField(f.field, f.name, f.dst)
+		}
+	}
+	if c.Nq == c.N {
+		c.Nq = 0
+	}
+	if c.KVHeads == c.Heads {
+		c.KVHeads = 0
+	}
 	switch s := strings.ToLower(strings.TrimSpace(v.Get(FieldCausal))); s {
 	case "", "0", "false", "off":
 		c.Causal = false

@@ -69,13 +69,14 @@ func flash2SharedBytes(t Tile) int {
 }
 
 // flash2KVTiles is how many kv-tiles q-tile i visits: all of them, or under a
-// causal mask those holding a column at or left of the tile's last row.
+// causal mask those holding a key at or before the tile's last row's
+// position (QueryOffset() past its row: the mask is aligned to the end).
 func flash2KVTiles(c *Config, i int) int {
 	if !c.Causal {
 		return c.Tc()
 	}
-	lastRow := min(c.N, (i+1)*c.Br) - 1
-	return min(c.Tc(), lastRow/c.Bc+1)
+	lastPos := c.QueryOffset() + min(c.Queries(), (i+1)*c.Br) - 1
+	return min(c.Tc(), lastPos/c.Bc+1)
 }
 
 func flash2Records(c *Config, i int) []kindCount {

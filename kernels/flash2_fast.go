@@ -174,7 +174,9 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 	br, bc, d, n := c.Br, c.Bc, c.D, c.N
 	f := a.form(c)
 	r0 := i * br
-	rowsValid := min(br, n-r0)
+	rowsValid := c.RowsValidOf(i)
+	pos0 := c.QueryOffset() + r0 // row 0's position: the causal diagonal
+	traffic := trafficOf(c.Variant)
 	q := roundBF16All(tileRows(in.Q, d, r0, rowsValid, br))
 	atoms := ceilDiv(bc, 8)
 
@@ -200,7 +202,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 			mx := m[r]
 			for col := range bc {
 				sRaw := negInf
-				if col < colsValid && !(c.Causal && c0+col > r0+r) {
+				if col < colsValid && !(c.Causal && c0+col > pos0+r) {
 					var acc float32
 					for k0 := 0; k0 < d; k0 += 16 {
 						k1 := min(k0+16, d)
@@ -240,7 +242,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 			m[r] = mx
 		}
 		rec.O = append([]float32(nil), o...)
-		rec.BytesRead, rec.BytesWritten = flash2FastTraffic(c, rec)
+		rec.BytesRead, rec.BytesWritten = traffic(c, rec)
 		emit(0, rec)
 	}
 
@@ -258,7 +260,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 			epi.O[r*d+x] = float32(o[r*d+x] * inv)
 		}
 	}
-	epi.BytesRead, epi.BytesWritten = flash2FastTraffic(c, epi)
+	epi.BytesRead, epi.BytesWritten = traffic(c, epi)
 	emit(0, epi)
 }
 

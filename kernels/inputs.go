@@ -101,8 +101,32 @@ func narrow(x []float64) []float32 {
 
 // GenerateInputs draws the inputs of batch-head bh from the run's seed, in
 // float32 whatever the kernel (InputsFor rounds them for a bf16 one). The
-// same (seed, bh, pattern, N, d) always gives the same numbers, on any machine.
+// same (seed, bh, pattern, N, d) always gives the same numbers, on any
+// machine. A run of other shapes draws the square run's numbers and keeps
+// what it needs, so that every run reads as a part of a square one: Q of a
+// run with nq < N is the last nq rows of that run's Q (the queries are the
+// last positions, their keys the cache), and K and V of a grouped head
+// are its group's first head's (Config.KVSource). The mirrors then owe a
+// shaped run's outputs the matching rows of the square run's.
 func GenerateInputs(c *Config, bh int) *Inputs {
+	var in *Inputs
+	if src := c.KVSource(bh); src != bh {
+		kv := drawInputs(c, src, nil)
+		in = drawInputs(c, bh, kv.K)
+		in.K, in.V = kv.K, kv.V
+	} else {
+		in = drawInputs(c, bh, nil)
+	}
+	if off := c.QueryOffset(); off > 0 {
+		in.Q = in.Q[off*c.D:]
+	}
+	return in
+}
+
+// drawInputs is the square run's Q, K and V of batch-head bh. A peaked
+// Q points at keys of pointAt where it is given (a grouped head's shared
+// K) rather than at the head's own K.
+func drawInputs(c *Config, bh int, pointAt []float32) *Inputs {
 	rng := rand.New(rand.NewPCG(c.Seed, uint64(bh)))
 	n, d := c.N, c.D
 	normal := func(std float64) []float32 {
@@ -118,6 +142,10 @@ func GenerateInputs(c *Config, bh int) *Inputs {
 		in.Q, in.K, in.V = normal(largeLogitStd), normal(largeLogitStd), normal(1)
 	case instrument.PatternPeaked:
 		in.K, in.V = normal(1), normal(1)
+		keys := in.K
+		if pointAt != nil {
+			keys = pointAt
+		}
 		// Row r of Q points at one key t: Q_r = g·K_t + small noise with
 		// g = peakLogit·√d/|K_t|², so S_rt ≈ peakLogit. Under a causal mask
 		// the key is one the row can see.
@@ -128,7 +156,7 @@ func GenerateInputs(c *Config, bh int) *Inputs {
 				limit = r + 1
 			}
 			t := rng.IntN(limit)
-			kt := in.K[t*d : (t+1)*d]
+			kt := keys[t*d : (t+1)*d]
 			var norm2 float64
 			for _, x := range kt {
 				norm2 += float64(x) * float64(x)

@@ -34,7 +34,7 @@ var Ladder, NaiveMMA = ladder()
 
 func ladder() (rungsInOrder []Rung, partner Rung) {
 	for _, v := range rungs {
-		if v.Backward { // the backward's kernels climb no forward ladder
+		if v.Backward || v.Decode { // the backward's and decoding's kernels climb no forward ladder
 			continue
 		}
 		r := v.ladderRung()

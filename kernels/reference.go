@@ -10,6 +10,14 @@ func Reference(in *Inputs, n, d int, causal bool) (o []float64, lse []float64) {
 	return attention64(widen(in.Q), widen(in.K), widen(in.V), n, d, causal)
 }
 
+// ReferenceOf is Reference for a run of any shape: in.Q holds c's
+// Queries() rows, row r at position QueryOffset()+r, against c's N keys
+// (a causal mask aligned to the end); o is Queries()×d, lse Queries().
+func ReferenceOf(c *Config, in *Inputs) (o []float64, lse []float64) {
+	nq := c.Queries()
+	return attentionAt64(widen(in.Q), widen(in.K), widen(in.V), nq, c.N, c.D, c.Causal, nq, nil)
+}
+
 // widen is x in float64, exactly.
 func widen(x []float32) []float64 {
 	out := make([]float64, len(x))
@@ -42,14 +50,20 @@ func attention64(q, k, v []float64, n, d int, causal bool) (o []float64, lse []f
 // LSE depend on that row of Q and all of K and V); the rest stay zero. It
 // stops early, every 64 rows, once stop (if not nil) says so.
 func attentionRows64(q, k, v []float64, n, d int, causal bool, rows int, stop func() bool) (o []float64, lse []float64) {
-	o = make([]float64, n*d)
-	lse = make([]float64, n)
+	return attentionAt64(q, k, v, n, n, d, causal, rows, stop)
+}
+
+// attentionAt64 is attentionRows64 for nq query rows (q: nq×d) against n
+// keys, query row r at position n−nq+r.
+func attentionAt64(q, k, v []float64, nq, n, d int, causal bool, rows int, stop func() bool) (o []float64, lse []float64) {
+	o = make([]float64, nq*d)
+	lse = make([]float64, nq)
 	s := make([]float64, n)
 	for r := 0; r < rows; r++ {
 		if r%64 == 0 && stop != nil && stop() {
 			break
 		}
-		m := scores64(q, k, n, d, causal, r, s)
+		m := scoresAt64(q[r*d:(r+1)*d], k, n, causal, n-nq+r, s)
 		if math.IsInf(m, -1) {
 			lse[r] = m
 			continue
@@ -78,11 +92,17 @@ func attentionRows64(q, k, v []float64, n, d int, causal bool, rows int, stop fu
 // scores64 fills s with row r of S = QKᵀ/√d (−Inf where causal masks it)
 // and returns the row's max.
 func scores64(q, k []float64, n, d int, causal bool, r int, s []float64) float64 {
+	return scoresAt64(q[r*d:(r+1)*d], k, n, causal, r, s)
+}
+
+// scoresAt64 fills s with the scores of query qr, at position pos, against
+// the n keys of k (−Inf past pos where causal) and returns their max.
+func scoresAt64(qr, k []float64, n int, causal bool, pos int, s []float64) float64 {
+	d := len(qr)
 	scale := 1 / math.Sqrt(float64(d))
 	m := math.Inf(-1)
-	qr := q[r*d : (r+1)*d]
 	for c := 0; c < n; c++ {
-		if causal && c > r {
+		if causal && c > pos {
 			s[c] = math.Inf(-1)
 			continue
 		}

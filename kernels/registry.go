@@ -27,6 +27,16 @@ type VariantInfo struct {
 	// record kinds, and it is no rung of the forward's ladder.
 	Backward bool
 
+	// Shapes are the runs beyond square ones the rung takes, kernel and
+	// mirror alike; Config.Validate refuses the rest, naming the rungs
+	// that take them.
+	Shapes Shapes
+
+	// Decode: the kernel is inference's, a few queries against a long
+	// cache (docs/DECODE.md); it climbs no forward ladder and a sweep of
+	// square runs leaves it out.
+	Decode bool
+
 	// Materialised: S and P go through device memory (naive's three phases),
 	// rather than living one tile at a time on chip.
 	Materialised bool
@@ -103,6 +113,17 @@ type VariantInfo struct {
 	records func(c *Config, i int) []kindCount
 	// block emits the records block (bh, i) writes, in its order.
 	block func(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record))
+}
+
+// Shapes says which runs beyond N queries against N keys, a K and V per
+// head, a rung takes.
+type Shapes struct {
+	// Queries: fewer queries than keys (nq < N), the last nq positions,
+	// a causal mask aligned to the end: decoding and chunked prefill.
+	Queries bool
+	// GroupedHeads: fewer heads of K and V than of queries (kv_heads <
+	// heads), each read once for its group.
+	GroupedHeads bool
 }
 
 // Words is what the stepper says of one rung in its own terms; every field
@@ -264,14 +285,29 @@ var rungs = fromFamilies([]*VariantInfo{
 	flash2BwdMMAKernel,
 	flash3BwdWGMMAKernel,
 	flash3BwdTMAKernel,
+	decodeGroupRung,
 })
 
-// fromFamilies gives each entry its family's traffic model and walk.
+// fromFamilies gives each entry its family's walk and, unless it has its
+// own, its family's traffic model.
 func fromFamilies(vs []*VariantInfo) []*VariantInfo {
 	for _, v := range vs {
-		v.Traffic, v.block = v.Family.Traffic, v.Family.block
+		v.block = v.Family.block
+		if v.Traffic == nil { // a rung may read its family's operands its own way
+			v.Traffic = v.Family.Traffic
+		}
 	}
 	return vs
+}
+
+// trafficOf is a rung's traffic model, looked up when a run needs it: a
+// family's walk, which the entries name, cannot name the registry they
+// make up (an initialisation cycle), and a rung in a family may count its
+// bytes its own way (a grouped head's shared K and V).
+var trafficOf func(instrument.Variant) func(*Config, *instrument.Record) (read, written uint64)
+
+func init() {
+	trafficOf = func(v instrument.Variant) func(*Config, *instrument.Record) (uint64, uint64) { return variantInfo[v].Traffic }
 }
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {
@@ -326,11 +362,28 @@ func (c *Config) Header(source instrument.Source, label string) instrument.Heade
 	return instrument.Header{
 		Variant: c.Variant, DType: c.dtype(), Source: source, Causal: c.Causal, Timing: c.Timing, Roles: c.Roles, Pattern: c.Pattern,
 		N: c.N, D: c.D, Br: c.Br, Bc: c.Bc, Batch: c.Batch, Heads: c.Heads,
+		Nq: c.shapeNq(), KVHeads: c.shapeKVHeads(),
 		TracedBH: c.TracedBH(), TracedQ: c.TracedQ(),
 		Seed: c.Seed, Scale: c.Scale(),
 		Records: c.recordCount(),
 		Label:   label,
 	}
+}
+
+// shapeNq and shapeKVHeads are Nq and KVHeads as a header writes them:
+// zero for the defaults, however the config spells them.
+func (c *Config) shapeNq() int {
+	if c.Nq == c.N {
+		return 0
+	}
+	return c.Nq
+}
+
+func (c *Config) shapeKVHeads() int {
+	if c.KVHeads == c.Heads {
+		return 0
+	}
+	return c.KVHeads
 }
 
 // dtype is the element type of c's kernel; float32 for an unknown variant,
@@ -399,7 +452,7 @@ type recordSizes struct {
 }
 
 func (c *Config) recordSizes() *recordSizes {
-	return &recordSizes{h: instrument.Header{N: c.N, D: c.D, Br: c.Br, Bc: c.Bc}}
+	return &recordSizes{h: instrument.Header{N: c.N, Nq: c.shapeNq(), D: c.D, Br: c.Br, Bc: c.Bc}}
 }
 
 func (r *recordSizes) of(k instrument.Kind) int64 {
@@ -420,7 +473,7 @@ func (c *Config) GPUElementBytes() int {
 
 // ConfigFromHeader is the run a trace header describes, selection included.
 func ConfigFromHeader(h *instrument.Header) Config {
-	c := Config{Variant: h.Variant, N: h.N, D: h.D, Br: h.Br, Bc: h.Bc, Batch: h.Batch, Heads: h.Heads,
+	c := Config{Variant: h.Variant, N: h.N, D: h.D, Br: h.Br, Bc: h.Bc, Batch: h.Batch, Heads: h.Heads, Nq: h.Nq, KVHeads: h.KVHeads,
 		Causal: h.Causal, Pattern: h.Pattern, Seed: h.Seed, Timing: h.Timing, Roles: h.Roles}
 	if h.TracedBH != c.TracedBH() {
 		c.TraceBH = h.TracedBH

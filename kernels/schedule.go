@@ -57,5 +57,5 @@ func (s StepRef) Record() *instrument.Record {
 
 // RowsValidOf and ColsValidOf are the data rows of q-tile i and columns of
 // kv-tile j.
-func (c *Config) RowsValidOf(i int) int { return min(c.Br, c.N-i*c.Br) }
+func (c *Config) RowsValidOf(i int) int { return min(c.Br, c.Queries()-i*c.Br) }
 func (c *Config) ColsValidOf(j int) int { return min(c.Bc, c.N-j*c.Bc) }

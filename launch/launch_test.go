@@ -47,6 +47,9 @@ func TestGPUTraceLayout(t *testing.T) {
 		type slotKey struct{ launch, slot int }
 		first := map[slotKey]uint64{}
 		materialised := kernels.Info(c.Variant).Materialised
+		// flash1 (a block per batch-head) and decode_group (a block per
+		// group of heads) write each record to a slot of its own.
+		perRecord := c.Variant == instrument.VariantFlash1 || c.Variant == instrument.VariantDecodeGroup
 		err = kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error {
 			if r.Kind == instrument.KindInputs {
 				return nil
@@ -54,9 +57,9 @@ func TestGPUTraceLayout(t *testing.T) {
 			block := r.BH*c.Tr() + r.I // grid (Tr, B·H): blockIdx.y·Tr + blockIdx.x
 			k := slotKey{0, block}
 			switch {
-			case c.Variant == instrument.VariantFlash1 && r.Kind == instrument.KindEpilogue:
+			case perRecord && r.Kind == instrument.KindEpilogue: // a slot per record
 				k.slot = block*(c.Tc()+1) + c.Tc()
-			case c.Variant == instrument.VariantFlash1:
+			case perRecord:
 				k.slot = block*(c.Tc()+1) + r.J
 			case r.Kind == instrument.KindBwdStep: // a slot per (kv-tile, q-tile) of grid (Tc, B·H)
 				k = slotKey{1, (r.BH*c.Tc()+r.J)*c.Tr() + r.I}

@@ -57,12 +57,13 @@ func For(c *kernels.Config) (Plan, error) {
 	}
 	info := kernels.Info(c.Variant)
 	p := Plan{Module: info.Module()}
-	bh, n, d := int64(c.Batch*c.Heads), int64(c.N), int64(c.D)
+	bh, bkv, n, nq, d := int64(c.Batch*c.Heads), int64(c.Batch*c.KVHeadCount()), int64(c.N), int64(c.Queries()), int64(c.D)
 	elem := int64(c.GPUElementBytes())
-	for _, b := range []Buffer{BufQ, BufK, BufV, BufO} {
-		p.Buffers[b] = bh * n * d * elem
-	}
-	p.Buffers[BufLSE] = bh * n * 4
+	// Q, O and the LSE have the queries' rows, per query head; K and V the
+	// keys', per head of K and V.
+	p.Buffers[BufQ], p.Buffers[BufO] = bh*nq*d*elem, bh*nq*d*elem
+	p.Buffers[BufK], p.Buffers[BufV] = bkv*n*d*elem, bkv*n*d*elem
+	p.Buffers[BufLSE] = bh * nq * 4
 	t, _ := info.TileFor(c)
 	l := info.Launches(c, t)
 	for b, size := range l.Extra {

@@ -234,6 +234,9 @@ func sweptVariants(engine instrument.Source) []instrument.Variant {
 		if info.Backward {
 			continue // on request only (variants=flash2_bwd,...)
 		}
+		if info.Decode {
+			continue // decoding's shapes are not a sweep's square runs
+		}
 		if engine == instrument.SourceGPU || info.SweptOnCPU {
 			out = append(out, info.Variant)
 		}

@@ -125,9 +125,15 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 		wg.Go(func() { pr.inputs[bh] = kernels.InputsFor(&c, bh) })
 	}
 	wg.Wait()
-	join := func(pick func(*kernels.Inputs) []float32) []float32 {
+	// join lays a buffer out batch-head after batch-head. K and V have a
+	// batch-head per head of K and V: a grouped run's are its groups'
+	// first heads' (kernels.Config.KVSource), each once.
+	join := func(b launch.Buffer, pick func(*kernels.Inputs) []float32) []float32 {
 		all := make([]float32, 0, len(pr.inputs)*c.N*c.D)
-		for _, in := range pr.inputs {
+		for bh, in := range pr.inputs {
+			if (b == launch.BufK || b == launch.BufV) && c.KVSource(bh) != bh {
+				continue
+			}
 			all = append(all, pick(in)...)
 		}
 		return all
@@ -162,9 +168,9 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 			continue
 		}
 		if pick, ok := inputs[launch.Buffer(b)]; ok && (launch.Buffer(b) == launch.BufLSE || launch.Buffer(b) == launch.BufP) {
-			pr.bufs[b], err = pr.mem.upload(join(pick))
+			pr.bufs[b], err = pr.mem.upload(join(launch.Buffer(b), pick))
 		} else if ok {
-			pr.bufs[b], err = upload(join(pick))
+			pr.bufs[b], err = upload(join(launch.Buffer(b), pick))
 		} else {
 			pr.bufs[b], err = pr.mem.alloc(bytes)
 		}

@@ -45,6 +45,7 @@ func RandomGPUConfig(rng *rand.Rand, maxN int) kernels.Config {
 	if c.N*c.N*(c.Batch*c.Heads) > 1<<22 {
 		c.Batch, c.Heads = 1, 1
 	}
+	drawShape(rng, &c)
 	if rng.IntN(3) == 0 {
 		bh := c.Batch * c.Heads
 		lo := rng.IntN(bh)
@@ -88,6 +89,43 @@ func EdgeGPUConfigs(rng *rand.Rand) []kernels.Config {
 		}
 	}
 	return out
+}
+
+// drawShape gives a rung that takes them fewer queries than keys (three
+// draws in four: one query, or up to three q-tiles' worth, the last ragged)
+// and grouped heads (1 to 8 query heads, 1 to all of them of K and V),
+// within what its GPU kernel packs (GPULimits).
+func drawShape(rng *rand.Rand, c *kernels.Config) {
+	info := kernels.Info(c.Variant)
+	if info.Shapes.GroupedHeads {
+		c.Heads = 1 << rng.IntN(4)
+		c.KVHeads = max(1, c.Heads>>rng.IntN(4))
+	}
+	if info.Shapes.Queries && rng.IntN(4) != 0 {
+		c.Nq = 1
+		if rng.IntN(2) == 0 {
+			c.Nq = 1 + rng.IntN(min(c.N, 3*c.Br+1))
+		}
+	}
+	FitShape(c)
+}
+
+// FitShape makes c's shape one its GPU kernel runs after its sizes
+// changed: nq at most N, and as many heads of K and V as the kernel's
+// limits need (decode_group packs a group's q-tiles into one atom); the
+// defaults written as zero.
+func FitShape(c *kernels.Config) {
+	info := kernels.Info(c.Variant)
+	c.Nq = min(c.Nq, c.N)
+	for c.KVHeads != 0 && c.KVHeads < c.Heads && info.GPULimits != nil && info.GPULimits(c) != nil {
+		c.KVHeads *= 2
+	}
+	if c.Nq == c.N {
+		c.Nq = 0
+	}
+	if c.KVHeads == c.Heads {
+		c.KVHeads = 0
+	}
 }
 
 // fit narrows c's traced part until its trace is within the limit: the

@@ -10,6 +10,7 @@
 import { Heatmap } from './heatmap.js';
 import { fmt, tex } from './format.js';
 import { firstQTile, sub } from './steps.js';
+import { rowsName } from './shape.js';
 import { BACKWARD_HEADS } from './formulas.js';
 
 // held are the backward numbers a lesson's checkpoint asks the student to
@@ -147,24 +148,26 @@ function drawReads(h, m, r, $) {
   const inp = m.inputs.get(r.bh);
   const rows = m.backward.rows.get(r.bh);
   const mats = [];
-  const slice = (src, t, n) => {
+  // Tile t of n rows of an array of all rows: Q's and dO's rows are the
+  // Nq queries, K's and V's the N keys.
+  const slice = (src, t, n, all) => {
     const v = new Float32Array(n * h.D);
-    v.set(src.subarray(t * n * h.D, Math.min(h.N, (t + 1) * n) * h.D));
+    v.set(src.subarray(t * n * h.D, Math.min(all, (t + 1) * n) * h.D));
     return v;
   };
   if (r.kind === 'bwd_step' && inp && rows) {
-    mats.push(['Q', slice(inp.q, r.i, h.Br), h.Br, r.rowsValid, r.i, `Q${sub(r.i)}`, m.maxAbs(r.bh, 'q')]);
-    mats.push(['dO', slice(rows.dO, r.i, h.Br), h.Br, r.rowsValid, r.i, `dO${sub(r.i)}`, m.maxAbs(r.bh, 'do')]);
+    mats.push(['Q', slice(inp.q, r.i, h.Br, h.Nq), h.Br, r.rowsValid, r.i, `Q${sub(r.i)}`, m.maxAbs(r.bh, 'q')]);
+    mats.push(['dO', slice(rows.dO, r.i, h.Br, h.Nq), h.Br, r.rowsValid, r.i, `dO${sub(r.i)}`, m.maxAbs(r.bh, 'do')]);
     if (r.i === firstQTile(h, r.j)) {
-      mats.push(['K', slice(inp.k, r.j, h.Bc), h.Bc, r.colsValid, r.j, `K${sub(r.j)} (once per block)`, m.maxAbs(r.bh, 'k')]);
-      mats.push(['V', slice(inp.v, r.j, h.Bc), h.Bc, r.colsValid, r.j, `V${sub(r.j)} (once per block)`, m.maxAbs(r.bh, 'v')]);
+      mats.push(['K', slice(inp.k, r.j, h.Bc, h.N), h.Bc, r.colsValid, r.j, `K${sub(r.j)} (once per block)`, m.maxAbs(r.bh, 'k')]);
+      mats.push(['V', slice(inp.v, r.j, h.Bc, h.N), h.Bc, r.colsValid, r.j, `V${sub(r.j)} (once per block)`, m.maxAbs(r.bh, 'v')]);
     }
   } else if (r.kind === 'bwd_pre') {
     mats.push(['dO', r.do, h.Br, r.rowsValid, r.i, `dO${sub(r.i)}`, m.maxAbs(r.bh, 'do')]);
   } else if (r.kind === 'bwd_dp' && inp) {
-    mats.push(['V', slice(inp.v, r.j, h.Bc), h.Bc, r.colsValid, r.j, `V${sub(r.j)}`, m.maxAbs(r.bh, 'v')]);
+    mats.push(['V', slice(inp.v, r.j, h.Bc, h.N), h.Bc, r.colsValid, r.j, `V${sub(r.j)}`, m.maxAbs(r.bh, 'v')]);
   } else if (r.kind === 'bwd_kv' && inp) {
-    mats.push(['Q', slice(inp.q, r.i, h.Br), h.Br, r.rowsValid, r.i, `Q${sub(r.i)}`, m.maxAbs(r.bh, 'q')]);
+    mats.push(['Q', slice(inp.q, r.i, h.Br, h.Nq), h.Br, r.rowsValid, r.i, `Q${sub(r.i)}`, m.maxAbs(r.bh, 'q')]);
   }
   const key = mats.map((t) => t[5]).join() + r.bh;
   if (box.dataset.key === key) return;
@@ -231,7 +234,7 @@ function drawRows(h, m, r, k, $) {
       const td = tr.insertCell();
       tr.className = 'pad';
       td.colSpan = cols.length;
-      td.textContent = `row ${r.i * h.Br + x}: padding (past N), not data`;
+      td.textContent = `row ${r.i * h.Br + x}: padding (past ${rowsName(h)}), not data`;
       continue;
     }
     const sumsHeld = r.kind === 'bwd_step' && heldRow('psum', r.bh, r.i * h.Br + x, k);
@@ -318,12 +321,12 @@ function drawOnChip(h, m, r, k, $) {
   caption.textContent = 'dQ, filled in as q-tiles finish';
   box.classList.remove('qkv');
   const dq = m.backward.dq.get(r.bh);
-  const values = new Float32Array(h.N * h.D).fill(NaN);
+  const values = new Float32Array(h.Nq * h.D).fill(NaN); // a row per query
   let written = 0;
   for (const [key, at] of m.backward.dqAt) {
     const [bh, i] = key.split(',').map(Number);
     if (bh !== r.bh || at > k || !dq) continue;
-    const lo = i * h.Br * h.D, hi = Math.min(h.N, (i + 1) * h.Br) * h.D;
+    const lo = i * h.Br * h.D, hi = Math.min(h.Nq, (i + 1) * h.Br) * h.D;
     values.set(dq.subarray(lo, hi), lo);
     written++;
   }
@@ -333,6 +336,6 @@ function drawOnChip(h, m, r, k, $) {
     hm.clear(r.kind === 'bwd_pre' ? 'dQ is zero: the kv-tiles\' blocks have not added to it yet.' : 'No q-tile\'s dQ has finished yet.');
     return;
   }
-  hm.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'), name: 'dQ',
+  hm.draw({ values, rows: h.Nq, cols: h.D, rowsValid: h.Nq, colsValid: h.D, scale: 'diverging', max: m.maxAbs(r.bh, 'dq', 'bwd_dq'), name: 'dQ',
     held: (x) => heldRow('dq', r.bh, x, k) });
 }

@@ -4,7 +4,7 @@
 // records arrive, and the finished gradients. Nothing here touches the page:
 // the trace model (model.js) and Node's tests import it.
 import { rung } from './rungs.js';
-import { firstQTile } from './steps.js';
+import { firstQTile } from './shape.js';
 
 // isBackward says whether a trace's kernel is a backward one.
 export const isBackward = (h) => Boolean(rung(h.variant)?.backward);
@@ -53,19 +53,19 @@ export function tileStates(m, k) {
 export class BackwardState {
   constructor(h) {
     this.h = h;
-    this.rows = new Map(); // bh -> { dO, o, l, d }
-    this.dq = new Map(); // bh -> Float32Array N×D, NaN until written
+    this.rows = new Map(); // bh -> { dO, o, l, d }, a row per query (Nq)
+    this.dq = new Map(); // bh -> Float32Array Nq×D, NaN until written
     this.dqAt = new Map(); // "bh,i" -> step index of its dq
     this.stepsOfQ = new Map(); // "bh,i" -> step indices of its bwd_steps
     this.naive = Boolean(rung(h.variant)?.materialised); // reads the forward's P back
   }
 
   add(r, k) {
-    const { N, D, Br } = this.h;
+    const { Nq, D, Br } = this.h;
     if (r.kind === 'bwd_pre') {
       if (!this.rows.has(r.bh)) {
-        this.rows.set(r.bh, { dO: new Float32Array(N * D).fill(NaN), o: new Float32Array(N * D).fill(NaN),
-          l: new Float32Array(N).fill(NaN), d: new Float32Array(N).fill(NaN) });
+        this.rows.set(r.bh, { dO: new Float32Array(Nq * D).fill(NaN), o: new Float32Array(Nq * D).fill(NaN),
+          l: new Float32Array(Nq).fill(NaN), d: new Float32Array(Nq).fill(NaN) });
       }
       const t = this.rows.get(r.bh);
       for (let x = 0; x < r.rowsValid; x++) {
@@ -78,7 +78,7 @@ export class BackwardState {
     } else if (r.kind === 'bwd_ds') {
       // The naive backward's D, from whole rows of P and dP; it reads no
       // O or L.
-      if (!this.rows.has(r.bh)) this.rows.set(r.bh, { dO: null, o: null, l: null, d: new Float32Array(N).fill(NaN) });
+      if (!this.rows.has(r.bh)) this.rows.set(r.bh, { dO: null, o: null, l: null, d: new Float32Array(Nq).fill(NaN) });
       const t = this.rows.get(r.bh);
       for (let x = 0; x < r.rowsValid; x++) t.d[r.i * Br + x] = r.delta[x];
     } else if (r.kind === 'bwd_step') {
@@ -86,14 +86,15 @@ export class BackwardState {
       if (!this.stepsOfQ.has(key)) this.stepsOfQ.set(key, []);
       this.stepsOfQ.get(key).push(k);
     } else if (r.kind === 'bwd_dq') {
-      if (!this.dq.has(r.bh)) this.dq.set(r.bh, new Float32Array(N * D).fill(NaN));
+      if (!this.dq.has(r.bh)) this.dq.set(r.bh, new Float32Array(Nq * D).fill(NaN));
       this.dq.get(r.bh).set(r.dq.subarray(0, r.rowsValid * D), r.i * Br * D);
       this.dqAt.set(`${r.bh},${r.i}`, k);
     }
   }
 }
 
-// gradients reads a finished backward trace's dQ, dK and dV of batch-head bh
+// gradients reads a finished backward trace's dQ (Nq×D), dK and dV (N×D, a
+// row per key) of batch-head bh
 // (kernels.TraceGradients): dQ from the dq steps, dK (× 1/√d, as the kernel
 // writes it) and dV from each kv-tile's last step. Null until the trace
 // holds them all.

@@ -8,11 +8,12 @@ import { startRun } from './stream.js';
 import { TraceModel } from './model.js';
 import { TileGrid } from './tilegrid.js';
 import { fmtBytes } from './format.js';
-import { describe, materialises } from './steps.js';
+import { describe } from './steps.js';
 import { reportSize, waitsToBeWanted, whenWanted } from './embed.js';
 import { gradients } from './backward_model.js';
 import { cumulative, keysOf, positionsOf, reference, stepAt } from './compare_axis.js';
-import { drawMemory } from './compare_memory.js';
+import { drawMemory, largestBuffer } from './compare_memory.js';
+import { scoresShape } from './shape.js';
 import { Knowledge, taughtUpTo } from './taught.js';
 import { apiFetch, call, embedded, fillForm, onSite, siteData, siteURL } from './site.js';
 
@@ -82,7 +83,16 @@ function makePane(variant, query) {
   const current = () => panes[variant] === p;
   apiFetch(`/api/traffic?${query}`).then((r) => r.json()).then((t) => { if (current()) { p.traffic = t; finish(); } });
   p.run = startRun(query, {
-    onHeader(h) { if (current()) p.model = new TraceModel(h); },
+    onHeader(h) {
+      if (!current()) return;
+      p.model = new TraceModel(h);
+      // The heading's "N×N buffers" are Nq×N with fewer queries than keys.
+      const words = el.querySelector('.pane-memory');
+      if (words) {
+        words.dataset.words ??= words.textContent;
+        words.textContent = words.dataset.words.replace('N×N', scoresShape(h));
+      }
+    },
     onRecord(r) {
       if (!current()) return;
       p.model.add(r);
@@ -163,7 +173,7 @@ function drawRace(ks) {
   if (nw === 0 && fw === 0) {
     ratio.textContent = '–';
     words.textContent = backwardPair()
-      ? 'Step forward: the naive backward writes dP and dS, N×N each, to device memory; flash writes D and the gradients.'
+      ? `Step forward: the naive backward writes dP and dS, ${n.model ? scoresShape(n.model.h) : 'N×N'} each, to device memory; flash writes D and the gradients.`
       : 'Step forward: naive writes every score to device memory; flash writes only its output.';
   } else if (fw === 0) {
     ratio.textContent = `${fmtBytes(nw)} : 0 B`;
@@ -190,14 +200,7 @@ function drawPane(p, k) {
     const c = p.cumDRAM[k];
     p.dram.textContent = `${fmtBytes(c[2])} read, ${fmtBytes(c[3])} written`;
   }
-  const bh = h.batch * h.heads;
-  const nn = bh * h.N * h.N;
-  p.buffer.textContent = backwardPair()
-    ? (materialises(h.variant) ? `P, dP and dS: 3 × ${fmtBytes(nn * 4)} in device memory`
-      : `none N×N: D (${fmtBytes(bh * h.N * 4)}) beyond the inputs and gradients; S, P, dP and dS tiles: ${fmtBytes(4 * h.Br * h.Bc * 4)} on chip per block`)
-    : materialises(h.variant)
-      ? `S and P: ${fmtBytes(nn * 4)} + ${fmtBytes(nn * (h.dtype === 'bf16' ? 2 : 4))} in device memory`
-      : `none beyond Q, K, V, O; S and P tiles: ${fmtBytes(2 * h.Br * h.Bc * 4)} on chip per block`;
+  p.buffer.textContent = largestBuffer(h, backwardPair());
   const m = p.traffic.measured;
   p.measured.textContent = m
     ? `Measured on ${m.gpu} (${m.recorded}) for this run: ` + m.measured.map((x) => `${x.kernel} L2 ${fmtBytes(x.l2_read)} read, DRAM ${fmtBytes(x.dram_read)} read, ${fmtBytes(x.dram_write)} written`).join('; ')
@@ -235,7 +238,7 @@ function summary() {
     if (!of || !on || !inp) continue;
     const ref = reference(inp, h);
     let diff = 0, ef = 0, en = 0, norm = 0;
-    const rows = [h.tracedQ[0] * h.Br, Math.min(h.N, h.tracedQ[1] * h.Br)];
+    const rows = [h.tracedQ[0] * h.Br, Math.min(h.Nq, h.tracedQ[1] * h.Br)]; // query rows
     for (let x = rows[0] * h.D; x < rows[1] * h.D; x++) {
       diff = Math.max(diff, Math.abs(of[x] - on[x]));
       ef = Math.max(ef, Math.abs(of[x] - ref[x]));

@@ -9,7 +9,7 @@
 export function keysOf(model) {
   const steps = model.steps;
   // A tile's first pass: a score tile (a backward's recomputed S, or the
-  // naive backward's dP, its first N×N write).
+  // naive backward's dP, its first Nq×N write: N×N in a square run).
   const computesS = (r) => r.kind === 'flash_step' || r.kind === 'scores' || r.kind === 'bwd_step' || r.kind === 'bwd_dp';
   const total = steps.filter(computesS).length;
   let lastS = -1;
@@ -52,15 +52,17 @@ export function cumulative(steps) {
   return out;
 }
 
-// reference is attention in float64 over the float32 inputs.
+// reference is attention in float64 over the float32 inputs: Nq rows of
+// queries against N keys, query row r at position N − Nq + r, which under a
+// causal mask sees keys 0 to N − Nq + r.
 export function reference(inp, h) {
-  const { N, D } = h;
-  const out = new Float64Array(N * D);
+  const { N, Nq, D } = h;
+  const out = new Float64Array(Nq * D);
   const s = new Float64Array(N);
   const scale = 1 / Math.sqrt(D);
-  for (let r = 0; r < N; r++) {
+  for (let r = 0; r < Nq; r++) {
     let m = -Infinity;
-    const cols = h.causal ? r + 1 : N;
+    const cols = h.causal ? N - Nq + r + 1 : N;
     for (let c = 0; c < cols; c++) {
       let dot = 0;
       for (let x = 0; x < D; x++) dot += inp.q[r * D + x] * inp.k[c * D + x];

@@ -3,14 +3,38 @@
 // chip, to scale.
 import { fmtBytes } from './format.js';
 import { materialises } from './steps.js';
+import { headBytes, runBytes, scoresShape, square } from './shape.js';
+
+// largestBuffer is a pane's "largest buffer" line: what the run keeps in
+// device memory beyond its inputs and outputs, over every batch-head (S
+// and P are Nq×N for each query head: N×N in a square run).
+export function largestBuffer(h, backward) {
+  const b = runBytes(h);
+  return backward
+    ? (materialises(h.variant) ? `P, dP and dS: 3 × ${fmtBytes(b.s)} in device memory`
+      : `none ${scoresShape(h)}: D (${fmtBytes(b.rows)}) beyond the inputs and gradients; S, P, dP and dS tiles: ${fmtBytes(4 * h.Br * h.Bc * 4)} on chip per block`)
+    : materialises(h.variant)
+      ? `S and P: ${fmtBytes(b.s)} + ${fmtBytes(b.p)} in device memory`
+      : `none beyond Q, K, V, O; S and P tiles: ${fmtBytes(2 * h.Br * h.Bc * 4)} on chip per block`;
+}
+
+// squareLabels are the labels of the figure's S and P (or P, dP and dS)
+// for one query head: name and bytes; none for a flash kernel.
+export function squareLabels(h, backward) {
+  if (!materialises(h.variant)) return [];
+  const b = headBytes(h);
+  return (backward ? ['P', 'dP', 'dS'] : ['S', 'P']).map((name) => ({ name, label: `${name} ${fmtBytes(name === 'P' ? b.p : b.s)}` }));
+}
 
 // drawMemory draws into canvas c where a kernel (trace header h) keeps S
-// and P at a step (its tile states), to scale: device memory holds Q, K,
-// V and O (N×d each) and, for naive, the N×N S and P,
-// tile by tile as they are written; the chip holds one Br×Bc tile. The
-// figure is always MEMORY_H tall, so the page keeps its place while the
-// runs arrive; the squares shrink until they and their labels fit inside
-// device memory's box, clear of the chip's.
+// and P at a step (its tile states), to scale, for one query head: device
+// memory holds Q and O (Nq×d), K and V (N×d) and, for naive, S and P
+// (Nq×N: N×N squares in a square run), tile by tile as they are written;
+// the chip holds one Br×Bc tile. The figure is always MEMORY_H tall, so
+// the page keeps its place while the runs arrive; the squares shrink
+// until they and their labels fit inside device memory's box, clear of the
+// chip's. Rows of queries (Q, O, S, P) are drawn to the keys' scale, but
+// never under 2 pixels.
 const MEMORY_H = 156;
 
 export function drawMemory(c, h, states, backward) {
@@ -26,8 +50,7 @@ export function drawMemory(c, h, states, backward) {
   g.textBaseline = 'top';
   const hbmW = W - 110;
   const naive = materialises(h.variant);
-  const names = backward ? ['P', 'dP', 'dS'] : ['S', 'P'];
-  const squares = naive ? names.map((name) => ({ name, label: `${name} ${fmtBytes(h.N * h.N * (name === 'P' && h.dtype === 'bf16' ? 2 : 4))}` })) : [];
+  const squares = squareLabels(h, backward);
   const words = backward ? ['no P, dP or dS here: only', 'Q, K, V, dO, O, L in; D, dQ, dK, dV'] : ['no S, no P here: only', 'Q, K, V in and O out'];
   const textW = (t) => g.measureText(t).width;
   // Where the strips and squares of a given side end, labels included.
@@ -42,9 +65,11 @@ export function drawMemory(c, h, states, backward) {
     const end = naive ? x - 12 : x + Math.max(...words.map(textW));
     return { strip, at, end };
   };
-  let side = Math.max(40, Math.min(110, (W - 230) / (backward ? 3.6 : 2.4))); // the N×N squares
+  let side = Math.max(40, Math.min(110, (W - 230) / (backward ? 3.6 : 2.4))); // the squares' N columns
   while (side > 16 && layout(side).end > hbmW - 6) side--;
   const { strip, at, end } = layout(side);
+  // The query rows' height: side for a square run.
+  const qSide = square(h) ? side : Math.max(2, side * h.Nq / h.N);
   c.dataset.contentRight = String(Math.ceil(end));
   c.dataset.chipLeft = String(hbmW + 8);
   // Device memory.
@@ -55,10 +80,11 @@ export function drawMemory(c, h, states, backward) {
   const y0 = 24;
   let x = 8;
   for (const name of ['Q', 'K', 'V', 'O']) {
+    const tall = name === 'K' || name === 'V' ? side : qSide; // N keys, Nq queries
     g.fillStyle = name === 'O' ? '#9bb7e0' : '#c8ced6';
-    g.fillRect(x, y0, strip, side);
+    g.fillRect(x, y0, strip, tall);
     g.fillStyle = '#333';
-    g.fillText(name, x, y0 + side + 3);
+    g.fillText(name, x, y0 + tall + 3);
     x += Math.max(strip, 10) + 4;
   }
   x += 6;
@@ -74,25 +100,25 @@ export function drawMemory(c, h, states, backward) {
     squares.forEach(({ name, label }, n) => {
       x = at[n];
       g.fillStyle = '#fff';
-      g.fillRect(x, y0, side, side);
-      const tw = side * h.Bc / h.N, th = side * h.Br / h.N;
+      g.fillRect(x, y0, side, qSide);
+      const tw = side * h.Bc / h.N, th = qSide * h.Br / h.Nq;
       g.fillStyle = colour[name];
       for (let i = 0; i < h.Tr; i++) {
         for (let j = 0; j < h.Tc; j++) {
-          if (fills[name].includes(states[i * h.Tc + j])) g.fillRect(x + j * tw, y0 + i * th, Math.min(tw, side - j * tw), Math.min(th, side - i * th));
+          if (fills[name].includes(states[i * h.Tc + j])) g.fillRect(x + j * tw, y0 + i * th, Math.min(tw, side - j * tw), Math.min(th, qSide - i * th));
         }
       }
       g.strokeStyle = '#555';
-      g.strokeRect(x + 0.5, y0 + 0.5, side, side);
+      g.strokeRect(x + 0.5, y0 + 0.5, side, qSide);
       g.fillStyle = '#333';
-      g.fillText(label, x, y0 + side + 3);
+      g.fillText(label, x, y0 + qSide + 3);
     });
   } else {
     g.fillStyle = '#555';
     g.fillText(words[0], x, y0 + side / 2 - 14);
     g.fillText(words[1], x, y0 + side / 2 + 2);
   }
-  // On chip: one tile, at the same scale as the N×N squares.
+  // On chip: one tile, at the same scale as the squares' columns.
   const cx = hbmW + 8;
   g.strokeStyle = '#0b5fff';
   g.strokeRect(cx + 0.5, 0.5, W - cx - 1, H - 1);

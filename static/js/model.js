@@ -15,7 +15,7 @@ export class TraceModel {
     this.cumRead = [];
     this.cumWritten = [];
     this.blockStart = new Map(); // "bh,i" -> first step index
-    this.finalO = new Map(); // bh -> Float32Array N*D, NaN until its q-tile's epilogue
+    this.finalO = new Map(); // bh -> Float32Array Nq*D (a row per query), NaN until its q-tile's epilogue
     this.finalLSE = new Map();
     this.epilogueAt = new Map(); // "bh,i" -> step index of its epilogue
     this.absMax = new Map(); // cache of max |value| per "bh,array"
@@ -57,10 +57,10 @@ export class TraceModel {
     if (r.kind === 'timing' && r.j < 0) this.epilogueAt.set(key, k);
     if (r.kind === 'epilogue') {
       this.epilogueAt.set(key, k);
-      const { N, D, Br } = this.h;
+      const { Nq, D, Br } = this.h;
       if (!this.finalO.has(r.bh)) {
-        this.finalO.set(r.bh, new Float32Array(N * D).fill(NaN));
-        this.finalLSE.set(r.bh, new Float32Array(N).fill(NaN));
+        this.finalO.set(r.bh, new Float32Array(Nq * D).fill(NaN));
+        this.finalLSE.set(r.bh, new Float32Array(Nq).fill(NaN));
       }
       const o = this.finalO.get(r.bh);
       const lse = this.finalLSE.get(r.bh);

@@ -21,7 +21,12 @@ export async function showKernelFigures(h) {
     el.textContent = `The kernel's registers and spills, as its compiler reports them: ${know.lesson('registers')}.`;
     return;
   }
-  const run = new URLSearchParams({ variant: h.variant, n: h.N, d: h.D, br: h.Br, bc: h.Bc, causal: h.causal ? '1' : '0' }).toString();
+  const q = new URLSearchParams({ variant: h.variant, n: h.N, d: h.D, br: h.Br, bc: h.Bc, causal: h.causal ? '1' : '0' });
+  // nq and kv_heads where they differ from N and heads, as the server
+  // writes a run's URL.
+  if (h.Nq !== h.N) q.set('nq', h.Nq);
+  if (h.kvHeads !== h.heads) q.set('kv_heads', h.kvHeads);
+  const run = q.toString();
   if (!kernelTables.has(run)) kernelTables.set(run, await apiFetch('/api/kernels?' + run).then((r) => r.json()).catch(() => null));
   const kernelTable = kernelTables.get(run);
   if (!kernelTable) return;
@@ -45,10 +50,16 @@ export async function showKernelFigures(h) {
 export function showSource(h) {
   const when = h.recordedUnix ? `, recorded ${new Date(h.recordedUnix * 1000).toISOString().slice(0, 10)}` : '';
   $('source').textContent = `Numbers from: ${h.label}${when} · ${h.dtype}`;
-  $('source').title = `${h.variant}, ${h.dtype}, N=${h.N}, d=${h.D}, Br×Bc=${h.Br}×${h.Bc}${h.causal ? ', causal' : ''}, ` +
-    `batch ${h.batch} × ${h.heads} heads, inputs ${h.pattern} (seed ${h.seed})`;
+  // Fewer queries than keys and grouped heads are named; a square run's
+  // words are as they were.
+  const nq = h.Nq !== h.N ? `, Nq=${h.Nq} (the last ${h.Nq} of the N positions)` : '';
+  const kvWords = `${h.kvHeads} K/V head${h.kvHeads === 1 ? '' : 's'}`;
+  const kv = h.kvHeads !== h.heads ? ` over ${kvWords}` : '';
+  $('source').title = `${h.variant}, ${h.dtype}, N=${h.N}${nq}, d=${h.D}, Br×Bc=${h.Br}×${h.Bc}${h.causal ? ', causal' : ''}, ` +
+    `batch ${h.batch} × ${h.heads} heads${kv}, inputs ${h.pattern} (seed ${h.seed})`;
   if (!page.valid || state.transport.startsWith('file')) {
-    $('run-summary').textContent = `${h.variant} · N=${h.N} · d=${h.D} · Br×Bc=${h.Br}×${h.Bc}${h.causal ? ' · causal' : ''} · ${h.pattern} inputs, seed ${h.seed}`;
+    $('run-summary').textContent = `${h.variant} · N=${h.N}${h.Nq !== h.N ? ` · Nq=${h.Nq}` : ''} · d=${h.D} · Br×Bc=${h.Br}×${h.Bc}` +
+      `${h.kvHeads !== h.heads ? ` · ${h.heads} heads over ${kvWords}` : ''}${h.causal ? ' · causal' : ''} · ${h.pattern} inputs, seed ${h.seed}`;
   }
 }
 

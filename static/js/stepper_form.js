@@ -1,6 +1,7 @@
 // The stepper's run form: the form as a run's query, checked by the server
 // as it is edited (each field's problem beside it, the estimate, where the
-// run would run), the compiled GPU tiles filling Br, Bc and d at once, and
+// run would run), the compiled GPU tiles filling Br, Bc and d at once, the
+// query rows' and K/V heads' defaults shown as N's and heads' numbers, and
 // taking a run off the screen.
 import { apiFetch, onSite } from './site.js';
 import { $, setStatus, state } from './stepper_page.js';
@@ -9,7 +10,9 @@ export const form = $('run-form');
 
 // formQuery is the form as a run's URL query. A blank size field is sent
 // blank, so the server says it is required instead of quietly using the
-// default; a blank traced range means all of it.
+// default; a blank traced range means all of it, and a blank nq (query
+// rows) or kv_heads (heads of K and V) N or heads: those are left out, as
+// the server leaves them out of a run's URL at their defaults.
 function formQuery() {
   const q = new URLSearchParams();
   for (const [k, v] of new FormData(form)) {
@@ -85,8 +88,18 @@ $('gpu-tiles').addEventListener('change', (ev) => {
   form.dispatchEvent(new Event('input'));
 });
 
+// showDefaults writes in the blank query rows and K/V heads what a blank
+// means: as many query rows as N, as many K/V heads as heads.
+function showDefaults() {
+  const { nq, kv_heads: kv, n, heads } = form.elements;
+  if (nq && n) nq.placeholder = /^\d+$/.test(n.value.trim()) ? n.value.trim() : 'N';
+  if (kv && heads) kv.placeholder = /^\d+$/.test(heads.value.trim()) ? heads.value.trim() : 'heads';
+}
+showDefaults();
+
 let debounce = null;
 form.addEventListener('input', (ev) => {
+  showDefaults();
   // The file field is in the form, but a file is no edit of the run the
   // form names: checking the form then would put the previous run's
   // status back over the file's.

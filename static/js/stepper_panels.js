@@ -11,6 +11,7 @@ import * as backward from './backward.js';
 import { $, know, roleTables, state, views } from './stepper_page.js';
 import { drawKernelSource } from './source_view.js';
 import { drawRows } from './stepper_rows.js';
+import { scoresCount, scoresShape, shapeNote } from './shape.js';
 
 // stepsTotal is how many steps a trace has: every record but the inputs,
 // and in a roles trace but the role records. A roles trace of B blocks
@@ -69,6 +70,7 @@ export function render() {
   $('step-title').textContent = title;
   $('step-explain').textContent = explain;
   placeViews();
+  if (GRID_CAPTION) GRID_CAPTION.textContent = `Score matrix S (${scoresShape(h)}), in tiles`;
   const views_ = [() => views.grid.draw(h, m.tileStates(state.k))];
   if (isBackward(h)) {
     views_.push(() => backward.draw({ h, m, r, k: state.k, views, $ }));
@@ -80,9 +82,11 @@ export function render() {
   views_.push(() => drawKernelSource(h, r), () => {
     $('bytes-read').textContent = fmtBytes(m.cumRead[state.k]);
     $('bytes-written').textContent = fmtBytes(m.cumWritten[state.k]);
-    $('bytes-note').textContent = rung(h.variant)?.bytes_note || (!materialises(h.variant)
+    // A run with fewer queries than keys, or grouped heads, says too what
+    // its Q, O, K and V take (K and V by heads of K and V).
+    $('bytes-note').textContent = [rung(h.variant)?.bytes_note || (!materialises(h.variant)
       ? 'Flash reads Q once per q-tile and K, V once per visited tile; S and P never leave the chip.'
-      : 'Naive writes all of S and P (N² floats each) to device memory and reads them back.');
+      : `Naive writes all of S and P (${scoresCount(h)} floats each) to device memory and reads them back.`), shapeNote(h)].filter(Boolean).join(' ');
   });
   if (drawnOnce) {
     for (const draw of views_) draw();
@@ -100,6 +104,8 @@ export function render() {
   next(0);
 }
 
+const drawnFor = new WeakMap(); // the input tiles' box -> the model they were drawn from
+
 function drawInputs(h, m, r) {
   const box = $('qkv');
   const inp = m.inputs.get(r.bh);
@@ -109,21 +115,26 @@ function drawInputs(h, m, r) {
     return;
   }
   const mats = [];
-  const tile = (name, src, t, rows, valid, label) => ({ name, src, t, rows, valid, label });
+  // all: the rows of the whole array, Q's the Nq queries, K's and V's the
+  // N keys.
+  const tile = (name, src, t, rows, valid, label, all) => ({ name, src, t, rows, valid, label, all });
   const needQ = r.kind === 'flash_step' || r.kind === 'scores';
   const needK = r.kind === 'flash_step' || r.kind === 'scores';
   const needV = r.kind === 'flash_step' || r.kind === 'pv';
-  if (needQ) mats.push(tile('Q', inp.q, r.i, h.Br, r.rowsValid, `Q${sub(r.i)} (${h.Br}×${h.D})`));
-  if (needK) mats.push(tile('K', inp.k, r.j, h.Bc, r.colsValid, `K${sub(r.j)} (${h.Bc}×${h.D})`));
-  if (needV) mats.push(tile('V', inp.v, r.j, h.Bc, r.colsValid, `V${sub(r.j)} (${h.Bc}×${h.D})`));
+  if (needQ) mats.push(tile('Q', inp.q, r.i, h.Br, r.rowsValid, `Q${sub(r.i)} (${h.Br}×${h.D})`, h.Nq));
+  if (needK) mats.push(tile('K', inp.k, r.j, h.Bc, r.colsValid, `K${sub(r.j)} (${h.Bc}×${h.D})`, h.N));
+  if (needV) mats.push(tile('V', inp.v, r.j, h.Bc, r.colsValid, `V${sub(r.j)} (${h.Bc}×${h.D})`, h.N));
   if (!mats.length) {
     box.textContent = r.kind === 'softmax' ? 'Reads rows of S, not Q, K or V.' : 'No input tiles in this step.';
     box.dataset.key = '';
     return;
   }
+  // The same tiles of the same run are drawn already (a run replaced by
+  // another, a replayed file's say, draws afresh).
   const key = mats.map((t) => `${t.name}${t.t}`).join() + r.bh;
-  if (box.dataset.key === key) return;
+  if (box.dataset.key === key && drawnFor.get(box) === m) return;
   box.dataset.key = key;
+  drawnFor.set(box, m);
   box.replaceChildren();
   for (const t of mats) {
     const wrap = document.createElement('div');
@@ -134,7 +145,7 @@ function drawInputs(h, m, r) {
     wrap.append(cap, hm);
     box.append(wrap);
     const values = new Float32Array(t.rows * h.D);
-    values.set(t.src.subarray(t.t * t.rows * h.D, Math.min(h.N, (t.t + 1) * t.rows) * h.D));
+    values.set(t.src.subarray(t.t * t.rows * h.D, Math.min(t.all, (t.t + 1) * t.rows) * h.D));
     const row0 = t.t * t.rows;
     new Heatmap(hm, { maxWidth: 220, maxHeight: 220 }).draw({
       values, rows: t.rows, cols: h.D, rowsValid: t.valid, colsValid: h.D, scale: 'diverging',
@@ -193,21 +204,24 @@ function restoreFinal() {
   box.closest('figure').querySelector('figcaption').textContent = FINAL_CAPTION;
 }
 const FINAL_CAPTION = document.querySelector('[data-panel="final"] figcaption').textContent;
+// The grid's caption names S's shape: N×N, or Nq×N with fewer queries.
+const GRID_CAPTION = document.querySelector('[data-panel="grid"] figcaption');
 
 function drawFinal(h, m, r) {
   const o = m.finalO.get(r.bh);
   if (!o) return views.final.clear('No q-tile has finished yet.');
-  // Only rows whose epilogue is at or before this step are written.
-  const values = new Float32Array(h.N * h.D).fill(NaN);
+  // Only rows whose epilogue is at or before this step are written; O has
+  // a row per query (Nq).
+  const values = new Float32Array(h.Nq * h.D).fill(NaN);
   let written = 0;
   for (const [key, at] of m.epilogueAt) {
     const [bh, i] = key.split(',').map(Number);
     if (bh !== r.bh || at > state.k) continue;
-    const lo = i * h.Br * h.D, hi = Math.min(h.N, (i + 1) * h.Br) * h.D;
+    const lo = i * h.Br * h.D, hi = Math.min(h.Nq, (i + 1) * h.Br) * h.D;
     values.set(o.subarray(lo, hi), lo);
     written++;
   }
   if (!written) return views.final.clear('No q-tile has finished yet.');
-  views.final.draw({ values, rows: h.N, cols: h.D, rowsValid: h.N, colsValid: h.D,
+  views.final.draw({ values, rows: h.Nq, cols: h.D, rowsValid: h.Nq, colsValid: h.D,
     scale: 'diverging', max: m.maxAbs(r.bh, 'o', 'epilogue'), name: 'O' });
 }

@@ -3,6 +3,7 @@
 // framed stepper and the keyboard moving it; the boxes that jump to a
 // batch-head's q-tile (or a backward's kv-tile) and the grid's click.
 import { batchHead, batchHeadShort } from './steps.js';
+import { keysRange, rowsRange } from './shape.js';
 import { isBackward } from './backward_model.js';
 import { wanted } from './embed.js';
 import { $, digits, held, heldRoles, know, page, pagePath, setStatus, state } from './stepper_page.js';
@@ -116,7 +117,7 @@ export function setupSelectors(h) {
     $('sel-q-label').textContent = 'kv-tile';
     const q = $('sel-q');
     q.replaceChildren();
-    for (let j = 0; j < h.Tc; j++) q.add(new Option(`${j} (keys ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1})`, `kv${j}`));
+    for (let j = 0; j < h.Tc; j++) q.add(new Option(`${j} (keys ${keysRange(h, j)})`, `kv${j}`));
     return;
   }
   // Before tiles are taught, a q-tile is its rows.
@@ -125,7 +126,7 @@ export function setupSelectors(h) {
   const q = $('sel-q');
   q.replaceChildren();
   for (let i = h.tracedQ[0]; i < h.tracedQ[1]; i++) {
-    const rows = `${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1}`;
+    const rows = rowsRange(h, i); // query rows, of Nq
     q.add(new Option(tiles ? `${i} (rows ${rows})` : rows, String(i)));
   }
 }

@@ -8,6 +8,7 @@ import { materialises } from './steps.js';
 import { rung } from './rungs.js';
 import { $, holds, know, state, views } from './stepper_page.js';
 import { ROW_HEADS } from './formulas.js';
+import { rowsName } from './shape.js';
 
 // lastFlashStep is the step before the epilogue of (bh, i): its m and l.
 function lastFlashStep(m, r) {
@@ -47,8 +48,9 @@ export function drawRows(h, m, r) {
   const addCol = (name, testid, get, cls) => cols.push({ name, testid, get, cls });
   addCol('row', 'row', (x) => r.i * h.Br + x);
   if (!online) {
-    // Lessons 1–4 know the rows and the keys each has been scored against;
-    // the running max and sum that go with them are lesson 5's.
+    // Lessons 1–4 know the rows and the keys each has been scored against
+    // (of the N keys, whatever the rows); the running max and sum that go
+    // with them are lesson 5's.
     const seen = r.kind === 'flash_step' || r.kind === 'scores' ? Math.min(h.N, (r.j + 1) * h.Bc) : h.N;
     addCol('keys', 'keys', () => (seen === h.N ? `all ${h.N}` : `0–${seen - 1}`));
     note.textContent = `The running max m, the running sum l and the rescale α of each row: ${know.lesson('online')}.`;
@@ -108,7 +110,7 @@ export function drawRows(h, m, r) {
       tr.className = 'pad';
       const td = tr.insertCell();
       td.colSpan = cols.length;
-      td.textContent = `row ${r.i * h.Br + x}: padding (past N), not data`;
+      td.textContent = `row ${r.i * h.Br + x}: padding (past ${rowsName(h)}), not data`;
       continue;
     }
     const hidden = holds(r, r.i * h.Br + x);

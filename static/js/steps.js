@@ -4,14 +4,19 @@
 // use, and says where the rest is explained.
 import { everything } from './taught.js';
 import { rung } from './rungs.js';
+import { firstQTile, keysRange, rowsRange, scoresShape } from './shape.js';
 
-const rowsOf = (h, i) => `rows ${i * h.Br}–${Math.min(h.N, (i + 1) * h.Br) - 1}`;
-const colsOf = (h, j) => `cols ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1}`;
-const keysOf = (h, j) => `keys ${j * h.Bc}–${Math.min(h.N, (j + 1) * h.Bc) - 1}`;
+// A q-tile's rows are query rows (of Nq), a kv-tile's columns keys (of N).
+const rowsOf = (h, i) => `rows ${rowsRange(h, i)}`;
+const colsOf = (h, j) => `cols ${keysRange(h, j)}`;
+const keysOf = (h, j) => `keys ${keysRange(h, j)}`;
 const cap = (s) => s[0].toUpperCase() + s.slice(1);
 
-// batchHead names a batch-head in words: "batch 1, head 7".
-export const batchHead = (h, bh) => `batch ${Math.floor(bh / h.heads)}, head ${bh % h.heads}`;
+// batchHead names a batch-head in words: "batch 1, head 7"; in a run with
+// grouped heads also the head of K and V it reads, "batch 1, head 7, K/V
+// head 1" (heads/kvHeads query heads in a row share one).
+export const batchHead = (h, bh) => `batch ${Math.floor(bh / h.heads)}, head ${bh % h.heads}` +
+  (h.kvHeads && h.kvHeads !== h.heads ? `, K/V head ${Math.floor((bh % h.heads) / (h.heads / h.kvHeads))}` : '');
 
 // batchHeadShort is the same in the few characters a select box has:
 // "b1 h7" (the box's title says what b and h are).
@@ -54,13 +59,13 @@ export function describe(h, r, know = everything) {
           : 'O = P·V is complete; the output rows are written to device memory.'];
     case 'scores':
       return [know.knows('tiles') ? `Naive phase 1: S tile (${r.i}, ${r.j}), ${head}` : `Naive phase 1: scores of ${rowsOf(h, r.i)} × ${keysOf(h, r.j)}, ${head}`,
-        (know.knows('tiles') ? `S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d` : 'These scores S = QKᵀ/√d are') + ' written to an N×N buffer in device memory' +
+        (know.knows('tiles') ? `S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d` : 'These scores S = QKᵀ/√d are') + ` written to an ${scoresShape(h)} buffer in device memory` +
         (!h.causal ? '.' : know.knows('causal') ? ' (−∞ above the diagonal: naive computes every tile).' : ', every one of them (the causal mask, −∞ above the diagonal, is lesson 7).')];
     case 'softmax':
       return [`Naive phase 2: softmax of ${rowsOf(h, r.i)}, ${head}`,
         know.knows('online')
-          ? 'Each row of S is read back from device memory three times: for its max m, for l = Σ exp(S − m), and to write P = exp(S − m)/l, a second N×N buffer.'
-          : `Each row of S is read back from device memory three times: for its largest score, for the sum of its exponentials, and to write the weights P, a second N×N buffer. Why the largest score comes first: ${know.lesson('online')}.`];
+          ? `Each row of S is read back from device memory three times: for its max m, for l = Σ exp(S − m), and to write P = exp(S − m)/l, a second ${scoresShape(h)} buffer.`
+          : `Each row of S is read back from device memory three times: for its largest score, for the sum of its exponentials, and to write the weights P, a second ${scoresShape(h)} buffer. Why the largest score comes first: ${know.lesson('online')}.`];
     case 'pv':
       return [know.knows('tiles') ? `Naive phase 3: O += P tile (${r.i}, ${r.j}) · V${sub(r.j)}, ${head}` : `Naive phase 3: O += P of ${rowsOf(h, r.i)} × ${keysOf(h, r.j)}, times their V, ${head}`,
         know.knows('tiles') ? `The P tile is read back from device memory with V${sub(r.j)} and added into O.` : 'These weights P are read back from device memory with the values V of their keys and added into O.'];
@@ -104,9 +109,9 @@ function untaughtFlash(h, r, head, know) {
 }
 
 // firstQTile is the first q-tile a backward's kv-tile j block visits:
-// under a causal mask the one holding row j·Bc (those above see none of
-// its keys; kernels.bwdFirstQTile).
-export const firstQTile = (h, j) => (h.causal ? Math.floor((j * h.Bc) / h.Br) : 0);
+// under a causal mask the one holding the row at position j·Bc (those
+// above see none of its keys; kernels.bwdFirstQTile). shape.js has it.
+export { firstQTile };
 
 // materialises: a naive kernel, whose S and P go through device memory; the
 // others keep them on chip (the flash loops, and naive_row, whose scores

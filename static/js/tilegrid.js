@@ -1,6 +1,7 @@
-// The tile grid: the N×N score matrix split into Br×Bc tiles, each coloured
-// by what the kernel has done with it up to the step shown, with a legend
-// and a tooltip in the words a lesson's reader knows.
+// The tile grid: the score matrix (N×N, or Nq×N where a run has fewer
+// queries than keys) split into Br×Bc tiles, each coloured by what the
+// kernel has done with it up to the step shown, with a legend and a
+// tooltip in the words a lesson's reader knows.
 
 import { materialises } from './steps.js';
 import { everything } from './taught.js';
@@ -8,6 +9,7 @@ import { rung } from './rungs.js';
 import { MIN_FONT_PX } from './format.js';
 import { showTip, hideTip } from './tooltip.js';
 import { fitSize } from './heatmap.js';
+import { gridGeometry, keysRange, positionsRange, rowsRange, square, tileRect } from './shape.js';
 
 // Naive's finished tiles keep a colour of their own: its S and P stay in
 // device memory to the end, where flash's tiles left the chip as O only.
@@ -32,9 +34,10 @@ export function tileStateNames(variant, know = everything) {
   return { pending: shared.pending, ...own, ...shared, ...own };
 }
 
-// TileGrid draws the N×N score matrix split into Br×Bc tiles, each coloured
-// by what the kernel has done with it up to the current step. Ragged last
-// tiles are drawn at their true, smaller size.
+// TileGrid draws the score matrix (Nq rows of queries by N columns of keys)
+// split into Br×Bc tiles, each coloured by what the kernel has done with it
+// up to the current step. Ragged last tiles are drawn at their true,
+// smaller size.
 export class TileGrid {
   constructor(canvas, legend, onPick, know = everything) {
     this.canvas = canvas;
@@ -58,14 +61,17 @@ export class TileGrid {
     const h = this.h;
     const st = this.states[t.i * h.Tc + t.j];
     const words = tileStateNames(h.variant, this.know)[st] || st;
-    showTip(ev, `tile (${t.i}, ${t.j}): rows ${t.i * h.Br}–${Math.min(h.N, (t.i + 1) * h.Br) - 1}, cols ${t.j * h.Bc}–${Math.min(h.N, (t.j + 1) * h.Bc) - 1}\n${words}`);
+    // With fewer queries than keys, a row's position too: the causal mask
+    // is drawn by positions.
+    const at = square(h) ? '' : ` (positions ${positionsRange(h, t.i)})`;
+    showTip(ev, `tile (${t.i}, ${t.j}): rows ${rowsRange(h, t.i)}${at}, cols ${keysRange(h, t.j)}\n${words}`);
   }
 
   tileAt(ev) {
     if (!this.h) return null;
     const rect = this.canvas.getBoundingClientRect();
     const x = (ev.clientX - rect.left) / rect.width * this.h.N;
-    const y = (ev.clientY - rect.top) / rect.height * this.h.N;
+    const y = (ev.clientY - rect.top) / rect.height * this.h.Nq;
     const i = Math.floor(y / this.h.Br), j = Math.floor(x / this.h.Bc);
     if (i < 0 || j < 0 || i >= this.h.Tr || j >= this.h.Tc) return null;
     return { i, j };
@@ -74,27 +80,29 @@ export class TileGrid {
   draw(h, states) {
     this.h = h;
     this.states = states;
-    // The grid is square: as wide as its box, and in the projector layout no
-    // taller than the box either.
+    // The grid is as wide as its box, and in the projector layout no
+    // taller than the box either: square for a square run, as tall as its
+    // query rows where there are fewer (gridGeometry).
     const room = fitSize(this.canvas.parentElement, 480, 440);
     const size = Math.floor(Math.max(120, Math.min(720, room.w, room.h)));
+    const geo = gridGeometry(h, size);
+    const height = geo.height;
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
     c.width = size * dpr;
-    c.height = size * dpr;
+    c.height = height * dpr;
     c.style.width = `${size}px`;
-    c.style.height = `${size}px`;
+    c.style.height = `${height}px`;
+    c.style.aspectRatio = square(h) ? '' : 'auto'; // the page's style keeps the grid square
     const g = c.getContext('2d');
     g.scale(dpr, dpr);
-    g.clearRect(0, 0, size, size);
-    const px = size / h.N;
+    g.clearRect(0, 0, size, height);
     const grid = h.Tr * h.Tc <= 4096;
     c.dataset.fontPx = '0'; // the tiles' (i, j), where printed: tests hold it legible
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
         const st = states[i * h.Tc + j];
-        const x = j * h.Bc * px, y = i * h.Br * px;
-        const w = Math.min(h.Bc, h.N - j * h.Bc) * px, hh = Math.min(h.Br, h.N - i * h.Br) * px;
+        const [x, y, w, hh] = tileRect(h, geo, i, j);
         g.fillStyle = TILE_COLOURS[st];
         g.fillRect(x, y, w, hh);
         if (st === 'skipped' && w > 6) {
@@ -115,11 +123,14 @@ export class TileGrid {
       }
     }
     if (h.causal) {
+      // The mask's edge, aligned to the end: query row r is position
+      // N − Nq + r (the corner to corner diagonal of a square run).
+      const [x0, y0, x1, y1] = geo.diagonal;
       g.strokeStyle = CAUSAL_LINE;
       g.setLineDash([5, 4]);
       g.beginPath();
-      g.moveTo(0, 0);
-      g.lineTo(size, size);
+      g.moveTo(x0, y0);
+      g.lineTo(x1, y1);
       g.stroke();
       g.setLineDash([]);
     }
@@ -129,8 +140,7 @@ export class TileGrid {
     const labels = [];
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
-        const x = j * h.Bc * px, y = i * h.Br * px;
-        const w = Math.min(h.Bc, h.N - j * h.Bc) * px, hh = Math.min(h.Br, h.N - i * h.Br) * px;
+        const [x, y, w, hh] = tileRect(h, geo, i, j);
         if (w / 3.2 < MIN_FONT_PX || hh < 22) continue;
         const fpx = Math.min(22, Math.floor(w / 3.2));
         c.dataset.fontPx = String(fpx);
@@ -153,9 +163,10 @@ export class TileGrid {
     for (let i = 0; i < h.Tr; i++) {
       for (let j = 0; j < h.Tc; j++) {
         if (states[i * h.Tc + j] !== 'current') continue;
+        const [x, y, w, hh] = tileRect(h, geo, i, j);
         g.strokeStyle = '#0b5fff';
         g.lineWidth = 3;
-        g.strokeRect(j * h.Bc * px + 1.5, i * h.Br * px + 1.5, Math.min(h.Bc, h.N - j * h.Bc) * px - 3, Math.min(h.Br, h.N - i * h.Br) * px - 3);
+        g.strokeRect(x + 1.5, y + 1.5, w - 3, hh - 3);
       }
     }
     const names = tileStateNames(h.variant, this.know);

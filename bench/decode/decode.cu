@@ -1,0 +1,145 @@
+// decode_group against the device's read bandwidth, shape by shape
+// (issue 34's decode grid: one query a head, d = 128, 32 query heads over
+// 8 or 32 heads of K and V, batch 1, 8 and 64, 4k to 128k keys). For each
+// shape, in one process and interleaved: the shipped decode_group kernel
+// (the worker's untraced PTX comes from this same source) over a cache of
+// random bf16 values, and bandwidth.cu's read-only kernel over the same
+// bytes (K and V are one allocation). Printed: both times, the cache's
+// bytes a second for each, and their ratio. Run by scripts/bench-decode
+// beside bench/decode/sdpa_decode.py.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o decode bench/decode/decode.cu
+//   ./decode 20
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../../kernels/cuda/forward/decode_group.cu"
+
+#define CHECK(x)                                                                                  \
+  do {                                                                                            \
+    cudaError_t e = (x);                                                                          \
+    if (e != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));          \
+      exit(1);                                                                                    \
+    }                                                                                             \
+  } while (0)
+
+// fill writes n bf16 values of about N(0, 1) from a hash of the index.
+__global__ void fill(fast::bf16 *x, size_t n, unsigned seed) {
+  for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)k * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float u = (h & 0xffffff) / 16777216.f;
+    x[k] = __float2bfloat16_rn((u - 0.5f) * 3.4f);
+  }
+}
+
+// readAll is bandwidth.cu's: every 16-byte word read once into a live sum.
+__global__ void __launch_bounds__(512) readAll(const uint4 *__restrict__ buf, size_t words, unsigned *out) {
+  unsigned acc = 0;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t w = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; w + 3 * stride < words; w += 4 * stride) {
+    const uint4 a = __ldcs(buf + w), b = __ldcs(buf + w + stride), c = __ldcs(buf + w + 2 * stride), d = __ldcs(buf + w + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; w < words; w += stride) {
+    const uint4 a = __ldcs(buf + w);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  __shared__ unsigned s;
+  if (threadIdx.x == 0) s = 0;
+  __syncthreads();
+  atomicXor(&s, acc);
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+
+int main(int argc, char **argv) {
+  const int iters = argc > 1 ? atoi(argv[1]) : 20;
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int rb = prop.multiProcessorCount * 4;
+  unsigned *sink;
+  CHECK(cudaMalloc(&sink, rb * sizeof(unsigned)));
+  constexpr int D = 128, BC = 64, HQ = 32;
+  const int smem = decode::smem_bytes(D, BC);
+  CHECK(cudaFuncSetAttribute(decode_group_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  printf("# %s, %d SMs; decode_group br1 bc64 d128, %d B of shared memory a block; median of %d, interleaved\n", prop.name,
+         prop.multiProcessorCount, smem, iters);
+  printf("%5s %7s %4s %4s %10s %10s %10s %10s %10s %7s\n", "B", "N", "Hq", "Hkv", "cache GB", "ms", "TB/s", "read ms", "read TB/s",
+         "ratio");
+  const float scale = 1.f / sqrtf((float)D);
+  for (int hkv : {8, 32})
+    for (int b : {1, 8, 64})
+      for (int n : {4096, 16384, 32768, 131072}) {
+        const size_t kvElems = (size_t)b * hkv * n * D, cache = 2 * kvElems * 2;
+        fast::bf16 *kv, *q, *o;
+        float *lse;
+        if (cudaMalloc(&kv, cache) != cudaSuccess) {
+          cudaGetLastError();
+          printf("%5d %7d %4d %4d %10.2f %s\n", b, n, HQ, hkv, cache / 1e9, "does not fit");
+          continue;
+        }
+        CHECK(cudaMalloc(&q, (size_t)b * HQ * D * 2));
+        CHECK(cudaMalloc(&o, (size_t)b * HQ * D * 2));
+        CHECK(cudaMalloc(&lse, (size_t)b * HQ * 4));
+        fill<<<1024, 256>>>(kv, 2 * kvElems, 1u);
+        fill<<<64, 256>>>(q, (size_t)b * HQ * D, 2u);
+        CHECK(cudaDeviceSynchronize());
+        const dim3 grid(1, b * hkv);
+        auto decodeRun = [&] {
+          decode_group_br1_bc64_d128<<<grid, decode::NT, smem>>>(q, kv, kv + kvElems, o, lse, n, 1, HQ, HQ / hkv, scale, 0);
+        };
+        auto readRun = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
+        cudaEvent_t e0, e1;
+        CHECK(cudaEventCreate(&e0));
+        CHECK(cudaEventCreate(&e1));
+        std::vector<float> td, tr;
+        for (int k = -3; k < iters; k++) {
+          float ms;
+          CHECK(cudaEventRecord(e0));
+          decodeRun();
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (k >= 0) td.push_back(ms);
+          CHECK(cudaEventRecord(e0));
+          readRun();
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (k >= 0) tr.push_back(ms);
+        }
+        CHECK(cudaGetLastError());
+        // The output must be finite: a kernel that read nothing would be fast.
+        std::vector<unsigned short> host((size_t)b * HQ * D);
+        CHECK(cudaMemcpy(host.data(), o, host.size() * 2, cudaMemcpyDeviceToHost));
+        for (unsigned short h : host) {
+          const unsigned bits = (unsigned)h << 16;
+          float f;
+          memcpy(&f, &bits, 4);
+          if (!std::isfinite(f)) {
+            fprintf(stderr, "B=%d N=%d Hkv=%d: output not finite\n", b, n, hkv);
+            return 1;
+          }
+        }
+        std::sort(td.begin(), td.end());
+        std::sort(tr.begin(), tr.end());
+        const float msD = td[td.size() / 2], msR = tr[tr.size() / 2];
+        printf("%5d %7d %4d %4d %10.3f %10.4f %10.3f %10.4f %10.3f %7.3f\n", b, n, HQ, hkv, cache / 1e9, msD, cache / msD / 1e9, msR,
+               cache / msR / 1e9, msR / msD);
+        fflush(stdout);
+        CHECK(cudaFree(kv));
+        CHECK(cudaFree(q));
+        CHECK(cudaFree(o));
+        CHECK(cudaFree(lse));
+      }
+  return 0;
+}
