@@ -19,9 +19,10 @@
 // version from MinFormatVersion on. Version 2 added the backward pass's record
 // kinds and nothing else, version 3 the warp roles' records, version 4 the
 // header's nq (the run's query rows: the last nq of its n positions) and
-// kv_heads (the heads of K and V) where it had padding: an older trace
-// reads as before (nq = n, kv_heads = heads), and one holding a kind, a
-// flag or a field of a later version is malformed.
+// kv_heads (the heads of K and V) where it had padding, version 5
+// split-KV's split_end and merge records: an older trace reads as before
+// (nq = n, kv_heads = heads), and one holding a kind, a flag or a field of
+// a later version is malformed.
 //
 // A record is recordHeaderWire (56 bytes) followed by the float32 arrays its
 // kind lists in Kinds, in that order, each sized from the header's N, nq,
@@ -46,6 +47,10 @@
 //	            P and dP, and its rows of dS written
 //	bwd_kv      naive backward phase 4: kv-tile j's block reads q-tile i's P
 //	            and dS tiles back (Br×Bc each): dV and dK so far (Bc×d)
+//	split_end   split-KV, split j's end (j is a split, not a kv-tile): its
+//	            partial O (Br×d, divided by its own l) and LSE (Br)
+//	merge       split-KV, split j added to the merge: the row's LSE (Br),
+//	            the split's weight w = exp(LSE_j − LSE) (Br), O so far (Br×d)
 //
 // m is in natural-log units of the scaled logits S = QKᵀ/√d, so
 // LSE = m + log l. Masked scores are −Inf in S and 0 in P.

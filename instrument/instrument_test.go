@@ -83,6 +83,9 @@ func randomRecord(rng *rand.Rand, h *Header, k Kind) *Record {
 	if spec.HasJ {
 		r.J = rng.IntN(h.Tc())
 		r.ColsValid = h.ColsValid(r.J)
+		if spec.SplitJ { // a split: no columns
+			r.ColsValid = 0
+		}
 		if spec.OptionalJ && rng.IntN(2) == 0 {
 			r.J, r.ColsValid = -1, 0
 		}

@@ -121,7 +121,9 @@ func (h *Header) checkRecord(spec *KindSpec, w *recordHeaderWire) error {
 		if w.J == NoTile || int(w.J) >= h.Tc() {
 			return formatErr("%s record: kv-tile %d outside [0, %d)", spec.Name, int64(w.J), h.Tc())
 		}
-		wantCols = h.ColsValid(int(w.J))
+		if !spec.SplitJ {
+			wantCols = h.ColsValid(int(w.J))
+		}
 	} else if w.J != NoTile {
 		return formatErr("%s record has a kv-tile index", spec.Name)
 	}

@@ -41,11 +41,13 @@ const (
 	VariantFlash3BwdTMA Variant = 17 // "flash3_bwd_tma"
 	// VariantDecodeGroup is kernels/decode_group.go: Decode, a block per K/V head (bf16).
 	VariantDecodeGroup Variant = 18 // "decode_group"
+	// VariantDecodeSplit is kernels/decode_split.go: Decode, split-KV and a merge (bf16).
+	VariantDecodeSplit Variant = 19 // "decode_split"
 )
 
 // variantsIssued is the highest wire number ever issued; the next kernel
 // takes the one after.
-const variantsIssued = 18
+const variantsIssued = 19
 
 var variantNames = map[Variant]string{
 	VariantFlash2:         "flash2",
@@ -66,6 +68,7 @@ var variantNames = map[Variant]string{
 	VariantFlash3BwdWGMMA: "flash3_bwd_wgmma",
 	VariantFlash3BwdTMA:   "flash3_bwd_tma",
 	VariantDecodeGroup:    "decode_group",
+	VariantDecodeSplit:    "decode_split",
 }
 
 // Variants lists the valid variants by wire number, for forms and tests.
@@ -88,6 +91,7 @@ var Variants = []Variant{
 	VariantFlash3BwdWGMMA,
 	VariantFlash3BwdTMA,
 	VariantDecodeGroup,
+	VariantDecodeSplit,
 }
 
 // rolesVariants are the kernels whose entry has a role table: their traced

@@ -15,8 +15,10 @@ import "fmt"
 // step's tokens), and kv_heads, the heads of K and V, each serving
 // heads/kv_heads query heads. The inputs record's Q has nq rows. A trace of
 // versions 1 to 3 has nq = n and kv_heads = heads, and reads as before.
+// Version 5 added split-KV's record kinds (split_end, merge): a decode
+// rung that cuts the keys across blocks and merges their partials.
 const (
-	FormatVersion    = 4
+	FormatVersion    = 5
 	MinFormatVersion = 1
 )
 
@@ -121,6 +123,10 @@ const (
 	// A span of one warp role of a warp-specialised block (format version
 	// 3): its times only, no arrays.
 	KindRole Kind = 14
+	// Split-KV decoding (format version 5): a split's partial and the
+	// merge of the splits, one record a split.
+	KindSplitEnd Kind = 15
+	KindMerge    Kind = 16
 )
 
 // Dim is a symbolic dimension of a record array; the header gives its value.
@@ -168,8 +174,11 @@ type KindSpec struct {
 	// OptionalJ: the kv-tile may also be NoTile (a timing record stands for
 	// any step, an epilogue's included).
 	OptionalJ bool
-	Arrays    []ArraySpec
-	Summary   string
+	// SplitJ: J is a split of the kv-tiles (split-KV's; fewer than the
+	// kv-tiles), not a kv-tile, and the record has no columns.
+	SplitJ  bool
+	Arrays  []ArraySpec
+	Summary string
 	// Since is the format version that introduced the kind (0 reads as 1):
 	// a trace of an older version holding one is malformed.
 	Since uint16
@@ -238,6 +247,16 @@ var Kinds = []KindSpec{
 		{"dk", []Dim{DimBc, DimD}, func(r *Record) *[]float32 { return &r.DK }},
 	}},
 	{Kind: KindRole, Name: "role", HasI: true, HasJ: true, OptionalJ: true, Since: 3, Summary: "a warp role's span in a block: a copy, a wait, a product, the softmax"},
+	// J is the split, not a kv-tile.
+	{Kind: KindSplitEnd, Name: "split_end", HasI: true, HasJ: true, SplitJ: true, Since: 5, Summary: "split-KV: split j's partial O (divided by its own l) and log-sum-exp, from its kv-tiles alone", Arrays: []ArraySpec{
+		{"o", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.O }},
+		{"lse", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.LSE }},
+	}},
+	{Kind: KindMerge, Name: "merge", HasI: true, HasJ: true, SplitJ: true, Since: 5, Summary: "split-KV: split j added to the merge, weighted w = exp(LSE_j − LSE) against the whole row's LSE", Arrays: []ArraySpec{
+		{"lse", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.LSE }},
+		{"w", []Dim{DimBr}, func(r *Record) *[]float32 { return &r.Alpha }},
+		{"o", []Dim{DimBr, DimD}, func(r *Record) *[]float32 { return &r.O }},
+	}},
 }
 
 // Spec returns the definition of kind k.

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"flag"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"flashstep/kernels"
 )
 
 var update = flag.Bool("update", false, "write the fixtures in testdata/ afresh")
@@ -19,7 +22,8 @@ var update = flag.Bool("update", false, "write the fixtures in testdata/ afresh"
 // side: traces from the Go encoder and their every field (traces/), the
 // figures package roles computes for the recorded roles runs (roles.json),
 // the playground's arithmetic (playground.json), the lab's tolerance
-// (lab.json) and the rungs the pages carry (rungs.json). With -update it
+// (lab.json), the rungs the pages carry (rungs.json) and where split-KV
+// cuts a run's kv-tiles (splits.json). With -update it
 // writes them; without, it fails naming each fixture that is stale or that
 // nothing here writes any more.
 func TestFixtures(t *testing.T) {
@@ -29,6 +33,7 @@ func TestFixtures(t *testing.T) {
 	playgroundFixtures(t, files)
 	labFixtures(t, files)
 	rungFixtures(t, files)
+	splitFixtures(t, files)
 
 	var stale []string
 	for name, want := range files {
@@ -104,4 +109,36 @@ func nums(xs []float64) []num {
 		out[k] = num(x)
 	}
 	return out
+}
+
+// splitCase is one shape and how kernels.DecodeSplits cuts its kv-tiles:
+// static/js/splits.js's decodeSplits is held to it.
+type splitCase struct {
+	Batch   int `json:"batch"`
+	KVHeads int `json:"kvHeads"`
+	Tr      int `json:"Tr"`
+	Tc      int `json:"Tc"`
+	Splits  int `json:"splits"`
+	Per     int `json:"per"`
+}
+
+// splitFixtures writes splits.json: DecodeSplits over the corners (one
+// block, a wave's worth, more blocks than a wave) and random shapes within
+// the mirror's limits.
+func splitFixtures(t *testing.T, files map[string][]byte) {
+	rng := rand.New(rand.NewPCG(34, 2)) // fixed: the fixture is committed
+	shapes := [][4]int{{1, 1, 1, 4}, {1, 1, 1, 1}, {1, 8, 1, 64}, {1, 1, 72, 9}, {8, 8, 1, 512}, {1, 1, 264, 64}, {1, 1, 265, 64}, {16, 8, 8, 4096}, {1, 1, 133, 7}}
+	for range 300 {
+		shapes = append(shapes, [4]int{1 + rng.IntN(16), 1 << rng.IntN(4), 1 + rng.IntN(300), 1 + rng.IntN(4096)})
+	}
+	var out []splitCase
+	for _, s := range shapes {
+		c := kernels.Config{Variant: variant(t, "decode_split"), N: s[3], Bc: 1, Nq: s[2], Br: 1, Batch: s[0], Heads: s[1], KVHeads: s[1]}
+		if c.Tr() != s[2] || c.Tc() != s[3] || c.KVHeadCount() != s[1] {
+			t.Fatalf("%v: Tr %d, Tc %d, kv-heads %d", s, c.Tr(), c.Tc(), c.KVHeadCount())
+		}
+		splits, per := kernels.DecodeSplits(&c)
+		out = append(out, splitCase{Batch: s[0], KVHeads: s[1], Tr: s[2], Tc: s[3], Splits: splits, Per: per})
+	}
+	files["splits.json"] = jsonFile(t, out)
 }

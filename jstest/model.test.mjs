@@ -142,6 +142,22 @@ test('an array\'s colour scale is its largest finite |value| over a batch-head\'
 
 const materialised = (h) => Boolean(rungs.find((r) => r.name === h.variant)?.materialised);
 
+const splitKind = (r) => r.kind === 'split_end' || r.kind === 'merge';
+
+// splitWalked is the kv-tiles the block of cur (a split's end or merge)
+// walked in cur's split, among steps: its flash steps with as many of its
+// split ends before them as cur's split.
+function splitWalked(steps, cur) {
+  const out = new Set();
+  let ended = 0;
+  for (const r of steps) {
+    if (r.bh !== cur.bh || r.i !== cur.i) continue;
+    if (r.kind === 'split_end') ended++;
+    if (r.kind === 'flash_step' && ended === cur.j) out.add(r.j);
+  }
+  return out;
+}
+
 // expectedStates is each score tile's state at step k, worked out tile by
 // tile from the last step at or before k that touched it (the model
 // overlays the steps in order instead).
@@ -154,7 +170,7 @@ function expectedStates(m, k) {
       let last = null;
       for (let s = upTo.length - 1; s >= 0 && !last; s--) {
         const r = upTo[s];
-        const tile = r.i === i && r.j === j;
+        const tile = r.i === i && r.j === j && !splitKind(r); // a split's j is no kv-tile
         const row = r.i === i && (r.kind === 'softmax' || r.kind === 'bwd_ds');
         if ((tile && r.j >= 0) || row) last = r;
       }
@@ -167,7 +183,11 @@ function expectedStates(m, k) {
       }
       if (backward && upTo.some((r) => (r.kind === 'bwd_step' || (r.kind === 'timing' && r.j >= 0)) && r.j === j) && i < firstQTile(h, j)) st = 'skipped';
       if (i < h.tracedQ[0] || i >= h.tracedQ[1]) st = 'untraced';
-      if (cur.j >= 0 && i === cur.i && j === cur.j) st = 'current';
+      if (splitKind(cur)) {
+        // A split's end or merge: j is a split, and the tiles its block
+        // walked in that split are the current ones.
+        if (i === cur.i && splitWalked(upTo, cur).has(j)) st = 'current-split';
+      } else if (cur.j >= 0 && i === cur.i && j === cur.j) st = 'current';
       else if (cur.j < 0 && i === cur.i && st !== 'skipped') st = 'current-row';
       out.push(st);
     }

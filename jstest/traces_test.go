@@ -119,7 +119,7 @@ func arrayOf(r *instrument.Record, name string) (*[]float32, bool) {
 	m := map[string]*[]float32{
 		"q": &r.Q, "k": &r.K, "v": &r.V, "m_old": &r.MOld, "m_new": &r.MNew, "m": &r.MNew, "alpha": &r.Alpha, "l": &r.L,
 		"s": &r.S, "p": &r.P, "o": &r.O, "lse": &r.LSE, "do": &r.DO, "delta": &r.Delta, "dp": &r.DP, "ds": &r.DS,
-		"dv": &r.DV, "dk": &r.DK, "dq": &r.DQ,
+		"dv": &r.DV, "dk": &r.DK, "dq": &r.DQ, "w": &r.Alpha,
 	}
 	a, ok := m[name]
 	return a, ok
@@ -459,6 +459,15 @@ func mirrorTraces(t *testing.T) map[string][]byte {
 		"naive_row":  "variant=naive_row&n=20&d=4&br=8&bc=8&seed=6",
 		"flash2_bwd": "variant=flash2_bwd&n=24&d=4&br=8&bc=8&causal=1&seed=7",
 		"naive_bwd":  "variant=naive_bwd&n=16&d=4&br=8&bc=8&seed=8",
+		// Split-KV: one query against 256 keys in 4 kv-tiles, 2 query
+		// heads over 1 of K and V; a block's 4 kv-tiles make 4 splits of
+		// one (kernels.DecodeSplits).
+		"decode_split": "variant=decode_split&n=256&nq=1&d=4&br=1&bc=64&heads=2&kv_heads=1&seed=9",
+		// Causal, 72 q-tiles of one row against 9 kv-tiles: 3 splits of 3
+		// kv-tiles. Of the traced q-tiles (positions 46 to 49), 46 and 47
+		// see kv-tiles 0 to 5 (split 2 none of them: LSE_2 = −∞, weight
+		// 0), 48 and 49 kv-tile 6 too (split 2 in part).
+		"decode_split-causal": "variant=decode_split&n=72&d=4&br=1&bc=8&causal=1&seed=10&trace_q=46-49",
 	} {
 		out["mirror-"+name] = mirrorTrace(t, q)
 	}

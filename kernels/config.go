@@ -31,8 +31,8 @@ type Config struct {
 	// is how a square run says so, so that its URL and key are as before.
 	Nq, KVHeads int
 	Causal      bool
-	Pattern instrument.Pattern
-	Seed    uint64
+	Pattern     instrument.Pattern
+	Seed        uint64
 
 	// TraceBH and TraceQ select the batch-heads and q-tiles to record; the
 	// zero Range means all of them.

@@ -72,7 +72,7 @@ func TestShapedRunIsTheSquareRunsLastRows(t *testing.T) {
 	}
 }
 
-// TestDecodeMirrorMatchesFloat64: every shape (one query and several, N
+// TestDecodeMirrorMatchesFloat64: both decode rungs, every shape (one query and several, N
 // of 1 and below the tile, causal aligned to the end, one to all heads of
 // K and V) within the bf16 kernels' bounds of exact attention on the same
 // inputs, every element of every head.
@@ -82,7 +82,7 @@ func TestDecodeMirrorMatchesFloat64(t *testing.T) {
 	tiles := Info(instrument.VariantDecodeGroup).Tiles
 	for k := range testrand.Runs(40, 8) {
 		tile := tiles[rng.IntN(len(tiles))]
-		c := Config{Variant: instrument.VariantDecodeGroup, D: tile.D, Br: tile.Br, Bc: tile.Bc, Batch: 1 + rng.IntN(2),
+		c := Config{Variant: []instrument.Variant{instrument.VariantDecodeGroup, instrument.VariantDecodeSplit}[k%2], D: tile.D, Br: tile.Br, Bc: tile.Bc, Batch: 1 + rng.IntN(2),
 			Heads: 1 << rng.IntN(4), Causal: rng.IntN(2) == 0, Pattern: instrument.Patterns[rng.IntN(len(instrument.Patterns))], Seed: rng.Uint64()}
 		switch k % 3 {
 		case 0:

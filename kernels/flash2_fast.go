@@ -169,31 +169,60 @@ func (a fastArith) form(c *Config) softmaxForm {
 }
 
 // block is the bf16 flash kernels' block of (bh, q-tile i), in the softmax
-// form of c's variant.
+// form of c's variant: its walk over every kv-tile it visits, then the
+// epilogue.
 func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, r *instrument.Record)) {
-	br, bc, d, n := c.Br, c.Bc, c.D, c.N
-	f := a.form(c)
+	w := a.walk(c, in, bh, i)
+	w.steps(0, flash2KVTiles(c, i), 0, emit)
+	emit(0, w.end(instrument.KindEpilogue, -1))
+}
+
+// fastWalk is a bf16 flash block's q-tile and its running state (m, each
+// quad thread's part of l, O) as it walks kv-tiles. A split-KV block walks
+// its split's kv-tiles from a fresh state (decode_split.go).
+type fastWalk struct {
+	a                   fastArith
+	c                   *Config
+	f                   softmaxForm
+	in                  *Inputs
+	bh, i               int
+	rowsValid, r0, pos0 int
+	q                   []float32
+	m, lt, o            []float32
+	traffic             func(*Config, *instrument.Record) (uint64, uint64)
+}
+
+// walk starts q-tile i of batch-head bh with nothing summed yet.
+func (a fastArith) walk(c *Config, in *Inputs, bh, i int) *fastWalk {
+	br, d := c.Br, c.D
 	r0 := i * br
 	rowsValid := c.RowsValidOf(i)
-	pos0 := c.QueryOffset() + r0 // row 0's position: the causal diagonal
-	traffic := trafficOf(c.Variant)
-	q := roundBF16All(tileRows(in.Q, d, r0, rowsValid, br))
-	atoms := ceilDiv(bc, 8)
+	return &fastWalk{a: a, c: c, f: a.form(c), in: in, bh: bh, i: i, rowsValid: rowsValid, r0: r0,
+		pos0: c.QueryOffset() + r0, // row 0's position: the causal diagonal
+		q:    roundBF16All(tileRows(in.Q, d, r0, rowsValid, br)),
+		m:    fill(br, negInf),                // kept units (raw in flash2_fast)
+		lt:   make([]float32, br*quadThreads), // each thread's part of l
+		o:    make([]float32, br*d), traffic: trafficOf(c.Variant)}
+}
 
-	m := fill(br, negInf)                 // kept units (raw in flash2_fast)
-	lt := make([]float32, br*quadThreads) // each thread's part of l
-	o := make([]float32, br*d)
+// steps walks kv-tiles [j0, j1), emitting a flash step record for each in
+// the given phase.
+func (w *fastWalk) steps(j0, j1, phase int, emit func(phase int, r *instrument.Record)) {
+	c, a, f := w.c, w.a, w.f
+	br, bc, d, n := c.Br, c.Bc, c.D, c.N
+	atoms := ceilDiv(bc, 8)
+	m, lt, o, q := w.m, w.lt, w.o, w.q
 	s := make([]float32, bc) // the row's scores, kept units
 	p16 := make([]float32, bc)
 
-	for j := range flash2KVTiles(c, i) {
+	for j := j0; j < j1; j++ {
 		c0 := j * bc
 		colsValid := min(bc, n-c0)
-		k := roundBF16All(tileRows(in.K, d, c0, colsValid, bc))
-		vT := transposed(roundBF16All(tileRows(in.V, d, c0, colsValid, bc)), bc, d) // [x][kv row]
+		k := roundBF16All(tileRows(w.in.K, d, c0, colsValid, bc))
+		vT := transposed(roundBF16All(tileRows(w.in.V, d, c0, colsValid, bc)), bc, d) // [x][kv row]
 
-		rec := &instrument.Record{Kind: instrument.KindFlashStep, BH: bh, I: i, J: j,
-			RowsValid: rowsValid, ColsValid: colsValid,
+		rec := &instrument.Record{Kind: instrument.KindFlashStep, BH: w.bh, I: w.i, J: j,
+			RowsValid: w.rowsValid, ColsValid: colsValid,
 			MOld: make([]float32, br), MNew: make([]float32, br), Alpha: make([]float32, br),
 			L: make([]float32, br), S: make([]float32, br*bc), P: make([]float32, br*bc)}
 
@@ -202,7 +231,7 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 			mx := m[r]
 			for col := range bc {
 				sRaw := negInf
-				if col < colsValid && !(c.Causal && c0+col > pos0+r) {
+				if col < colsValid && !(c.Causal && c0+col > w.pos0+r) {
 					var acc float32
 					for k0 := 0; k0 < d; k0 += 16 {
 						k1 := min(k0+16, d)
@@ -242,26 +271,33 @@ func (a fastArith) block(c *Config, in *Inputs, bh, i int, emit func(phase int, 
 			m[r] = mx
 		}
 		rec.O = append([]float32(nil), o...)
-		rec.BytesRead, rec.BytesWritten = traffic(c, rec)
-		emit(0, rec)
+		rec.BytesRead, rec.BytesWritten = w.traffic(c, rec)
+		emit(phase, rec)
 	}
+}
 
-	epi := &instrument.Record{Kind: instrument.KindEpilogue, BH: bh, I: i, J: -1, RowsValid: rowsValid,
+// end is the walk's result as a record of the given kind (the epilogue, or
+// a split's end, j its split): the quad's parts of l added, O·(1/l) and
+// the LSE, 0 and −Inf for a row that saw no key.
+func (w *fastWalk) end(kind instrument.Kind, j int) *instrument.Record {
+	c := w.c
+	br, d := c.Br, c.D
+	rec := &instrument.Record{Kind: kind, BH: w.bh, I: w.i, J: j, RowsValid: w.rowsValid,
 		O: make([]float32, br*d), LSE: make([]float32, br)}
 	for r := range br {
-		l := quadSum(lt[r*quadThreads : (r+1)*quadThreads])
+		l := quadSum(w.lt[r*quadThreads : (r+1)*quadThreads])
 		var inv float32
-		epi.LSE[r] = negInf
+		rec.LSE[r] = negInf
 		if l != 0 { // every score of the row masked: no output
 			inv = float32(1 / l)
-			epi.LSE[r] = f.lse(m[r], l)
+			rec.LSE[r] = w.f.lse(w.m[r], l)
 		}
 		for x := range d {
-			epi.O[r*d+x] = float32(o[r*d+x] * inv)
+			rec.O[r*d+x] = float32(w.o[r*d+x] * inv)
 		}
 	}
-	epi.BytesRead, epi.BytesWritten = traffic(c, epi)
-	emit(0, epi)
+	rec.BytesRead, rec.BytesWritten = w.traffic(c, rec)
+	return rec
 }
 
 // quadSum adds a quad's four partial row sums as the two butterfly shuffles

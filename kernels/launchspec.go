@@ -50,6 +50,10 @@ const (
 	// that every q-tile's run starts on a 16-byte boundary, as the copy
 	// engine needs.
 	BufLT
+	// Split-KV's partials: each split's O (divided by its own l) and its
+	// LSE, float32, splits × Tr·Br rows per batch-head (decode_split.go).
+	BufSplitO
+	BufSplitLSE
 	NumBuffers
 )
 

@@ -631,6 +631,11 @@ func TestTraffic(t *testing.T) {
 		case FamilyFlash2Fast, FamilyFlash2MMA: // Q, K, V and O in bf16, the LSE in float32
 			wantR = 2 * (N*d + 2*tr*N*d)
 			wantW = 2*N*d + 4*N
+		case FamilyDecodeSplit: // flash2_fast's, Q read by each split; each split's partial written, and read back by the merge
+			sp, _ := DecodeSplits(&c)
+			splits := uint64(sp)
+			wantR = 2*(splits*N*d+2*tr*N*d) + splits*(4*N*d+4*N)
+			wantW = splits*(4*N*d+4*N) + 2*N*d + 4*N
 		case FamilyFlash2Bwd:
 			// pre: dO, O and L read, D and the zeroed dQ written. A step
 			// reads Q_i, dO_i, L_i and D_i and adds into dQ_i; each block

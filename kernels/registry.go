@@ -259,6 +259,8 @@ type kindCount struct {
 	role   instrument.Role
 	event  instrument.Event
 	noTile bool
+	// noCols: its j is no kv-tile (a split's index), so it has no columns.
+	noCols bool
 }
 
 // onePhase is the phases of a variant whose blocks each run once, start to end.
@@ -286,6 +288,7 @@ var rungs = fromFamilies([]*VariantInfo{
 	flash3BwdWGMMAKernel,
 	flash3BwdTMAKernel,
 	decodeGroupRung,
+	decodeSplitRung,
 })
 
 // fromFamilies gives each entry its family's walk and, unless it has its
@@ -307,7 +310,9 @@ func fromFamilies(vs []*VariantInfo) []*VariantInfo {
 var trafficOf func(instrument.Variant) func(*Config, *instrument.Record) (read, written uint64)
 
 func init() {
-	trafficOf = func(v instrument.Variant) func(*Config, *instrument.Record) (uint64, uint64) { return variantInfo[v].Traffic }
+	trafficOf = func(v instrument.Variant) func(*Config, *instrument.Record) (uint64, uint64) {
+		return variantInfo[v].Traffic
+	}
 }
 
 var variantInfo = func() map[instrument.Variant]*VariantInfo {

@@ -31,6 +31,12 @@ func Schedule(c *Config) []StepRef {
 					ref := StepRef{Kind: kc.kind, BH: bh, I: i, J: -1, RowsValid: rows}
 					if spec, _ := instrument.Spec(kc.kind); spec.HasJ && !kc.noTile {
 						ref.J, ref.ColsValid = kc.j0+j, c.ColsValidOf(kc.j0+j)
+						if kc.noCols { // a split: no columns, and in a timing trace no kv-tile
+							ref.ColsValid = 0
+							if c.Timing {
+								ref.J = -1
+							}
+						}
 					}
 					if kc.kind == instrument.KindRole {
 						ref.Role, ref.Event, ref.BytesRead = kc.role, kc.event, c.roleBytes(kc.event)

@@ -110,6 +110,11 @@ func Source(v instrument.Variant) (*KernelSource, error) {
 			ks.Steps[k.String()] = names
 		}
 	}
+	if Info(v).Family == FamilyDecodeSplit {
+		for _, k := range []instrument.Kind{instrument.KindSplitEnd, instrument.KindMerge} {
+			ks.Steps[k.String()] = StepPhases(v, k, 0)
+		}
+	}
 	ks.Steps[instrument.KindFlashStep.String()+":first"] = StepPhases(v, instrument.KindFlashStep, 0)
 	if Info(v).Backward {
 		for _, k := range []instrument.Kind{instrument.KindBwdPre, instrument.KindBwdDQ, instrument.KindBwdDP, instrument.KindBwdDS, instrument.KindBwdKV} {
@@ -195,6 +200,10 @@ func StepPhases(v instrument.Variant, kind instrument.Kind, j int) []string {
 		return []string{"ds"}
 	case instrument.KindBwdKV:
 		return []string{"dkv"}
+	case instrument.KindSplitEnd:
+		return []string{"split-end"} // the split's walk ends as a block's does, into its partial
+	case instrument.KindMerge:
+		return []string{"merge-lse", "merge"}
 	}
 	return nil
 }

@@ -35,6 +35,17 @@ var phaseCode = map[string]map[string][]string{
 		"scores": {"mma16816(s[mi]", "s[mi][ni][e] = -INFINITY"}, "softmax": {"ex2(fmaf(m[mi][h], sl2, -mb))", "o[mi][di][2 * h] *= alpha"},
 		"pv": {"ldsm_x4_trans(", "mma16816(o[mi]"}, "epilogue": {"LSE[(size_t)bh * N + row] = lse"},
 	},
+	"decode_group.cu": {
+		"load-q": {"fast::cp_async16(fast::smem_addr(sQ"}, "load-kv": {"fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase"},
+		"scores": {"fast::mma16816(s[2 * n2], a, b0, b1)", "s[ni][e] = -INFINITY"}, "softmax": {"fast::ex2(fmaf(m[h], sl2, -mb))", "l[h] = fmaf(l[h], alpha, rs)"},
+		"pv": {"fast::ldsm_x4_trans(", "fast::mma16816(o[2 * d2], a, b0, b1)"}, "epilogue": {"LSE[row] = lse", "LSES[row] = lse"},
+	},
+	"decode_split.cu": {
+		"load-q": {"decode_group_block"}, "load-kv": {"the split's first kv-tiles"}, "scores": {"a quarter of the keys a warp"},
+		"softmax": {"from a fresh m and l at the split's first kv-tile"}, "pv": {"a quarter of d a warp"}, "split-end": {"O_s = O/l"},
+		"epilogue": {"O[row * D + tid + k * MT] = __float2bfloat16_rn", "LSE[row] = lse[r]"}, "merge-lse": {"lse[r] = __fadd_rn(mx, logf(sum))"},
+		"merge": {"expf(__fsub_rn(ls, lse[r]))", "o[r][k] = fmaf(w[r], os[tid + k * MT], o[r][k])"},
+	},
 	"flash3_wgmma.cu": {
 		"load-q": {"load_panels<BR, D, NT>(sQ"}, "load-kv": {"load_panels<BC, D, NT>(sK0 + (stage ^ 1)", "load_panels<BC, D, NT>(sV0 + (stage ^ 1)"},
 		"scores": {"wgmma_s<BC>(s, a, b, kk > 0)", "mask_scores<NI, CAUSAL>(s, w, j * BC, N)"}, "softmax": {"online_softmax<NI, DI, BR, BC, D>("},

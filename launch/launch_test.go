@@ -56,7 +56,16 @@ func TestGPUTraceLayout(t *testing.T) {
 			}
 			block := r.BH*c.Tr() + r.I // grid (Tr, B·H): blockIdx.y·Tr + blockIdx.x
 			k := slotKey{0, block}
+			splits, _ := kernels.DecodeSplits(&c)
 			switch {
+			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindSplitEnd: // the split kernel's slots: steps, then split ends
+				k.slot = block*(c.Tc()+splits) + c.Tc() + r.J
+			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindFlashStep:
+				k.slot = block*(c.Tc()+splits) + r.J
+			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindMerge: // the merge's: each split, then the epilogue
+				k = slotKey{1, block*(splits+1) + r.J}
+			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindEpilogue:
+				k = slotKey{1, block*(splits+1) + splits}
 			case perRecord && r.Kind == instrument.KindEpilogue: // a slot per record
 				k.slot = block*(c.Tc()+1) + c.Tc()
 			case perRecord:

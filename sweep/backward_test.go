@@ -306,3 +306,16 @@ func TestLoadRecordedSaysForward(t *testing.T) {
 		t.Fatalf("a record of an unknown kernel: %v", err)
 	}
 }
+
+// TestSweepRefusesDecodeRungs: a sweep times square runs; decoding's rungs
+// take a few queries against a cache and have their own bench, so naming
+// one is refused with the list of those a sweep times.
+func TestSweepRefusesDecodeRungs(t *testing.T) {
+	for _, name := range []string{"decode_group", "decode_split"} {
+		v, _ := url.ParseQuery("variants=flash2," + name + "&n=512&d=64")
+		_, err := ParseSpec(v)
+		if err == nil || !strings.Contains(err.Error(), "variants must be") || strings.Contains(err.Error(), "decode_group,") {
+			t.Fatalf("variants=flash2,%s: %v", name, err)
+		}
+	}
+}

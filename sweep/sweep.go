@@ -371,12 +371,16 @@ func parseSpec(v url.Values, cores int) (Spec, error) {
 		s.Variants = nil
 		for _, f := range strings.Split(raw, ",") {
 			vr, ok := instrument.ParseVariant(strings.TrimSpace(f))
-			if !ok || kernels.Info(vr) == nil {
+			// Decoding's rungs run a few queries against a cache: a sweep's
+			// square runs are not theirs to time (scripts/bench-decode is).
+			if !ok || kernels.Info(vr) == nil || kernels.Info(vr).Decode {
 				var fwd, bwd []string
 				for _, v := range kernels.Variants() {
-					if v.Backward {
+					switch {
+					case v.Decode:
+					case v.Backward:
 						bwd = append(bwd, v.Name())
-					} else {
+					default:
 						fwd = append(fwd, v.Name())
 					}
 				}

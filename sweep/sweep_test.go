@@ -20,11 +20,15 @@ import (
 	"flashstep/problem"
 )
 
-// rungNames is every kernel's name, in the registry's order, as an error
-// lists them: the forward kernels, then the backward ones.
+// rungNames is every kernel a sweep times, in the registry's order, as an
+// error lists them: the forward kernels, then the backward ones (decoding's
+// are no sweep's).
 func rungNames() string {
 	var fwd, bwd []string
 	for _, v := range kernels.Variants() {
+		if v.Decode {
+			continue
+		}
 		if v.Backward {
 			bwd = append(bwd, v.Name())
 		} else {

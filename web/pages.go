@@ -138,6 +138,9 @@ func (s *Server) sweepPage(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	for _, info := range kernels.Variants() {
+		if info.Decode { // a sweep's runs are square: decoding's rungs have a bench of their own
+			continue
+		}
 		v.Kernels = append(v.Kernels, templates.SweepKernel{Name: info.Name(), DType: info.DType.String(), Backward: info.Backward,
 			Ticked: slices.Contains(v.Data.DefaultVariants[engine.String()], info.Name())})
 	}

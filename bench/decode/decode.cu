@@ -1,11 +1,13 @@
-// decode_group against the device's read bandwidth, shape by shape
+// The decode rungs against the device's read bandwidth, shape by shape
 // (issue 34's decode grid: one query a head, d = 128, 32 query heads over
 // 8 or 32 heads of K and V, batch 1, 8 and 64, 4k to 128k keys). For each
 // shape, in one process and interleaved: the shipped decode_group kernel
 // (the worker's untraced PTX comes from this same source) over a cache of
-// random bf16 values, and bandwidth.cu's read-only kernel over the same
-// bytes (K and V are one allocation). Printed: both times, the cache's
-// bytes a second for each, and their ratio. Run by scripts/bench-decode
+// random bf16 values, decode_split (its split kernel and merge, the splits
+// by decode_split.go's rule, DecodeSplits) on the same cache, and
+// bandwidth.cu's read-only kernel over the same bytes (K and V are one
+// allocation). Printed: the times, the cache's bytes a second for each,
+// and each rung's ratio to the read-only kernel. Run by scripts/bench-decode
 // beside bench/decode/sdpa_decode.py.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o decode bench/decode/decode.cu
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "../../kernels/cuda/forward/decode_group.cu"
+#include "../../kernels/cuda/forward/decode_split.cu" // its include of decode_group.cu finds it included
 
 #define CHECK(x)                                                                                  \
   do {                                                                                            \
@@ -71,10 +74,11 @@ int main(int argc, char **argv) {
   constexpr int D = 128, BC = 64, HQ = 32;
   const int smem = decode::smem_bytes(D, BC);
   CHECK(cudaFuncSetAttribute(decode_group_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CHECK(cudaFuncSetAttribute(decode_split_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   printf("# %s, %d SMs; decode_group br1 bc64 d128, %d B of shared memory a block; median of %d, interleaved\n", prop.name,
          prop.multiProcessorCount, smem, iters);
-  printf("%5s %7s %4s %4s %10s %10s %10s %10s %10s %7s\n", "B", "N", "Hq", "Hkv", "cache GB", "ms", "TB/s", "read ms", "read TB/s",
-         "ratio");
+  printf("%5s %7s %4s %4s %10s %10s %10s %6s %10s %10s %10s %10s %7s %7s\n", "B", "N", "Hq", "Hkv", "cache GB", "group ms", "group TB/s",
+         "splits", "split ms", "split TB/s", "read ms", "read TB/s", "group×", "split×");
   const float scale = 1.f / sqrtf((float)D);
   for (int hkv : {8, 32})
     for (int b : {1, 8, 64})
@@ -98,12 +102,32 @@ int main(int argc, char **argv) {
           decode_group_br1_bc64_d128<<<grid, decode::NT, smem>>>(q, kv, kv + kvElems, o, lse, n, 1, HQ, HQ / hkv, scale, 0);
         };
         auto readRun = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
+        // decode_split.go's DecodeSplits: as many splits as one wave of two blocks an SM holds.
+        const int tc = (n + BC - 1) / BC, blocks = b * hkv;
+        const int want = std::min(tc, std::max(1, 132 * 2 / blocks));
+        const int per = (tc + want - 1) / want, splits = (tc + per - 1) / per;
+        float *os, *lses;
+        CHECK(cudaMalloc(&os, (size_t)b * HQ * splits * D * 4));
+        CHECK(cudaMalloc(&lses, (size_t)b * HQ * splits * 4));
+        fast::bf16 *o2;
+        CHECK(cudaMalloc(&o2, (size_t)b * HQ * D * 2));
+        auto splitRun = [&] {
+          decode_split_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, kv, kv + kvElems, os, lses, n, 1, HQ, HQ / hkv,
+                                                                                    scale, 0, per, splits);
+          decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT>>>(os, lses, o2, lse, 1, splits);
+        };
         cudaEvent_t e0, e1;
         CHECK(cudaEventCreate(&e0));
         CHECK(cudaEventCreate(&e1));
-        std::vector<float> td, tr;
+        std::vector<float> td, tr, ts;
         for (int k = -3; k < iters; k++) {
           float ms;
+          CHECK(cudaEventRecord(e0));
+          splitRun();
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (k >= 0) ts.push_back(ms);
           CHECK(cudaEventRecord(e0));
           decodeRun();
           CHECK(cudaEventRecord(e1));
@@ -119,22 +143,37 @@ int main(int argc, char **argv) {
         }
         CHECK(cudaGetLastError());
         // The output must be finite: a kernel that read nothing would be fast.
-        std::vector<unsigned short> host((size_t)b * HQ * D);
+        // Both rungs' outputs must be finite and agree: a kernel that read
+        // nothing would be fast.
+        std::vector<unsigned short> host((size_t)b * HQ * D), host2(host.size());
         CHECK(cudaMemcpy(host.data(), o, host.size() * 2, cudaMemcpyDeviceToHost));
-        for (unsigned short h : host) {
-          const unsigned bits = (unsigned)h << 16;
-          float f;
+        CHECK(cudaMemcpy(host2.data(), o2, host2.size() * 2, cudaMemcpyDeviceToHost));
+        double diff2 = 0, ref2 = 0;
+        for (size_t k = 0; k < host.size(); k++) {
+          const unsigned bits = (unsigned)host[k] << 16, bits2 = (unsigned)host2[k] << 16;
+          float f, f2;
           memcpy(&f, &bits, 4);
-          if (!std::isfinite(f)) {
+          memcpy(&f2, &bits2, 4);
+          if (!std::isfinite(f) || !std::isfinite(f2)) {
             fprintf(stderr, "B=%d N=%d Hkv=%d: output not finite\n", b, n, hkv);
             return 1;
           }
+          diff2 += (double)(f - f2) * (f - f2);
+          ref2 += (double)f * f;
+        }
+        if (!(sqrt(diff2 / ref2) < 1e-2)) {
+          fprintf(stderr, "B=%d N=%d Hkv=%d: decode_split's O is %.3g off decode_group's\n", b, n, hkv, sqrt(diff2 / ref2));
+          return 1;
         }
         std::sort(td.begin(), td.end());
         std::sort(tr.begin(), tr.end());
-        const float msD = td[td.size() / 2], msR = tr[tr.size() / 2];
-        printf("%5d %7d %4d %4d %10.3f %10.4f %10.3f %10.4f %10.3f %7.3f\n", b, n, HQ, hkv, cache / 1e9, msD, cache / msD / 1e9, msR,
-               cache / msR / 1e9, msR / msD);
+        std::sort(ts.begin(), ts.end());
+        const float msD = td[td.size() / 2], msR = tr[tr.size() / 2], msS = ts[ts.size() / 2];
+        printf("%5d %7d %4d %4d %10.3f %10.4f %10.3f %6d %10.4f %10.3f %10.4f %10.3f %7.3f %7.3f\n", b, n, HQ, hkv, cache / 1e9, msD,
+               cache / msD / 1e9, splits, msS, cache / msS / 1e9, msR, cache / msR / 1e9, msR / msD, msR / msS);
+        CHECK(cudaFree(os));
+        CHECK(cudaFree(lses));
+        CHECK(cudaFree(o2));
         fflush(stdout);
         CHECK(cudaFree(kv));
         CHECK(cudaFree(q));

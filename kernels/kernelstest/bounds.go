@@ -56,6 +56,10 @@ type Bounds struct {
 	naiveMMA map[[2]int]*naiveMMAState
 	flash1   map[[2]int]*flashState // flash1's q-tiles, O normalised at every step (Flash1Step)
 	bwd      map[int]*bwdState      // a backward's batch-heads (Flash2BwdStep)
+	// split-KV's walks and partials (DecodeSplitStep): each split's walk
+	// starts afresh at its first kv-tile, a multiple of splitPer.
+	splitPer int
+	split    map[[2]int]*splitState
 }
 
 // ownBounds are the families whose records (all but the inputs) follow
@@ -73,13 +77,19 @@ var ownBounds = map[*kernels.Family]func(*Bounds, *instrument.Record) map[string
 	kernels.FamilyFlash2Bwd:    (*Bounds).Flash2BwdStep,
 	kernels.FamilyNaiveBwd:     (*Bounds).NaiveBwdStep,
 	kernels.FamilyFlash2BwdMMA: (*Bounds).Flash2BwdMMAStep,
+	kernels.FamilyDecodeSplit:  (*Bounds).DecodeSplitStep,
 }
 
 // NewBounds starts a walk over a trace with header h.
 func NewBounds(h *instrument.Header) *Bounds {
-	return &Bounds{h: h, q: map[int][]float32{}, k: map[int][]float32{}, v: map[int][]float32{},
+	b := &Bounds{h: h, q: map[int][]float32{}, k: map[int][]float32{}, v: map[int][]float32{},
 		flash: map[[2]int]*flashState{}, naive: map[[2]int]*rowState{}, fast: map[[2]int]*fastState{},
-		naiveMMA: map[[2]int]*naiveMMAState{}, flash1: map[[2]int]*flashState{}}
+		naiveMMA: map[[2]int]*naiveMMAState{}, flash1: map[[2]int]*flashState{}, split: map[[2]int]*splitState{}}
+	if info := kernels.Info(h.Variant); info != nil && info.Family == kernels.FamilyDecodeSplit {
+		c := kernels.ConfigFromHeader(h)
+		_, b.splitPer = kernels.DecodeSplits(&c)
+	}
+	return b
 }
 
 // Of returns the bound of every array of the mirror's record m, element by
@@ -277,6 +287,6 @@ func CompareRecords(h *instrument.Header, g, m *instrument.Record, bnd map[strin
 
 func recordArrays(r *instrument.Record) map[string][]float32 {
 	return map[string][]float32{"q": r.Q, "k": r.K, "v": r.V, "m_old": r.MOld, "m_new": r.MNew, "m": r.MNew,
-		"alpha": r.Alpha, "l": r.L, "s": r.S, "p": r.P, "o": r.O, "lse": r.LSE,
+		"alpha": r.Alpha, "w": r.Alpha, "l": r.L, "s": r.S, "p": r.P, "o": r.O, "lse": r.LSE,
 		"do": r.DO, "delta": r.Delta, "dp": r.DP, "ds": r.DS, "dv": r.DV, "dk": r.DK, "dq": r.DQ}
 }

@@ -140,7 +140,7 @@ func (b *Bounds) bf16FlashStep(m *instrument.Record, units softmaxUnits) map[str
 	natural := units == naturalUnits
 	key := [2]int{m.BH, m.I}
 	st := b.fast[key]
-	if m.Kind == instrument.KindEpilogue {
+	if m.Kind == instrument.KindEpilogue || m.Kind == instrument.KindSplitEnd { // a block's end, or a split's
 		bo, blse := zero(br*d), zero(br)
 		for r := range m.RowsValid {
 			l, bl := st.l[r], st.bl[r]
@@ -161,7 +161,7 @@ func (b *Bounds) bf16FlashStep(m *instrument.Record, units softmaxUnits) map[str
 		return map[string][]float64{"o": bo, "lse": blse}
 	}
 
-	if m.J == 0 || st == nil {
+	if m.J == 0 || st == nil || b.splitPer > 0 && m.J%b.splitPer == 0 { // a block's (or a split's) first step
 		st = &fastState{bm: zero(br), lt: zero(br), l: zero(br), bl: zero(br), o: zero(br * d), bo: zero(br * d)}
 		b.fast[key] = st
 	}

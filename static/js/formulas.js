@@ -20,6 +20,9 @@ export const ROW_HEADS = {
   mSoFar: ['m = \\max S \\text{ so far}', 'm, the largest score so far'],
   tileMax: ['\\max S \\text{ (this tile)}', 'the row\'s largest score in this tile'],
   sumP: ['\\textstyle\\sum p \\text{ (this tile)}', 'the sum of the row\'s p in this tile'],
+  lseS: ['\\text{LSE}_s = m + \\log l', 'LSE s, the split\'s log-sum-exp, m plus log l'],
+  lseRow: ['\\text{LSE} = \\log \\textstyle\\sum_s e^{\\text{LSE}_s}', 'LSE, the log of the sum over the splits of e to the LSE s'],
+  w: ['w_s = e^{\\,\\text{LSE}_s - \\text{LSE}}', 'w s, e to the LSE s minus LSE'],
 };
 
 // BACKWARD_HEADS: the backward stepper's rows table (backward.js).

@@ -6,6 +6,7 @@
 // records stream in.
 import { materialises } from './steps.js';
 import { BackwardState, isBackward, tileStates as backwardTileStates } from './backward_model.js';
+import { isSplitKind, splitLayout, splitOfTile, splitRule } from './splits.js';
 
 export class TraceModel {
   constructor(header) {
@@ -24,6 +25,17 @@ export class TraceModel {
     this.roles = new Map(); // "bh,i" -> the block's role records, in trace order (a roles trace's)
     this.roleRecords = 0;
     this.stepOf = new Map(); // "bh,i,j" -> step index of a timing record (j = -1: the epilogue's)
+    // Split-KV (splits.js): where the splits fall by the rung's rule, and
+    // per block ("bh,i") the step index of each split's end and merge and
+    // of its flash steps, by split; a flash step's split.
+    this.splitRule = splitRule(header);
+    this.hasSplits = this.splitRule !== null;
+    this.splitEnds = new Map(); // "bh,i" -> [s] step index of split s's split_end
+    this.merges = new Map(); // "bh,i" -> [s] step index of split s's merge record
+    this.splitSteps = new Map(); // "bh,i" -> [s] the step indexes of split s's flash steps
+    this.stepSplit = new Map(); // step index of a flash step (or a timing record of one) -> its split
+    this.timingSplit = new WeakMap(); // a split rung's timing record without a kv-tile -> { kind, s } it stands for
+    this.closings = new Map(); // "bh,i" -> how many timing records without a kv-tile it has had
   }
 
   add(r) {
@@ -53,8 +65,11 @@ export class TraceModel {
       this.backward.add(r, k);
     }
     if (r.kind === 'flash_step' || (r.kind === 'timing' && r.j >= 0)) this.visited.add(`${r.bh},${r.i},${r.j}`);
-    if (r.kind === 'timing') this.stepOf.set(`${key},${r.j}`, k);
-    if (r.kind === 'timing' && r.j < 0) this.epilogueAt.set(key, k);
+    // A split rung's timing trace closes a block with a record without a
+    // kv-tile per split's end, then per merge, then the epilogue's.
+    const closing = this.addSplit(r, k, key);
+    if (r.kind === 'timing' && !closing) this.stepOf.set(`${key},${r.j}`, k);
+    if (r.kind === 'timing' && r.j < 0 && !closing) this.epilogueAt.set(key, k);
     if (r.kind === 'epilogue') {
       this.epilogueAt.set(key, k);
       const { Nq, D, Br } = this.h;
@@ -71,6 +86,47 @@ export class TraceModel {
     }
     this.absMax.clear();
   }
+
+  // addSplit files a split-KV step (splits.js) under its block and split.
+  // It says whether r is a timing record that stands for a split's end or
+  // a merge (not a block's epilogue).
+  addSplit(r, k, key) {
+    if (isSplitKind(r.kind)) {
+      if (!this.hasSplits) {
+        // The first split record of a rung without the rule: every flash
+        // step so far was of its block's split 0.
+        this.hasSplits = true;
+        this.steps.forEach((q, n) => { if (n < k && q.kind === 'flash_step') this.addSplit(q, n, `${q.bh},${q.i}`); });
+      }
+      const by = r.kind === 'split_end' ? this.splitEnds : this.merges;
+      if (!by.has(key)) by.set(key, []);
+      by.get(key)[r.j] = k;
+      return false;
+    }
+    if (!this.hasSplits) return false;
+    if (r.kind === 'flash_step' || (r.kind === 'timing' && r.j >= 0)) {
+      // The rule's split of the kv-tile; without one, the splits this
+      // block has ended so far.
+      const s = this.splitRule ? splitOfTile(this.splitRule, r.j) : (this.splitEnds.get(key) ?? []).length;
+      this.stepSplit.set(k, s);
+      if (!this.splitSteps.has(key)) this.splitSteps.set(key, []);
+      const lists = this.splitSteps.get(key);
+      (lists[s] ??= []).push(k);
+      return false;
+    }
+    if (r.kind === 'timing' && r.j < 0 && this.splitRule) {
+      const n = this.closings.get(key) ?? 0, S = this.splitRule.splits;
+      this.closings.set(key, n + 1);
+      if (n < 2 * S) {
+        this.timingSplit.set(r, { kind: n < S ? 'split_end' : 'merge', s: n % S });
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // splits is the trace's split layout (splits.js), or null.
+  get splits() { return splitLayout(this.h, this); }
 
   get length() { return this.steps.length; }
 
@@ -122,7 +178,12 @@ export class TraceModel {
       else if (r.kind === 'scores') states[r.i * h.Tc + r.j] = materialises(h.variant) ? 'stored' : 'scanned';
       else if (r.kind === 'softmax') for (let j = 0; j < h.Tc; j++) states[r.i * h.Tc + j] = 'normalised';
     }
-    if (cur.j >= 0) states[cur.i * h.Tc + cur.j] = 'current';
+    // A split's end or merge (j a split, not a kv-tile): the tiles of the
+    // split its block walked.
+    const split = isSplitKind(cur.kind) ? cur.j : this.timingSplit.get(cur)?.s;
+    if (split !== undefined) {
+      for (const q of this.splitSteps.get(`${cur.bh},${cur.i}`)?.[split] ?? []) if (q <= k) states[cur.i * h.Tc + this.steps[q].j] = 'current-split';
+    } else if (cur.j >= 0) states[cur.i * h.Tc + cur.j] = 'current';
     else for (let j = 0; j < h.Tc; j++) if (states[cur.i * h.Tc + j] !== 'skipped') states[cur.i * h.Tc + j] = 'current-row';
     return states;
   }

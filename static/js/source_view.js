@@ -4,6 +4,7 @@
 import { apiFetch } from './site.js';
 import { materialises } from './steps.js';
 import * as backward from './backward_model.js';
+import { startsSplit } from './splits.js';
 import { $, know, page, state } from './stepper_page.js';
 
 // showKernelFigures says what ptxas (and, on a GPU, the driver) reported of
@@ -110,8 +111,12 @@ function scrollCodeTo(line) {
 
 function stepKey(h, r) {
   if (backward.isBackward(h)) return backward.stepKey(h, r);
-  if (r.kind === 'timing') return r.j < 0 ? 'epilogue' : r.j === 0 ? 'flash_step:first' : 'flash_step';
-  return r.kind === 'flash_step' && r.j === 0 ? 'flash_step:first' : r.kind;
+  // A split-KV trace's first kv-tile of each split loads Q as a block's
+  // first does; a timing record may close a split or stand for a merge.
+  const m = state.model;
+  const first = m?.hasSplits ? startsSplit(m, state.k) : r.j === 0;
+  if (r.kind === 'timing') return m?.timingSplit.get(r)?.kind ?? (r.j < 0 ? 'epilogue' : first ? 'flash_step:first' : 'flash_step');
+  return r.kind === 'flash_step' && first ? 'flash_step:first' : r.kind;
 }
 
 export function drawKernelSource(h, r) {

@@ -8,10 +8,12 @@ import { describe, fill, materialises, sub } from './steps.js';
 import { rung } from './rungs.js';
 import { isBackward } from './backward_model.js';
 import * as backward from './backward.js';
-import { $, know, roleTables, state, views } from './stepper_page.js';
+import { $, know, page, roleTables, state, views } from './stepper_page.js';
 import { drawKernelSource } from './source_view.js';
 import { drawRows } from './stepper_rows.js';
 import { scoresCount, scoresShape, shapeNote } from './shape.js';
+import { MergeView } from './merge_view.js';
+import { splitOfStep, startsSplit } from './splits.js';
 
 // stepsTotal is how many steps a trace has: every record but the inputs,
 // and in a roles trace but the role records. A roles trace of B blocks
@@ -66,16 +68,17 @@ export function render() {
   updateLabel();
   $('sel-bh').value = String(r.bh);
   $('sel-q').value = isBackward(h) ? (r.j >= 0 ? `kv${r.j}` : $('sel-q').value) : String(r.i);
-  const [title, explain] = describe(h, r, know);
+  const [title, explain] = describe(h, r, know, m);
   $('step-title').textContent = title;
   $('step-explain').textContent = explain;
   placeViews();
-  if (GRID_CAPTION) GRID_CAPTION.textContent = `Score matrix S (${scoresShape(h)}), in tiles`;
-  const views_ = [() => views.grid.draw(h, m.tileStates(state.k))];
+  const splits = m.splits;
+  if (GRID_CAPTION) GRID_CAPTION.textContent = `Score matrix S (${scoresShape(h)}), in tiles` + (splits ? `, in ${splits.splits} split${splits.splits === 1 ? '' : 's'} of the keys` : '');
+  const views_ = [() => views.grid.draw(h, m.tileStates(state.k), splits, splitOfStep(m, state.k))];
   if (isBackward(h)) {
     views_.push(() => backward.draw({ h, m, r, k: state.k, views, $ }));
   } else {
-    views_.push(() => { restoreFinal(); drawInputs(h, m, r); }, () => drawTiles(h, m, r), () => drawRows(h, m, r), () => drawFinal(h, m, r));
+    views_.push(() => { restoreFinal(); drawInputs(h, m, r); }, () => { drawMerge(m, r); drawTiles(h, m, r); }, () => drawRows(h, m, r), () => drawFinal(h, m, r));
   }
   if (know.knows('gpu')) views_.push(() => views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h)));
   if (h.roles && know.knows('gpu') && know.knows('roles')) views_.push(() => views.roles.draw(m, state.k, state.loaded));
@@ -104,6 +107,18 @@ export function render() {
   next(0);
 }
 
+// drawMerge shows the merge view (merge_view.js) on a split-KV trace's
+// split ends, merges and epilogue, in the place of the S and P tiles, and
+// hides it on every other step. A lesson's frame that names its panels
+// gets it only where it names "merge".
+let mergeView = null;
+function drawMerge(m, r) {
+  const wanted = !page.panels?.length || page.panels.includes('merge');
+  if (!wanted || !MergeView.shows(m, r)) return mergeView?.hide();
+  mergeView ??= new MergeView(document.querySelector('.views'), () => render());
+  mergeView.draw(m, state.k);
+}
+
 const drawnFor = new WeakMap(); // the input tiles' box -> the model they were drawn from
 
 function drawInputs(h, m, r) {
@@ -125,7 +140,10 @@ function drawInputs(h, m, r) {
   if (needK) mats.push(tile('K', inp.k, r.j, h.Bc, r.colsValid, `K${sub(r.j)} (${h.Bc}×${h.D})`, h.N));
   if (needV) mats.push(tile('V', inp.v, r.j, h.Bc, r.colsValid, `V${sub(r.j)} (${h.Bc}×${h.D})`, h.N));
   if (!mats.length) {
-    box.textContent = r.kind === 'softmax' ? 'Reads rows of S, not Q, K or V.' : 'No input tiles in this step.';
+    box.textContent = r.kind === 'softmax' ? 'Reads rows of S, not Q, K or V.'
+      : r.kind === 'split_end' ? 'Reads no Q, K or V: the split\'s end writes its partial O and LSE (float32) to device memory.'
+        : r.kind === 'merge' ? 'Reads no Q, K or V: the merge reads the splits\' partial O and LSE back from device memory.'
+          : 'No input tiles in this step.';
     box.dataset.key = '';
     return;
   }
@@ -182,7 +200,8 @@ function drawTiles(h, m, r) {
   }
   if (r.o) {
     const online = know.knows('online');
-    $('o-caption').textContent = r.kind === 'epilogue' ? (online ? `O${sub(r.i)} = O / l, normalised` : `O${sub(r.i)}: each row divided by its row's sum, final`)
+    $('o-caption').textContent = m.hasSplits && online && splitCaption(m, r) ? splitCaption(m, r)
+      : r.kind === 'epilogue' ? (online ? `O${sub(r.i)} = O / l, normalised` : `O${sub(r.i)}: each row divided by its row's sum, final`)
       : rung(h.variant)?.o_caption ? fill(rung(h.variant).o_caption, h, r)
         : materialises(h.variant) ? 'O accumulator'
           : online ? 'O accumulator, unnormalised (÷ l at the end)' : `O so far, not yet divided by each row's sum (${know.lesson('online')} says why)`;
@@ -192,6 +211,22 @@ function drawTiles(h, m, r) {
     $('o-caption').textContent = 'O accumulator';
     views.o.clear('O is not touched in this step.');
   }
+}
+
+// splitCaption is the O panel's caption on a split-KV trace's steps: a
+// split's running O (from 0 at its first kv-tile), its partial, the
+// merge so far, the merged output.
+function splitCaption(m, r) {
+  const s = splitOfStep(m, state.k);
+  switch (r.kind) {
+    case 'flash_step': return s < 0 ? '' : startsSplit(m, state.k)
+      ? `Split ${s}'s O accumulator, from O = 0 at this kv-tile (÷ l at the split's end)`
+      : `Split ${s}'s O accumulator, unnormalised (÷ l at the split's end)`;
+    case 'split_end': return `O${sub(s)} = O / l: split ${s}'s partial, divided by its own l`;
+    case 'merge': return `O = Σ wₛ·Oₛ over splits 0–${s} so far`;
+    case 'epilogue': return `O${sub(r.i)} = Σₛ wₛ·Oₛ, merged: final`;
+  }
+  return '';
 }
 
 // restoreFinal gives the final panel back to the forward's O after a

@@ -5,6 +5,7 @@
 import { batchHead, batchHeadShort } from './steps.js';
 import { keysRange, rowsRange } from './shape.js';
 import { isBackward } from './backward_model.js';
+import { isSplitKind } from './splits.js';
 import { wanted } from './embed.js';
 import { $, digits, held, heldRoles, know, page, pagePath, setStatus, state } from './stepper_page.js';
 import { render } from './stepper_panels.js';
@@ -148,6 +149,7 @@ export function jumpToTile(i, j) {
   const m = state.model;
   const cur = m?.steps[state.k];
   if (!cur) return;
-  const k = m.steps.findIndex((r) => r.bh === cur.bh && r.i === i && (r.j === j || (r.j < 0 && cur.j < 0)));
+  // A split's end or merge has a split for j, not a kv-tile.
+  const k = m.steps.findIndex((r) => r.bh === cur.bh && r.i === i && !isSplitKind(r.kind) && (r.j === j || (r.j < 0 && cur.j < 0)));
   if (k >= 0) { pause(); go(k); }
 }

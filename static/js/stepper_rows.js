@@ -9,6 +9,8 @@ import { rung } from './rungs.js';
 import { $, holds, know, state, views } from './stepper_page.js';
 import { ROW_HEADS } from './formulas.js';
 import { rowsName } from './shape.js';
+import { splitOfStep, startsSplit } from './splits.js';
+import { sub } from './steps.js';
 
 // lastFlashStep is the step before the epilogue of (bh, i): its m and l.
 function lastFlashStep(m, r) {
@@ -33,6 +35,35 @@ function tilesUnreadable() {
   return shown.length > 0 && shown.every((v) => views[v].canvas.dataset.fontPx === '0');
 }
 
+// splitColumns are the rows table's columns on a split-KV trace's split
+// end (the split's last m and l, from its last flash step, and its
+// LSE_s), merge (LSE_s from the split's end, the row's LSE and w_s from the
+// merge record) and epilogue (the LSE: the merge keeps no running m or l).
+// Every number is a record's.
+function splitColumns(h, m, r, addCol, note) {
+  const key = `${r.bh},${r.i}`;
+  if (r.kind === 'split_end') {
+    const walked = m.splitSteps.get(key)?.[r.j] ?? [];
+    const last = walked.length ? m.steps[walked.at(-1)] : null;
+    if (last) {
+      addCol('m', 'm-new', (x) => last.m_new[x]);
+      addCol('l', 'l', (x) => last.l[x]);
+    } else note.textContent = `Split ${r.j}'s block walked none of its kv-tiles (the causal mask): no m or l, and LSE${sub(r.j)} = −∞.`;
+    addCol('lseS', 'lse-s', (x) => r.lse[x]);
+    return;
+  }
+  if (r.kind === 'merge') {
+    const endK = m.splitEnds.get(key)?.[r.j];
+    const end = endK !== undefined ? m.steps[endK] : null;
+    if (end) addCol('lseS', 'lse-s', (x) => end.lse[x]);
+    addCol('lseRow', 'lse', (x) => r.lse[x]);
+    addCol('w', 'w', (x) => r.w[x]);
+    return;
+  }
+  addCol('lseRow', 'lse', (x) => r.lse[x]);
+  note.textContent = 'The merge keeps no running m or l: each row\'s LSE = log Σₛ exp(LSEₛ) over the splits (the merge view has each split\'s).';
+}
+
 export function drawRows(h, m, r) {
   const online = know.knows('online');
   $('rows-caption').textContent = !online ? 'Per row of this step: the keys it has met'
@@ -43,6 +74,13 @@ export function drawRows(h, m, r) {
   const note = $('rows-note');
   note.textContent = '';
   if (r.kind === 'timing') return;
+  if (online && m.hasSplits) {
+    const s = splitOfStep(m, state.k);
+    if (r.kind === 'flash_step' && s >= 0) $('rows-caption').textContent = `Online softmax of split ${s}, per row of the q-tile`;
+    else if (r.kind === 'split_end') $('rows-caption').textContent = `Split ${s}'s end, per row: its last m and l, and LSE${sub(s)}`;
+    else if (r.kind === 'merge') $('rows-caption').textContent = `The merge, per row: split ${s}'s weight`;
+    else if (r.kind === 'epilogue') $('rows-caption').textContent = 'The merged output, per row';
+  }
   const head = table.createTHead().insertRow();
   const cols = [];
   const addCol = (name, testid, get, cls) => cols.push({ name, testid, get, cls });
@@ -54,6 +92,8 @@ export function drawRows(h, m, r) {
     const seen = r.kind === 'flash_step' || r.kind === 'scores' ? Math.min(h.N, (r.j + 1) * h.Bc) : h.N;
     addCol('keys', 'keys', () => (seen === h.N ? `all ${h.N}` : `0–${seen - 1}`));
     note.textContent = `The running max m, the running sum l and the rescale α of each row: ${know.lesson('online')}.`;
+  } else if (m.hasSplits && (r.kind === 'split_end' || r.kind === 'merge' || r.kind === 'epilogue')) {
+    splitColumns(h, m, r, addCol, note);
   } else if (r.kind === 'flash_step') {
     addCol('mOld', 'm-old', (x) => r.m_old[x]);
     addCol('mNew', 'm-new', (x) => r.m_new[x], (x) => (r.m_new[x] > r.m_old[x] ? 'grew' : ''));
@@ -64,6 +104,13 @@ export function drawRows(h, m, r) {
       addCol('tileMax', 'tile-max', (x) => cells(r.s, x).reduce((a, v) => Math.max(a, v), -Infinity));
       addCol('sumP', 'sum-p', (x) => cells(r.p, x).reduce((a, v) => a + v, 0));
       note.textContent = `The tiles have ${r.colsValid} columns, too many to print each score: the last two columns give each row's largest score in this tile and the sum of its p here (hover over a cell of S or P for its own value).`;
+    }
+    if (m.hasSplits && startsSplit(m, state.k)) {
+      // The state the step starts from is the empty one: the kv-tile
+      // before belonged to the split before, whose block ended on its own.
+      const s = splitOfStep(m, state.k);
+      note.textContent = [`Split ${s} starts at this kv-tile: its block begins from m = −∞, l = 0 and O = 0, so m_old is −∞ and α multiplies nothing` +
+        (s > 0 ? `; the m, l and O of the kv-tile before were split ${s - 1}'s, which ended with its own partial.` : '.'), note.textContent].filter(Boolean).join(' ');
     }
   } else if (r.kind === 'epilogue') {
     const last = !materialises(h.variant) ? lastFlashStep(m, r) : softmaxStep(m, r);

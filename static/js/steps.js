@@ -5,6 +5,7 @@
 import { everything } from './taught.js';
 import { rung } from './rungs.js';
 import { firstQTile, keysRange, rowsRange, scoresShape } from './shape.js';
+import { keysWords, splitLayout, splitOfTile, startsSplit } from './splits.js';
 
 // A q-tile's rows are query rows (of Nq), a kv-tile's columns keys (of N).
 const rowsOf = (h, i) => `rows ${rowsRange(h, i)}`;
@@ -34,10 +35,18 @@ export function fill(text, h, r, head = batchHead(h, r.bh)) {
   return (text ?? '').replace(/\{(\w+)\}/g, (all, name) => (name in names ? String(names[name]) : all));
 }
 
-export function describe(h, r, know = everything) {
+// describe tells step r of a trace (whose model m, where given, says what
+// a split-KV trace's records do not: the kv-tiles each split walked, the
+// split a timing record closes).
+export function describe(h, r, know = everything, m = null) {
   const head = batchHead(h, r.bh);
   if (!know.knows('online') && (r.kind === 'flash_step' || r.kind === 'epilogue') && !materialises(h.variant)) {
     return untaughtFlash(h, r, head, know);
+  }
+  const layout = splitLayout(h, m);
+  if (layout && !rung(h.variant)?.steps?.[r.kind]) {
+    const said = describeSplit(h, r, head, layout, m);
+    if (said) return said;
   }
   const own = rung(h.variant)?.steps?.[r.kind];
   if (own) {
@@ -88,6 +97,63 @@ export function describe(h, r, know = everything) {
     }
   }
   return [r.kind, ''];
+}
+
+// describeSplit tells the steps of a split-KV trace (splits.js) that the
+// shared words would tell wrong: a split's end, a merge, a flash step (its
+// split, and at its first kv-tile the fresh state), the epilogue (nothing
+// left to divide) and a timing record that closes a split or a merge; null
+// for the rest.
+function describeSplit(h, r, head, layout, m) {
+  const at = `q-tile ${r.i}, ${head}`;
+  const S = layout.splits;
+  const timing = r.kind === 'timing' ? m?.timingSplit.get(r) : null;
+  if (timing) {
+    const us = (Number(r.tEnd - r.tStart) / 1000).toFixed(2);
+    return timing.kind === 'split_end'
+      ? [`Split ${timing.s} ends (${keysWords(h, layout, timing.s)}), ${at}, on SM ${r.sm}`, `The split's block wrote its partial O${sub(timing.s)} and LSE${sub(timing.s)}; this step took ${us} µs on SM ${r.sm}.`]
+      : [`Merge adds split ${timing.s}, ${at}, on SM ${r.sm}`, `The merge kernel added w${sub(timing.s)}·O${sub(timing.s)} to O; this step took ${us} µs on SM ${r.sm}.`];
+  }
+  const split = r.j;
+  const O = `O${sub(split)}`, L = `LSE${sub(split)}`;
+  switch (r.kind) {
+    case 'split_end': {
+      const walked = m ? (m.splitSteps.get(`${r.bh},${r.i}`)?.[split] ?? []).map((k) => m.steps[k].j) : null;
+      const own = layout.ranges[split];
+      let walk = 'walked its kv-tiles from a fresh m = −∞, l = 0 and O = 0';
+      if (walked && walked.length === 0) walk = 'walked none of its kv-tiles: every one of its keys lies after the rows\' positions (the causal mask)';
+      else if (walked && own && walked.length < own[1] - own[0]) walk = `walked kv-tiles ${walked[0]}–${walked.at(-1)} of its ${own[0]}–${own[1] - 1} from a fresh m = −∞, l = 0 and O = 0 (the causal mask ends the walk at the rows' positions)`;
+      else if (walked && walked.length) walk = `walked kv-tile${walked.length > 1 ? `s ${walked[0]}–${walked.at(-1)}` : ` ${walked[0]}`} from a fresh m = −∞, l = 0 and O = 0`;
+      const none = walked && walked.length === 0;
+      return [`Split ${split} ends: its partial ${O} and ${L} over ${keysWords(h, layout, split)}, ${at}`,
+        `Split ${split}'s block ${walk}. It writes its partial to device memory in float32: ` +
+        (none ? `${O} = 0 and ${L} = −∞, which weighs nothing in the merge.`
+          : `${O} = O/l, divided by its own l, and ${L} = m + log l, the log-sum-exp of its keys alone.`) +
+        ` The ${S} splits run as separate blocks, none knowing the others' max or sum: the merge kernel weighs them afterwards.`];
+    }
+    case 'merge':
+      return [`Merge adds split ${split}: weight w = exp(${L} − LSE), ${at}`,
+        `The merge kernel reads every split's ${'LSE'}ₛ for each row's LSE = log Σₛ exp(LSEₛ), the log-sum-exp over all N keys, then adds w·${O} to O with w = exp(${L} − LSE), split ${split}'s share of the row's softmax weight. ` +
+        'The online softmax\'s rescale again, across blocks: α = exp(m_old − m_new) re-weighs a sum made under an older max; w re-weighs a partial normalised by its own sum to the whole row. ' +
+        (split === S - 1 ? 'This is the last split: O is final, and each row\'s weights sum to 1.' : split === 0 ? `The first split: O = w·${O}.` : `O now holds splits 0–${split}.`)];
+    case 'flash_step': {
+      // The rule's split of the kv-tile; a trace of another rung, the
+      // split its model filed the step under.
+      const k = layout.per || !m ? -1 : m.steps.indexOf(r);
+      const s = layout.per || !m ? splitOfTile(layout, r.j) : (m.stepSplit.get(k) ?? -1);
+      if (s < 0) return null;
+      const first = k >= 0 ? startsSplit(m, k) : layout.ranges[s]?.[0] === r.j;
+      return [`Q-tile ${r.i} (${rowsOf(h, r.i)}) × kv-tile ${r.j} (${colsOf(h, r.j)}), split ${s}, ${head}`,
+        `On chip: S = Q${sub(r.i)}K${sub(r.j)}ᵀ/√d, the new row max m, the rescale α = exp(m_old − m_new) applied to l and O, then P = exp(S − m_new) added to l and P·V${sub(r.j)} to O.` +
+        (first ? ` Split ${s}'s first kv-tile: its block starts from m = −∞, l = 0 and O = 0` +
+          (s > 0 ? `, not from the state after kv-tile ${r.j - 1} (split ${s - 1}'s block walked that one), and loads Q${sub(r.i)} itself.` : ` and loads Q${sub(r.i)}.`)
+          : ` The running m, l and O are split ${s}'s alone.`)];
+    }
+    case 'epilogue':
+      return [`Q-tile ${r.i} finished (${rowsOf(h, r.i)}), ${head}`,
+        `The merge kernel writes O${sub(r.i)} = Σₛ wₛ·Oₛ over the ${S} splits, and each row's LSE, to device memory. Nothing is left to divide: each Oₛ was divided by its own l, and the weights sum to 1.`];
+  }
+  return null;
 }
 
 // untaughtFlash tells a flash loop's step to a reader who has not met the

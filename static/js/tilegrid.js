@@ -10,14 +10,22 @@ import { MIN_FONT_PX } from './format.js';
 import { showTip, hideTip } from './tooltip.js';
 import { fitSize } from './heatmap.js';
 import { gridGeometry, keysRange, positionsRange, rowsRange, square, tileRect } from './shape.js';
+import { SPLIT_BAND, splitBands, splitOfTile } from './splits.js';
 
 // Naive's finished tiles keep a colour of their own: its S and P stay in
 // device memory to the end, where flash's tiles left the chip as O only.
 // CAUSAL_LINE is the colour of the tile grid's dashed causal diagonal.
 export const CAUSAL_LINE = '#8a5a00';
 
+// SPLIT_LINE is the colour of the boundaries between split-KV's splits and
+// of the band that names them; SPLIT_FILLS the band's alternating fills,
+// SPLIT_NOW the current split's.
+export const SPLIT_LINE = '#b35c00';
+const SPLIT_FILLS = ['#fbf0e0', '#f3dfc2'];
+const SPLIT_NOW = '#f2a640';
+
 const TILE_COLOURS = {
-  pending: '#ffffff', done: '#c9d8f2', current: '#dbe6ff', 'current-row': '#eef3ff',
+  pending: '#ffffff', done: '#c9d8f2', current: '#dbe6ff', 'current-row': '#eef3ff', 'current-split': '#ffd9a3',
   skipped: '#e6e6e6', untraced: '#f4f4f4', stored: '#f6d3a6', normalised: '#d9c9f0', consumed: '#b48ad8', scanned: '#e8efc4',
 };
 
@@ -64,39 +72,55 @@ export class TileGrid {
     // With fewer queries than keys, a row's position too: the causal mask
     // is drawn by positions.
     const at = square(h) ? '' : ` (positions ${positionsRange(h, t.i)})`;
-    showTip(ev, `tile (${t.i}, ${t.j}): rows ${rowsRange(h, t.i)}${at}, cols ${keysRange(h, t.j)}\n${words}`);
+    const split = this.layout ? splitOfTile(this.layout, t.j) : -1;
+    const inSplit = split >= 0 ? `, split ${split}` : '';
+    showTip(ev, `tile (${t.i}, ${t.j}): rows ${rowsRange(h, t.i)}${at}, cols ${keysRange(h, t.j)}${inSplit}\n${words}`);
   }
 
   tileAt(ev) {
     if (!this.h) return null;
     const rect = this.canvas.getBoundingClientRect();
+    // The split band, if any, sits above the tiles: its share of the
+    // canvas's height is not the tiles'.
+    const band = this.band || 0, drawn = this.drawnHeight || rect.height;
     const x = (ev.clientX - rect.left) / rect.width * this.h.N;
-    const y = (ev.clientY - rect.top) / rect.height * this.h.Nq;
+    const y = ((ev.clientY - rect.top) * (drawn + band) / rect.height - band) / drawn * this.h.Nq;
     const i = Math.floor(y / this.h.Br), j = Math.floor(x / this.h.Bc);
     if (i < 0 || j < 0 || i >= this.h.Tr || j >= this.h.Tc) return null;
     return { i, j };
   }
 
-  draw(h, states) {
+  // draw: layout is a split-KV trace's splits (splits.js), drawn as a band
+  // above the tiles that names each split over its kv-tiles, and a line
+  // down the grid where each split but the first starts; current the split
+  // the step shown belongs to (−1: none).
+  draw(h, states, layout = null, current = -1) {
     this.h = h;
     this.states = states;
+    this.layout = layout;
     // The grid is as wide as its box, and in the projector layout no
     // taller than the box either: square for a square run, as tall as its
     // query rows where there are fewer (gridGeometry).
     const room = fitSize(this.canvas.parentElement, 480, 440);
-    const size = Math.floor(Math.max(120, Math.min(720, room.w, room.h)));
+    const band = layout ? SPLIT_BAND : 0;
+    const size = Math.floor(Math.max(120, Math.min(720, room.w, room.h - band)));
     const geo = gridGeometry(h, size);
     const height = geo.height;
+    this.band = band;
+    this.drawnHeight = height;
     const dpr = window.devicePixelRatio || 1;
     const c = this.canvas;
     c.width = size * dpr;
-    c.height = height * dpr;
+    c.height = (height + band) * dpr;
     c.style.width = `${size}px`;
-    c.style.height = `${height}px`;
-    c.style.aspectRatio = square(h) ? '' : 'auto'; // the page's style keeps the grid square
+    c.style.height = `${height + band}px`;
+    c.style.aspectRatio = square(h) && !band ? '' : 'auto'; // the page's style keeps the grid square
     const g = c.getContext('2d');
     g.scale(dpr, dpr);
-    g.clearRect(0, 0, size, height);
+    g.clearRect(0, 0, size, height + band);
+    const splits = splitBands(h, layout, geo);
+    if (band) this.drawSplitBand(g, splits.bands, current);
+    g.translate(0, band);
     const grid = h.Tr * h.Tc <= 4096;
     c.dataset.fontPx = '0'; // the tiles' (i, j), where printed: tests hold it legible
     for (let i = 0; i < h.Tr; i++) {
@@ -134,6 +158,20 @@ export class TileGrid {
       g.stroke();
       g.setLineDash([]);
     }
+    // Where each split but the first starts: a line down the whole grid,
+    // from the band that names the splits.
+    if (band) {
+      g.strokeStyle = SPLIT_LINE;
+      g.lineWidth = 2;
+      g.beginPath();
+      for (const x of splits.boundaries) { g.moveTo(x, -band); g.lineTo(x, height); }
+      g.stroke();
+    }
+    // Where the splits lie, in CSS pixels (s:x0-x1;…), and their
+    // boundaries: tests hold them to the layout.
+    c.dataset.splits = splits.bands.map((b) => `${b.s}:${b.x0.toFixed(1)}-${b.x1.toFixed(1)}`).join(';');
+    c.dataset.splitBoundaries = splits.boundaries.map((x) => x.toFixed(1)).join(';');
+    c.dataset.currentSplit = String(current);
     // Each tile's (i, j), where it fits at a legible size, on a plate of
     // its tile's colour: the causal diagonal runs under the label, never
     // through it.
@@ -171,6 +209,7 @@ export class TileGrid {
     }
     const names = tileStateNames(h.variant, this.know);
     delete names['current-row'];
+    if (layout) names['current-split'] = 'this split (its end, or its merge)';
     this.legend.replaceChildren(...Object.entries(names).map(([k, v]) => {
       const s = document.createElement('span');
       const sw = document.createElement('i');
@@ -180,5 +219,25 @@ export class TileGrid {
       return s;
     }));
     if (this.hover && !document.getElementById('tip')?.hidden) this.showHover();
+  }
+
+  // drawSplitBand names the splits in a band above the tiles, each over
+  // its own kv-tiles' columns, in alternating fills, the current split's
+  // stronger: "split 2", or "2" where that does not fit, or no word.
+  drawSplitBand(g, bands, current) {
+    g.save();
+    g.font = `${MIN_FONT_PX - 1}px system-ui, sans-serif`;
+    g.textAlign = 'center';
+    g.textBaseline = 'middle';
+    for (const b of bands) {
+      g.fillStyle = b.s === current ? SPLIT_NOW : SPLIT_FILLS[b.s % 2];
+      g.fillRect(b.x0, 0, b.x1 - b.x0, SPLIT_BAND - 2);
+      const room = b.x1 - b.x0 - 4;
+      const text = [`split ${b.s}`, `s${b.s}`, `${b.s}`].find((t) => g.measureText(t).width <= room);
+      if (!text) continue;
+      g.fillStyle = b.s === current ? '#2b1700' : '#6b3a00';
+      g.fillText(text, (b.x0 + b.x1) / 2, (SPLIT_BAND - 2) / 2);
+    }
+    g.restore();
   }
 }

@@ -28,6 +28,8 @@
 // and once at the end O·(1/l) (bf16 out) and LSE = fma(m, scale, log l),
 // which is flash2_fast's arithmetic row for row. A step's records go to
 // each head of the group (a trace slot per record, decode_group.go).
+#ifndef FLASHSTEP_DECODE_GROUP_CU
+#define FLASHSTEP_DECODE_GROUP_CU
 #include "../common/instrument.cuh"
 #include "../common/mma.cuh"
 
@@ -44,10 +46,15 @@ constexpr int NS = 3; // kv-tiles in flight
 // and the atom's S in float32, rows padded by 8.
 constexpr int smem_bytes(int D, int BC) { return 2 * (ROWS * D + NS * 2 * BC * D) + 4 * ROWS * (BC + 8); }
 
-template <int BR, int BC, int D>
+// SPLIT: the block walks split blockIdx.z of the kv-tiles (per of them,
+// splits in all; decode_split.cu) and ends with the split's partial, O
+// divided by its own l and its LSE, in float32 to OS and LSES; else it
+// walks them all and writes O (bf16) and the LSE.
+template <int BR, int BC, int D, bool SPLIT>
 __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, const bf16 *__restrict__ K,
                                                    const bf16 *__restrict__ V, bf16 *__restrict__ O, float *__restrict__ LSE,
-                                                   int N, int Nq, int H, int G, float scale, int causal FS_TRACE_PARAMS) {
+                                                   float *__restrict__ OS, float *__restrict__ LSES, int N, int Nq, int H, int G,
+                                                   float scale, int causal, int per, int splits FS_TRACE_PARAMS) {
   constexpr int CH = D / 8;      // 16-byte chunks per row
   constexpr int NI = BC / 8;     // column atoms of a whole row of S
   constexpr int WNI = NI / NW;   // a warp's column atoms of S
@@ -79,9 +86,13 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   const unsigned stepBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_flash_step_record_bytes(BR, BC, D, N);
   const unsigned epiBytes = fs_mode == FS_MODE_TIMING ? FS_RECORD_HEADER_BYTES : fs_epilogue_record_bytes(BR, BC, D, N);
   const bool full = fs_mode == FS_MODE_FULL;
-  // The record of head hs of the group at kv-tile j (Tc: the epilogue), or null.
+  // The record of head hs of the group at kv-tile j (Tc: the block's end,
+  // the epilogue or the split's end), or null: a slot per record
+  // (decode_group.go, decode_split.go).
   auto recordOf = [&](int hs, int j) -> unsigned char * {
-    const unsigned long long off = fs_offsets[((size_t)(bh0 + hs) * Tr + qtile) * (Tc + 1) + j];
+    const size_t block = (size_t)(bh0 + hs) * Tr + qtile;
+    const unsigned long long off = SPLIT ? fs_offsets[block * (Tc + splits) + (j < Tc ? j : Tc + blockIdx.z)]
+                                         : fs_offsets[block * (Tc + 1) + j];
     return off == ~0ull ? nullptr : fs_trace + off;
   };
   unsigned long long tStart = 0;
@@ -96,12 +107,16 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
     fast::cp_async16(fast::smem_addr(sQ + fast::swz<CH>(a, ch) * 8), src, ok);
   }
   const int jEnd = causal ? min(Tc, (pos0 + rowsValid - 1) / BC + 1) : Tc;
+  // The kv-tiles this block walks: all it visits, or its split's (none
+  // where a causal q-tile stops short of the split).
+  const int j0 = SPLIT ? min((int)blockIdx.z * per, jEnd) : 0;
+  const int j1 = SPLIT ? min(((int)blockIdx.z + 1) * per, jEnd) : jEnd;
   //> load-kv: the first kv-tiles' K_j and V_j by cp.async, NS − 1 of them ahead
 #pragma unroll
   for (int s = 0; s < NS - 1; s++) {
-    if (s < jEnd) {
-      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, s * BC, N, tid);
-      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, s * BC, N, tid);
+    if (j0 + s < j1) {
+      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j0 + s) * BC, N, tid);
+      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j0 + s) * BC, N, tid);
     }
     fast::cp_async_commit();
   }
@@ -114,18 +129,18 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   m[0] = m[1] = -INFINITY;
   l[0] = l[1] = 0.f;
 
-  for (int j = 0; j < jEnd; j++) {
+  for (int j = j0; j < j1; j++) {
     FS_TRACED(if (tid == 0) tStart = fs_globaltimer();)
     //> load-kv: K_j and V_j have landed; K_{j+2} and V_{j+2} start on their way into the stage j − 1 freed
     fast::cp_async_wait<NS - 2>(); // tile j (and Q) are in
     __syncthreads();               // and every warp is done with tile j − 1 and with sS
-    if (j + NS - 1 < jEnd) {
-      const int s = (j + NS - 1) % NS;
+    if (j + NS - 1 < j1) {
+      const int s = (j - j0 + NS - 1) % NS;
       fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j + NS - 1) * BC, N, tid);
       fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j + NS - 1) * BC, N, tid);
     }
     fast::cp_async_commit();
-    const bf16 *sK = sKV + (j % NS) * 2 * BC * D, *sV = sK + BC * D;
+    const bf16 *sK = sKV + ((j - j0) % NS) * 2 * BC * D, *sV = sK + BC * D;
 
     //> scores: S = Q K_jᵀ for this warp's quarter of the keys, mma.sync with fragments from ldmatrix
     {
@@ -263,9 +278,10 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
           if (!rec) continue;
           fs_cursor cur{rec, fs_mode, tStart};
           if (full) fs_zero_padding(cur, fs_flash_step_o(BR, BC, D, N) + BR * D, stepBytes);
-          // K_j and V_j are read once for the group: counted on its first head.
+          // K_j and V_j are read once for the group: counted on its first
+          // head; Q at the block's first kv-tile.
           const unsigned long long rd =
-              (hs == 0 ? 2ull * colsValid * D * 2 : 0) + (j == 0 ? (unsigned long long)rowsValid * D * 2 : 0);
+              (hs == 0 ? 2ull * colsValid * D * 2 : 0) + (j == j0 ? (unsigned long long)rowsValid * D * 2 : 0);
           fs_write_header(cur, FS_KIND_FLASH_STEP, bh0 + hs, qtile, j, rowsValid, colsValid, rd, 0);
         }
       }
@@ -273,7 +289,8 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
 #endif
   }
 
-  //> epilogue: the quad's partial sums make l; O / l in bf16 and the LSE to device memory, for each head of the group
+  //> epilogue: the quad's partial sums make l; O / l and the LSE for each head of the group: to device memory in bf16, or a split's partial in float32
+  fast::cp_async_wait<0>(); // nothing left in flight (a split with no kv-tiles loaded Q alone)
   FS_TRACED(if (tid == 0) tStart = fs_globaltimer();)
 #pragma unroll
   for (int h = 0; h < 2; h++) {
@@ -283,7 +300,15 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
     const float inv = lt == 0.f ? 0.f : 1.f / lt;
     const float lse = lt == 0.f ? -INFINITY : fmaf(m[h], scale, logf(lt));
     const int a = g + h * 8, hs = a / BR, rq = a % BR;
-    if (hs < G && rq < rowsValid) {
+    if (SPLIT && hs < G) {
+      // The split's partial, every row of the q-tile (the merge reads them all).
+      const size_t row = (((size_t)(bh0 + hs) * ((Nq + BR - 1) / BR) + qtile) * splits + blockIdx.z) * BR + rq;
+      float *out = OS + row * D;
+#pragma unroll
+      for (int di = 0; di < WDI; di++)
+        *reinterpret_cast<float2 *>(out + (warp * WDI + di) * 8 + 2 * t) = make_float2(o[di][2 * h] * inv, o[di][2 * h + 1] * inv);
+      if (warp == 0 && t == 0) LSES[row] = lse;
+    } else if (!SPLIT && hs < G && rq < rowsValid) {
       const size_t row = (size_t)(bh0 + hs) * Nq + r0 + rq;
       bf16 *out = O + row * D;
 #pragma unroll
@@ -296,12 +321,14 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
     unsigned char *rec = hs < G ? recordOf(hs, Tc) : nullptr;
     if (rec && full) {
       float *pl = reinterpret_cast<float *>(rec + sizeof(fs_record_header));
+      const unsigned oAt = SPLIT ? fs_split_end_o(BR, BC, D, N) : fs_epilogue_o(BR, BC, D, N);
+      const unsigned lseAt = SPLIT ? fs_split_end_lse(BR, BC, D, N) : fs_epilogue_lse(BR, BC, D, N);
 #pragma unroll
       for (int di = 0; di < WDI; di++) {
-        pl[fs_epilogue_o(BR, BC, D, N) + rq * D + (warp * WDI + di) * 8 + 2 * t] = o[di][2 * h] * inv;
-        pl[fs_epilogue_o(BR, BC, D, N) + rq * D + (warp * WDI + di) * 8 + 2 * t + 1] = o[di][2 * h + 1] * inv;
+        pl[oAt + rq * D + (warp * WDI + di) * 8 + 2 * t] = o[di][2 * h] * inv;
+        pl[oAt + rq * D + (warp * WDI + di) * 8 + 2 * t + 1] = o[di][2 * h + 1] * inv;
       }
-      if (warp == 0 && t == 0) pl[fs_epilogue_lse(BR, BC, D, N) + rq] = lse;
+      if (warp == 0 && t == 0) pl[lseAt + rq] = lse;
     }
 #endif
   }
@@ -312,9 +339,16 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
       unsigned char *rec = recordOf(hs, Tc);
       if (!rec) continue;
       fs_cursor cur{rec, fs_mode, tStart};
-      if (full) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
-      fs_write_header(cur, FS_KIND_EPILOGUE, bh0 + hs, qtile, FS_NO_TILE, rowsValid, 0, 0,
-                      (unsigned long long)rowsValid * D * 2 + (unsigned long long)rowsValid * 4);
+      if (SPLIT) {
+        if (full) fs_zero_padding(cur, fs_split_end_lse(BR, BC, D, N) + BR, fs_split_end_record_bytes(BR, BC, D, N));
+        // A timing record of a split's end names no kv-tile, as an epilogue's.
+        fs_write_header(cur, FS_KIND_SPLIT_END, bh0 + hs, qtile, full ? blockIdx.z : FS_NO_TILE, rowsValid, 0, 0,
+                        (unsigned long long)rowsValid * D * 4 + (unsigned long long)rowsValid * 4);
+      } else {
+        if (full) fs_zero_padding(cur, fs_epilogue_lse(BR, BC, D, N) + BR, epiBytes);
+        fs_write_header(cur, FS_KIND_EPILOGUE, bh0 + hs, qtile, FS_NO_TILE, rowsValid, 0, 0,
+                        (unsigned long long)rowsValid * D * 2 + (unsigned long long)rowsValid * 4);
+      }
     }
   }
 #endif
@@ -326,11 +360,14 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
 // The compiled instantiations, extern "C" so the worker finds each by name
 // (decode_group.go's Tiles; a test checks the two agree). N, Nq, the heads
 // and the group are ints and the scale a float, as the block takes them.
+// decode_split.cu includes this file for its block, without these.
+#ifndef DECODE_GROUP_NO_INSTANCES
 #define DECODE_GROUP_INSTANCE(BR, BC, D)                                                                                     \
   extern "C" __global__ void __launch_bounds__(decode::NT) decode_group_br##BR##_bc##BC##_d##D(                             \
       const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K, const fast::bf16 *__restrict__ V,                 \
       fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N, int Nq, int H, int G, float scale, int causal FS_TRACE_PARAMS) { \
-    decode::decode_group_block<BR, BC, D>(Q, K, V, O, LSE, N, Nq, H, G, scale, causal FS_TRACED(, fs_trace, fs_offsets, fs_mode)); \
+    decode::decode_group_block<BR, BC, D, false>(Q, K, V, O, LSE, nullptr, nullptr, N, Nq, H, G, scale, causal, 0, 1           \
+                                                 FS_TRACED(, fs_trace, fs_offsets, fs_mode));                              \
   }
 
 DECODE_GROUP_INSTANCE(1, 64, 64)
@@ -343,3 +380,5 @@ DECODE_GROUP_INSTANCE(2, 64, 128)
 DECODE_GROUP_INSTANCE(4, 64, 128)
 DECODE_GROUP_INSTANCE(8, 64, 128)
 DECODE_GROUP_INSTANCE(16, 64, 128)
+#endif
+#endif // FLASHSTEP_DECODE_GROUP_CU
