@@ -55,7 +55,10 @@ var decodeSplitRung = &VariantInfo{
 					Threads: t.Threads, Shared: DecodeGroupSharedBytes(t),
 					Args: []Arg{Buf(BufQ), Buf(BufK), Buf(BufV), Buf(BufSplitO), Buf(BufSplitLSE),
 						Val(c.N), Val(c.Queries()), Val(c.Heads), Val(c.Group()), ScaleArg(c), CausalArg(c), Val(per), Val(splits)}},
+				// The merge reads a q-tile's LSE_s into shared memory first:
+				// room for the most splits DecodeSplits makes, one wave's.
 				{Name: fmt.Sprintf("decode_merge_br%d_d%d", t.Br, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1}, Threads: decodeMergeThreads,
+					Shared: 4 * DecodeSMs * DecodeBlocksPerSM * t.Br,
 					Args: []Arg{Buf(BufSplitO), Buf(BufSplitLSE), Buf(BufO), Buf(BufLSE), Val(c.Queries()), Val(splits)}},
 			},
 			Extra: map[Buffer]int64{BufSplitO: rows * int64(c.D) * 4, BufSplitLSE: rows * 4},

@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
         auto splitRun = [&] {
           decode_split_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, kv, kv + kvElems, os, lses, n, 1, HQ, HQ / hkv,
                                                                                     scale, 0, per, splits);
-          decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT>>>(os, lses, o2, lse, 1, splits);
+          decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 264>>>(os, lses, o2, lse, 1, splits);
         };
         cudaEvent_t e0, e1;
         CHECK(cudaEventCreate(&e0));
@@ -180,5 +180,71 @@ int main(int argc, char **argv) {
         CHECK(cudaFree(o));
         CHECK(cudaFree(lse));
       }
+  // What limits split-KV where the grid is small: at batch 1 with 8 K/V
+  // heads, the split kernel alone, the merge alone and both, at split
+  // counts around the rule's (one wave: 33 of 264 blocks' worth).
+  printf("\n# decode_split at B = 1, Hkv = 8: split kernel, merge, both (ms), by splits\n");
+  printf("%7s %6s %6s %10s %10s %10s %10s %10s\n", "N", "splits", "per", "split ms", "merge ms", "both ms", "both TB/s", "read TB/s");
+  for (int n : {32768, 131072}) {
+    const int b = 1, hkv = 8;
+    const size_t kvElems = (size_t)b * hkv * n * D, cache = 2 * kvElems * 2;
+    fast::bf16 *kv, *q, *o;
+    float *lse, *os, *lses;
+    CHECK(cudaMalloc(&kv, cache));
+    CHECK(cudaMalloc(&q, (size_t)b * HQ * D * 2));
+    CHECK(cudaMalloc(&o, (size_t)b * HQ * D * 2));
+    CHECK(cudaMalloc(&lse, (size_t)b * HQ * 4));
+    fill<<<1024, 256>>>(kv, 2 * kvElems, 1u);
+    fill<<<64, 256>>>(q, (size_t)b * HQ * D, 2u);
+    const int tc = (n + BC - 1) / BC;
+    CHECK(cudaMalloc(&os, (size_t)b * HQ * tc * D * 4));
+    CHECK(cudaMalloc(&lses, (size_t)b * HQ * tc * 4));
+    CHECK(cudaDeviceSynchronize());
+    for (int target : {8, 16, 24, 33, 48, 66, 99, 132}) {
+      const int per = (tc + target - 1) / target, splits = (tc + per - 1) / per;
+      auto split = [&] {
+        decode_split_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, kv, kv + kvElems, os, lses, n, 1, HQ, HQ / hkv, scale,
+                                                                                  0, per, splits);
+      };
+      auto merge = [&] { decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 264>>>(os, lses, o, lse, 1, splits); };
+      auto read = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
+      cudaEvent_t e0, e1;
+      CHECK(cudaEventCreate(&e0));
+      CHECK(cudaEventCreate(&e1));
+      std::vector<float> t[4];
+      for (int k = -3; k < iters; k++) {
+        for (int which = 0; which < 4; which++) {
+          float ms;
+          CHECK(cudaEventRecord(e0));
+          if (which == 0) split();
+          if (which == 1) merge();
+          if (which == 2) {
+            split();
+            merge();
+          }
+          if (which == 3) read();
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (k >= 0) t[which].push_back(ms);
+        }
+      }
+      CHECK(cudaGetLastError());
+      float med[4];
+      for (int w = 0; w < 4; w++) {
+        std::sort(t[w].begin(), t[w].end());
+        med[w] = t[w][t[w].size() / 2];
+      }
+      printf("%7d %6d %6d %10.4f %10.4f %10.4f %10.3f %10.3f\n", n, splits, per, med[0], med[1], med[2], cache / med[2] / 1e9,
+             cache / med[3] / 1e9);
+      fflush(stdout);
+    }
+    CHECK(cudaFree(kv));
+    CHECK(cudaFree(q));
+    CHECK(cudaFree(o));
+    CHECK(cudaFree(lse));
+    CHECK(cudaFree(os));
+    CHECK(cudaFree(lses));
+  }
   return 0;
 }
