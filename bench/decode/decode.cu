@@ -66,6 +66,10 @@ __global__ void __launch_bounds__(512) readAll(const uint4 *__restrict__ buf, si
 
 int main(int argc, char **argv) {
   const int iters = argc > 1 ? atoi(argv[1]) : 20;
+  // Blocks an SM that decode_split's rule fills one wave of: 2 for the
+  // shipped kernel (decode_split.go's DecodeBlocksPerSM); a build with
+  // fewer stages (-DDECODE_STAGES=2) fits 3.
+  const int perSM = argc > 2 ? atoi(argv[2]) : 2;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int rb = prop.multiProcessorCount * 4;
@@ -75,8 +79,8 @@ int main(int argc, char **argv) {
   const int smem = decode::smem_bytes(D, BC);
   CHECK(cudaFuncSetAttribute(decode_group_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   CHECK(cudaFuncSetAttribute(decode_split_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  printf("# %s, %d SMs; decode_group br1 bc64 d128, %d B of shared memory a block; median of %d, interleaved\n", prop.name,
-         prop.multiProcessorCount, smem, iters);
+  printf("# %s, %d SMs; decode_group br1 bc64 d128, %d stages, %d B of shared memory a block, splits for %d blocks an SM; median of %d, interleaved\n",
+         prop.name, prop.multiProcessorCount, decode::NS, smem, perSM, iters);
   printf("%5s %7s %4s %4s %10s %10s %10s %6s %10s %10s %10s %10s %7s %7s\n", "B", "N", "Hq", "Hkv", "cache GB", "group ms", "group TB/s",
          "splits", "split ms", "split TB/s", "read ms", "read TB/s", "group×", "split×");
   const float scale = 1.f / sqrtf((float)D);
@@ -102,9 +106,9 @@ int main(int argc, char **argv) {
           decode_group_br1_bc64_d128<<<grid, decode::NT, smem>>>(q, kv, kv + kvElems, o, lse, n, 1, HQ, HQ / hkv, scale, 0);
         };
         auto readRun = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
-        // decode_split.go's DecodeSplits: as many splits as one wave of two blocks an SM holds.
+        // decode_split.go's DecodeSplits: as many splits as one wave of perSM blocks an SM holds.
         const int tc = (n + BC - 1) / BC, blocks = b * hkv;
-        const int want = std::min(tc, std::max(1, 132 * 2 / blocks));
+        const int want = std::min(tc, std::max(1, 132 * perSM / blocks));
         const int per = (tc + want - 1) / want, splits = (tc + per - 1) / per;
         float *os, *lses;
         CHECK(cudaMalloc(&os, (size_t)b * HQ * splits * D * 4));
@@ -114,7 +118,7 @@ int main(int argc, char **argv) {
         auto splitRun = [&] {
           decode_split_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, kv, kv + kvElems, os, lses, n, 1, HQ, HQ / hkv,
                                                                                     scale, 0, per, splits);
-          decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 264>>>(os, lses, o2, lse, 1, splits);
+          decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 132 * 4>>>(os, lses, o2, lse, 1, splits);
         };
         cudaEvent_t e0, e1;
         CHECK(cudaEventCreate(&e0));
@@ -206,7 +210,7 @@ int main(int argc, char **argv) {
         decode_split_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, kv, kv + kvElems, os, lses, n, 1, HQ, HQ / hkv, scale,
                                                                                   0, per, splits);
       };
-      auto merge = [&] { decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 264>>>(os, lses, o, lse, 1, splits); };
+      auto merge = [&] { decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 132 * 4>>>(os, lses, o, lse, 1, splits); };
       auto read = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
       cudaEvent_t e0, e1;
       CHECK(cudaEventCreate(&e0));

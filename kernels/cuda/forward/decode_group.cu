@@ -40,7 +40,11 @@ using fast::bf16;
 constexpr int ROWS = 16; // the one mma row atom the group's q-tiles share
 constexpr int NW = 4;
 constexpr int NT = NW * 32;
-constexpr int NS = 3; // kv-tiles in flight
+// kv-tiles in flight; a bench may build other depths (bench/decode).
+#ifndef DECODE_STAGES
+#define DECODE_STAGES 3
+#endif
+constexpr int NS = DECODE_STAGES;
 
 // Shared memory: the atom's Q, NS stages of K_j then V_j (bf16, swizzled),
 // and the atom's S in float32, rows padded by 8.
