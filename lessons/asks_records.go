@@ -68,8 +68,13 @@ func (skippedTiles) solve(c *Checkpoint, t *Trace) (grading.Solution, error) {
 }
 
 func (skippedTiles) pose(c *Checkpoint, key grading.Solution) grading.Question {
-	return c.tiles(key, fmt.Sprintf("Not quite. A causal mask skips a tile only when every key of its kv-tile comes after every query of its q-tile: with B_r = %d and B_c = %d, q-tile i holds queries i·B_r to i·B_r + B_r − 1 and kv-tile j keys j·B_c to j·B_c + B_c − 1. A tile with even one key at or before one of its queries is computed, its later keys masked to −∞; and without a mask nothing is skipped.",
-		c.Run.Br, c.Run.Bc))
+	queries := "queries i·B_r to i·B_r + B_r − 1"
+	if off := c.Run.QueryOffset(); off > 0 {
+		// The queries are the last n_q of the N positions (lesson 15).
+		queries = fmt.Sprintf("query rows i·B_r to i·B_r + B_r − 1, which are the last of the N positions: row r sits at position N − n_q + r = %d + r", off)
+	}
+	return c.tiles(key, fmt.Sprintf("Not quite. A causal mask skips a tile only when every key of its kv-tile comes after every query of its q-tile: with B_r = %d and B_c = %d, q-tile i holds %s, and kv-tile j keys j·B_c to j·B_c + B_c − 1. A tile with even one key at or before one of its queries is computed, its later keys masked to −∞; and without a mask nothing is skipped.",
+		c.Run.Br, c.Run.Bc, queries))
 }
 
 // readKind reads kind=, a step's record kind.
@@ -137,7 +142,11 @@ func (c *Checkpoint) countRule() string {
 	if c.Run.Batch*c.Run.Heads > 1 {
 		whose = fmt.Sprintf("batch-head %d", c.BH)
 	}
-	h := fmt.Sprintf("Count the %s of %s: there is %s. N rows in groups of Br make ⌈N / Br⌉ groups, N keys in groups of Bc make ⌈N / Bc⌉, and a tile is one of each, as the stepper's tile grid shows.", k.what, whose, k.per)
+	rows := "N rows in groups of Br make ⌈N / Br⌉ groups"
+	if c.Run.Queries() < c.Run.N {
+		rows = "n_q query rows in groups of Br make ⌈n_q / Br⌉ groups"
+	}
+	h := fmt.Sprintf("Count the %s of %s: there is %s. %s, N keys in groups of Bc make ⌈N / Bc⌉, and a tile is one of each, as the stepper's tile grid shows.", k.what, whose, k.per, rows)
 	if c.Run.Causal {
 		h += " Under the causal mask a tile whose every key comes after every query of its q-tile is skipped."
 	}

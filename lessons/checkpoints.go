@@ -68,6 +68,14 @@ const (
 	AskDS        = "ds"         // a row's dS = p·(dP − D) on a key
 	AskDQ        = "dq"         // a row's finished dQ in a column: every kv-tile's part, summed, times the scale
 	AskFirstLoad = "first-load" // the step at which a kv-tile's block loads K_j and V_j
+
+	// Asks of the lesson on attention at inference (decode.go): three
+	// worked out from the directive's sizes, one read from a split-KV
+	// run's trace.
+	AskKVCache         = "kv-cache"         // the bytes of a KV cache: 2 · layers · kv_heads · tokens · d · bytes, per sequence
+	AskDecodeIntensity = "decode-intensity" // FLOPs per byte of cache read by a one-token query
+	AskDecodeSplits    = "decode-splits"    // how many splits decode_split cuts a one-token query's keys into
+	AskMerge           = "merge"            // the merged O of a row in a column, from the splits' LSE_s and O_s
 )
 
 // An ask is one kind of checkpoint question: what its directive says, how
@@ -134,6 +142,10 @@ var asks = []struct {
 	{AskDS, scoreGradient{}},
 	{AskDQ, finishedDQ{}},
 	{AskFirstLoad, firstLoad{}},
+	{AskKVCache, kvCache{}},
+	{AskDecodeIntensity, decodeIntensity{}},
+	{AskDecodeSplits, decodeSplits{}},
+	{AskMerge, mergedO{}},
 }
 
 // askNamed is the ask called name, or nil.
@@ -170,7 +182,8 @@ type Checkpoint struct {
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
 	Ladder     LadderQuestion      // ladder-speedup, ladder-floor, backward-speedup: the row, shape and floor
 	Hopper     HopperQuestion      // tx-bytes, stage-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
-	Col        int                 // dq: the column of dQ asked about
+	Decode     DecodeQuestion      // kv-cache, decode-intensity, decode-splits: the sizes
+	Col        int                 // dq, merge: the column of dQ or O asked about
 	Consumer   int                 // hidden: the consumer warpgroup, 0 or 1
 
 	Choices []grading.Option // choice: the options; tiles: every tile of the grid, row by row

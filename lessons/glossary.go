@@ -165,6 +165,18 @@ var Glossary = []Term{
 		Meaning: "The gradient of the loss with respect to the scores S: dS = P ∘ (dP − D), element by element. Multiplied by K it gives dQ, and transposed, by Q, dK (both times 1/√d)."},
 	{ID: "atomic-add", Forms: []string{"atomic add", "atomic adds", "atomically"}, Lesson: "backward",
 		Meaning: "An add into device memory that the hardware performs as one indivisible read, add and write (CUDA's atomicAdd), so that blocks adding into the same number at once lose none of the parts. The order in which the parts land is the GPU's, and since float addition is not associative the sum may differ in its last bits from run to run."},
+	{ID: "prefill", Forms: []string{"prefill"}, Lesson: "inference",
+		Meaning: "A prompt's first pass through a model: all N of its queries against its N keys at once, the square runs of the earlier lessons. It is compute-bound, and it fills the KV cache."},
+	{ID: "decoding", Forms: []string{"decoding"}, Lesson: "inference",
+		Meaning: "Generating text one token at a time: each step runs the new token's one query (nq = 1) against the keys and values of every token before it, read from the KV cache. It is memory-bound."},
+	{ID: "kv-cache", Forms: []string{"KV cache", "KV caches"}, Lesson: "inference",
+		Meaning: "The K and V rows of every token a sequence has seen, kept in device memory by every layer so that a new token computes only its own: 2 · layers · K/V heads · tokens · d numbers a sequence."},
+	{ID: "grouped-query-attention", Forms: []string{"grouped-query attention", "grouped heads"}, Lesson: "inference",
+		Meaning: "Several query heads share one head of K and V, Hq/Hkv of them a group: the KV cache, and the bytes each decoding step reads, are Hq/Hkv times smaller."},
+	{ID: "wave", Forms: []string{"wave"}, Lesson: "inference",
+		Meaning: "As many blocks as the GPU runs at once: its SMs times the blocks each holds (132 × 2 for decode_split's block on an H100 or H200). A grid of more blocks runs in several waves."},
+	{ID: "split-kv", Forms: []string{"split-KV"}, Lesson: "inference",
+		Meaning: "Cutting a query's keys into splits, a block each, so that a decoding step with few heads still fills the GPU (flash-decoding). Each split ends with its own O_s and LSE_s; a merge weighs them by w_s = exp(LSE_s − LSE)."},
 }
 
 // GlossaryTerm finds a term by its id.

@@ -60,6 +60,10 @@ var askRules = map[string]tolSpec{
 	lessons.AskDS:              {rule: "small", abs: 0.01, rel: 0.02},
 	lessons.AskDQ:              {rule: "small", abs: 0.01, rel: 0.02},
 	lessons.AskFirstLoad:       {rule: "exact"},
+	lessons.AskKVCache:         {rule: "rel", rel: 0.01},
+	lessons.AskDecodeIntensity: {rule: "rel", rel: 0.01},
+	lessons.AskDecodeSplits:    {rule: "exact"},
+	lessons.AskMerge:           {rule: "small", abs: 0.01, rel: 0.02},
 }
 
 // allowed is how far from x an answer may lie by the rule: a value that is

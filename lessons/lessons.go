@@ -5,7 +5,10 @@
 //
 // A preset is a run's URL query, so a lesson, a link and the stepper's own
 // form name runs the same way. This package never runs a kernel: the server
-// obtains a checkpoint's trace from its engines and hands it to Solve.
+// obtains a checkpoint's trace from its engines and hands it to Solve. The
+// one exception is a figure of a split-KV run's split ends
+// (figures_decode.go), read from the CPU mirror for a run only the mirror
+// takes, so that it is the trace every engine steps.
 package lessons
 
 import (
@@ -69,6 +72,10 @@ var Runs = map[string]Preset{
 	"timeline-2048":          {"A whole grid on an H100", "Every block of a causal run, N=2048 with 16 heads: which SM ran which tile, when.", "variant=flash2&n=2048&d=64&br=64&bc=64&batch=2&heads=8&causal=1&pattern=normal&seed=1&mode=timing"},
 	"ws-roles":               {"Rung 9's warp roles on an H100", "flash3_ws in roles mode, N=1024, d=64, 128×128 tiles, 16 heads, recorded on an H100: each block's producer copies and each consumer's waits, products and softmax, stamped by the kernel as it ran (the stamps slow it; lesson 12 says by how much).", "variant=flash3_ws&n=1024&d=64&br=128&bc=128&batch=1&heads=16&pattern=normal&seed=1&mode=roles"},
 	"pingpong-roles":         {"Rung 10's warp roles on an H100", "flash3_pingpong in roles mode, the same run as ws-roles: the two consumers take turns issuing their products, and each turn waited for is stamped beside the copies, products and softmax (the stamps slow the kernel; lesson 12 says by how much).", "variant=flash3_pingpong&n=1024&d=64&br=128&bc=128&batch=1&heads=16&pattern=normal&seed=1&mode=roles"},
+	"decode-group":           {"One new token, a block per K/V head", "decode_group on one query row a head (nq=1) against a cache of N=256 keys, 4 query heads sharing 1 head of K and V, d=64, 64-key tiles, recorded on an H100.", "variant=decode_group&n=256&nq=1&d=64&br=1&bc=64&heads=4&kv_heads=1&pattern=normal&seed=1"},
+	"decode-split":           {"One new token, split four ways", "decode_split on the same run, recorded on an H100: each of the 4 kv-tiles a split of its own, walked from a fresh m, l and O, ended with its O_s and LSE_s, then merged.", "variant=decode_split&n=256&nq=1&d=64&br=1&bc=64&heads=4&kv_heads=1&pattern=normal&seed=1"},
+	"decode-merge":           {"Two splits and their merge", "decode_split with N=128 keys, so two splits of one kv-tile each, 4 query heads over 1 K/V head, d=32: each head's two partials and the merge that weighs them. The CPU mirror (the GPU's decode tiles are d=64 and 128), so that a lesson may quote its numbers.", "variant=decode_split&n=128&nq=1&d=32&br=1&bc=64&heads=4&kv_heads=1&pattern=normal&seed=8"},
+	"decode-chunk-causal":    {"A chunk of new tokens, causal", "decode_group with 48 new query rows against N=128 keys (positions 80 to 127), causal aligned to the end, 2 query heads over 1 K/V head, d=16, 8×16 tiles. The CPU mirror.", "variant=decode_group&n=128&nq=48&d=16&br=8&bc=16&heads=2&kv_heads=1&causal=1&pattern=normal&seed=1"},
 }
 
 // RunNames lists the presets' names in order.

@@ -566,6 +566,8 @@ func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.C
 		switch c.Ask {
 		case lessons.AskTxBytes, lessons.AskStageBytes, lessons.AskTMACopies, lessons.AskParity, lessons.AskSetmaxnreg:
 			cc.Hopper, cc.KV = randomHopper(rng), rng.IntN(64)
+		case lessons.AskKVCache, lessons.AskDecodeIntensity, lessons.AskDecodeSplits:
+			cc.Decode = randomDecode(rng)
 		case lessons.AskOverflow:
 			cc.Playground.Logits = append([]float64(nil), c.Playground.Logits...)
 			rng.Shuffle(len(cc.Playground.Logits), func(i, j int) {

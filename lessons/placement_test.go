@@ -31,9 +31,12 @@ func filled(panel string, steps []kernels.StepRef, k int, variant instrument.Var
 		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindScores || r.Kind == instrument.KindPV || r.Kind == instrument.KindBwdStep, "no P tile"
 	case "o":
 		// A backward step draws dS there, its preprocessing O, its
-		// finishing step dQ (static/js/backward.js).
+		// finishing step dQ (static/js/backward.js); a split-KV run's split
+		// end its partial O_s, a merge record the O merged so far (every
+		// record that carries an O: stepper_panels.js draws r.o).
 		return r.Kind == instrument.KindFlashStep || r.Kind == instrument.KindEpilogue || r.Kind == instrument.KindPV ||
-			r.Kind == instrument.KindBwdStep || r.Kind == instrument.KindBwdPre || r.Kind == instrument.KindBwdDQ, "O not touched"
+			r.Kind == instrument.KindBwdStep || r.Kind == instrument.KindBwdPre || r.Kind == instrument.KindBwdDQ ||
+			r.Kind == instrument.KindSplitEnd || r.Kind == instrument.KindMerge, "O not touched"
 	case "rows":
 		return r.Kind != instrument.KindTiming, "no rows"
 	case "final":
@@ -174,7 +177,8 @@ func TestGlossaryHasTheCourseWords(t *testing.T) {
 	words := []string{"L2 cache", "HBM", "local memory", "fragment", "quad", "ldmatrix", "cp.async", "mma.sync",
 		"compute floor", "memory floor", "ridge point", "underflow", "NaN",
 		"warpgroup", "wgmma", "TMA", "tensor map", "mbarrier", "expect_tx", "phase parity", "warp specialisation", "setmaxnreg", "ping-pong",
-		"recomputes", "D", "dS", "atomic add"}
+		"recomputes", "D", "dS", "atomic add",
+		"prefill", "decoding", "KV cache", "grouped-query attention", "wave", "split-KV"}
 	for _, w := range words {
 		var term *lessons.Term
 		for k := range lessons.Glossary {
