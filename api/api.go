@@ -62,7 +62,11 @@ func Config(v url.Values, runsOn func(kernels.Run) (string, error)) (ConfigCheck
 func Summary(c *kernels.Config) string {
 	s := fmt.Sprintf("%s · N=%d · d=%d · Br×Bc=%d×%d", c.Variant, c.N, c.D, c.Br, c.Bc)
 	if c.Queries() != c.N {
-		s = fmt.Sprintf("%s · %d queries against N=%d keys · d=%d · Br×Bc=%d×%d", c.Variant, c.Queries(), c.N, c.D, c.Br, c.Bc)
+		queries := fmt.Sprintf("%d queries", c.Queries())
+		if c.Queries() == 1 {
+			queries = "1 query"
+		}
+		s = fmt.Sprintf("%s · %s against N=%d keys · d=%d · Br×Bc=%d×%d", c.Variant, queries, c.N, c.D, c.Br, c.Bc)
 	}
 	if c.Batch*c.Heads > 1 {
 		s += fmt.Sprintf(" · batch %d × %d heads", c.Batch, c.Heads)

@@ -16,8 +16,8 @@ import (
 func TestExercisesLoad(t *testing.T) {
 	t.Parallel()
 	all := All()
-	if len(all) != 6 {
-		t.Fatalf("%d exercises, want 6 (a)–(f)", len(all))
+	if len(all) != 7 {
+		t.Fatalf("%d exercises, want 7 (a)–(g)", len(all))
 	}
 	for _, e := range all {
 		if e.Statement == "" || len(e.Hints) < 3 || e.Starter == "" || e.Solution == "" {

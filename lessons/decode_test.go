@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -446,6 +447,53 @@ func TestMergeCheckpointOfTheLesson(t *testing.T) {
 	}
 	if !strings.Contains(text, "within a millionth in every column") {
 		t.Error("the reveal no longer says how near decode_group's O is: check the claim it makes instead here")
+	}
+}
+
+// TestMergeCheckpointHoldsTheMerge: the merge checkpoint's widget keeps the
+// row's merge back (merge.bh.row.step.id in its frame's URL) from the
+// q-tile's first merge step, after both splits' ends (whose LSE_s and O_s
+// the question quotes), at the step the lesson tells the student not to
+// step to, and its answer releases it.
+func TestMergeCheckpointHoldsTheMerge(t *testing.T) {
+	t.Parallel()
+	sc := gradeCourse(t, "merge-o")
+	c := sc.c
+	i, from, lastEnd := c.Row/c.Run.Br, 0, 0
+	for k, st := range kernels.Schedule(&c.Run) {
+		if st.BH != c.BH || st.I != i {
+			continue
+		}
+		switch {
+		case st.Kind == instrument.KindSplitEnd:
+			lastEnd = k + 1
+		case st.Kind == instrument.KindMerge && st.J == 0:
+			from = k + 1
+		}
+	}
+	if from == 0 || lastEnd == 0 || from <= lastEnd {
+		t.Fatalf("batch-head %d: its split ends end at step %d and its merge starts at step %d", c.BH, lastEnd, from)
+	}
+	want := lessons.Hold{BH: c.BH, Row: c.Row, Step: from, Of: lessons.HoldMerge, By: c.ID}
+	if want.String() != fmt.Sprintf("merge.%d.%d.%d.%s", c.BH, c.Row, from, c.ID) {
+		t.Fatalf("the hold is written %q", want.String())
+	}
+	if text := lessonText(t, "course/15-inference.md"); !strings.Contains(text, fmt.Sprintf("(steps %d to", from)) {
+		t.Errorf("the lesson does not tell the student the merge starts at step %d", from)
+	}
+	l, _ := course(t).Lesson(c.Lesson)
+	held := 0
+	for _, w := range l.Widgets {
+		if w.Kind != lessons.WidgetStepper || w.Run.Key() != c.Run.Key() {
+			continue
+		}
+		held++
+		if !slices.Contains(w.Holds, want) || !strings.Contains(w.Src(), want.String()) || !slices.Contains(w.AskedBy, c.ID) {
+			t.Errorf("widget %s holds %v (%s, released by %v), want %v released by %s", w.ID, w.Holds, w.Src(), w.AskedBy, want, c.ID)
+		}
+	}
+	if held == 0 {
+		t.Fatal("no stepper of the merge's run on its page")
 	}
 }
 

@@ -102,10 +102,13 @@ type Hold struct {
 	Of, By        string
 }
 
-// What a backward run's hold keeps back (Hold.Of).
+// What a backward run's hold keeps back (Hold.Of), and a split-KV run's:
+// the merge of a row (its weights, its LSE and the merged O), from the
+// q-tile's first merge step on.
 const (
-	HoldPSum = "psum"
-	HoldDQ   = "dq"
+	HoldPSum  = "psum"
+	HoldDQ    = "dq"
+	HoldMerge = "merge"
 )
 
 // String is the hold as the embedded page's URL gives it.
@@ -156,6 +159,8 @@ func holdFor(w *Widget, c *Checkpoint) (Hold, bool) {
 			return Hold{BH: c.BH, Row: c.Row, Step: k + 1, Of: HoldPSum, By: c.ID}, true
 		case c.Ask == AskDQ && st.Kind == instrument.KindBwdDQ:
 			return Hold{BH: c.BH, Row: c.Row, Step: k + 1, Of: HoldDQ, By: c.ID}, true
+		case c.Ask == AskMerge && st.Kind == instrument.KindMerge && st.J == 0:
+			return Hold{BH: c.BH, Row: c.Row, Step: k + 1, Of: HoldMerge, By: c.ID}, true
 		}
 	}
 	return Hold{}, false

@@ -5,77 +5,24 @@
 // forms dP and dS, grows dK_j and dV_j, and adds its part into dQ_i in
 // device memory.
 //
-// This module owns the drawing and the numbers a lesson holds back;
-// backward_model.js owns what a backward trace holds.
+// This module owns the drawing, with the numbers a lesson holds back
+// (holds.js) as "?"; backward_model.js owns what a backward trace holds.
 import { Heatmap } from './heatmap.js';
 import { fmt, tex } from './format.js';
 import { firstQTile, sub } from './steps.js';
 import { rowsName } from './shape.js';
 import { BACKWARD_HEADS } from './formulas.js';
+import { isHeld } from './holds.js';
+import { kindHolds } from './stepper_page.js';
 
-// held are the backward numbers a lesson's checkpoint asks the student to
-// predict (lessons.Hold): psum.bh.row.step.id holds the row's sums of p,
-// and its p in the P tile, at the steps of its q-tile after step (from 1),
-// where they would tell what the later kv-tiles add; dq.bh.row.step.id
-// holds the row's finished dQ from step, its q-tile's last pass, on. They
-// show as "?" until checkpoint id is answered: every stepper of the run on
-// the lesson's page holds them, so each hold follows its own checkpoint
-// (the lesson's flashstep-settled), and all go when the lesson releases
-// the widget (flashstep-release). This module is evaluated before the
-// stepper's, so its listener clears them before the stepper redraws.
-const held = { psum: new Map(), dq: new Map() };
-for (const part of (new URLSearchParams(location.search).get('hold') || '').split(',')) {
-  const [what, ...rest] = part.split('.');
-  const [bh, row, step] = rest.slice(0, 3).map(Number);
-  if (!(what in held) || rest.length < 3 || ![bh, row, step].every(Number.isInteger)) continue;
-  held[what].set(`${bh}.${row}`, { step, by: rest.slice(3).join('.') });
-}
-window.addEventListener('message', (ev) => {
-  if (ev.origin === location.origin && ev.data?.type === 'flashstep-release') {
-    held.psum.clear();
-    held.dq.clear();
-  }
-});
-
-// lastDrawn is the step (from 0) draw last showed, which a hold's release
-// redraws.
-let lastDrawn = -1;
-
-// letGo drops the holds of the checkpoints answered, and redraws the step
-// shown if that changed it.
-function letGo(answered) {
-  let changed = false;
-  for (const m of Object.values(held)) {
-    for (const [key, h] of m) {
-      if (h.by && answered.has(h.by)) {
-        m.delete(key);
-        changed = true;
-      }
-    }
-  }
-  if (changed && lastDrawn >= 0) document.dispatchEvent(new CustomEvent('flashstep:go', { detail: { step: lastDrawn + 1 } }));
-}
-
-// The lesson around an embedded stepper (same origin) says which of its
-// checkpoints are answered: those answered before this frame loaded, and
-// each one as it is.
-if (held.psum.size + held.dq.size > 0 && window.parent !== window) {
-  try {
-    const lesson = window.parent.document;
-    letGo(new Set((lesson.body.dataset.settled || '').split(',').filter(Boolean)));
-    lesson.addEventListener('flashstep-settled', (ev) => letGo(new Set([ev.detail.checkpoint])));
-  } catch {
-    // Not a lesson's frame: the holds wait for flashstep-release.
-  }
-}
-
-// heldRow says whether row (global) of batch-head bh is held as `what` at
-// step k (counted from 0): psum after the hold's step, dq from it.
-function heldRow(what, bh, row, k) {
-  const h = held[what].get(`${bh}.${row}`);
-  if (h === undefined) return false;
-  return what === 'psum' ? k + 1 > h.step : k + 1 >= h.step;
-}
+// The numbers a lesson's checkpoint holds back (lessons.Hold, holds.js):
+// psum.bh.row.step.id holds the row's sums of p, and its p in the P tile,
+// at the steps of its q-tile after step (from 1), where they would tell
+// what the later kv-tiles add; dq.bh.row.step.id holds the row's finished
+// dQ from step, its q-tile's last pass, on. They show as "?" until
+// checkpoint id is answered (the page's kindHolds, stepper_page.js, which
+// lets them go and redraws the step).
+const heldRow = (what, bh, row, k) => isHeld(kindHolds, what, bh, row, k);
 
 // draw fills the stepper's panels for backward step r (the k-th): S and P
 // recomputed, dS in the O panel, the rows' L, D and Σp in the table, and
@@ -87,7 +34,6 @@ export function draw({ h, m, r, k, views, $ }) {
   const tile = (values, rows, cols, rowsValid, colsValid, name, extra = {}) => ({
     values, rows, cols, rowsValid, colsValid, name, rowIndex, ...extra,
   });
-  lastDrawn = k;
   // Input tiles: what the step reads from device memory.
   drawReads(h, m, r, $);
 

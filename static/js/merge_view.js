@@ -4,15 +4,23 @@
 // Σ w_s, as a table (the first columns of each O in numbers) and a heat
 // strip (every column), with the checks worked out from the trace's
 // numbers labelled as checks. Built into the page's views by the stepper
-// when a trace has splits.
+// when a trace has splits. A row whose merge a lesson's checkpoint asks
+// for (hold=merge.…, holds.js) shows each split's LSEₛ and Oₛ, which the
+// question gives, and "?" for everything the merge makes of them.
 import { Heatmap } from './heatmap.js';
 import { fmt } from './format.js';
 import { sub } from './steps.js';
 import { mergeState } from './splits.js';
+import { withholdMerge } from './holds.js';
 import { queryOffset, square } from './shape.js';
 
 // COLS is how many columns of each O the table prints; the strip shows all.
 const COLS = 4;
+
+// HELD is a cell's value that a checkpoint holds back: drawn "?".
+const HELD = Symbol('held');
+
+const HELD_TITLE = 'The lesson asks you to predict this: it shows once you have answered the checkpoint.';
 
 const el = (tag, props = {}, ...kids) => {
   const e = Object.assign(document.createElement(tag), props);
@@ -23,9 +31,11 @@ const el = (tag, props = {}, ...kids) => {
 // MergeView owns the merge panel: a figure among the key views, which the
 // page's style shows (in the place of the S and P tiles, which a split's
 // end or a merge has none of) while the views box has the class
-// merge-step.
+// merge-step. held(bh, row, k) says whether a checkpoint holds back the
+// merge of row (of the run's query rows) of batch-head bh at step k.
 export class MergeView {
-  constructor(views, onRow) {
+  constructor(views, onRow, held = () => false) {
+    this.held = held;
     this.row = 0; // the row shown, within the q-tile
     this.figure = el('figure', { className: 'view merge-view' });
     this.figure.dataset.panel = 'merge';
@@ -71,7 +81,8 @@ export class MergeView {
     }));
     this.pick.value = String(this.row);
     this.pickLabel.hidden = r.rowsValid < 2;
-    const st = mergeState(m, k, this.row);
+    const whole = mergeState(m, k, this.row);
+    const st = whole && this.held(whole.bh, whole.row, k) ? withholdMerge(whole) : whole;
     const S = st.layout.splits;
     const now = r.kind === 'epilogue' ? S : r.j; // the split this step ends or merges
     this.caption.textContent = `The merge of row ${st.row}: ${S} split${S === 1 ? '' : 's'}' partials and the merged O` +
@@ -81,7 +92,7 @@ export class MergeView {
     this.note.textContent = 'Each split\'s block divided its O by its own l: Oₛ is a softmax-weighted average of its keys\' values alone, and LSEₛ = m + log l the log-sum-exp of its scores. ' +
       'The merge puts the partials on one scale with wₛ = exp(LSEₛ − LSE), LSE the whole row\'s: the same algebra as the online softmax\'s rescale α = exp(m_old − m_new), ' +
       'which re-weighs what was summed under an older max. Here the old scale is each split\'s own LSEₛ, the new one the row\'s, and since Σₛ exp(LSEₛ) = exp(LSE) the weights sum to 1.';
-    this.checks.replaceChildren(...this.checkLines(st));
+    this.checks.replaceChildren(...(st.held ? [this.heldLine()] : this.checkLines(st)));
   }
 
   drawTable(h, st, r, now) {
@@ -98,7 +109,11 @@ export class MergeView {
     const cell = (tr, v, testid, cls = '') => {
       const td = tr.insertCell();
       if (testid) td.dataset.testid = testid;
-      if (typeof v === 'number') {
+      if (v === HELD) {
+        td.textContent = '?';
+        td.title = HELD_TITLE;
+        td.classList.add('held');
+      } else if (typeof v === 'number') {
         td.textContent = fmt(v, 6);
         td.title = String(v);
         td.dataset.value = String(v);
@@ -124,9 +139,10 @@ export class MergeView {
         continue;
       }
       cell(tr, p.lse, `merge-lse-${p.s}`);
-      if (p.merged) cell(tr, p.w, `merge-w-${p.s}`);
+      if (p.merged) cell(tr, st.held ? HELD : p.w, `merge-w-${p.s}`);
       else cell(tr, st.mergedThrough < 0 ? 'after the merge' : 'not merged yet', `merge-w-${p.s}`, 'pending');
-      if (p.merged && p.wCheck !== null) cell(tr, p.wCheck, `merge-wcheck-${p.s}`, 'check');
+      if (p.merged && st.held) cell(tr, HELD, `merge-wcheck-${p.s}`, 'check');
+      else if (p.merged && p.wCheck !== null) cell(tr, p.wCheck, `merge-wcheck-${p.s}`, 'check');
       else cell(tr, '');
       cell(tr, oCells(p.o), `merge-o-${p.s}`, 'vec');
     }
@@ -136,13 +152,22 @@ export class MergeView {
       tr.dataset.testid = 'merge-merged';
       cell(tr, st.mergedThrough === st.layout.splits - 1 ? 'O, merged' : `O, splits 0–${st.mergedThrough}`);
       cell(tr, `0–${h.N - 1}`);
-      cell(tr, st.lse, 'merge-lse-row');
-      const sum = cell(tr, st.wSum, 'merge-wsum');
-      sum.title = `Σ wₛ over the splits merged so far: ${st.wSum}`;
+      cell(tr, st.held ? HELD : st.lse, 'merge-lse-row');
+      const sum = cell(tr, st.held ? HELD : st.wSum, 'merge-wsum');
+      if (!st.held) sum.title = `Σ wₛ over the splits merged so far: ${st.wSum}`;
       cell(tr, 'Σ wₛ so far', '', 'check');
-      cell(tr, oCells(st.merged), 'merge-o-merged', 'vec');
+      cell(tr, st.held ? HELD : oCells(st.merged), 'merge-o-merged', 'vec');
     }
-    if (st.final) {
+    if (st.held?.final) {
+      const tr = foot.insertRow();
+      tr.dataset.testid = 'merge-final';
+      cell(tr, 'O, epilogue');
+      cell(tr, '');
+      cell(tr, HELD, 'merge-lse-final');
+      cell(tr, '');
+      cell(tr, '');
+      cell(tr, HELD, 'merge-o-final', 'vec');
+    } else if (st.final) {
       const tr = foot.insertRow();
       tr.dataset.testid = 'merge-final';
       cell(tr, 'O, epilogue');
@@ -156,15 +181,26 @@ export class MergeView {
 
   // drawStrip draws every column of each split's Oₛ and of the merged O
   // so far (blank where not yet written), on one colour scale.
+  // A held merge leaves the merged row blank ("?" once a merge is
+  // reached), on the partials' scale alone, which bounds every merged O.
   drawStrip(m, h, st, r) {
     const S = st.layout.splits, D = h.D;
     const values = new Float32Array((S + 1) * D).fill(NaN);
     st.splits.forEach((p) => { if (p.o) values.set(p.o, p.s * D); });
     if (st.merged) values.set(st.merged, S * D);
-    const max = Math.max(m.maxAbs(r.bh, 'o', 'split_end'), m.maxAbs(r.bh, 'o', 'merge'));
+    const max = st.held ? m.maxAbs(r.bh, 'o', 'split_end') : Math.max(m.maxAbs(r.bh, 'o', 'split_end'), m.maxAbs(r.bh, 'o', 'merge'));
     const label = (x) => (x < S ? `O${sub(x)}` : 'O');
-    this.strip.draw({ values, rows: S + 1, cols: D, rowsValid: S + 1, colsValid: D, scale: 'diverging', max, name: 'partials', rowIndex: label });
+    const held = st.held?.merged ? (x) => x === S : undefined;
+    this.strip.draw({ values, rows: S + 1, cols: D, rowsValid: S + 1, colsValid: D, scale: 'diverging', max, name: 'partials', rowIndex: label, held });
     this.strip.scaleBar.prepend(`rows: O₀ … O${sub(S - 1)}, then the merged O so far; `);
+  }
+
+  // heldLine stands for the checks while the merge is held: each would
+  // give it away.
+  heldLine() {
+    const span = el('span', { className: 'check-line held' }, 'The merge\'s weights, LSE, O and their checks show once you have answered the checkpoint.');
+    span.dataset.testid = 'check-held';
+    return span;
   }
 
   // checkLines are the checks, each named a check: worked out here in

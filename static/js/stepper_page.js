@@ -4,6 +4,7 @@
 // the views (built by stepper.js), the run's state and the status line.
 import { Knowledge, taughtUpTo } from './taught.js';
 import { call, embedded, fillForm, onSite, siteData, siteURL } from './site.js';
+import { holdCount, letGo, parseHolds } from './holds.js';
 
 export const $ = (id) => document.getElementById(id);
 export const page = onSite && location.search ? await siteStepperPage() : JSON.parse($('page-data').textContent);
@@ -65,6 +66,15 @@ for (const part of (new URLSearchParams(location.search).get('hold') || '').spli
   }
 }
 
+// kindHolds are the holds that name their checkpoint (holds.js): a
+// backward run's sums of p and finished dQ (hold=psum.bh.row.step.id,
+// dq.bh.row.step.id) and a split-KV run's merge of a row
+// (merge.bh.row.step.id). Every stepper of the run on the lesson's page
+// holds them, so each follows its own checkpoint (the lesson's
+// flashstep-settled, below); all go when the lesson releases the widget
+// (flashstep-release, stepper_playback.js).
+export const kindHolds = parseHolds(new URLSearchParams(location.search).get('hold'));
+
 // holds says which of a row's numbers are held at the step shown: none
 // before the step asked about; the new max, α and l at it, and at a row's
 // first kv-tile (m_old = −∞) the tile's largest score and Σp too, which
@@ -111,6 +121,24 @@ export function setStatus(text, error = false) {
   const el = $('run-status');
   el.textContent = text;
   el.classList.toggle('error', error);
+}
+
+// The lesson around an embedded stepper (same origin) says which of its
+// checkpoints are answered: those answered before this frame loaded, and
+// each one as it is. A hold let go redraws the step shown.
+if (holdCount(kindHolds) > 0 && window.parent !== window) {
+  const answered = (ids) => {
+    if (letGo(kindHolds, ids) && state.model && state.k >= 0) {
+      document.dispatchEvent(new CustomEvent('flashstep:go', { detail: { step: state.k + 1 } }));
+    }
+  };
+  try {
+    const lesson = window.parent.document;
+    answered(new Set((lesson.body.dataset.settled || '').split(',').filter(Boolean)));
+    lesson.addEventListener('flashstep-settled', (ev) => answered(new Set([ev.detail.checkpoint])));
+  } catch {
+    // Not a lesson's frame: the holds wait for flashstep-release.
+  }
 }
 
 // pagePath is where the URL keeps the run: the stepper's own path, or a

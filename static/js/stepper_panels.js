@@ -8,7 +8,8 @@ import { describe, fill, materialises, sub } from './steps.js';
 import { rung } from './rungs.js';
 import { isBackward } from './backward_model.js';
 import * as backward from './backward.js';
-import { $, know, page, roleTables, state, views } from './stepper_page.js';
+import { $, kindHolds, know, page, roleTables, state, views } from './stepper_page.js';
+import { anyHeld, isHeld, mergeHeldRows } from './holds.js';
 import { drawKernelSource } from './source_view.js';
 import { drawRows } from './stepper_rows.js';
 import { scoresCount, scoresShape, shapeNote } from './shape.js';
@@ -115,7 +116,8 @@ let mergeView = null;
 function drawMerge(m, r) {
   const wanted = !page.panels?.length || page.panels.includes('merge');
   if (!wanted || !MergeView.shows(m, r)) return mergeView?.hide();
-  mergeView ??= new MergeView(document.querySelector('.views'), () => render());
+  mergeView ??= new MergeView(document.querySelector('.views'), () => render(),
+    (bh, row, k) => isHeld(kindHolds, 'merge', bh, row, k));
   mergeView.draw(m, state.k);
 }
 
@@ -205,8 +207,15 @@ function drawTiles(h, m, r) {
       : rung(h.variant)?.o_caption ? fill(rung(h.variant).o_caption, h, r)
         : materialises(h.variant) ? 'O accumulator'
           : online ? 'O accumulator, unnormalised (÷ l at the end)' : `O so far, not yet divided by each row's sum (${know.lesson('online')} says why)`;
+    // A merge or the epilogue of a row whose merge a checkpoint asks for
+    // (hold=merge.…) shows that row as "?", on a scale its numbers do not
+    // set: the splits' partials', which bound every merged O.
+    const heldRows = mergeHeldRows(kindHolds, r, h.Br, state.k);
+    const held = (x) => heldRows[x] ?? false;
+    const anyRow = heldRows.some(Boolean);
     views.o.draw({ values: r.o, rows: h.Br, cols: h.D, rowsValid: r.rowsValid, colsValid: h.D,
-      scale: 'diverging', max: m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex });
+      scale: 'diverging', max: anyRow ? m.maxAbs(r.bh, 'o', 'split_end') : m.maxAbs(r.bh, 'o', r.kind), name: 'O', rowIndex,
+      held: anyRow ? held : undefined });
   } else {
     $('o-caption').textContent = 'O accumulator';
     views.o.clear('O is not touched in this step.');
@@ -257,6 +266,10 @@ function drawFinal(h, m, r) {
     written++;
   }
   if (!written) return views.final.clear('No q-tile has finished yet.');
+  // A row whose merge a checkpoint asks for (hold=merge.…) is "?" here
+  // too, on the splits' partials' scale.
+  const held = anyHeld(kindHolds, 'merge', r.bh, state.k);
   views.final.draw({ values, rows: h.Nq, cols: h.D, rowsValid: h.Nq, colsValid: h.D,
-    scale: 'diverging', max: m.maxAbs(r.bh, 'o', 'epilogue'), name: 'O' });
+    scale: 'diverging', max: held && m.hasSplits ? m.maxAbs(r.bh, 'o', 'split_end') : m.maxAbs(r.bh, 'o', 'epilogue'), name: 'O',
+    held: held ? (x) => isHeld(kindHolds, 'merge', r.bh, x, state.k) : undefined });
 }

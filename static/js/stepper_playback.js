@@ -7,7 +7,8 @@ import { keysRange, rowsRange } from './shape.js';
 import { isBackward } from './backward_model.js';
 import { isSplitKind } from './splits.js';
 import { wanted } from './embed.js';
-import { $, digits, held, heldRoles, know, page, pagePath, setStatus, state } from './stepper_page.js';
+import { $, digits, held, heldRoles, kindHolds, know, page, pagePath, setStatus, state } from './stepper_page.js';
+import { clearHolds } from './holds.js';
 import { render } from './stepper_panels.js';
 import { setProjector } from './projector.js';
 
@@ -81,6 +82,7 @@ window.addEventListener('message', (ev) => {
   if (ev.data?.type === 'flashstep-release') {
     held.clear();
     heldRoles.clear();
+    clearHolds(kindHolds);
     if (state.model) go(state.k);
     return;
   }

@@ -6,7 +6,8 @@
 import { fmt, tex } from './format.js';
 import { materialises } from './steps.js';
 import { rung } from './rungs.js';
-import { $, holds, know, state, views } from './stepper_page.js';
+import { $, holds, kindHolds, know, state, views } from './stepper_page.js';
+import { mergeHolds } from './holds.js';
 import { ROW_HEADS } from './formulas.js';
 import { rowsName } from './shape.js';
 import { splitOfStep, startsSplit } from './splits.js';
@@ -160,7 +161,12 @@ export function drawRows(h, m, r) {
       td.textContent = `row ${r.i * h.Br + x}: padding (past ${rowsName(h)}), not data`;
       continue;
     }
-    const hidden = holds(r, r.i * h.Br + x);
+    // A forward run's held m, α and l (hold=bh.row.step), and a split-KV
+    // run's held merge (hold=merge.…): the row's LSE and w on a merge, its
+    // LSE on the epilogue; each split's LSEₛ, which the question gives,
+    // shows.
+    const row = r.i * h.Br + x;
+    const hidden = new Set([...(holds(r, row) ?? []), ...(mergeHolds(kindHolds, r, row, state.k) ?? [])]);
     for (const c of cols) {
       const td = tr.insertCell();
       const v = c.get(x);

@@ -1,0 +1,15 @@
+// Forgets that O_s is already divided by its own l and divides it again,
+// by its sum against M, exp(LSE_s − M).
+function mergeSplits(lses, os) {
+  const d = os[0].length;
+  const M = Math.max(...lses);
+  let sum = 0;
+  for (const lse of lses) sum += Math.exp(lse - M);
+  const lse = M + Math.log(sum);
+  const o = new Array(d).fill(0);
+  lses.forEach((ls, s) => {
+    const w = Math.exp(ls - lse);
+    for (let x = 0; x < d; x++) o[x] += w * os[s][x] / Math.exp(ls - M);
+  });
+  return { lse, o };
+}
