@@ -50,21 +50,12 @@ var decodeGroupRung = &VariantInfo{
 	},
 	// A block writes the records of every head of its group: a slot per
 	// record, as flash1's.
-	TraceSlots: &TraceSlots{
-		Slot: func(c *Config, s StepRef) (int, int) {
-			j := s.J
-			if s.Kind == instrument.KindEpilogue {
-				j = c.Tc()
-			}
-			return 0, (s.BH*c.Tr()+s.I)*(c.Tc()+1) + j
-		},
-		Count: func(c *Config, _ int) int { return c.Batch * c.Heads * c.Tr() * (c.Tc() + 1) },
-	},
-	GPULimits: decodeGroupLimits,
-	Family:    FamilyFlash2Fast,
-	Traffic:   decodeTraffic,
-	phases:    onePhase,
-	records:   flash2Records,
+	TraceSlots: recordSlots,
+	GPULimits:  decodeGroupLimits,
+	Family:     FamilyFlash2Fast,
+	Traffic:    decodeTraffic,
+	phases:     onePhase,
+	records:    flash2Records,
 }
 
 // DecodeAtomRows is the rows of decode_group's one mma atom: the group's

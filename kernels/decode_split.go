@@ -59,7 +59,7 @@ var decodeSplitRung = &VariantInfo{
 				// room for the most splits DecodeSplits makes, one wave's.
 				{Name: fmt.Sprintf("decode_merge_br%d_d%d", t.Br, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1}, Threads: decodeMergeThreads,
 					Shared: 4 * DecodeSMs * DecodeBlocksPerSM * t.Br,
-					Args: []Arg{Buf(BufSplitO), Buf(BufSplitLSE), Buf(BufO), Buf(BufLSE), Val(c.Queries()), Val(splits)}},
+					Args:   []Arg{Buf(BufSplitO), Buf(BufSplitLSE), Buf(BufO), Buf(BufLSE), Val(c.Queries()), Val(splits)}},
 			},
 			Extra: map[Buffer]int64{BufSplitO: rows * int64(c.D) * 4, BufSplitLSE: rows * 4},
 		}

@@ -68,19 +68,10 @@ var flash1Rung = &VariantInfo{
 	},
 	// One block per batch-head writes a record per (q-tile, kv-tile) step
 	// and the epilogue: a slot for each.
-	TraceSlots: &TraceSlots{
-		Slot: func(c *Config, s StepRef) (int, int) {
-			j := s.J
-			if s.Kind == instrument.KindEpilogue {
-				j = c.Tc()
-			}
-			return 0, (s.BH*c.Tr()+s.I)*(c.Tc()+1) + j
-		},
-		Count: func(c *Config, _ int) int { return c.Batch * c.Heads * c.Tr() * (c.Tc() + 1) },
-	},
-	Family:  FamilyFlash1,
-	phases:  flash1Phases,
-	records: flash1Records,
+	TraceSlots: recordSlots,
+	Family:     FamilyFlash1,
+	phases:     flash1Phases,
+	records:    flash1Records,
 }
 
 func flash1Phases(c *Config) int { return c.Tc() }

@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"math"
+
+	"flashstep/instrument"
 )
 
 // What a rung launches on the GPU: its compiled tiles and, for a run, its
@@ -147,6 +149,21 @@ type Launches struct {
 type TraceSlots struct {
 	Slot  func(c *Config, s StepRef) (launch, index int)
 	Count func(c *Config, launch int) int
+}
+
+// recordSlots are the trace slots of a rung whose kernel writes each record
+// of q-tile i of batch-head bh to a slot of its own: its kv-tiles' steps,
+// then its epilogue (flash1's block per batch-head walks every q-tile;
+// decode_group's block per group of heads writes each head's).
+var recordSlots = &TraceSlots{
+	Slot: func(c *Config, s StepRef) (int, int) {
+		j := s.J
+		if s.Kind == instrument.KindEpilogue {
+			j = c.Tc()
+		}
+		return 0, (s.BH*c.Tr()+s.I)*(c.Tc()+1) + j
+	},
+	Count: func(c *Config, _ int) int { return c.Batch * c.Heads * c.Tr() * (c.Tc() + 1) },
 }
 
 // Limits of the reference GPU (H100) that a rung's launch must meet: CUDA's

@@ -43,26 +43,7 @@ __global__ void fill(fast::bf16 *x, size_t n, unsigned seed) {
   }
 }
 
-// readAll is bandwidth.cu's: every 16-byte word read once into a live sum.
-__global__ void __launch_bounds__(512) readAll(const uint4 *__restrict__ buf, size_t words, unsigned *out) {
-  unsigned acc = 0;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
-  size_t w = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; w + 3 * stride < words; w += 4 * stride) {
-    const uint4 a = __ldcs(buf + w), b = __ldcs(buf + w + stride), c = __ldcs(buf + w + 2 * stride), d = __ldcs(buf + w + 3 * stride);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-  }
-  for (; w < words; w += stride) {
-    const uint4 a = __ldcs(buf + w);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w;
-  }
-  __shared__ unsigned s;
-  if (threadIdx.x == 0) s = 0;
-  __syncthreads();
-  atomicXor(&s, acc);
-  __syncthreads();
-  if (threadIdx.x == 0) out[blockIdx.x] = s;
-}
+#include "read_all.cuh" // readAll, bandwidth.cu's read-only kernel
 
 int main(int argc, char **argv) {
   const int iters = argc > 1 ? atoi(argv[1]) : 20;
