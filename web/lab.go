@@ -99,7 +99,7 @@ func (s *Server) renderLab(w http.ResponseWriter, r *http.Request, e *lab.Exerci
 	if inRoom && on && place.State.KernelsOff {
 		on, why = false, kernelsOffInRoom
 	}
-	v := templates.LabView{Exercise: s.labExercise(e), Statement: e.Statement, Hints: e.Hints, Why: why, KernelTrack: on,
+	v := templates.LabView{Exercise: s.labExercise(e), Of: len(lab.All()), Statement: e.Statement, Hints: e.Hints, Why: why, KernelTrack: on,
 		Classroom: s.class.View(r, rooms.PageLab, e.ID, false),
 		Data: templates.LabData{ID: e.ID, Track: e.Track, Lang: e.Lang, Entry: e.Entry, Run: e.Run.Values().Encode(), Starter: e.Starter,
 			Hints: len(e.Hints), LoopTimeMS: s.labLoopTime.Milliseconds(), KernelTrack: on, Checks: on && s.lab.Checks() && e.Track == lab.TrackKernel, ServerKernels: s.lab.On()}}

@@ -2,8 +2,10 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,6 +80,33 @@ func TestRecordedPlacementUsesTheLadder(t *testing.T) {
 		}
 		if seen != measured || len(rec.Verdict.Steps) != len(stored.Verdict.Steps) {
 			t.Errorf("%s: %d rungs of %d, %d steps of %d", e.ID, seen, measured, len(rec.Verdict.Steps), len(stored.Verdict.Steps))
+		}
+	}
+}
+
+// TestLabPagesCountTheExercises: each exercise's page says its place among
+// all of them, and the index how many there are and which run where, from
+// the exercises themselves (a seventh once read "7 of 6").
+func TestLabPagesCountTheExercises(t *testing.T) {
+	t.Parallel()
+	_, ts := newTestServer(t, runner.Mirror{})
+	all := lab.All()
+	for _, e := range all {
+		_, body := get(t, ts.URL+"/lab/"+e.ID)
+		if want := fmt.Sprintf("exercise %d of %d</p>", e.Number, len(all)); !strings.Contains(string(body), want) {
+			t.Errorf("/lab/%s does not say %q", e.ID, want)
+		}
+	}
+	_, body := get(t, ts.URL+"/lab")
+	var js []string
+	for _, e := range all {
+		if e.Track == lab.TrackLoop {
+			js = append(js, strconv.Itoa(e.Number))
+		}
+	}
+	for _, want := range []string{"Seven exercises", "Exercises " + strings.Join(js[:len(js)-1], ", ") + " and " + js[len(js)-1] + " are JavaScript"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/lab does not say %q", want)
 		}
 	}
 }
