@@ -511,3 +511,44 @@ func TestBrowserLabRoom(t *testing.T) {
 		t.Errorf("the student's console: %s", p)
 	}
 }
+
+// TestBrowserLabMergeSplits: exercise 7, the merge of split-KV's partials,
+// in the page: the solution passes every row of its decode_split run and
+// the hidden cases; each classic slip fails, the run's rows naming the
+// kernel's number beside the student's, the merge without the max on the
+// hidden cases (its run's LSEs are too small to overflow). A second loop
+// exercise in the browser, so make test-long's.
+func TestBrowserLabMergeSplits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a second loop exercise in the browser: make test-long")
+	}
+	t.Parallel()
+	base, _ := startServer(t)
+	ctx := browser(t)
+	problems := watchConsole(ctx)
+	e, ok := lab.ByID("merge-splits")
+	if !ok {
+		t.Fatal("no exercise merge-splits")
+	}
+	navigate(ctx, t, base+"/lab/merge-splits")
+	waitText(ctx, t, "#lab-status", "Not run yet")
+	if v := labRun(ctx, t, e.Solution); v.Verdict != "pass" {
+		t.Errorf("the solution's verdict is %+v", v)
+	}
+	if len(e.Slips) < 4 {
+		t.Fatalf("%d slips", len(e.Slips))
+	}
+	for name, src := range e.Slips {
+		v := labRun(ctx, t, src)
+		switch {
+		case v.Verdict != "fail":
+			t.Errorf("slip %s: %+v", name, v)
+		case name != "no-max" && !strings.Contains(v.Text, "the kernel's"):
+			t.Errorf("slip %s fails without the kernel's number beside the student's: %q", name, v.Text)
+		}
+		saveShot(ctx, t, "lab-merge-splits-"+name)
+	}
+	for _, p := range problems() {
+		t.Errorf("console: %s", p)
+	}
+}
