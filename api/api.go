@@ -71,8 +71,8 @@ func Summary(c *kernels.Config) string {
 	if c.Batch*c.Heads > 1 {
 		s += fmt.Sprintf(" · batch %d × %d heads", c.Batch, c.Heads)
 	}
-	if c.KVHeadCount() != c.Heads {
-		s += fmt.Sprintf(" sharing %d K/V heads", c.KVHeadCount())
+	if k := c.KVHeadCount(); k != c.Heads {
+		s += fmt.Sprintf(" sharing %d K/V head%s", k, map[bool]string{false: "s", true: ""}[k == 1])
 	}
 	if c.Causal {
 		s += " · causal"
