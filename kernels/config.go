@@ -504,6 +504,12 @@ func parseFields(v url.Values) (Config, FieldErrors) {
 	}{{FieldNq, "nq", &c.Nq}, {FieldKVHeads, "kv_heads", &c.KVHeads}} {
 		if strings.TrimSpace(v.Get(f.field)) != "" {
 			intField(f.field, f.name, f.dst)
+			// Zero is how a Config says "the default"; typed, it is out
+			// of range, not a quiet N or heads.
+			if *f.dst == 0 {
+				add(f.field, "%s must be at least 1 (got 0); leave it empty for the default", f.name)
+				*f.dst = -1
+			}
 		}
 	}
 	if c.Nq == c.N {

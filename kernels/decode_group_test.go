@@ -270,6 +270,16 @@ func TestShapeValidation(t *testing.T) {
 	if _, err := ParseConfig(v); err != nil {
 		t.Fatalf("blank nq and kv_heads are their defaults: %v", err)
 	}
+	v.Set(FieldNq, "0")
+	if _, err := ParseConfig(v); err == nil || !strings.Contains(err.Error(), "nq must be at least 1 (got 0)") {
+		t.Fatalf("nq=0: %v", err)
+	}
+	v.Set(FieldNq, "")
+	v.Set(FieldKVHeads, "0")
+	if _, err := ParseConfig(v); err == nil || !strings.Contains(err.Error(), "kv_heads must be at least 1 (got 0)") {
+		t.Fatalf("kv_heads=0: %v", err)
+	}
+	v.Set(FieldKVHeads, "")
 	v.Set(FieldNq, "one")
 	if _, err := ParseConfig(v); err == nil || !strings.Contains(err.Error(), "nq must be a whole number") {
 		t.Fatalf("nq=one: %v", err)

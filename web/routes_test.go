@@ -115,7 +115,7 @@ var sourceAccepts = []string{"empty", "letters", "enum", "negative", "zero", "2^
 // run is the valid run most rows start from.
 var run = url.Values{"variant": {"flash2"}, "n": {"16"}, "d": {"4"}, "br": {"4"}, "bc": {"4"}, "seed": {"3"}}
 
-var runFields = []string{"variant", "n", "d", "br", "bc", "batch", "heads", "causal", "pattern", "seed", "trace_bh", "trace_q", "engine", "mode"}
+var runFields = []string{"variant", "n", "nq", "d", "br", "bc", "batch", "heads", "kv_heads", "causal", "pattern", "seed", "trace_bh", "trace_q", "engine", "mode"}
 
 // valid values among the bad ones, per config field.
 var runAccepts = map[string][]string{
@@ -127,6 +127,8 @@ var runAccepts = map[string][]string{
 	"mode":     {"empty"},
 	"variant":  {"empty"},
 	"pattern":  {"empty"},
+	"nq":       {"empty"}, // blank: as many queries as keys
+	"kv_heads": {"empty"}, // blank: as many K/V heads as heads
 }
 
 func with(v url.Values, kv ...string) url.Values {
