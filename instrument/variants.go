@@ -43,11 +43,13 @@ const (
 	VariantDecodeGroup Variant = 18 // "decode_group"
 	// VariantDecodeSplit is kernels/decode_split.go: Decode, split-KV and a merge (bf16).
 	VariantDecodeSplit Variant = 19 // "decode_split"
+	// VariantFlash3BwdBulk is kernels/flash3_bwd_bulk.go: Backward, wgmma + TMA, bulk dQ (bf16).
+	VariantFlash3BwdBulk Variant = 20 // "flash3_bwd_bulk"
 )
 
 // variantsIssued is the highest wire number ever issued; the next kernel
 // takes the one after.
-const variantsIssued = 19
+const variantsIssued = 20
 
 var variantNames = map[Variant]string{
 	VariantFlash2:         "flash2",
@@ -69,6 +71,7 @@ var variantNames = map[Variant]string{
 	VariantFlash3BwdTMA:   "flash3_bwd_tma",
 	VariantDecodeGroup:    "decode_group",
 	VariantDecodeSplit:    "decode_split",
+	VariantFlash3BwdBulk:  "flash3_bwd_bulk",
 }
 
 // Variants lists the valid variants by wire number, for forms and tests.
@@ -92,6 +95,7 @@ var Variants = []Variant{
 	VariantFlash3BwdTMA,
 	VariantDecodeGroup,
 	VariantDecodeSplit,
+	VariantFlash3BwdBulk,
 }
 
 // rolesVariants are the kernels whose entry has a role table: their traced

@@ -82,11 +82,17 @@ type Arg struct {
 // time, unswizzled. A box's first element must start on a 16-byte
 // boundary (else the copy faults: an illegal instruction), so N is a
 // whole number of q-tiles and boxes start at q-tiles.
+//
+// In its Add form it is a float32 buffer of D columns × N rows × BH
+// batch-heads that the copy engine adds boxes of 32 columns × Rows rows
+// into (cp.reduce.async.bulk.tensor), read from shared memory with the
+// 128-byte swizzle; rows past N are left alone.
 type TensorMap struct {
 	Buffer   Buffer
 	D, N, BH int
 	Rows     int
 	Run      bool
+	Add      bool
 }
 
 // TensorMapBoxCols is a box's width: 64 bf16, the 128 bytes of one swizzled
@@ -104,6 +110,16 @@ func TMap(b Buffer, c *Config, rows int) Arg {
 func TRun(b Buffer, c *Config) Arg {
 	return Arg{Map: &TensorMap{Buffer: b, N: c.Tr() * c.Br, BH: c.Batch * c.Heads, Rows: c.Br, Run: true}}
 }
+
+// TAdd is float32 buffer b (dQ's accumulator) of c as a tensor map that
+// warps add their 16 rows into, 32 columns a box.
+func TAdd(b Buffer, c *Config) Arg {
+	return Arg{Map: &TensorMap{Buffer: b, D: c.D, N: c.N, BH: c.Batch * c.Heads, Rows: TensorMapAddRows, Add: true}}
+}
+
+// TensorMapAddCols and TensorMapAddRows are an Add form's box: 32 float32
+// (128 bytes, one swizzled row) × a warp's 16 rows.
+const TensorMapAddCols, TensorMapAddRows = 32, 16
 
 // Buf is the address of buffer b as an argument; Val an integer; Bits a
 // value's raw bits.

@@ -287,6 +287,7 @@ var rungs = fromFamilies([]*VariantInfo{
 	flash2BwdMMAKernel,
 	flash3BwdWGMMAKernel,
 	flash3BwdTMAKernel,
+	flash3BwdBulkKernel,
 	decodeGroupRung,
 	decodeSplitRung,
 })

@@ -133,7 +133,7 @@ func TestBackwardVsSDPA(t *testing.T) {
 func TestBackwardFailedCheckIsNoFigure(t *testing.T) {
 	t.Parallel()
 	files := fstest.MapFS{}
-	for _, name := range []string{"ladder-h100.json", "sweep-h100.json", "sdpa-h100.json", "backward-h100.json"} {
+	for _, name := range []string{"ladder-h100.json", "sweep-h100.json", "sdpa-h100.json", "backward-h200.json"} {
 		b, err := recordings.Files.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -143,12 +143,12 @@ func TestBackwardFailedCheckIsNoFigure(t *testing.T) {
 	if tab, err := Build(files); err != nil || tab.Backward == nil {
 		t.Fatalf("the shipped files: %v", err)
 	}
-	broken := strings.Replace(string(files["backward-h100.json"].Data), `"check": "ok"`, `"check": "FAIL"`, 1)
-	files["backward-h100.json"] = &fstest.MapFile{Data: []byte(broken)}
-	if _, err := Build(files); err == nil || !strings.Contains(err.Error(), "did not pass its check") || !strings.Contains(err.Error(), "backward-h100.json") {
+	broken := strings.Replace(string(files["backward-h200.json"].Data), `"check": "ok"`, `"check": "FAIL"`, 1)
+	files["backward-h200.json"] = &fstest.MapFile{Data: []byte(broken)}
+	if _, err := Build(files); err == nil || !strings.Contains(err.Error(), "did not pass its check") || !strings.Contains(err.Error(), "backward-h200.json") {
 		t.Fatalf("a failed backward kernel's figure was accepted: %v", err)
 	}
-	delete(files, "backward-h100.json")
+	delete(files, "backward-h200.json")
 	if tab, err := Build(files); err != nil || tab.Backward != nil {
 		t.Fatalf("no backward recording: %v, %+v", err, tab.Backward)
 	}
@@ -169,7 +169,7 @@ func TestBackwardLadder(t *testing.T) {
 	for _, r := range lad {
 		names = append(names, r.Variant.String())
 	}
-	if strings.Join(names, " ") != "flash2_bwd_mma flash3_bwd_wgmma flash3_bwd_tma" {
+	if strings.Join(names, " ") != "flash2_bwd_mma flash3_bwd_wgmma flash3_bwd_tma flash3_bwd_bulk" {
 		t.Fatalf("the backward ladder's rungs: %v", names)
 	}
 	for _, r := range lad {

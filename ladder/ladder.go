@@ -130,21 +130,50 @@ type BenchRecord struct {
 // the backward rungs at each of their tiles on the table's shapes, each row
 // beside PyTorch's SDPA backward on the same shape, timed in the same run.
 type BackwardRecord struct {
-	GPU       string `json:"gpu"`
-	NVCC      string `json:"nvcc"`
-	Date      string `json:"date"`
-	N         string `json:"n"`
-	Command   string `json:"command"`
-	KernelSha string `json:"flash2_bwd_mma_sha256"` // kernels/cuda/backward/flash2_bwd_mma.cu, as benched
-	PTXSha    string `json:"ptx_sha256"`            // the shipped PTX at the time
-	// The Hopper rung's source and PTX, as benched (absent from recordings
-	// made before it).
-	HopperKernelSha string `json:"flash3_bwd_wgmma_sha256,omitempty"`
-	HopperPTXSha    string `json:"flash3_bwd_wgmma_ptx_sha256,omitempty"`
-	// The TMA rung's likewise.
-	TMAKernelSha string        `json:"flash3_bwd_tma_sha256,omitempty"`
-	TMAPTXSha    string        `json:"flash3_bwd_tma_ptx_sha256,omitempty"`
-	Rows         []BackwardRow `json:"rows"`
+	GPU       string        `json:"gpu"`
+	NVCC      string        `json:"nvcc"`
+	Date      string        `json:"date"`
+	N         string        `json:"n"`
+	Command   string        `json:"command"`
+	KernelSha string        `json:"flash2_bwd_mma_sha256"` // kernels/cuda/backward/flash2_bwd_mma.cu, as benched
+	PTXSha    string        `json:"ptx_sha256"`            // the shipped PTX at the time
+	Rows      []BackwardRow `json:"rows"`
+	// Hopper is each Hopper backward rung's source and PTX as benched, in
+	// registry order, from the keys "<rung>_sha256" and "<rung>_ptx_sha256"
+	// (scripts/bench-backward writes one pair a rung); a rung benched
+	// after the recording was made is absent.
+	Hopper []SourceHash `json:"-"`
+}
+
+// SourceHash is a rung's .cu and PTX hash (sha256, 16 hex digits) as
+// benched.
+type SourceHash struct {
+	File, Sha, PTXSha string
+}
+
+// UnmarshalJSON reads the record and each Hopper backward rung's hashes.
+func (r *BackwardRecord) UnmarshalJSON(b []byte) error {
+	type plain BackwardRecord
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	r.Hopper = nil
+	for _, info := range kernels.Variants() {
+		if !info.Backward || info.Arch != kernels.ArchHopper {
+			continue
+		}
+		name := info.Variant.String()
+		sha, _ := keys[name+"_sha256"].(string)
+		ptx, _ := keys[name+"_ptx_sha256"].(string)
+		if sha != "" {
+			r.Hopper = append(r.Hopper, SourceHash{File: kernels.SourcePath(info.Variant), Sha: sha, PTXSha: ptx})
+		}
+	}
+	return nil
 }
 
 // BackwardRow is one kernel on one shape. Kernel names the rung, the tile

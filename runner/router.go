@@ -114,7 +114,7 @@ func (r *Router) Engine() Engine {
 	short := mirrorShort
 	recs := r.Recordings.All()
 	if len(recs) > 0 {
-		short = "no GPU here: runs recorded on an H100 replay as recorded, others come from the CPU mirror."
+		short = "no GPU here: runs recorded on a GPU (an H100 or H200) replay as recorded, others come from the CPU mirror."
 		h := recs[0].Header
 		detail += fmt.Sprintf(": runs recorded on %s on %s are replayed as recorded; any other run: %s",
 			h.Label, recs[0].When().Format("2006-01-02"), mirrorHow)

@@ -1,5 +1,6 @@
 // Timing bench for the tensor-core backwards (kernels/cuda/backward/flash2_bwd_mma.cu,
-// and on Hopper kernels/cuda/hopper/flash3_bwd_wgmma.cu and flash3_bwd_tma.cu) on
+// and on Hopper kernels/cuda/hopper/flash3_bwd_wgmma.cu, flash3_bwd_tma.cu and
+// flash3_bwd_bulk.cu) on
 // the FlashAttention benchmark shapes (B·N = 16384, H·d = 2048), plain and
 // causal, d = 64 and 128. Each run is checked first: its dQ, dK and dV
 // against a float32 reference backward on the same bf16 inputs, every
@@ -27,6 +28,7 @@
 // products only: the first include defines its kernels too.
 #include "../../kernels/cuda/hopper/flash3_bwd_wgmma.cu"
 #include "../../kernels/cuda/hopper/flash3_bwd_tma.cu"
+#include "../../kernels/cuda/hopper/flash3_bwd_bulk.cu"
 
 using fast::bf16;
 
@@ -145,6 +147,8 @@ using DqFn = decltype(&flash2_bwd_mma_dq_br64_bc64_d64);
 // pre kernel laying D and L·log2 e out in whole q-tiles for them.
 using TMAPreFn = decltype(&flash3_bwd_tma_pre_br64_bc64_d64);
 using TMAMainFn = decltype(&flash3_bwd_tma_main_br64_bc64_d64);
+// One that adds dQ through a tensor map too (flash3_bwd_bulk).
+using BulkMainFn = decltype(&flash3_bwd_bulk_main_br64_bc64_d64);
 struct Kernels {
   const char *rung;
   int D, BC, threads, smem;
@@ -153,7 +157,10 @@ struct Kernels {
   DqFn dq;
   TMAPreFn tmaPre;
   TMAMainFn tmaMain;
-  const void *mainSymbol() const { return main ? (const void *)main : (const void *)tmaMain; }
+  BulkMainFn bulkMain;
+  const void *mainSymbol() const {
+    return main ? (const void *)main : tmaMain ? (const void *)tmaMain : (const void *)bulkMain;
+  }
 };
 #define KERNELS(BC, D, NW)                                                                                               \
   Kernels {                                                                                                             \
@@ -171,9 +178,16 @@ struct Kernels {
         flash3_bwd_tma_dq_br64_bc##BC##_d##D, flash3_bwd_tma_pre_br64_bc##BC##_d##D,                                     \
         flash3_bwd_tma_main_br64_bc##BC##_d##D                                                                           \
   }
+#define BULK_KERNELS(BC, D)                                                                                             \
+  Kernels {                                                                                                             \
+    "flash3_bwd_bulk", D, BC, BC * 2, flash3_bwd_bulk::smem_bytes(64, BC, D), nullptr, nullptr,                         \
+        flash3_bwd_bulk_dq_br64_bc##BC##_d##D, flash3_bwd_bulk_pre_br64_bc##BC##_d##D, nullptr,                          \
+        flash3_bwd_bulk_main_br64_bc##BC##_d##D                                                                          \
+  }
 const Kernels tiles[] = {KERNELS(64, 64, 4),    KERNELS(64, 128, 4),   KERNELS(128, 64, 8),    KERNELS(128, 128, 8),
                          WGMMA_KERNELS(64, 64), WGMMA_KERNELS(128, 128), WGMMA_KERNELS(64, 128), TMA_KERNELS(64, 64),
-                         TMA_KERNELS(128, 128), TMA_KERNELS(64, 128)};
+                         TMA_KERNELS(128, 128), TMA_KERNELS(64, 128), BULK_KERNELS(64, 64), BULK_KERNELS(128, 128),
+                         BULK_KERNELS(64, 128)};
 
 // The worker passes cuTensorMapEncodeTiled these enums as numbers
 // (cmd/gpuworker/device.go), its cuda.h being too old to name them.
@@ -186,16 +200,26 @@ static_assert(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 == 9 && CU_TENSOR_MAP_DATA_TYPE_F
 // panels is a bf16 buffer of BH heads of N×D as the worker describes it to
 // the copy engine (kernels.TensorMap): boxes of 64 columns × rows rows, the
 // 128-byte swizzle, zeros past N; run is a float32 buffer of BH·N values
-// laid end to end, boxes of rows values (its Run form). Encoded once per
-// buffer and shape, so no encoding falls inside a timing.
-static hopper::TensorMap tensorMap(const void *p, int D, int N, int BH, int rows, bool run) {
-  static std::map<std::tuple<const void *, int, int, int, int>, hopper::TensorMap> cache;
-  auto key = std::make_tuple(p, D, N, BH, rows);
+// laid end to end, boxes of rows values (its Run form); add is a float32
+// buffer of BH heads of N×D that boxes of 32 columns × rows rows are added
+// into from 128-byte swizzled shared memory (its Add form). Encoded once
+// per buffer and shape, so no encoding falls inside a timing.
+enum MapForm { PANELS, RUN, ADD };
+static hopper::TensorMap tensorMap(const void *p, int D, int N, int BH, int rows, MapForm form) {
+  static std::map<std::tuple<const void *, int, int, int, int, int>, hopper::TensorMap> cache;
+  auto key = std::make_tuple(p, D, N, BH, rows, (int)form);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   hopper::TensorMap m;
   CUresult r;
-  if (run) {
+  if (form == ADD) {
+    const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)N, (cuuint64_t)BH};
+    const cuuint64_t strides[2] = {(cuuint64_t)D * 4, (cuuint64_t)D * N * 4};
+    const cuuint32_t box[3] = {32, (cuuint32_t)rows, 1}, unit[3] = {1, 1, 1};
+    r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap *>(&m), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<void *>(p),
+                               dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else if (form == RUN) {
     const cuuint64_t dims[1] = {(cuuint64_t)N * BH};
     const cuuint32_t box[1] = {(cuuint32_t)rows}, unit[1] = {1};
     const cuuint64_t noStrides[1] = {dims[0] * 4}; // unread, but the driver refuses a null array
@@ -234,11 +258,16 @@ void run(const Kernels &k, const bf16 *q, const bf16 *kk, const bf16 *v, const b
     k.tmaPre<<<rows, k.threads>>>(dO, o, L, delta, dq, N, lt);
   if (k.main)
     k.main<<<cols, k.threads, k.smem>>>(q, kk, v, dO, L, delta, dq, dk, dv, N, sb, causal);
-  else
-    k.tmaMain<<<cols, k.threads, k.smem>>>(tensorMap(q, k.D, N, BH, BR, false), tensorMap(kk, k.D, N, BH, k.BC, false),
-                                           tensorMap(v, k.D, N, BH, k.BC, false), tensorMap(dO, k.D, N, BH, BR, false),
-                                           tensorMap(lt, 0, tiled, BH, BR, true), tensorMap(delta, 0, tiled, BH, BR, true), dq, dk,
+  else if (k.tmaMain)
+    k.tmaMain<<<cols, k.threads, k.smem>>>(tensorMap(q, k.D, N, BH, BR, PANELS), tensorMap(kk, k.D, N, BH, k.BC, PANELS),
+                                           tensorMap(v, k.D, N, BH, k.BC, PANELS), tensorMap(dO, k.D, N, BH, BR, PANELS),
+                                           tensorMap(lt, 0, tiled, BH, BR, RUN), tensorMap(delta, 0, tiled, BH, BR, RUN), dq, dk,
                                            dv, N, sb, causal);
+  else
+    k.bulkMain<<<cols, k.threads, k.smem>>>(tensorMap(q, k.D, N, BH, BR, PANELS), tensorMap(kk, k.D, N, BH, k.BC, PANELS),
+                                            tensorMap(v, k.D, N, BH, k.BC, PANELS), tensorMap(dO, k.D, N, BH, BR, PANELS),
+                                            tensorMap(lt, 0, tiled, BH, BR, RUN), tensorMap(delta, 0, tiled, BH, BR, RUN),
+                                            tensorMap(dq, k.D, N, BH, 16, ADD), dk, dv, N, sb, causal);
   k.dq<<<rows, k.threads>>>(dq, N, sb);
 }
 

@@ -62,6 +62,22 @@ static CUresult fs_encode_bf16_panels(void *map, CUdeviceptr addr, cuuint64_t d,
 	                       SWIZZLE_128B, L2_PROMOTION_128B, OOB_FILL_ZEROS);
 }
 
+// fs_encode_f32_add encodes into map a float32 tensor of d columns × n
+// rows × bh batch-heads at addr that the copy engine adds boxes of cols ×
+// rows of one batch-head into, from shared memory with the 128-byte
+// swizzle; rows past n are not written (kernels.TensorMap's Add form).
+static CUresult fs_encode_f32_add(void *map, CUdeviceptr addr, cuuint64_t d, cuuint64_t n, cuuint64_t bh,
+                                  cuuint32_t cols, cuuint32_t rows) {
+	const cuuint64_t dims[3] = {d, n, bh};
+	const cuuint64_t strides[2] = {d * 4, d * n * 4};
+	const cuuint32_t box[3] = {cols, rows, 1};
+	const cuuint32_t elementStrides[3] = {1, 1, 1};
+	enum { FLOAT32 = 7, INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_128B = 2, OOB_FILL_ZEROS = 0 };
+	if (!fs_encode_tiled) return CUDA_ERROR_NOT_FOUND;
+	return fs_encode_tiled(map, FLOAT32, 3, (void *)addr, dims, strides, box, elementStrides, INTERLEAVE_NONE,
+	                       SWIZZLE_128B, L2_PROMOTION_128B, OOB_FILL_ZEROS);
+}
+
 // fs_encode_f32_run encodes into map a float32 vector of n values at addr,
 // copied in boxes of box values, unswizzled; values past its end read as
 // zeros (kernels.TensorMap's Run form).
@@ -318,6 +334,13 @@ func encodeTensorMap(dst unsafe.Pointer, m *kernels.TensorMap, addr cu.DevicePtr
 	if m.Run {
 		if r := C.fs_encode_f32_run(dst, C.CUdeviceptr(addr), C.cuuint64_t(m.N*m.BH), C.cuuint32_t(m.Rows)); r != 0 {
 			return fmt.Errorf("cuTensorMapEncodeTiled (a run of %d float32, box %d): CUDA error %d", m.N*m.BH, m.Rows, int(r))
+		}
+		return nil
+	}
+	if m.Add {
+		if r := C.fs_encode_f32_add(dst, C.CUdeviceptr(addr), C.cuuint64_t(m.D), C.cuuint64_t(m.N), C.cuuint64_t(m.BH),
+			C.cuuint32_t(kernels.TensorMapAddCols), C.cuuint32_t(m.Rows)); r != 0 {
+			return fmt.Errorf("cuTensorMapEncodeTiled (float32 %d×%d×%d to add into, box %d×%d): CUDA error %d", m.D, m.N, m.BH, kernels.TensorMapAddCols, m.Rows, int(r))
 		}
 		return nil
 	}

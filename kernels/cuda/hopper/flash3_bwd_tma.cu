@@ -28,6 +28,8 @@
 //
 // A thread's rows, columns and arithmetic are flash3_bwd_wgmma's (and so
 // flash2_bwd_mma's), so its mirror and bound are theirs.
+#ifndef FLASHSTEP_FLASH3_BWD_TMA_CU
+#define FLASHSTEP_FLASH3_BWD_TMA_CU
 #define FLASH3_BWD_WGMMA_NO_INSTANCES
 #include "flash3_bwd_wgmma.cu"
 #include "tma.cuh"
@@ -64,11 +66,15 @@ __device__ __forceinline__ void load_qtile(bf16 *q, bf16 *d_o, float *l, float *
   hopper::tma_load_run(dd, tmD, bh * Tr * BR + r0, bar);
 }
 
-template <int BR, int BC, int D>
+// main_block is kv-tile j's block. dqs says how a warp's part of dQ_i
+// reaches device memory: flash3_bwd_wgmma::AtomicDQ here, the copy
+// engine's bulk reduce in flash3_bwd_bulk.cu (whose stages, read by the
+// copy engine in 1024-byte swizzle periods, come before L_i and D_i's).
+template <int BR, int BC, int D, class DQ>
 __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap *tmK, const TensorMap *tmV,
                                            const TensorMap *tmDO, const TensorMap *tmL, const TensorMap *tmD,
                                            float *__restrict__ dQ, float *__restrict__ dK, float *__restrict__ dV, int N,
-                                           float scale, int causal FS_TRACE_PARAMS) {
+                                           float scale, int causal, const DQ &dqs FS_TRACE_PARAMS) {
   static_assert(BR == 64, "Sᵀ is m64n64: a q-tile of 64 rows, one panel of dSᵀ");
   static_assert(BC % 64 == 0 && D % 64 == 0 && flash3_bwd_wgmma::dq_cols(BC, D) % 64 == 0,
                 "whole warpgroups, whole panels, whole passes of dQ");
@@ -84,9 +90,11 @@ __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap
   bf16 *sQ = sV + BC * D;        // NS stages of BR x D
   bf16 *sDO = sQ + NS * BR * D;  // likewise
   bf16 *sDS = sDO + NS * BR * D; // dSᵀ, BC x BR: one panel
-  float *sL = reinterpret_cast<float *>(sDS + BC * BR); // NS stages of BR: L_i·log2 e
+  constexpr int WS = DQ::template warp_floats<BC, D>(); // a warp's stage of dQ_i
+  float *after = reinterpret_cast<float *>(sDS + BC * BR);
+  float *sL = after + (DQ::bulk ? (BC / 16) * WS : 0); // NS stages of BR: L_i·log2 e
   float *sD = sL + NS * BR;                             // NS stages of BR: D_i
-  float *sStage = sD + NS * BR + (threadIdx.x >> 5) * flash3_bwd_wgmma::stage_floats; // this warp's part of dQ_i
+  float *sStage = (DQ::bulk ? after : sD + NS * BR) + (threadIdx.x >> 5) * WS; // this warp's part of dQ_i
   // fullKV: K_j and V_j have landed; full[s]: stage s's q-tile has.
   __shared__ __align__(8) uint64_t fullKV, full[NS];
 
@@ -142,7 +150,7 @@ __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap
     //> dk: dK_j += bf16(dSᵀ) Q_i by wgmma, in the same group of products (qtile)
     //> dq: dQ_i += dS K_j by wgmma, added atomically into device memory: every kv-tile's block adds to it (qtile)
     flash3_bwd_wgmma::qtile<BR, BC, D>(q, d_o, l, dd, sK, sV, sDS, sStage, dQ, dv, dk, base, r0, c0, N, scale,
-                                              causal FS_TRACED(, pl, full_));
+                                              causal, dqs FS_TRACED(, pl, full_));
     //> end
     FS_TRACED(flash3_bwd_wgmma::step_record<BR, BC, D>(cur, full_, pl, dv, dk, bh, i, j, iStart, Tr, c0, N);)
 
@@ -159,6 +167,7 @@ __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap
 
   //> write-dkdv: dK_j · scale and dV_j to device memory in float32, once (flash3_bwd_wgmma.cu's write_dkdv)
   flash3_bwd_wgmma::write_dkdv<BR, BC, D>(dK, dV, dv, dk, base, c0, N, scale);
+  dqs.finish();
   //> end
 }
 
@@ -196,8 +205,8 @@ constexpr int smem_bytes(int BR, int BC, int D) {
       float *__restrict__ dQ, float *__restrict__ dK, float *__restrict__ dV, long long N,                            \
       unsigned long long scaleBits, long long causal FS_TRACE_PARAMS) {                                                \
     flash3_bwd_tma::main_block<BR, BC, D>(&tmQ, &tmK, &tmV, &tmDO, &tmL, &tmD, dQ, dK, dV, (int)N,                    \
-                                          __uint_as_float((unsigned)scaleBits), (int)causal                           \
-                                          FS_TRACED(, fs_trace, fs_offsets, fs_mode));                                \
+                                          __uint_as_float((unsigned)scaleBits), (int)causal,                          \
+                                          flash3_bwd_wgmma::AtomicDQ{} FS_TRACED(, fs_trace, fs_offsets, fs_mode));   \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(BC * 2) flash3_bwd_tma_dq_br##BR##_bc##BC##_d##D(                      \
       float *__restrict__ dQ, long long N, unsigned long long scaleBits FS_TRACE_PARAMS) {                             \
@@ -205,6 +214,9 @@ constexpr int smem_bytes(int BR, int BC, int D) {
                                                 FS_TRACED(, fs_trace, fs_offsets, fs_mode));                          \
   }
 
+#ifndef FLASH3_BWD_TMA_NO_INSTANCES
 FLASH3_BWD_TMA_INSTANCE(64, 128, 128)
 FLASH3_BWD_TMA_INSTANCE(64, 64, 64)
 FLASH3_BWD_TMA_INSTANCE(64, 64, 128)
+#endif
+#endif // FLASHSTEP_FLASH3_BWD_TMA_CU

@@ -49,6 +49,17 @@ __host__ __device__ constexpr int dq_cols(int BC, int D) { return D / (BC / 64);
 // each row 8 floats longer than the pass so that rows start 8 banks apart.
 constexpr int stage_row = 64 + 8, stage_floats = 16 * stage_row;
 
+// AtomicDQ is how qtile adds a warp's part of dQ_i here and in
+// flash3_bwd_tma: staged in shared memory, then a float32 atomicAdd per
+// element, a 128-byte line per warp-wide add. flash3_bwd_bulk.cu passes
+// its own (the copy engine's bulk reduce), with bulk set.
+struct AtomicDQ {
+  static constexpr bool bulk = false;
+  // A warp's stage, in floats: one pass's 16 rows, padded.
+  template <int BC, int D> __host__ __device__ static constexpr int warp_floats() { return stage_floats; }
+  __device__ __forceinline__ void finish() const {}
+};
+
 //> pre: D_i = rowsum(dO_i ∘ O_i) from bf16 rows, in float32; the float32 dQ accumulator of q-tile i set to zero (common/bwd_ends.cuh)
 template <int BR, int BC, int D, int NT>
 __device__ __forceinline__ void pre(const bf16 *__restrict__ dO, const bf16 *__restrict__ O, const float *__restrict__ L,
@@ -62,13 +73,15 @@ __device__ __forceinline__ void pre(const bf16 *__restrict__ dO, const bf16 *__r
 // lb and dd, into this thread's dv and dk and, through dSᵀ at sDS and the
 // warp's stage, dQ_i in device memory. Every thread of the block calls it
 // with all of the tile in shared memory; it leaves every product waited
-// for. The next Hopper backward rung (flash3_bwd_tma.cu) brings its tiles
-// in another way and calls this for their products.
-template <int BR, int BC, int D>
+// for. The next Hopper backward rungs (flash3_bwd_tma.cu) bring their
+// tiles in another way and call this for their products; dqs says how a
+// warp's part of dQ_i reaches device memory (AtomicDQ here and there,
+// the copy engine's bulk reduce in flash3_bwd_bulk.cu).
+template <int BR, int BC, int D, class DQ>
 __device__ __forceinline__ void qtile(const bf16 *q, const bf16 *d_o, const float *lb, const float *dd, const bf16 *sK,
                                       const bf16 *sV, bf16 *sDS, float *sStage, float *__restrict__ dQ,
                                       float (&dv)[D / 2], float (&dk)[D / 2], size_t base, int r0, int c0, int N,
-                                      float scale, int causal FS_TRACED(, float *pl, bool full)) {
+                                      float scale, int causal, const DQ &dqs FS_TRACED(, float *pl, bool full)) {
   constexpr int NI = BR / 8; // 8-column atoms of Sᵀ: q rows
   constexpr int DW = dq_cols(BC, D), PW = 64, SP = stage_row;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
@@ -190,20 +203,24 @@ __device__ __forceinline__ void qtile(const bf16 *q, const bf16 *d_o, const floa
     hopper::wgmma_commit();
     hopper::wgmma_wait<0>(); // dV, dK and this pass's dQ
     hopper::keep(dq);
+    if constexpr (DQ::bulk) {
+      dqs.add(dq, sStage, pass, x0, r0 + wq);
+    } else {
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+      for (int h = 0; h < 2; h++)
 #pragma unroll
-      for (int di = 0; di < PW / 8; di++)
-        *reinterpret_cast<float2 *>(sStage + (g + 8 * h) * SP + di * 8 + 2 * t) = make_float2(dq[4 * di + 2 * h], dq[4 * di + 2 * h + 1]);
-    __syncwarp();
+        for (int di = 0; di < PW / 8; di++)
+          *reinterpret_cast<float2 *>(sStage + (g + 8 * h) * SP + di * 8 + 2 * t) = make_float2(dq[4 * di + 2 * h], dq[4 * di + 2 * h + 1]);
+      __syncwarp();
 #pragma unroll
-    for (int rr = 0; rr < 16; rr++)
-      if (r0 + wq + rr < N) {
+      for (int rr = 0; rr < 16; rr++)
+        if (r0 + wq + rr < N) {
 #pragma unroll
-        for (int cc = 0; cc < PW / 32; cc++)
-          atomicAdd(dQ + base + (size_t)(r0 + wq + rr) * D + x0 + cc * 32 + lane, sStage[rr * SP + cc * 32 + lane]);
-      }
-    __syncwarp(); // the next pass stages over it
+          for (int cc = 0; cc < PW / 32; cc++)
+            atomicAdd(dQ + base + (size_t)(r0 + wq + rr) * D + x0 + cc * 32 + lane, sStage[rr * SP + cc * 32 + lane]);
+        }
+      __syncwarp(); // the next pass stages over it
+    }
 #ifdef FS_TRACE
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -357,7 +374,7 @@ __device__ __forceinline__ void main_block(const bf16 *__restrict__ Q, const bf1
     __syncthreads();              // q-tile i's Q_i, dO_i, L_i and D_i are in
     //> end
 
-    qtile<BR, BC, D>(q, d_o, lb, dd, sK, sV, sDS, sStage, dQ, dv, dk, base, r0, c0, N, scale, causal FS_TRACED(, pl, full));
+    qtile<BR, BC, D>(q, d_o, lb, dd, sK, sV, sDS, sStage, dQ, dv, dk, base, r0, c0, N, scale, causal, AtomicDQ{} FS_TRACED(, pl, full));
     FS_TRACED(step_record<BR, BC, D>(cur, full, pl, dv, dk, bh, i, j, iStart, Tr, c0, N);)
     __syncthreads(); // every warpgroup is through q-tile i's products: its buffers and dSᵀ may be written again
   }

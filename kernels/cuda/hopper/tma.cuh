@@ -1,6 +1,8 @@
 // Hopper's tensor memory accelerator (TMA) and the mbarriers that say when
 // its copies have landed, for the ladder's Hopper rungs (flash3_tma.cu,
-// flash3_ws.cu, flash3_bwd_tma.cu). Needs sm_90a (scripts/ptx-hopper).
+// flash3_ws.cu, flash3_bwd_tma.cu), and its bulk reduce, which adds a box
+// of shared memory into device memory (flash3_bwd_bulk.cu). Needs sm_90a
+// (scripts/ptx-hopper).
 //
 // A TMA copy is one instruction, issued by one thread, that moves a whole
 // box of a tensor (here 64 bf16 columns × a tile's rows of one batch-head)
@@ -101,6 +103,30 @@ __device__ __forceinline__ void tma_load_panels(void *dst, const TensorMap *map,
   for (int p = 0; p < D / 64; p++)
     tma_load(static_cast<unsigned char *>(dst) + p * ROWS * 128, map, p * 64, row0, bh, bar);
 }
+
+// tma_reduce_add adds the box at src in shared memory (128-byte aligned,
+// laid out and swizzled as a load of the same map would leave it) into
+// the box at (column x, row y, batch-head z) of a 3-D float32 tensor map in
+// device memory, element by element, as one bulk operation of the copy
+// engine; elements past the tensor's edge are not written. The issuing
+// thread's writes of src must be made visible to the copy engine first
+// (fence_async_shared), and src must not be written again until the
+// operation has read it (bulk_wait_read).
+__device__ __forceinline__ void tma_reduce_add(const TensorMap *map, int x, int y, int z, const void *src) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(x), "r"(y), "r"(z), "r"(fast::smem_addr(src))
+               : "memory");
+}
+
+// bulk_commit closes the issuing thread's bulk operations so far into a
+// group; bulk_wait_read<N> returns once at most N of its groups are still
+// reading their shared memory, bulk_wait<N> once at most N are unfinished.
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 } // namespace hopper
 
