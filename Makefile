@@ -104,21 +104,26 @@ CUDA_CU   := $(wildcard kernels/cuda/*/*.cu)
 HOPPER_CU := $(shell grep -l -x '// needs: sm_90a' $(CUDA_CU))
 KERNEL_CU := $(filter-out $(HOPPER_CU),$(CUDA_CU))
 COMMON_H  := $(wildcard kernels/cuda/common/*)
-PTX       := $(foreach k,$(notdir $(KERNEL_CU:.cu=)),kernels/ptx/$(k).ptx kernels/ptx/$(k)_traced.ptx)
+# The PTX is committed gzipped (a fifth of its size: the repository travels
+# to the GPU machine whole, under a size limit); the .ptx beside it is
+# ignored.
+PTX       := $(foreach k,$(notdir $(KERNEL_CU:.cu=)),kernels/ptx/$(k).ptx.gz kernels/ptx/$(k)_traced.ptx.gz)
 vpath %.cu $(sort $(dir $(KERNEL_CU)))
 
 ptx: $(PTX) kernels/ptx/ptxas.txt
 
-kernels/ptx/%_traced.ptx: %.cu $(COMMON_H)
+kernels/ptx/%_traced.ptx.gz: %.cu $(COMMON_H)
 	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
-	$(NVCC) $(PTXFLAGS) -DFS_TRACE -o $@ $<
+	$(NVCC) $(PTXFLAGS) -DFS_TRACE -o $(@:.gz=) $<
+	gzip -n -9 -f $(@:.gz=)
 
-kernels/ptx/%.ptx: %.cu $(COMMON_H)
+kernels/ptx/%.ptx.gz: %.cu $(COMMON_H)
 	@scripts/need-nvcc "$(NVCC)" "$(NVCC_WANT)"
-	$(NVCC) $(PTXFLAGS) -o $@ $<
+	$(NVCC) $(PTXFLAGS) -o $(@:.gz=) $<
+	gzip -n -9 -f $(@:.gz=)
 
 kernels/ptx/ptxas.txt: $(PTX)
-	for f in $(PTX); do echo "== $$(basename $$f)"; ptxas -v -arch=sm_90 -o /dev/null $$f 2>&1; done > $@
+	mkdir -p bin; for f in $(PTX); do echo "== $$(basename $$f .gz)"; gzip -dc $$f > bin/ptxas-in.ptx; ptxas -v -arch=sm_90 -o /dev/null bin/ptxas-in.ptx 2>&1; done > $@
 
 # Recompiles the PTX and fails if the committed files differ, or if an
 # untraced build holds any trace code.

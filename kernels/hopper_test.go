@@ -2,8 +2,10 @@ package kernels
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -69,8 +71,8 @@ func TestHopperPTXMatchesSources(t *testing.T) {
 			b, _ := os.ReadFile(h)
 			all = append(all, b...)
 		}
-		ptx, _ := os.ReadFile("ptx/" + v.Module() + ".ptx")
-		traced, _ := os.ReadFile("ptx/" + v.Module() + "_traced.ptx")
+		ptx, _ := committedPTX(v.Module())
+		traced, _ := committedPTX(v.Module() + "_traced")
 		want := v.Module() + " sources=" + short(all) + " ptx=" + short(ptx) + " traced=" + short(traced) + " nvcc="
 		if got := recorded[v.Module()]; !strings.HasPrefix(got, want) {
 			t.Errorf("%s's PTX is not its sources' build: hopper.sum says %q, the files give %q; run scripts/ptx-hopper build on the GPU machine", v.Name(), got, want)
@@ -113,7 +115,7 @@ func TestArchRuns(t *testing.T) {
 func TestModuleUsesTMA(t *testing.T) {
 	t.Parallel()
 	for _, m := range Modules {
-		ptx, err := os.ReadFile("ptx/" + m + ".ptx")
+		ptx, err := committedPTX(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,4 +127,18 @@ func TestModuleUsesTMA(t *testing.T) {
 	if ModuleUsesTMA("no_such_module") {
 		t.Error("an unknown module takes tensor maps")
 	}
+}
+
+// committedPTX is module's PTX text as committed (ptx/module.ptx.gz; package
+// ptx reads it the same way, but imports this one).
+func committedPTX(module string) ([]byte, error) {
+	gz, err := os.ReadFile("ptx/" + module + ".ptx.gz")
+	if err != nil {
+		return nil, err
+	}
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
 }

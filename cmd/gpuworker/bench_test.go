@@ -13,17 +13,18 @@ import (
 
 	"flashstep/instrument"
 	"flashstep/kernels"
+	"flashstep/kernels/ptx"
 	"flashstep/launch"
 
 	"gorgonia.org/cu"
 )
 
 // ptxDir, if set, holds other builds of some modules, loaded instead of the
-// committed PTX: DIR/module.cubin (SASS, loaded as it is) or DIR/module.ptx
-// (JIT-compiled by the driver like the committed one). The benchmarks then
+// committed PTX: DIR/module.cubin (SASS, loaded as it is), DIR/module.ptx
+// or DIR/module.ptx.gz (JIT-compiled by the driver like the committed one). The benchmarks then
 // time those builds, to tell what the compiler is worth from what the
 // source is.
-var ptxDir = flag.String("ptx-dir", "", "load modules found in this folder (module.cubin or module.ptx) instead of the committed PTX")
+var ptxDir = flag.String("ptx-dir", "", "load modules found in this folder (module.cubin, module.ptx or module.ptx.gz) instead of the committed PTX")
 
 func init() {
 	committed := modulePTX
@@ -33,6 +34,12 @@ func init() {
 				if b, err := os.ReadFile(filepath.Join(*ptxDir, module+ext)); err == nil {
 					return string(b), nil
 				}
+			}
+			// The committed form, gzipped, as a build on the GPU machine
+			// leaves it beside the .ptx of the modules it built.
+			if gz, err := os.ReadFile(filepath.Join(*ptxDir, module+".ptx.gz")); err == nil {
+				b, err := ptx.Gunzip(gz)
+				return string(b), err
 			}
 		}
 		return committed(module)
