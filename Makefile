@@ -122,6 +122,10 @@ kernels/ptx/%.ptx.gz: %.cu $(COMMON_H)
 	$(NVCC) $(PTXFLAGS) -o $(@:.gz=) $<
 	gzip -n -9 -f $(@:.gz=)
 
+# A module whose .cu includes another rung's (decode_split.cu builds on
+# decode_group.cu's block) depends on it too.
+kernels/ptx/decode_split.ptx.gz kernels/ptx/decode_split_traced.ptx.gz: kernels/cuda/forward/decode_group.cu
+
 kernels/ptx/ptxas.txt: $(PTX)
 	mkdir -p bin; for f in $(PTX); do echo "== $$(basename $$f .gz)"; gzip -dc $$f > bin/ptxas-in.ptx; ptxas -v -arch=sm_90 -o /dev/null bin/ptxas-in.ptx 2>&1; done > $@
 
