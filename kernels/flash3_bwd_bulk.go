@@ -28,7 +28,7 @@ var flash3BwdBulkKernel = &VariantInfo{
 	BytesNote: "Each step reads Q_i and dO_i (bf16), L_i and D_i, copied by the TMA engine, and adds its float32 part of dQ_i into device memory by the copy engine's bulk reduce; K_j and V_j are read once per block, " +
 		"dK_j and dV_j written once at its end, in float32. Nothing N×N is read or written.",
 	Words:   flash2BwdKernel.Words,
-	GPURate: 280e12, CPURate: 0.4e9, // flash3_bwd_tma's rate until this rung's own is measured
+	GPURate: 300e12, CPURate: 0.4e9, // 305–437 TFLOP/s measured at N=4096 on the H200 (docs/LADDER.md, run ah)
 	// flash3_bwd_tma's tiles (TestInstancesMatchSource checks
 	// flash3_bwd_bulk.cu agrees), the faster of each d first.
 	Tiles: []Tile{{64, 128, 128, 256}, {64, 64, 64, 128}, {64, 64, 128, 128}},

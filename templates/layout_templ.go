@@ -342,14 +342,14 @@ func Layout(p Page) templ.Component {
 			}
 		}
 		if p.Site && !p.Embed {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<div class=\"banner\" role=\"status\" data-testid=\"site-banner\"><strong>Static site:</strong> every run comes from a recording made on an H100 or from its kernel's CPU mirror, computed in your browser. A GPU, classroom rooms, the lab's kernel track and GPU sweeps need a server: in a clone of the repository, <code>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<div class=\"banner\" role=\"status\" data-testid=\"site-banner\"><strong>Static site:</strong> every run comes from a recording made on a GPU (an H100 or an H200) or from its kernel's CPU mirror, computed in your browser. A GPU, classroom rooms, the lab's kernel track and GPU sweeps need a server: in a clone of the repository, <code>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var25 string
 			templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(SiteStartServer)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/layout.templ`, Line: 62, Col: 273}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/layout.templ`, Line: 62, Col: 292}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 			if templ_7745c5c3_Err != nil {

@@ -30,16 +30,24 @@ func init() {
 	committed := modulePTX
 	modulePTX = func(module string) (string, error) {
 		if *ptxDir != "" {
-			for _, ext := range []string{".cubin", ".ptx"} {
-				if b, err := os.ReadFile(filepath.Join(*ptxDir, module+ext)); err == nil {
-					return string(b), nil
-				}
+			if b, err := os.ReadFile(filepath.Join(*ptxDir, module+".cubin")); err == nil {
+				return string(b), nil
 			}
-			// The committed form, gzipped, as a build on the GPU machine
-			// leaves it beside the .ptx of the modules it built.
-			if gz, err := os.ReadFile(filepath.Join(*ptxDir, module+".ptx.gz")); err == nil {
+			// The committed form is gzipped; scripts/ptx-hopper build leaves
+			// the text beside it for ptxas. Ignored files outlive a call on
+			// a warm machine, so a .ptx that is not its .ptx.gz's text is
+			// refused rather than loaded in its place.
+			text, errText := os.ReadFile(filepath.Join(*ptxDir, module+".ptx"))
+			gz, errGz := os.ReadFile(filepath.Join(*ptxDir, module+".ptx.gz"))
+			switch {
+			case errGz == nil:
 				b, err := ptx.Gunzip(gz)
+				if err == nil && errText == nil && string(text) != string(b) {
+					err = fmt.Errorf("-ptx-dir %s: %s.ptx is not %s.ptx.gz's text (a stale build?): remove one", *ptxDir, module, module)
+				}
 				return string(b), err
+			case errText == nil:
+				return string(text), nil
 			}
 		}
 		return committed(module)

@@ -60,8 +60,10 @@ struct BulkDQ {
     }
     // Row r of a box is 128 bytes, its 16-byte chunk c stored at chunk
     // c ^ (r mod 8): the swizzle the tensor map names. A thread's float2
-    // lands in chunk (2·(di mod 4) + t/2) of row g or g + 8, so the eight
-    // rows of one store spread over all 32 banks.
+    // lands in chunk (2·(di mod 4) + t/2) of row g or g + 8. (Half a warp's
+    // float2 stores, rows g = 0..3, then fall on 16 banks, two rows a bank:
+    // a 2-way conflict the padded stage of flash3_bwd_tma does not have,
+    // a few cycles a pass against its 32 atomic adds.)
 #pragma unroll
     for (int h = 0; h < 2; h++)
 #pragma unroll
