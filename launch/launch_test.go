@@ -125,7 +125,7 @@ func TestPtxasReportCoversEveryKernel(t *testing.T) {
 		if len(names) == 0 {
 			t.Errorf("module %s lists no kernels", m)
 		}
-		text, err := ptx.Text(m)
+		text, err := ModuleText(m)
 		if err != nil {
 			t.Fatalf("module %s: %v", m, err)
 		}
@@ -351,7 +351,7 @@ func TestInstancesMatchSource(t *testing.T) {
 	}
 	entry := regexp.MustCompile(`(?m)^\.(?:visible )?\.entry (\w+)\(`)
 	for m, names := range Kernels() {
-		text, err := ptx.Text(m)
+		text, err := ModuleText(m)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"flashstep/kernels"
@@ -44,7 +45,7 @@ func TestLaunchArgsMatchPTXParams(t *testing.T) {
 	checked := 0
 	everyLaunch(func(info *kernels.VariantInfo, _ int, k kernels.Launch) {
 		for _, module := range []string{info.Module(), info.Module() + "_traced"} {
-			text, err := ptx.Text(module)
+			text, err := moduleText(module)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,3 +92,20 @@ func TestLaunchArgsMatchPTXParams(t *testing.T) {
 	}
 	t.Logf("%d launches checked against their PTX", checked)
 }
+
+// moduleText is a module's PTX, read (and unzipped) once for all the tests:
+// the launch tests look a module up for every launch of every tile.
+func moduleText(module string) (string, error) {
+	type result struct {
+		text string
+		err  error
+	}
+	if r, ok := moduleTexts.Load(module); ok {
+		return r.(result).text, r.(result).err
+	}
+	text, err := ptx.Text(module)
+	moduleTexts.Store(module, result{text, err})
+	return text, err
+}
+
+var moduleTexts sync.Map
