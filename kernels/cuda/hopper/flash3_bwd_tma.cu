@@ -91,6 +91,8 @@ __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap
   bf16 *sDO = sQ + NS * BR * D;  // likewise
   bf16 *sDS = sDO + NS * BR * D; // dSᵀ, BC x BR: one panel
   constexpr int WS = DQ::template warp_floats<BC, D>(); // a warp's stage of dQ_i
+  static_assert(!DQ::bulk || 2 * (2 * BC * D + 2 * NS * BR * D + BR * BC) % 1024 == 0,
+                "the copy engine's boxes of dQ start on the swizzle's 1024-byte period");
   float *after = reinterpret_cast<float *>(sDS + BC * BR);
   float *sL = after + (DQ::bulk ? (BC / 16) * WS : 0); // NS stages of BR: L_i·log2 e
   float *sD = sL + NS * BR;                             // NS stages of BR: D_i
