@@ -36,16 +36,9 @@ var flash3BwdBulkKernel = &VariantInfo{
 		return fmt.Sprintf("FLASH3_BWD_BULK_INSTANCE(%d, %d, %d)", t.Br, t.Bc, t.D)
 	},
 	Launches: func(c *Config, t Tile) Launches {
-		l := fusedBwdLaunches(c, t, "flash3_bwd_bulk", Flash3BwdBulkSharedBytes(t), 2)
-		// flash3_bwd_tma's pre kernel and tensor maps, and dQ's accumulator
-		// as a tensor map the warps add into.
-		tiled := int64(c.Batch*c.Heads) * int64(c.Tr()*c.Br) * 4
-		l.Extra[BufDelta], l.Extra[BufLT] = tiled, tiled
-		l.Kernels[0].Args = append(l.Kernels[0].Args, Buf(BufLT))
-		l.Kernels[1].Args = []Arg{TMap(BufQ, c, t.Br), TMap(BufK, c, t.Bc), TMap(BufV, c, t.Bc), TMap(BufDO, c, t.Br),
-			TRun(BufLT, c), TRun(BufDelta, c), TAdd(BufDQ, c), Buf(BufDK), Buf(BufDV),
-			Val(c.N), ScaleArg(c), CausalArg(c)}
-		return l
+		// flash3_bwd_tma's kernels and tensor maps, dQ's accumulator a
+		// tensor map the warps add into.
+		return tmaBwdLaunches(c, t, "flash3_bwd_bulk", Flash3BwdBulkSharedBytes(t), TAdd(BufDQ, c))
 	},
 	TraceSlots: &TraceSlots{Slot: flash2BwdSlot, Count: flash2BwdSlots}, // the same three kernels' grids
 	Family:     FamilyFlash2BwdMMA,

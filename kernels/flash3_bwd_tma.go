@@ -35,17 +35,7 @@ var flash3BwdTMAKernel = &VariantInfo{
 		return fmt.Sprintf("FLASH3_BWD_TMA_INSTANCE(%d, %d, %d)", t.Br, t.Bc, t.D)
 	},
 	Launches: func(c *Config, t Tile) Launches {
-		l := fusedBwdLaunches(c, t, "flash3_bwd_tma", Flash3BwdTMASharedBytes(t), 2)
-		// The pre kernel lays D and L·log2 e out in whole q-tiles (BufLT),
-		// and the main kernel reads them, Q, K, V and dO through tensor
-		// maps.
-		tiled := int64(c.Batch*c.Heads) * int64(c.Tr()*c.Br) * 4
-		l.Extra[BufDelta], l.Extra[BufLT] = tiled, tiled
-		l.Kernels[0].Args = append(l.Kernels[0].Args, Buf(BufLT))
-		l.Kernels[1].Args = []Arg{TMap(BufQ, c, t.Br), TMap(BufK, c, t.Bc), TMap(BufV, c, t.Bc), TMap(BufDO, c, t.Br),
-			TRun(BufLT, c), TRun(BufDelta, c), Buf(BufDQ), Buf(BufDK), Buf(BufDV),
-			Val(c.N), ScaleArg(c), CausalArg(c)}
-		return l
+		return tmaBwdLaunches(c, t, "flash3_bwd_tma", Flash3BwdTMASharedBytes(t), Buf(BufDQ))
 	},
 	TraceSlots: &TraceSlots{Slot: flash2BwdSlot, Count: flash2BwdSlots}, // the same three kernels' grids
 	Family:     FamilyFlash2BwdMMA,
@@ -65,4 +55,20 @@ const Flash3BwdTMAStages = 3
 func Flash3BwdTMASharedBytes(t Tile) int {
 	const ns = Flash3BwdTMAStages
 	return 2*(2*t.Bc*t.D+2*ns*t.Br*t.D+t.Br*t.Bc) + 2*ns*t.Br*4 + (t.Bc/16)*16*(64+8)*4 + 1024
+}
+
+// tmaBwdLaunches are the three kernels of a backward rung that copies by
+// TMA (flash3_bwd_tma, flash3_bwd_bulk): the pre kernel lays D and L·log2 e
+// out in whole q-tiles (BufLT), and the main kernel reads them, Q, K, V and
+// dO through tensor maps; dq is how it reaches dQ's accumulator (its
+// address, or a tensor map it adds into).
+func tmaBwdLaunches(c *Config, t Tile, prefix string, shared int, dq Arg) Launches {
+	l := fusedBwdLaunches(c, t, prefix, shared, 2)
+	tiled := int64(c.Batch*c.Heads) * int64(c.Tr()*c.Br) * 4
+	l.Extra[BufDelta], l.Extra[BufLT] = tiled, tiled
+	l.Kernels[0].Args = append(l.Kernels[0].Args, Buf(BufLT))
+	l.Kernels[1].Args = []Arg{TMap(BufQ, c, t.Br), TMap(BufK, c, t.Bc), TMap(BufV, c, t.Bc), TMap(BufDO, c, t.Br),
+		TRun(BufLT, c), TRun(BufDelta, c), dq, Buf(BufDK), Buf(BufDV),
+		Val(c.N), ScaleArg(c), CausalArg(c)}
+	return l
 }
