@@ -75,3 +75,56 @@ func TestClaimDecodeProfile(t *testing.T) {
 		t.Errorf("lesson 15 should say %q (Nsight Compute, run ai)", said)
 	}
 }
+
+// TestClaimBackwardOverlap: lesson 13 says the backward's warpgroup that
+// asks for the next q-tile's products before its elementwise work ran at
+// 0.94 times the bulk rung: run am's three rounds at d = 64 without a
+// mask, each kernel's mean.
+func TestClaimBackwardOverlap(t *testing.T) {
+	t.Parallel()
+	sum, n := map[string]float64{}, map[string]int{}
+	for _, line := range runFile(t, "2026-11-28-bwd-overlap-am.txt") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && (f[0] == "flash3_bwd_bulk_bc64_d64" || f[0] == "flash3_bwd_overlap_bc64_d64") {
+			v, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				t.Fatalf("run am: %q: %v", line, err)
+			}
+			sum[f[0]] += v
+			n[f[0]]++
+		}
+	}
+	if n["flash3_bwd_bulk_bc64_d64"] != 3 || n["flash3_bwd_overlap_bc64_d64"] != 3 {
+		t.Fatalf("run am should time each kernel three times: %v", n)
+	}
+	ratio := sum["flash3_bwd_overlap_bc64_d64"] / sum["flash3_bwd_bulk_bc64_d64"]
+	said := fmt.Sprintf("ran at %.2f times this rung", ratio)
+	if !strings.Contains(prose(lessonSource(t, "13-backward.md")), said) {
+		t.Errorf("lesson 13 should say %q (run am's means)", said)
+	}
+}
+
+// TestClaimBackwardProfile: lesson 13 gives the tensor pipe's share that
+// Nsight Compute measured for the bulk rung's main kernel at d = 64 (run
+// ao, its first kernel).
+func TestClaimBackwardProfile(t *testing.T) {
+	t.Parallel()
+	const marker = "Tensor is the highest-utilized pipeline ("
+	for _, line := range runFile(t, "2026-11-28-bwd-ncu-ao.txt") {
+		at := strings.Index(line, marker)
+		if at < 0 {
+			continue
+		}
+		rest := line[at+len(marker):]
+		pct, err := strconv.ParseFloat(rest[:strings.Index(rest, "%")], 64)
+		if err != nil {
+			t.Fatalf("run ao: %q: %v", line, err)
+		}
+		said := fmt.Sprintf("the tensor pipe %.0f%% busy", math.Round(pct))
+		if !strings.Contains(prose(lessonSource(t, "13-backward.md")), said) {
+			t.Errorf("lesson 13 should say %q (run ao)", said)
+		}
+		return
+	}
+	t.Fatal("run ao names no tensor pipe's share")
+}
