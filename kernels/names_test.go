@@ -21,6 +21,7 @@ var namedOnPurpose = map[string]string{
 	"traffic/memory.go": "the memory calculator's pairs and the flash tiles its plan assumes",
 	"classroom/poll.go": "a poll asks about flash2's online softmax",
 	"labrun/labrun.go":  "the lab places a student's kernel against flash2, the rung it rewrites",
+	"ladder/tried.go":   "a record of ideas tried on two backward rungs and left out, each naming the rung it changed, as docs/LADDER.md does",
 }
 
 // TestRungNamesStayInTheirFiles: a new rung is its .cu, its .go and a line

@@ -152,3 +152,44 @@ func countRows(n *html.Node) int {
 	}
 	return k
 }
+
+// TestLadderPageShowsBackwardTried: under the backward rungs, a row for
+// each idea tried at d = 64 and left out, in order: the idea, the rung it
+// changed, its figures without and with it, what it made of the rung and
+// the run and GPU that measured it.
+func TestLadderPageShowsBackwardTried(t *testing.T) {
+	t.Parallel()
+	sec := byTestID(ladderPage(t), "ladder-backward")
+	if sec == nil {
+		t.Fatal("no backward section on /ladder")
+	}
+	table := byTestID(sec, "backward-tried")
+	if table == nil {
+		t.Fatal("no table of the ideas tried at d = 64")
+	}
+	var rows []*html.Node
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "tr" {
+			for _, a := range n.Attr {
+				if a.Key == "data-testid" && a.Val == "tried" {
+					rows = append(rows, n)
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(table)
+	if len(rows) != len(ladder.BackwardTried) {
+		t.Fatalf("%d rows of tried ideas, %d in ladder.BackwardTried", len(rows), len(ladder.BackwardTried))
+	}
+	for k, idea := range ladder.BackwardTried {
+		want := strings.Join([]string{idea.What, idea.On, fmt.Sprintf("%.1f → %.1f", idea.Before, idea.After),
+			fmt.Sprintf("%.2f×", idea.After/idea.Before), idea.Run + ", " + idea.GPU}, " | ")
+		if got := cells(rows[k]); got != want {
+			t.Errorf("row %d reads %q, want %q", k, got, want)
+		}
+	}
+}

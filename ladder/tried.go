@@ -1,0 +1,69 @@
+package ladder
+
+// TriedIdea is an idea tried on a backward rung at d = 64, where the
+// backward stays furthest from cuDNN's, timed against the rung it changed
+// in the same call on the GPU, and left out of the ladder. The ladder page
+// lists them under the backward rungs, so that an engineer climbing the
+// ladder sees what did not pay as well as what did; docs/LADDER.md has
+// each run's reading, its patch and its correctness checks.
+type TriedIdea struct {
+	What string // the idea
+	On   string // the rung it changed
+	GPU  string
+	Run  string // the run's name in docs/LADDER.md and docs/GPU.md
+	// Before and After are the rung's TFLOP/s without and with the idea
+	// (N = 4096, B·N = 16384, H·d = 2048, no mask), each the mean of the
+	// rows of Raw that BeforeAt and AfterAt name (TestTriedIdeasAreTheirRuns
+	// computes them again from the file).
+	Before, After     float64
+	Raw               string // the call's raw figures, in docs/ladder-runs
+	BeforeAt, AfterAt RawRows
+}
+
+// RawRows names rows of a raw bench output: those whose first field is
+// Kernel and whose check passed, in the sections (a line opening with "== "
+// or "## ") whose header holds Section, or anywhere when Section is empty.
+type RawRows struct{ Section, Kernel string }
+
+// Worth is what the idea made of the rung: After over Before.
+func (t TriedIdea) Worth() float64 { return t.After / t.Before }
+
+// BackwardTried are the tries in the order they were made.
+var BackwardTried = []TriedIdea{
+	{What: "two warpgroups on one q-tile (a 64 × 128 tile), dQ split over the kv rows, its two parts added atomically",
+		On: "flash3_bwd_wgmma", GPU: "H100", Run: "w", Before: 265.25, After: 244.75,
+		Raw:      "2026-11-28-w-bwd-ksplit-h100.txt",
+		BeforeAt: RawRows{"", "flash3_bwd_wgmma_bc64_d64"}, AfterAt: RawRows{"", "flash3_bwd_wgmma_bc128_d64"}},
+	{What: "three blocks an SM: registers capped at 168 (44 bytes spilled) and a narrower dQ stage",
+		On: "flash3_bwd_wgmma", GPU: "H200", Run: "x", Before: 263.15, After: 257.23,
+		Raw:      "2026-11-28-x-bwd-3blocks-h200.txt",
+		BeforeAt: RawRows{"== old d64", "flash3_bwd_wgmma_bc64_d64"}, AfterAt: RawRows{"== new d64", "flash3_bwd_wgmma_bc64_d64"}},
+	{What: "a q-tile's dQ adds held in registers and sent once the next q-tile's products are issued",
+		On: "flash3_bwd_wgmma", GPU: "H200", Run: "y", Before: 263.60, After: 254.00,
+		Raw:      "2026-11-28-y-bwd-late-dq-h200.txt",
+		BeforeAt: RawRows{"== old d64", "flash3_bwd_wgmma_bc64_d64"}, AfterAt: RawRows{"== new d64", "flash3_bwd_wgmma_bc64_d64"}},
+	{What: "two warpgroups on one q-tile again, dQ's two parts added by the bulk reduce",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "al", Before: 335.40, After: 269.70,
+		Raw:      "2026-11-28-bulk-split-dq-bench.txt",
+		BeforeAt: RawRows{"", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"", "flash3_bwd_bulk_bc128_d64"}},
+	{What: "the next q-tile's Sᵀ and dPᵀ asked for before this q-tile's elementwise work, one wait for all products",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "am", Before: 335.60, After: 316.33,
+		Raw:      "2026-11-28-bwd-overlap-am.txt",
+		BeforeAt: RawRows{"", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"", "flash3_bwd_overlap_bc64_d64"}},
+	{What: "the same unrolled by two, so that no register is copied (255 registers, spills, products serialised)",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "an", Before: 337.83, After: 269.37,
+		Raw:      "2026-11-28-bwd-overlap-an.txt",
+		BeforeAt: RawRows{"== unrolled", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"== unrolled", "flash3_bwd_overlap_bc64_d64"}},
+	{What: "the next q-tile's Sᵀ and dPᵀ asked for after this q-tile's dQ product instead",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "an", Before: 338.03, After: 250.33,
+		Raw:      "2026-11-28-bwd-overlap-an.txt",
+		BeforeAt: RawRows{"== late", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"== late", "flash3_bwd_overlap_bc64_d64"}},
+	{What: "the copy engine's work (dQ's adds, the stage's refill) asked for under the next q-tile's first products",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "aq", Before: 335.53, After: 336.77,
+		Raw:      "2026-11-28-bulk-deferred-aq.txt",
+		BeforeAt: RawRows{"== old", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"== new", "flash3_bwd_bulk_bc64_d64"}},
+	{What: "each product's shared-memory descriptors made by one add to the operand's first",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "ar", Before: 335.53, After: 338.30,
+		Raw:      "2026-11-28-bwd-desc-ar.txt",
+		BeforeAt: RawRows{"## a (committed)", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"## b (descriptors", "flash3_bwd_bulk_bc64_d64"}},
+}
