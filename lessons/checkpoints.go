@@ -53,6 +53,9 @@ const (
 	// How many times faster one backward rung is than another on a shape,
 	// each at its fastest tile (the ladder page's backward ladder).
 	AskBackwardSpeedup = "backward-speedup"
+	// What an idea tried on a backward rung and left out made of it, with
+	// over without (the ladder page's table of tries): to predict.
+	AskTriedWorth = "tried-worth"
 
 	// Asks answered by the arithmetic of the Hopper rungs' copies,
 	// barriers and registers (hopper.go).
@@ -133,6 +136,7 @@ var asks = []struct {
 	{AskLadderSpeedup, ladderSpeedup{}},
 	{AskLadderFloor, ladderFloor{}},
 	{AskBackwardSpeedup, backwardSpeedup{}},
+	{AskTriedWorth, triedWorth{}},
 	{AskTxBytes, txBytes{}},
 	{AskStageBytes, stageBytes{}},
 	{AskTMACopies, tmaCopies{}},
@@ -181,6 +185,7 @@ type Checkpoint struct {
 	Playground playground.Settings // overflow: the row
 	Slips      []loop.Slip         // loop-parts, loop-l: the loop's slips
 	Ladder     LadderQuestion      // ladder-speedup, ladder-floor, backward-speedup: the row, shape and floor
+	Tried      int                 // tried-worth: the idea's place in ladder.BackwardTried
 	Hopper     HopperQuestion      // tx-bytes, stage-bytes, tma-copies, parity, setmaxnreg: the sizes (parity's kv-tile is KV)
 	Decode     DecodeQuestion      // kv-cache, decode-intensity, decode-splits: the sizes
 	Col        int                 // dq, merge: the column of dQ or O asked about

@@ -98,7 +98,7 @@ func TestClaimBackwardOverlap(t *testing.T) {
 		t.Fatalf("run am should time each kernel three times: %v", n)
 	}
 	ratio := sum["flash3_bwd_overlap_bc64_d64"] / sum["flash3_bwd_bulk_bc64_d64"]
-	said := fmt.Sprintf("ran at %.2f times this rung", ratio)
+	said := fmt.Sprintf("ran at %.2f times the bulk rung", ratio)
 	if !strings.Contains(prose(lessonSource(t, "13-backward.md")), said) {
 		t.Errorf("lesson 13 should say %q (run am's means)", said)
 	}

@@ -52,6 +52,7 @@ var askRules = map[string]tolSpec{
 	lessons.AskLadderSpeedup:   {rule: "rel", rel: 0.02},
 	lessons.AskLadderFloor:     {rule: "rel", rel: 0.02},
 	lessons.AskBackwardSpeedup: {rule: "rel", rel: 0.02},
+	lessons.AskTriedWorth:      {rule: "rel", rel: 0.02},
 	lessons.AskTxBytes:         {rule: "exact"},
 	lessons.AskStageBytes:      {rule: "exact"},
 	lessons.AskTMACopies:       {rule: "exact"},

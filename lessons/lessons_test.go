@@ -19,6 +19,7 @@ import (
 	"flashstep/internal/testrand"
 	"flashstep/kernels"
 	"flashstep/kernels/kernelstest"
+	"flashstep/ladder"
 	"flashstep/launch"
 	"flashstep/lessons"
 	"flashstep/recordings"
@@ -229,6 +230,11 @@ func TestBadDirectivesFail(t *testing.T) {
 		"::: checkpoint id=c ask=ladder-floor rung=flash2 floor=compute d=64\nq\n:::\n":                 "float32 on the CUDA cores",
 		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=dram d=64\nq\n:::\n":               "floor= must be compute or memory",
 		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=compute d=64 preset=toy\nq\n:::\n": "not a preset's run",
+		"::: checkpoint id=c ask=tried-worth run=zz\nq\n:::\n":                                          "run= must name a run of the ideas tried and left out (w, x, y, al, am, an, aq, ar)",
+		"::: checkpoint id=c ask=tried-worth run=an\nq\n:::\n":                                          "run an tried 2 ideas: idea= says which",
+		"::: checkpoint id=c ask=tried-worth run=an idea=3\nq\n:::\n":                                   "idea must be a whole number from 1 to 2",
+		"::: checkpoint id=c ask=tried-worth run=am preset=toy\nq\n:::\n":                               "not a preset's run",
+		"::: checkpoint id=c ask=tried-worth run=am d=64\nq\n:::\n":                                     `unknown attribute "d"`,
 		"::: checkpoint id=c ask=tx-bytes rows=128\nq\n:::\n":                                           "needs d=",
 		"::: checkpoint id=c ask=tx-bytes rows=300 d=64\nq\n:::\n":                                      "rows must be a whole number from 1 to 256",
 		"::: checkpoint id=c ask=tx-bytes rows=128 d=96\nq\n:::\n":                                      "d must be a multiple of 64",
@@ -568,6 +574,8 @@ func computedAnswerMoves(t *testing.T, rng *rand.Rand, name string, c *lessons.C
 			cc.Hopper, cc.KV = randomHopper(rng), rng.IntN(64)
 		case lessons.AskKVCache, lessons.AskDecodeIntensity, lessons.AskDecodeSplits:
 			cc.Decode = randomDecode(rng)
+		case lessons.AskTriedWorth: // another idea of the ladder's table
+			cc.Tried = rng.IntN(len(ladder.BackwardTried))
 		case lessons.AskOverflow:
 			cc.Playground.Logits = append([]float64(nil), c.Playground.Logits...)
 			rng.Shuffle(len(cc.Playground.Logits), func(i, j int) {
