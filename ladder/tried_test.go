@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"flashstep/instrument"
+	"flashstep/kernels"
 )
 
 // rawMean is the mean TFLOP/s of the rows of a raw bench output (file) that at
@@ -64,12 +67,14 @@ func TestTriedIdeasAreTheirRuns(t *testing.T) {
 		t.Fatal("no tried ideas")
 	}
 	for _, idea := range BackwardTried {
+		counts := map[string]int{}
 		for _, c := range []struct {
 			what string
 			at   RawRows
 			want float64
 		}{{"before", idea.BeforeAt, idea.Before}, {"after", idea.AfterAt, idea.After}} {
 			got, n := rawMean(t, filepath.Join("..", "docs", "ladder-runs", idea.Raw), c.at)
+			counts[c.what] = n
 			if n == 0 {
 				t.Errorf("run %s: %s has no checked row of %+v", idea.Run, idea.Raw, c.at)
 				continue
@@ -77,6 +82,14 @@ func TestTriedIdeasAreTheirRuns(t *testing.T) {
 			if math.Abs(got-c.want) > 0.005 {
 				t.Errorf("run %s, %s: %.3f TFLOP/s in Go, the mean of %d rows of %s is %.3f", idea.Run, c.what, c.want, n, idea.Raw, got)
 			}
+		}
+		// Rounds that alternated the two come in pairs: a row more on one
+		// side is a stray (timed elsewhere in the call, or another build).
+		if counts["before"] != counts["after"] {
+			t.Errorf("run %s: %d rows without the idea, %d with it", idea.Run, counts["before"], counts["after"])
+		}
+		if v, ok := instrument.ParseVariant(idea.On); !ok || !kernels.Info(v).Backward {
+			t.Errorf("run %s: %s is not a backward rung of the registry", idea.Run, idea.On)
 		}
 		if !strings.HasPrefix(idea.BeforeAt.Kernel, idea.On+"_") {
 			t.Errorf("run %s: the rung is %s, its rows %s", idea.Run, idea.On, idea.BeforeAt.Kernel)

@@ -26,6 +26,10 @@ func (triedWorth) parse(c *Checkpoint, d *directive) {
 		d.failf("ask=%s reads the ladder's ideas tried and left out, not a preset's run", c.Ask)
 	}
 	run := d.text("run")
+	if run == "" {
+		d.failf("needs run= (the run that tried the idea, as docs/LADDER.md names it)")
+		return
+	}
 	var at []int
 	var runs []string
 	for k, t := range ladder.BackwardTried {
@@ -60,10 +64,9 @@ func (triedWorth) solve(c *Checkpoint, _ *Trace) (grading.Solution, error) {
 		shown = c.shown(x)
 	}
 	// The rung with the idea cannot run faster than the tensor cores'
-	// peak allows: the backward's FLOPs over its compute floor, in the
-	// same units as the recorded TFLOP/s.
-	f := FloorsOf(ladder.Shape{D: 64})
-	peak := f.FLOPs / f.ComputeMs / 1e9
+	// peak, in the recorded TFLOP/s's units (the bench counts the FLOPs
+	// it does, 2.5 times the forward's, over the time it takes).
+	peak := TensorPeakFLOPs / 1e12
 	return grading.Solution{Number: x, Display: shown + "×", Lo: 0, Hi: peak / t.Before,
 		Why: fmt.Sprintf("a ratio of two speeds is positive, and no kernel runs the backward at d = 64 faster than the tensor cores' peak, %.0f TFLOP/s, so the idea can make %s at most %.0f / %.1f = %.1f times as fast",
 			peak, t.On, peak, t.Before, peak/t.Before),
