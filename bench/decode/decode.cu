@@ -11,7 +11,7 @@
 // beside bench/decode/sdpa_decode.py.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o decode bench/decode/decode.cu
-//   ./decode 20
+//   ./decode 20 [blocks an SM [sweep]]   (sweep: the second table alone)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -51,6 +51,8 @@ int main(int argc, char **argv) {
   // shipped kernel (decode_split.go's DecodeBlocksPerSM); a build with
   // fewer stages (-DDECODE_STAGES=2) fits 3.
   const int perSM = argc > 2 ? atoi(argv[2]) : 2;
+  // The second table, by splits, alone (the first takes minutes).
+  const bool sweepOnly = argc > 3 && strcmp(argv[3], "sweep") == 0;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int rb = prop.multiProcessorCount * 4;
@@ -68,6 +70,7 @@ int main(int argc, char **argv) {
   for (int hkv : {8, 32})
     for (int b : {1, 8, 64})
       for (int n : {4096, 16384, 32768, 131072}) {
+        if (sweepOnly) continue;
         const size_t kvElems = (size_t)b * hkv * n * D, cache = 2 * kvElems * 2;
         fast::bf16 *kv, *q, *o;
         float *lse;
@@ -168,10 +171,11 @@ int main(int argc, char **argv) {
   // What limits split-KV where the grid is small: at batch 1 with 8 K/V
   // heads, the split kernel alone, the merge alone and both, at split
   // counts around the rule's (one wave: 33 of 264 blocks' worth).
-  printf("\n# decode_split at B = 1, Hkv = 8: split kernel, merge, both (ms), by splits\n");
-  printf("%7s %6s %6s %10s %10s %10s %10s %10s\n", "N", "splits", "per", "split ms", "merge ms", "both ms", "both TB/s", "read TB/s");
+  printf("\n# decode_split at B = 1, Hkv = 8 and 32: split kernel, merge, both (ms), by splits\n");
+  printf("%4s %7s %6s %6s %10s %10s %10s %10s %10s\n", "Hkv", "N", "splits", "per", "split ms", "merge ms", "both ms", "both TB/s", "read TB/s");
+  for (int hkv : {8, 32})
   for (int n : {32768, 131072}) {
-    const int b = 1, hkv = 8;
+    const int b = 1;
     const size_t kvElems = (size_t)b * hkv * n * D, cache = 2 * kvElems * 2;
     fast::bf16 *kv, *q, *o;
     float *lse, *os, *lses;
@@ -220,7 +224,7 @@ int main(int argc, char **argv) {
         std::sort(t[w].begin(), t[w].end());
         med[w] = t[w][t[w].size() / 2];
       }
-      printf("%7d %6d %6d %10.4f %10.4f %10.4f %10.3f %10.3f\n", n, splits, per, med[0], med[1], med[2], cache / med[2] / 1e9,
+      printf("%4d %7d %6d %6d %10.4f %10.4f %10.4f %10.3f %10.3f\n", hkv, n, splits, per, med[0], med[1], med[2], cache / med[2] / 1e9,
              cache / med[3] / 1e9);
       fflush(stdout);
     }
