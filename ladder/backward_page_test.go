@@ -69,10 +69,15 @@ func TestLadderPageShowsBackward(t *testing.T) {
 	if rows := countRows(lad); rows != len(rungs)+2 {
 		t.Errorf("%d rows in the backward ladder, want %d rungs and SDPA's two backends", rows, len(rungs))
 	}
-	for _, r := range rungs {
+	for i, r := range rungs {
 		want := []string{r.Variant.String()}
-		for _, c := range r.Cells {
-			want = append(want, fmt.Sprintf("%.1f %.2f× FA2, %.2f× cuDNN", c.TFLOPs, c.TFLOPs/c.SDPAFlash, c.TFLOPs/c.SDPACuDNN))
+		for k, c := range r.Cells {
+			cell := fmt.Sprintf("%.1f %.2f× FA2, %.2f× cuDNN", c.TFLOPs, c.TFLOPs/c.SDPAFlash, c.TFLOPs/c.SDPACuDNN)
+			// Each rung after the first: its one idea's worth, over the row above.
+			if i > 0 {
+				cell += fmt.Sprintf(" %.2f× the row above", c.TFLOPs/rungs[i-1].Cells[k].TFLOPs)
+			}
+			want = append(want, cell)
 		}
 		if got := cells(byTestID(lad, "backward-rung-"+r.Variant.String())); got != strings.Join(want, " | ") {
 			t.Errorf("the backward ladder's %s reads %q, want %q", r.Variant, got, strings.Join(want, " | "))
