@@ -202,6 +202,9 @@ func TestKernelTicketCountsForItsStudentOnly(t *testing.T) {
 	// so is one b submits from another room's page.
 	apiTicket := done(postSource(t, base+"/api/lab/online-kernel/submissions?room="+c.Code, "// PASS", nil))
 	code, body = postSource(t, base+"/api/rooms", `{"page":"lab","query":"online-kernel"}`, http.Header{"Content-Type": {"application/json"}})
+	if code != http.StatusCreated {
+		t.Fatalf("a second lab room: %d %s", code, body)
+	}
 	var elsewhere classroom.Created
 	decodeJSON(t, body, &elsewhere)
 	otherTicket := done(postSource(t, base+"/r/"+elsewhere.Code+"/lab/online-kernel/submissions", "// PASS", http.Header{"Cookie": {classroom.StudentCookie + "=" + studentPass(t, base, elsewhere.Code)}}))
