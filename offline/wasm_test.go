@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -50,7 +49,7 @@ func TestWebAssemblyMatchesNative(t *testing.T) {
 	script := filepath.Join(dir, "run.js")
 	js := `"use strict";
 globalThis.require = require; globalThis.fs = require("fs");
-require(` + jsString(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js")) + `);
+require(` + jsString(filepath.Join(goEnvRoot(t), "lib", "wasm", "wasm_exec.js")) + `);
 const crypto = require("crypto");
 const go = new Go();
 WebAssembly.instantiate(fs.readFileSync(process.argv[2]), go.importObject).then(async (r) => {
@@ -147,4 +146,16 @@ func compact(b []byte) []byte {
 	var buf bytes.Buffer
 	json.Compact(&buf, b)
 	return buf.Bytes()
+}
+
+// goEnvRoot is the GOROOT of the go command that builds the WebAssembly
+// (go env GOROOT, as scripts/site reads it), whose wasm_exec.js must
+// match it: the test binary's own runtime.GOROOT need not be that one.
+func goEnvRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +31,7 @@ func buildSite(t *testing.T, base string) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build cmd/sitewasm: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"))
+	b, err := os.ReadFile(filepath.Join(goEnvRoot(t), "lib", "wasm", "wasm_exec.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,4 +261,16 @@ func checkSiteLinks(t *testing.T, dir, base string) {
 	if pages < 30 || checked < 1000 {
 		t.Errorf("%d pages and %d links checked: the site is not what make site writes", pages, checked)
 	}
+}
+
+// goEnvRoot is the GOROOT of the go command that builds the WebAssembly
+// (go env GOROOT, as scripts/site reads it), whose wasm_exec.js must
+// match it: the test binary's own runtime.GOROOT need not be that one.
+func goEnvRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }
