@@ -282,8 +282,11 @@ func eachBF16Run(t *testing.T, full, least int, check func(t *testing.T, rng *ra
 
 // TestBF16FlashMatchesReference holds each bf16 flash kernel's mirror
 // output to the float64 reference computed from the same bf16 inputs:
-// max |O − O_ref| over max |O_ref| under 1e-2 per batch-head, LSE within
-// 1e-4 (it never sees bf16(P)), over fresh random runs. Outputs start as
+// max |O − O_ref| under 1e-2 of max |V| per batch-head, LSE within 1e-4
+// (it never sees bf16(P)), over fresh random runs. The scale is V's, not
+// O_ref's: O is a weighted average of V's rows, and bf16(P)'s rounding
+// moves it by a part of |V| however much the rows cancel (at d = 1 every
+// output may be near 0 at once; seed 14833236778901160540 draws one). Outputs start as
 // NaN, so an element the trace never writes fails, and a NaN never passes.
 func TestBF16FlashMatchesReference(t *testing.T) {
 	t.Parallel()
@@ -325,18 +328,20 @@ func TestBF16FlashMatchesReference(t *testing.T) {
 							}
 						}
 					}
-					var maxDiff, maxRef float64
+					var maxDiff, maxV float64
 					for x := rows.Lo * c.D; x < rows.Hi*c.D; x++ {
 						d := math.Abs(float64(o[x]) - ref[x])
 						if !(d <= math.MaxFloat64) { // NaN, or Inf
 							t.Fatalf("%+v bh %d: O[%d] = %v, reference %v", c, bh, x, o[x], ref[x])
 						}
 						maxDiff = math.Max(maxDiff, d)
-						maxRef = math.Max(maxRef, math.Abs(ref[x]))
 					}
-					rel := maxDiff / math.Max(maxRef, 1e-30)
+					for _, v := range in.V {
+						maxV = math.Max(maxV, math.Abs(float64(v)))
+					}
+					rel := maxDiff / math.Max(maxV, 1e-30)
 					if !(rel < 1e-2) {
-						t.Fatalf("%+v bh %d: max|O − ref|/max|ref| = %.3g", c, bh, rel)
+						t.Fatalf("%+v bh %d: max|O − ref|/max|V| = %.3g", c, bh, rel)
 					}
 					worst[c.Pattern] = math.Max(worst[c.Pattern], rel)
 					for g := rows.Lo; g < rows.Hi; g++ {
@@ -351,7 +356,7 @@ func TestBF16FlashMatchesReference(t *testing.T) {
 					withTail, causal, compiled, multi, worst)
 			}
 			for p, w := range worst {
-				t.Logf("pattern %-6s worst max-norm relative error %.3g (bound 1e-2)", p, w)
+				t.Logf("pattern %-6s worst max|O − ref| over max|V| %.3g (bound 1e-2)", p, w)
 			}
 		})
 	}
