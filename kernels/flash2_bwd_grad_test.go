@@ -47,7 +47,7 @@ func TestFlash2BwdMatchesReferenceGrad(t *testing.T) {
 			in := InputsFor(&c, bh)
 			ref := kernelstest.ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
 			dq, dk, dv := TraceGradients(&c, recs, bh)
-			tol := kernelstest.BackwardToleranceOf(c.Variant, MaxAbsScore(in, c.N, c.D, c.Causal))
+			tol := kernelstest.BackwardToleranceOf(c.Variant, kernelstest.ScoreTerms(in, c.N, c.D, c.Causal))
 			sq, sk, sv := kernelstest.GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
 			for _, g := range []struct {
 				name string
@@ -88,7 +88,7 @@ func TestFlash2BwdCatchesAForgottenD(t *testing.T) {
 		bh := c.TracedBH().Lo
 		in := InputsFor(&c, bh)
 		ref := kernelstest.ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
-		tol := kernelstest.BackwardToleranceOf(c.Variant, MaxAbsScore(in, c.N, c.D, c.Causal))
+		tol := kernelstest.BackwardToleranceOf(c.Variant, kernelstest.ScoreTerms(in, c.N, c.D, c.Causal))
 		sq, sk, _ := kernelstest.GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
 		dq, dk, _ := TraceGradients(&c, recs, bh)
 		if e := kernelstest.GradError(dq, ref.DQ, sq); !(e <= tol) {

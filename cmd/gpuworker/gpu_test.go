@@ -478,20 +478,7 @@ func gradientsHold(c kernels.Config, recs []*instrument.Record, worst map[string
 		in := kernels.InputsFor(&c, bh)
 		ref := kernelstest.ReferenceGrad(in, in.DO, c.N, c.D, c.Causal)
 		sq, sk, sv := kernelstest.GradSizesOf(c.Variant, in, in.DO, c.N, c.D, c.Causal)
-		var maxS float64
-		for r := range c.N {
-			for col := range c.N {
-				if c.Causal && col > r {
-					continue
-				}
-				var dot float64
-				for x := range c.D {
-					dot += float64(in.Q[r*c.D+x]) * float64(in.K[col*c.D+x])
-				}
-				maxS = math.Max(maxS, math.Abs(dot/math.Sqrt(float64(c.D))))
-			}
-		}
-		tol := kernelstest.BackwardToleranceOf(c.Variant, maxS)
+		tol := kernelstest.BackwardToleranceOf(c.Variant, kernelstest.ScoreTerms(in, c.N, c.D, c.Causal))
 		dq, dk, dv := kernels.TraceGradients(&c, recs, bh)
 		for _, g := range []struct {
 			name string

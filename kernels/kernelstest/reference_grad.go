@@ -88,7 +88,34 @@ func grad64(q, k, v, dO []float64, n, d int, causal bool) Grad {
 // over up to a few hundred rows and columns), grown with the scores as the
 // forward's tolerance is, since P = exp(S − L) takes the rounding of S and
 // L, which are hundreds under the large pattern, as an absolute error.
+// Its argument is the scores' scale as ScoreTerms gives it: a score's
+// rounding follows the terms of its dot product, which can be far larger
+// than the score where they cancel.
 func BackwardTolerance(maxAbsS float64) float64 { return 0x1p-17 * math.Max(1, maxAbsS/16) }
+
+// ScoreTerms is the largest sum of absolute terms of a score the run
+// computes, scale·Σ_x |Q_rx·K_cx| over the (row, key) pairs it visits: the
+// scale of a float32 score's rounding, and so of P = exp(S − L)'s absolute
+// error. A score of −15 made of terms summing to 200 in magnitude (seed
+// 6441544698169729785, N = 1, d = 7, the large pattern) rounds as one of
+// 200 does.
+func ScoreTerms(in *kernels.Inputs, n, d int, causal bool) float64 {
+	var m float64
+	scale := 1 / math.Sqrt(float64(d))
+	for r := range n {
+		for c := range n {
+			if causal && c > r {
+				continue
+			}
+			var terms float64
+			for x := range d {
+				terms += math.Abs(float64(in.Q[r*d+x]) * float64(in.K[c*d+x]))
+			}
+			m = math.Max(m, terms*scale)
+		}
+	}
+	return m
+}
 
 // BackwardToleranceBF16 is BackwardTolerance for a backward whose products
 // take bf16 operands (flash2_bwd_mma): 2⁻⁷ more, a bound rather than an
