@@ -107,7 +107,7 @@ COMMON_H  := $(wildcard kernels/cuda/common/*)
 # The PTX is committed gzipped (a fifth of its size: the repository travels
 # to the GPU machine whole, under a size limit); the .ptx beside it is
 # ignored.
-PTX       := $(foreach k,$(notdir $(KERNEL_CU:.cu=)),kernels/ptx/$(k).ptx.gz kernels/ptx/$(k)_traced.ptx.gz)
+PTX       := $(foreach k,$(sort $(notdir $(KERNEL_CU:.cu=))),kernels/ptx/$(k).ptx.gz kernels/ptx/$(k)_traced.ptx.gz)
 vpath %.cu $(sort $(dir $(KERNEL_CU)))
 
 ptx: $(PTX) kernels/ptx/ptxas.txt
@@ -123,8 +123,9 @@ kernels/ptx/%.ptx.gz: %.cu $(COMMON_H)
 	gzip -n -9 -f $(@:.gz=)
 
 # A module whose .cu includes another rung's (decode_split.cu builds on
-# decode_group.cu's block) depends on it too.
+# decode_group.cu's block, decode_paged.cu on both) depends on it too.
 kernels/ptx/decode_split.ptx.gz kernels/ptx/decode_split_traced.ptx.gz: kernels/cuda/forward/decode_group.cu
+kernels/ptx/decode_paged.ptx.gz kernels/ptx/decode_paged_traced.ptx.gz: kernels/cuda/forward/decode_group.cu kernels/cuda/forward/decode_split.cu
 
 kernels/ptx/ptxas.txt: $(PTX)
 	mkdir -p bin; for f in $(PTX); do echo "== $$(basename $$f .gz)"; gzip -dc $$f > bin/ptxas-in.ptx; ptxas -v -arch=sm_90 -o /dev/null bin/ptxas-in.ptx 2>&1; done > $@

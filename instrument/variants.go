@@ -45,11 +45,13 @@ const (
 	VariantDecodeSplit Variant = 19 // "decode_split"
 	// VariantFlash3BwdBulk is kernels/flash3_bwd_bulk.go: Backward, wgmma + TMA, bulk dQ (bf16).
 	VariantFlash3BwdBulk Variant = 20 // "flash3_bwd_bulk"
+	// VariantDecodePaged is kernels/decode_paged.go: Decode, split-KV from a paged cache (bf16).
+	VariantDecodePaged Variant = 21 // "decode_paged"
 )
 
 // variantsIssued is the highest wire number ever issued; the next kernel
 // takes the one after.
-const variantsIssued = 20
+const variantsIssued = 21
 
 var variantNames = map[Variant]string{
 	VariantFlash2:         "flash2",
@@ -72,6 +74,7 @@ var variantNames = map[Variant]string{
 	VariantDecodeGroup:    "decode_group",
 	VariantDecodeSplit:    "decode_split",
 	VariantFlash3BwdBulk:  "flash3_bwd_bulk",
+	VariantDecodePaged:    "decode_paged",
 }
 
 // Variants lists the valid variants by wire number, for forms and tests.
@@ -96,6 +99,7 @@ var Variants = []Variant{
 	VariantDecodeGroup,
 	VariantDecodeSplit,
 	VariantFlash3BwdBulk,
+	VariantDecodePaged,
 }
 
 // rolesVariants are the kernels whose entry has a role table: their traced

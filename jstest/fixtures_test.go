@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -22,8 +23,9 @@ var update = flag.Bool("update", false, "write the fixtures in testdata/ afresh"
 // side: traces from the Go encoder and their every field (traces/), the
 // figures package roles computes for the recorded roles runs (roles.json),
 // the playground's arithmetic (playground.json), the lab's tolerance
-// (lab.json), the rungs the pages carry (rungs.json) and where split-KV
-// cuts a run's kv-tiles (splits.json). With -update it
+// (lab.json), the rungs the pages carry (rungs.json), where split-KV
+// cuts a run's kv-tiles (splits.json) and a paged cache's block tables
+// (pages.json). With -update it
 // writes them; without, it fails naming each fixture that is stale or that
 // nothing here writes any more.
 func TestFixtures(t *testing.T) {
@@ -34,6 +36,7 @@ func TestFixtures(t *testing.T) {
 	labFixtures(t, files)
 	rungFixtures(t, files)
 	splitFixtures(t, files)
+	pageFixtures(t, files)
 
 	var stale []string
 	for name, want := range files {
@@ -141,4 +144,34 @@ func splitFixtures(t *testing.T, files map[string][]byte) {
 		out = append(out, splitCase{Batch: s[0], KVHeads: s[1], Tr: s[2], Tc: s[3], Splits: splits, Per: per})
 	}
 	files["splits.json"] = jsonFile(t, out)
+}
+
+// pageCase is one shape's block tables, as static/js/pages.js reads a
+// header: every batch row's, row after row.
+type pageCase struct {
+	Batch int     `json:"batch"`
+	Tc    int     `json:"Tc"`
+	Seed  string  `json:"seed"` // decimal: a uint64 is past a double's integers
+	Table []int32 `json:"table"`
+}
+
+// pageFixtures writes pages.json: kernels.PageTable over the corners (one
+// page, a prime and a power of two of pages, the largest seed) and random
+// shapes with seeds across the 64 bits.
+func pageFixtures(t *testing.T, files map[string][]byte) {
+	rng := rand.New(rand.NewPCG(35, 3)) // fixed: the fixture is committed
+	type shape struct {
+		batch, tc int
+		seed      uint64
+	}
+	shapes := []shape{{1, 1, 0}, {1, 2, 1}, {1, 7, 3}, {1, 8, 9}, {2, 4, math.MaxUint64}, {64, 40, math.MaxUint64 - 1}, {3, 1, 5}}
+	for range 80 {
+		shapes = append(shapes, shape{1 + rng.IntN(8), 1 + rng.IntN(60), rng.Uint64() >> rng.IntN(64)})
+	}
+	var out []pageCase
+	for _, s := range shapes {
+		c := kernels.Config{Variant: variant(t, "decode_paged"), N: s.tc, Bc: 1, Br: 1, Batch: s.batch, Heads: 1, Seed: s.seed}
+		out = append(out, pageCase{Batch: s.batch, Tc: s.tc, Seed: strconv.FormatUint(s.seed, 10), Table: kernels.PageTable(&c)})
+	}
+	files["pages.json"] = jsonFile(t, out)
 }

@@ -47,22 +47,7 @@ var decodeSplitRung = &VariantInfo{
 	Tiles:    decodeGroupRung.Tiles, // the same blocks, each over a split
 	Instance: func(t Tile) string { return fmt.Sprintf("DECODE_SPLIT_INSTANCE(%d, %d, %d)", t.Br, t.Bc, t.D) },
 	Launches: func(c *Config, t Tile) Launches {
-		splits, per := DecodeSplits(c)
-		rows := int64(c.Batch*c.Heads) * int64(splits) * int64(c.Tr()*c.Br)
-		return Launches{
-			Kernels: []Launch{
-				{Name: fmt.Sprintf("decode_split_br%d_bc%d_d%d", t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.KVHeadCount(), splits},
-					Threads: t.Threads, Shared: DecodeGroupSharedBytes(t),
-					Args: []Arg{Buf(BufQ), Buf(BufK), Buf(BufV), Buf(BufSplitO), Buf(BufSplitLSE),
-						Val(c.N), Val(c.Queries()), Val(c.Heads), Val(c.Group()), ScaleArg(c), CausalArg(c), Val(per), Val(splits)}},
-				// The merge reads a q-tile's LSE_s into shared memory first:
-				// room for the most splits DecodeSplits makes, one wave's.
-				{Name: fmt.Sprintf("decode_merge_br%d_d%d", t.Br, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1}, Threads: decodeMergeThreads,
-					Shared: 4 * DecodeSMs * DecodeBlocksPerSM * t.Br,
-					Args:   []Arg{Buf(BufSplitO), Buf(BufSplitLSE), Buf(BufO), Buf(BufLSE), Val(c.Queries()), Val(splits)}},
-			},
-			Extra: map[Buffer]int64{BufSplitO: rows * int64(c.D) * 4, BufSplitLSE: rows * 4},
-		}
+		return splitLaunches(c, t, "decode_split", "decode_merge", Buf(BufK), Buf(BufV))
 	},
 	// The split kernel writes a slot per flash step and split end, the
 	// merge one per merge record and the epilogue, per (batch-head,
@@ -93,6 +78,30 @@ var decodeSplitRung = &VariantInfo{
 	Family:    FamilyDecodeSplit,
 	phases:    func(*Config) int { return 2 },
 	records:   decodeSplitRecords,
+}
+
+// splitLaunches are a split-KV rung's two launches at t: its split kernel
+// (name_br…_bc…_d…), which takes Q, then the cache's arguments (K and V, or
+// a paged cache's pools and table), then its outputs and sizes; and the
+// merge (merge_br…_d…).
+func splitLaunches(c *Config, t Tile, name, merge string, cache ...Arg) Launches {
+	splits, per := DecodeSplits(c)
+	rows := int64(c.Batch*c.Heads) * int64(splits) * int64(c.Tr()*c.Br)
+	args := append([]Arg{Buf(BufQ)}, cache...)
+	args = append(args, Buf(BufSplitO), Buf(BufSplitLSE),
+		Val(c.N), Val(c.Queries()), Val(c.Heads), Val(c.Group()), ScaleArg(c), CausalArg(c), Val(per), Val(splits))
+	return Launches{
+		Kernels: []Launch{
+			{Name: fmt.Sprintf("%s_br%d_bc%d_d%d", name, t.Br, t.Bc, t.D), Grid: [3]int{c.Tr(), c.Batch * c.KVHeadCount(), splits},
+				Threads: t.Threads, Shared: DecodeGroupSharedBytes(t), Args: args},
+			// The merge reads a q-tile's LSE_s into shared memory first:
+			// room for the most splits DecodeSplits makes, one wave's.
+			{Name: fmt.Sprintf("%s_br%d_d%d", merge, t.Br, t.D), Grid: [3]int{c.Tr(), c.Batch * c.Heads, 1}, Threads: decodeMergeThreads,
+				Shared: 4 * DecodeSMs * DecodeBlocksPerSM * t.Br,
+				Args:   []Arg{Buf(BufSplitO), Buf(BufSplitLSE), Buf(BufO), Buf(BufLSE), Val(c.Queries()), Val(splits)}},
+		},
+		Extra: map[Buffer]int64{BufSplitO: rows * int64(c.D) * 4, BufSplitLSE: rows * 4},
+	}
 }
 
 // decodeMergeThreads is the merge kernel's block: a thread per column of

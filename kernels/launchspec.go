@@ -56,6 +56,9 @@ const (
 	// LSE, float32, splits × Tr·Br rows per batch-head (decode_split.go).
 	BufSplitO
 	BufSplitLSE
+	// The paged cache's block table: Tc int32 a sequence (batch row), the
+	// page holding each of its kv-tiles (decode_paged.go).
+	BufPageTable
 	NumBuffers
 )
 

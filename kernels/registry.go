@@ -36,6 +36,10 @@ type VariantInfo struct {
 	// cache (docs/DECODE.md); it climbs no forward ladder and a sweep of
 	// square runs leaves it out.
 	Decode bool
+	// Paged: the rung reads K and V from a paged cache through a block
+	// table (decode_paged.go): the worker uploads them as PagedPool's pools
+	// and the table as BufPageTable.
+	Paged bool
 
 	// Materialised: S and P go through device memory (naive's three phases),
 	// rather than living one tile at a time on chip.
@@ -290,6 +294,7 @@ var rungs = fromFamilies([]*VariantInfo{
 	flash3BwdBulkKernel,
 	decodeGroupRung,
 	decodeSplitRung,
+	decodePagedRung,
 })
 
 // fromFamilies gives each entry its family's walk and, unless it has its
@@ -503,6 +508,11 @@ type PageRung struct {
 	// Backward: the kernel is attention's backward pass (static/js/backward.js
 	// draws its steps).
 	Backward bool `json:"backward,omitempty"`
+	// Splits: the rung cuts the keys into splits by DecodeSplits' rule
+	// (static/js/splits.js); Paged: it reads them through a block table
+	// (PageOf; static/js/pages.js).
+	Splits bool `json:"splits,omitempty"`
+	Paged  bool `json:"paged,omitempty"`
 	// The rung's own words (Words), steps by the record kind's name.
 	Steps       map[string]StepWords `json:"steps,omitempty"`
 	TileStates  []TileState          `json:"tile_states,omitempty"`
@@ -520,6 +530,7 @@ func RungsForPages() []PageRung {
 			steps[k.String()] = w
 		}
 		out = append(out, PageRung{Name: v.Name(), Title: v.Title, DType: v.DType.String(), Colour: v.Colour, BytesNote: v.BytesNote, Materialised: v.Materialised, Backward: v.Backward,
+			Splits: v.Family == FamilyDecodeSplit, Paged: v.Paged,
 			Steps: steps, TileStates: v.Words.TileStates, OCaption: v.Words.OCaption, RowsCaption: v.Words.RowsCaption})
 	}
 	return out

@@ -50,6 +50,9 @@ func TestGPUTraceLayout(t *testing.T) {
 		// flash1 (a block per batch-head) and decode_group (a block per
 		// group of heads) write each record to a slot of its own.
 		perRecord := c.Variant == instrument.VariantFlash1 || c.Variant == instrument.VariantDecodeGroup
+		// The split-KV rungs (decode_split, decode_paged): the split
+		// kernel's slots, then the merge's.
+		split := kernels.Info(c.Variant).Family == kernels.FamilyDecodeSplit
 		err = kernels.RunMirror(context.Background(), run, func(r *instrument.Record) error {
 			if r.Kind == instrument.KindInputs {
 				return nil
@@ -58,13 +61,13 @@ func TestGPUTraceLayout(t *testing.T) {
 			k := slotKey{0, block}
 			splits, _ := kernels.DecodeSplits(&c)
 			switch {
-			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindSplitEnd: // the split kernel's slots: steps, then split ends
+			case split && r.Kind == instrument.KindSplitEnd: // the split kernel's slots: steps, then split ends
 				k.slot = block*(c.Tc()+splits) + c.Tc() + r.J
-			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindFlashStep:
+			case split && r.Kind == instrument.KindFlashStep:
 				k.slot = block*(c.Tc()+splits) + r.J
-			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindMerge: // the merge's: each split, then the epilogue
+			case split && r.Kind == instrument.KindMerge: // the merge's: each split, then the epilogue
 				k = slotKey{1, block*(splits+1) + r.J}
-			case c.Variant == instrument.VariantDecodeSplit && r.Kind == instrument.KindEpilogue:
+			case split && r.Kind == instrument.KindEpilogue:
 				k = slotKey{1, block*(splits+1) + splits}
 			case perRecord && r.Kind == instrument.KindEpilogue: // a slot per record
 				k.slot = block*(c.Tc()+1) + c.Tc()

@@ -223,6 +223,8 @@ func TestClaimDecodeProse(t *testing.T) {
 		"1.28": "4 GiB at 3.35 TB/s, checked below",
 		"0.85": "docs/DECODE.md's goal, checked below",
 		"3.62": "docs/DECODE.md's baseline, checked below",
+		"0.97": "the paged bench's slowest shape, TestClaimPagedCost",
+		"1.04": "the paged bench's fastest shape, TestClaimPagedCost",
 	}
 	for _, m := range regexp.MustCompile(`\d+\.\d\d\b`).FindAllString(text, -1) {
 		if slices.Contains(table, m) || derived[m] != "" {
@@ -459,4 +461,60 @@ func lessonBySlug(t *testing.T, slug string) *lessons.Lesson {
 		t.Fatalf("no lesson %q", slug)
 	}
 	return l
+}
+
+// TestClaimPagedCost: what lesson 15 says a paged cache costs is the
+// paged bench's raw file (docs/ladder-runs, run on the H200): its shapes,
+// the lowest and highest of decode_paged's speed over decode_split's, and
+// every shape's output equal bit for bit; and the widget's run is what
+// the lesson says (two sequences, a pool of 16 pages, 8 a sequence, each
+// kv-tile a split of its own).
+func TestClaimPagedCost(t *testing.T) {
+	t.Parallel()
+	const file = "2026-11-28-decode-paged-paged-bench.txt"
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "ladder-runs", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi, shapes := math.Inf(1), math.Inf(-1), 0
+	var batches, keys []int
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 13 || f[0] == "B" {
+			continue
+		}
+		b, _ := strconv.Atoi(f[0])
+		n, _ := strconv.Atoi(f[1])
+		ratio, err := strconv.ParseFloat(f[11], 64)
+		if err != nil || b == 0 || n == 0 {
+			t.Fatalf("%s: %q is no row of the table", file, line)
+		}
+		if f[12] != "yes" {
+			t.Errorf("%s: B=%d N=%d: the outputs differ; the lesson says they are equal", file, b, n)
+		}
+		lo, hi, shapes = min(lo, ratio), max(hi, ratio), shapes+1
+		batches, keys = append(batches, b), append(keys, n)
+	}
+	folded := prose(lessonSource(t, "15-inference.md"))
+	says := func(sentence string) {
+		t.Helper()
+		if !strings.Contains(folded, sentence) {
+			t.Errorf("lesson 15 no longer says %q: check the claim it makes instead here", sentence)
+		}
+	}
+	says("15 shapes from batch 1 with 4,096 keys to batch 64 with 32,768, 8 and 32 K/V heads), `decode_paged` ran at 0.97 to 1.04 times `decode_split`'s speed, shape by shape, and wrote the same output, every bit of it")
+	if shapes != 15 || fmt.Sprintf("%.2f", lo) != "0.97" || fmt.Sprintf("%.2f", hi) != "1.04" || slices.Min(batches) != 1 || slices.Max(batches) != 64 ||
+		slices.Min(keys) != 4096 || !slices.Contains(keys, 32768) {
+		t.Errorf("%s: %d shapes, decode_paged at %.3f to %.3f times decode_split's speed, batches %v, keys %v", file, shapes, lo, hi, batches, keys)
+	}
+	says("a pool of 16 pages, 8 a sequence")
+	says("(steps 1, 3 and 5; each kv-tile is a split of its own here, ended at the step after it)")
+	run, err := lessons.Runs["decode-paged"].Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := run.Config()
+	if splits, per := kernels.DecodeSplits(&c); c.Variant != instrument.VariantDecodePaged || c.Batch != 2 || kernels.Pages(&c) != 16 || c.Tc() != 8 || per != 1 || splits != 8 {
+		t.Errorf("decode-paged is %+v: %d pages, %d splits of %d", c, kernels.Pages(&c), splits, per)
+	}
 }

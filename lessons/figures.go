@@ -29,6 +29,7 @@ import (
 //	{{ratio FIGURE / FIGURE}}                one ladder, bench, backward or sweep figure over another: "1.6"
 //	{{roles NAME …}}                         a share or a span's mean length over a recorded roles trace (figures_roles.go)
 //	{{split PRESET bh=B row=R s=S lse|o=C}}  a split's LSE_s or partial O_s in a split-KV run's trace (figures_decode.go)
+//	{{page PRESET b=B j=J}}                  the page of kv-tile J of batch row B in a paged run's block table (figures_decode.go)
 //
 // TFLOP/s are given to one decimal, times to three significant digits,
 // ratios to two decimals, as the ladder page gives them; a ratio of two
@@ -87,8 +88,8 @@ func parseFigure(tok string) (figureArgs, error) {
 	return a, nil
 }
 
-// FigureNumber is the value of a ladder, bench, backward, sweep, ratio, split or
-// roles figure token (without its braces), unrounded (a roles share in
+// FigureNumber is the value of a ladder, bench, backward, sweep, ratio, split,
+// page or roles figure token (without its braces), unrounded (a roles share in
 // [0, 1]): what a lesson's claims about the recordings are checked against.
 func FigureNumber(tok string) (float64, error) {
 	if strings.HasPrefix(tok, "roles ") {
@@ -98,6 +99,10 @@ func FigureNumber(tok string) (float64, error) {
 	if strings.HasPrefix(tok, "split ") {
 		v, err := SplitFigure(tok)
 		return float64(v), err
+	}
+	if strings.HasPrefix(tok, "page ") {
+		p, err := pageFigure(tok)
+		return float64(p), err
 	}
 	if num, den, ok := strings.Cut(tok, "/"); ok {
 		first, _, _ := strings.Cut(strings.TrimSpace(num), " ")
@@ -189,6 +194,10 @@ func Figure(tok string) (string, error) {
 	}
 	if strings.HasPrefix(tok, "split ") {
 		return splitText(tok)
+	}
+	if strings.HasPrefix(tok, "page ") {
+		p, err := pageFigure(tok)
+		return strconv.Itoa(p), err
 	}
 	if strings.HasPrefix(tok, "ratio ") {
 		x, err := FigureNumber(tok)
@@ -309,7 +318,7 @@ func Figure(tok string) (string, error) {
 		}
 		return fmt.Sprintf("%.2f to %.2f", lo, hi), nil
 	}
-	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, backward, sweep, sdpa, vs-sdpa, vs-cudnn, vs-sdpa-backward, vs-cudnn-backward, peak, ratio, roles or split", a.kind)
+	return "", fmt.Errorf("unknown figure kind %q: ladder, ladder-range, bench, backward, sweep, sdpa, vs-sdpa, vs-cudnn, vs-sdpa-backward, vs-cudnn-backward, peak, ratio, roles, split or page", a.kind)
 }
 
 func formatUnit(unit string, ms, tflops float64) (string, error) {

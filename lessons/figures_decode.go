@@ -142,3 +142,48 @@ func splitText(tok string) (string, error) {
 	}
 	return g6(v), nil
 }
+
+// A paged run's block table, as a token:
+//
+//	{{page PRESET b=B j=J}}   the page holding kv-tile J of batch row B (kernels.PageOf)
+//
+// the page the stepper's block table shows, and the kernel reads, for
+// that kv-tile: a rule of the run's shape and seed, so any engine's trace
+// of the preset reads the same page.
+func pageFigure(tok string) (int, error) {
+	words := strings.Fields(tok)
+	if len(words) != 4 || words[0] != "page" {
+		return 0, fmt.Errorf("want {{page PRESET b=B j=J}}, got %q", tok)
+	}
+	var b, j = -1, -1
+	for _, w := range words[2:] {
+		name, val, ok := strings.Cut(w, "=")
+		n, err := strconv.Atoi(val)
+		if !ok || err != nil || n < 0 {
+			return 0, fmt.Errorf("%q: want b= or j= a whole number", w)
+		}
+		switch {
+		case name == "b" && b < 0:
+			b = n
+		case name == "j" && j < 0:
+			j = n
+		default:
+			return 0, fmt.Errorf("%q: a page figure takes b= and j=, once each", w)
+		}
+	}
+	if b < 0 || j < 0 {
+		return 0, fmt.Errorf("%q names no b= or no j=", tok)
+	}
+	run, err := presetRun(words[1])
+	if err != nil {
+		return 0, err
+	}
+	c := run.Config()
+	if !kernels.Info(c.Variant).Paged {
+		return 0, fmt.Errorf("%q: preset %q is a run of %s, which reads no block table", tok, words[1], c.Variant)
+	}
+	if b >= c.Batch || j >= c.Tc() {
+		return 0, fmt.Errorf("%q: preset %q has %d batch rows of %d kv-tiles", tok, words[1], c.Batch, c.Tc())
+	}
+	return kernels.PageOf(&c, b, j), nil
+}

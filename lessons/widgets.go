@@ -28,7 +28,9 @@ const (
 )
 
 // Panels are the stepper's views an embedded stepper may show.
-var Panels = []string{"grid", "qkv", "s", "p", "rows", "o", "final", "timeline", "bytes", "source"}
+// "merge" is split-KV's merge (merge_view.js), "pages" a paged cache's
+// block table (page_table_view.js).
+var Panels = []string{"grid", "qkv", "s", "p", "rows", "o", "final", "timeline", "bytes", "source", "merge", "pages"}
 
 // Widget is one live view placed in a lesson by a directive.
 type Widget struct {

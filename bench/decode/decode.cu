@@ -10,8 +10,14 @@
 // and each rung's ratio to the read-only kernel. Run by scripts/bench-decode
 // beside bench/decode/sdpa_decode.py.
 //
+// With "paged", a third table alone: decode_paged (the split kernel
+// reading K and V through a block table from a pool of pages, then the
+// merge) against decode_split on the same keys, the pool laid out from
+// the contiguous cache as the worker lays it (kernels.PagedPool, the
+// table by kernels.PageOf), the two outputs held equal bit for bit.
+//
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o decode bench/decode/decode.cu
-//   ./decode 20 [blocks an SM [sweep]]   (sweep: the second table alone)
+//   ./decode 20 [blocks an SM [sweep | paged]]   (sweep: the second table alone)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +27,7 @@
 
 #include "../../kernels/cuda/forward/decode_group.cu"
 #include "../../kernels/cuda/forward/decode_split.cu" // its include of decode_group.cu finds it included
+#include "../../kernels/cuda/forward/decode_paged.cu"
 
 #define CHECK(x)                                                                                  \
   do {                                                                                            \
@@ -45,6 +52,119 @@ __global__ void fill(fast::bf16 *x, size_t n, unsigned seed) {
 
 #include "read_all.cuh" // readAll, bandwidth.cu's read-only kernel
 
+// paginate lays a contiguous K or V (B·Hkv heads of N rows of D) out as a
+// paged pool ([page][Hkv][BC][D], rows past N zero), kv-tile j of batch row
+// b in page table[b·Tc + j]: kernels.PagedPool, a thread per 16 bytes.
+__global__ void paginate(const uint4 *src, uint4 *pool, const int *table, int B, int Hkv, int N, int BC, int D) {
+  const int Tc = (N + BC - 1) / BC, ch = D / 8;
+  const size_t total = (size_t)B * Tc * Hkv * BC * ch;
+  for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
+    const int c = k % ch, r = (k / ch) % BC, h = (k / ch / BC) % Hkv;
+    const size_t tile = k / ch / BC / Hkv; // b·Tc + j
+    const int j = tile % Tc, b = tile / Tc;
+    const size_t page = table[tile];
+    const uint4 zero = {0u, 0u, 0u, 0u};
+    pool[((page * Hkv + h) * BC + r) * ch + c] = j * BC + r < N ? src[(((size_t)b * Hkv + h) * N + j * BC + r) * ch + c] : zero;
+  }
+}
+
+// pageOf is kernels.PageOf: ((b·Tc + j)·stride + seed) mod pages, the
+// stride the first number from 0.618·pages up sharing no factor with it.
+static int pageOf(unsigned long long pages, unsigned long long idx, unsigned long long seed) {
+  auto gcd = [](unsigned long long a, unsigned long long b) { while (b) { const unsigned long long t = a % b; a = b; b = t; } return a; };
+  unsigned long long a = std::max(1ull, pages * 618034ull / 1000000ull);
+  while (gcd(a, pages) != 1) a++;
+  return (int)((idx * a + seed % pages) % pages);
+}
+
+// pagedTable times decode_paged against decode_split and the read-only
+// kernel, interleaved, on the decode grid's shapes that fit twice (the
+// contiguous cache and the pool).
+static int pagedTable(int iters, int perSM, unsigned *sink, int rb) {
+  constexpr int D = 128, BC = 64, HQ = 32;
+  const int smem = decode::smem_bytes(D, BC);
+  CHECK(cudaFuncSetAttribute(decode_paged_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  printf("\n# decode_paged against decode_split on the same keys (split kernel and merge each; median of %d, interleaved)\n", iters);
+  printf("%5s %7s %4s %10s %6s %6s %10s %10s %10s %10s %10s %9s %7s\n", "B", "N", "Hkv", "cache GB", "pages", "splits", "split ms",
+         "split TB/s", "paged ms", "paged TB/s", "read TB/s", "paged÷sp", "equal");
+  const float scale = 1.f / sqrtf((float)D);
+  for (int hkv : {8, 32})
+    for (int b : {1, 8, 64})
+      for (int n : {4096, 32768, 131072}) {
+        const size_t kvElems = (size_t)b * hkv * n * D, cache = 2 * kvElems * 2;
+        if (cache > 30e9) continue; // the pool doubles it
+        const int tc = (n + BC - 1) / BC, pages = b * tc;
+        const size_t poolElems = (size_t)pages * hkv * BC * D;
+        fast::bf16 *kv, *pool, *q, *o, *o2;
+        float *lse, *os, *lses;
+        int *table;
+        CHECK(cudaMalloc(&kv, cache));
+        CHECK(cudaMalloc(&pool, 2 * poolElems * 2));
+        CHECK(cudaMalloc(&q, (size_t)b * HQ * D * 2));
+        CHECK(cudaMalloc(&o, (size_t)b * HQ * D * 2));
+        CHECK(cudaMalloc(&o2, (size_t)b * HQ * D * 2));
+        CHECK(cudaMalloc(&lse, (size_t)b * HQ * 4));
+        CHECK(cudaMalloc(&table, (size_t)pages * 4));
+        std::vector<int> host(pages);
+        for (int k = 0; k < pages; k++) host[k] = pageOf(pages, k, 1);
+        CHECK(cudaMemcpy(table, host.data(), pages * 4, cudaMemcpyHostToDevice));
+        fill<<<1024, 256>>>(kv, 2 * kvElems, 1u);
+        fill<<<64, 256>>>(q, (size_t)b * HQ * D, 2u);
+        paginate<<<1024, 256>>>((const uint4 *)kv, (uint4 *)pool, table, b, hkv, n, BC, D);
+        paginate<<<1024, 256>>>((const uint4 *)(kv + kvElems), (uint4 *)(pool + poolElems), table, b, hkv, n, BC, D);
+        const int want = std::min(tc, std::max(1, 132 * perSM / (b * hkv)));
+        const int per = (tc + want - 1) / want, splits = (tc + per - 1) / per;
+        CHECK(cudaMalloc(&os, (size_t)b * HQ * splits * D * 4));
+        CHECK(cudaMalloc(&lses, (size_t)b * HQ * splits * 4));
+        CHECK(cudaDeviceSynchronize());
+        auto splitRun = [&] {
+          decode_split_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, kv, kv + kvElems, os, lses, n, 1, HQ, HQ / hkv,
+                                                                                    scale, 0, per, splits);
+          decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 132 * 4>>>(os, lses, o, lse, 1, splits);
+        };
+        auto pagedRun = [&] {
+          decode_paged_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, pool, pool + poolElems, table, os, lses, n, 1, HQ,
+                                                                                    HQ / hkv, scale, 0, per, splits);
+          decode_paged_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 132 * 4>>>(os, lses, o2, lse, 1, splits);
+        };
+        auto readRun = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
+        cudaEvent_t e0, e1;
+        CHECK(cudaEventCreate(&e0));
+        CHECK(cudaEventCreate(&e1));
+        std::vector<float> t[3];
+        for (int k = -3; k < iters; k++)
+          for (int w = 0; w < 3; w++) {
+            float ms;
+            CHECK(cudaEventRecord(e0));
+            if (w == 0) splitRun();
+            if (w == 1) pagedRun();
+            if (w == 2) readRun();
+            CHECK(cudaEventRecord(e1));
+            CHECK(cudaEventSynchronize(e1));
+            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            if (k >= 0) t[w].push_back(ms);
+          }
+        CHECK(cudaGetLastError());
+        // The same keys through the table: the same output, bit for bit.
+        std::vector<unsigned short> a((size_t)b * HQ * D), a2(a.size());
+        CHECK(cudaMemcpy(a.data(), o, a.size() * 2, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(a2.data(), o2, a2.size() * 2, cudaMemcpyDeviceToHost));
+        const bool equal = a == a2;
+        float med[3];
+        for (int w = 0; w < 3; w++) {
+          std::sort(t[w].begin(), t[w].end());
+          med[w] = t[w][t[w].size() / 2];
+        }
+        printf("%5d %7d %4d %10.3f %6d %6d %10.4f %10.3f %10.4f %10.3f %10.3f %9.3f %7s\n", b, n, hkv, cache / 1e9, pages, splits, med[0],
+               cache / med[0] / 1e9, med[1], cache / med[1] / 1e9, cache / med[2] / 1e9, med[0] / med[1], equal ? "yes" : "NO");
+        fflush(stdout);
+        for (void *p : {(void *)kv, (void *)pool, (void *)q, (void *)o, (void *)o2, (void *)lse, (void *)os, (void *)lses, (void *)table})
+          CHECK(cudaFree(p));
+        if (!equal) return 1;
+      }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const int iters = argc > 1 ? atoi(argv[1]) : 20;
   // Blocks an SM that decode_split's rule fills one wave of: 2 for the
@@ -58,6 +178,10 @@ int main(int argc, char **argv) {
   const int rb = prop.multiProcessorCount * 4;
   unsigned *sink;
   CHECK(cudaMalloc(&sink, rb * sizeof(unsigned)));
+  if (argc > 3 && strcmp(argv[3], "paged") == 0) {
+    CHECK(cudaFuncSetAttribute(decode_split_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, decode::smem_bytes(128, 64)));
+    return pagedTable(iters, perSM, sink, rb);
+  }
   constexpr int D = 128, BC = 64, HQ = 32;
   const int smem = decode::smem_bytes(D, BC);
   CHECK(cudaFuncSetAttribute(decode_group_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

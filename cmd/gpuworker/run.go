@@ -59,6 +59,15 @@ func (a *allocs) upload(host []float32) (cu.DevicePtr, error) {
 	return p, cu.MemcpyHtoD(p, unsafe.Pointer(&host[0]), int64(len(host))*4)
 }
 
+// uploadInt32 uploads a table of int32 (a paged cache's block table).
+func (a *allocs) uploadInt32(host []int32) (cu.DevicePtr, error) {
+	p, err := a.alloc(int64(len(host)) * 4)
+	if err != nil || len(host) == 0 {
+		return p, err
+	}
+	return p, cu.MemcpyHtoD(p, unsafe.Pointer(&host[0]), int64(len(host))*4)
+}
+
 // uploadBF16 uploads a bf16 kernel's inputs (kernels.InputsFor rounds them,
 // where the mirror's come from) as 16-bit patterns.
 func (a *allocs) uploadBF16(host []float32) (cu.DevicePtr, error) {
@@ -163,11 +172,18 @@ func (d *device) newProblem(c kernels.Config) (*problem, error) {
 			inputs[launch.BufP] = func(in *kernels.Inputs) []float32 { return in.P }
 		}
 	}
+	paged := kernels.Info(c.Variant).Paged
 	for b, bytes := range plan.Buffers {
 		if bytes == 0 {
 			continue
 		}
-		if pick, ok := inputs[launch.Buffer(b)]; ok && (launch.Buffer(b) == launch.BufLSE || launch.Buffer(b) == launch.BufP) {
+		if paged && (launch.Buffer(b) == launch.BufK || launch.Buffer(b) == launch.BufV) {
+			// A paged cache: K and V go up as the pool of pages, each
+			// kv-tile where the block table puts it.
+			pr.bufs[b], err = upload(kernels.PagedPool(&c, join(launch.Buffer(b), inputs[launch.Buffer(b)])))
+		} else if paged && launch.Buffer(b) == kernels.BufPageTable {
+			pr.bufs[b], err = pr.mem.uploadInt32(kernels.PageTable(&c))
+		} else if pick, ok := inputs[launch.Buffer(b)]; ok && (launch.Buffer(b) == launch.BufLSE || launch.Buffer(b) == launch.BufP) {
 			pr.bufs[b], err = pr.mem.upload(join(launch.Buffer(b), pick))
 		} else if ok {
 			pr.bufs[b], err = upload(join(launch.Buffer(b), pick))

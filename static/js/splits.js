@@ -1,4 +1,4 @@
-// Split-KV decoding (flash-decoding, the decode_split rung) as the pages
+// Split-KV decoding (flash-decoding: the decode_split and decode_paged rungs) as the pages
 // read it: each (batch-head, q-tile) cuts its kv-tiles into splits, walks
 // each from a fresh m, l and O (its flash steps), ends each with its
 // partial O_s and LSE_s (a split_end record), and a second kernel merges
@@ -11,13 +11,16 @@
 // side writes); a trace of another rung that holds split records has its
 // splits read from its records instead.
 
+import { rung } from './rungs.js';
+
 // DECODE_SMS and DECODE_BLOCKS_PER_SM are kernels.DecodeSMs and
 // DecodeBlocksPerSM: the one wave of blocks DecodeSplits aims to fill.
 export const DECODE_SMS = 132;
 export const DECODE_BLOCKS_PER_SM = 2;
 
-// SPLIT_RUNGS are the rungs whose splits follow decodeSplits.
-const SPLIT_RUNGS = new Set(['decode_split']);
+// splitsByRule: the rung's splits follow decodeSplits (the registry says
+// so: kernels.PageRung's splits).
+const splitsByRule = (variant) => rung(variant)?.splits === true;
 
 // isSplitKind: a record whose j is a split, not a kv-tile.
 export const isSplitKind = (kind) => kind === 'split_end' || kind === 'merge';
@@ -37,7 +40,7 @@ export function decodeSplits(h) {
 // { splits, per, ranges }, ranges[s] = [j0, j1) the kv-tiles split s owns;
 // null for any other rung.
 export function splitRule(h) {
-  if (!SPLIT_RUNGS.has(h.variant)) return null;
+  if (!splitsByRule(h.variant)) return null;
   const { splits, per } = decodeSplits(h);
   const ranges = Array.from({ length: splits }, (_, s) => [s * per, Math.min(h.Tc, (s + 1) * per)]);
   return { splits, per, ranges, from: 'rule' };

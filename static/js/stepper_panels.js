@@ -14,6 +14,8 @@ import { drawKernelSource } from './source_view.js';
 import { drawRows } from './stepper_rows.js';
 import { scoresCount, scoresShape, shapeNote } from './shape.js';
 import { MergeView } from './merge_view.js';
+import { PageTableView } from './page_table_view.js';
+import { paged } from './pages.js';
 import { splitOfStep, startsSplit } from './splits.js';
 
 // stepsTotal is how many steps a trace has: every record but the inputs,
@@ -79,7 +81,7 @@ export function render() {
   if (isBackward(h)) {
     views_.push(() => backward.draw({ h, m, r, k: state.k, views, $ }));
   } else {
-    views_.push(() => { restoreFinal(); drawInputs(h, m, r); }, () => { drawMerge(m, r); drawTiles(h, m, r); }, () => drawRows(h, m, r), () => drawFinal(h, m, r));
+    views_.push(() => { restoreFinal(); drawInputs(h, m, r); }, () => { drawMerge(m, r); drawTiles(h, m, r); }, () => drawRows(h, m, r), () => drawFinal(h, m, r), () => drawPages(m));
   }
   if (know.knows('gpu')) views_.push(() => views.timeline.draw(m, state.k, state.loaded || m.length >= stepsTotal(h)));
   if (h.roles && know.knows('gpu') && know.knows('roles')) views_.push(() => views.roles.draw(m, state.k, state.loaded));
@@ -119,6 +121,17 @@ function drawMerge(m, r) {
   mergeView ??= new MergeView(document.querySelector('.views'), () => render(),
     (bh, row, k) => isHeld(kindHolds, 'merge', bh, row, k));
   mergeView.draw(m, state.k);
+}
+
+// drawPages shows the block table (page_table_view.js) on every step of
+// a paged rung's trace. A lesson's frame that names its panels gets it
+// only where it names "pages".
+let pageView = null;
+function drawPages(m) {
+  const wanted = !page.panels?.length || page.panels.includes('pages');
+  if (!wanted || !paged(m.h)) return pageView?.hide();
+  pageView ??= new PageTableView(document.querySelector('.views'));
+  pageView.draw(m, state.k);
 }
 
 const drawnFor = new WeakMap(); // the input tiles' box -> the model they were drawn from

@@ -60,7 +60,7 @@ export const RECORD_HEADER_FIELDS = Object.freeze([
   ["t_end", "u64", 48, 1],
 ]);
 
-export const VARIANTS = Object.freeze({1: "flash2", 2: "naive", 3: "flash2_fast", 4: "naive_mma", 5: "naive_row", 6: "flash1", 7: "flash2_mma", 8: "flash3_wgmma", 9: "flash3_tma", 10: "flash3_ws", 11: "flash3_pingpong", 12: "flash2_bwd", 13: "naive_bwd", 14: "flash2_bwd_mma", 15: "flash3_overlap", 16: "flash3_bwd_wgmma", 17: "flash3_bwd_tma", 18: "decode_group", 19: "decode_split", 20: "flash3_bwd_bulk"});
+export const VARIANTS = Object.freeze({1: "flash2", 2: "naive", 3: "flash2_fast", 4: "naive_mma", 5: "naive_row", 6: "flash1", 7: "flash2_mma", 8: "flash3_wgmma", 9: "flash3_tma", 10: "flash3_ws", 11: "flash3_pingpong", 12: "flash2_bwd", 13: "naive_bwd", 14: "flash2_bwd_mma", 15: "flash3_overlap", 16: "flash3_bwd_wgmma", 17: "flash3_bwd_tma", 18: "decode_group", 19: "decode_split", 20: "flash3_bwd_bulk", 21: "decode_paged"});
 export const DTYPES = Object.freeze({1: "f32", 2: "bf16"});
 export const SOURCES = Object.freeze({1: "cpu", 2: "gpu", 3: "recording"});
 export const PATTERNS = Object.freeze({1: "normal", 2: "peaked", 3: "large"});

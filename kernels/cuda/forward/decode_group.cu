@@ -53,10 +53,13 @@ constexpr int smem_bytes(int D, int BC) { return 2 * (ROWS * D + NS * 2 * BC * D
 // SPLIT: the block walks split blockIdx.z of the kv-tiles (per of them,
 // splits in all; decode_split.cu) and ends with the split's partial, O
 // divided by its own l and its LSE, in float32 to OS and LSES; else it
-// walks them all and writes O (bf16) and the LSE.
-template <int BR, int BC, int D, bool SPLIT>
+// walks them all and writes O (bf16) and the LSE. PAGED: K and V are a
+// paged cache's pools, kv-tile j of batch row b in page table[b·Tc + j]
+// (decode_paged.cu); else each K/V head's N rows lie in one piece.
+template <int BR, int BC, int D, bool SPLIT, bool PAGED = false>
 __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, const bf16 *__restrict__ K,
-                                                   const bf16 *__restrict__ V, bf16 *__restrict__ O, float *__restrict__ LSE,
+                                                   const bf16 *__restrict__ V, const int *__restrict__ table,
+                                                   bf16 *__restrict__ O, float *__restrict__ LSE,
                                                    float *__restrict__ OS, float *__restrict__ LSES, int N, int Nq, int H, int G,
                                                    float scale, int causal, int per, int splits FS_TRACE_PARAMS) {
   constexpr int CH = D / 8;      // 16-byte chunks per row
@@ -116,11 +119,24 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   const int j0 = SPLIT ? min((int)blockIdx.z * per, jEnd) : 0;
   const int j1 = SPLIT ? min(((int)blockIdx.z + 1) * per, jEnd) : jEnd;
   //> load-kv: the first kv-tiles' K_j and V_j by cp.async, NS − 1 of them ahead
+  // A paged cache's kv-tile j into a stage: the K/V head's BC rows of it
+  // lie in one piece in the page the block table names.
+  auto loadPage = [&](bf16 *stage, int j) {
+    const int Hkv = H / G, b = bkv / Hkv;
+    const size_t page = __ldg(table + (size_t)b * Tc + j); // the indirection: one load more a kv-tile
+    const size_t at = (page * Hkv + bkv % Hkv) * BC * D;
+    fast::load_tile<BC, D, NT, true>(stage, K + at, 0, min(BC, N - j * BC), tid);
+    fast::load_tile<BC, D, NT, true>(stage + BC * D, V + at, 0, min(BC, N - j * BC), tid);
+  };
 #pragma unroll
   for (int s = 0; s < NS - 1; s++) {
     if (j0 + s < j1) {
-      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j0 + s) * BC, N, tid);
-      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j0 + s) * BC, N, tid);
+      if constexpr (PAGED) {
+        loadPage(sKV + s * 2 * BC * D, j0 + s);
+      } else {
+        fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j0 + s) * BC, N, tid);
+        fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j0 + s) * BC, N, tid);
+      }
     }
     fast::cp_async_commit();
   }
@@ -140,8 +156,12 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
     __syncthreads();               // and every warp is done with tile j − 1 and with sS
     if (j + NS - 1 < j1) {
       const int s = (j - j0 + NS - 1) % NS;
-      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j + NS - 1) * BC, N, tid);
-      fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j + NS - 1) * BC, N, tid);
+      if constexpr (PAGED) {
+        loadPage(sKV + s * 2 * BC * D, j + NS - 1);
+      } else {
+        fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j + NS - 1) * BC, N, tid);
+        fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j + NS - 1) * BC, N, tid);
+      }
     }
     fast::cp_async_commit();
     const bf16 *sK = sKV + ((j - j0) % NS) * 2 * BC * D, *sV = sK + BC * D;
@@ -370,7 +390,7 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   extern "C" __global__ void __launch_bounds__(decode::NT) decode_group_br##BR##_bc##BC##_d##D(                             \
       const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K, const fast::bf16 *__restrict__ V,                 \
       fast::bf16 *__restrict__ O, float *__restrict__ LSE, int N, int Nq, int H, int G, float scale, int causal FS_TRACE_PARAMS) { \
-    decode::decode_group_block<BR, BC, D, false>(Q, K, V, O, LSE, nullptr, nullptr, N, Nq, H, G, scale, causal, 0, 1           \
+    decode::decode_group_block<BR, BC, D, false>(Q, K, V, nullptr, O, LSE, nullptr, nullptr, N, Nq, H, G, scale, causal, 0, 1           \
                                                  FS_TRACED(, fs_trace, fs_offsets, fs_mode));                              \
   }
 

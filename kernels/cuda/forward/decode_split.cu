@@ -22,6 +22,8 @@
 // rescale again, across blocks: a split's O_s was divided by its own l,
 // and w_s = l_s·e^(m_s − m)/l puts back what the whole row's l and max
 // make of it.
+#ifndef FLASHSTEP_DECODE_SPLIT_CU
+#define FLASHSTEP_DECODE_SPLIT_CU
 #define DECODE_GROUP_NO_INSTANCES
 #include "decode_group.cu"
 
@@ -158,12 +160,14 @@ __device__ __forceinline__ void merge_block(const float *__restrict__ OS, const 
 
 // The compiled instantiations (decode_split.go's Tiles: decode_group's; a
 // test checks the two agree): the split kernel at each tile, the merge at
-// each (Br, d).
+// each (Br, d). decode_paged.cu includes this file for its merge, without
+// these.
+#ifndef DECODE_SPLIT_NO_INSTANCES
 #define DECODE_SPLIT_INSTANCE(BR, BC, D)                                                                                     \
   extern "C" __global__ void __launch_bounds__(decode::NT) decode_split_br##BR##_bc##BC##_d##D(                             \
       const fast::bf16 *__restrict__ Q, const fast::bf16 *__restrict__ K, const fast::bf16 *__restrict__ V, float *__restrict__ OS, \
       float *__restrict__ LSES, int N, int Nq, int H, int G, float scale, int causal, int per, int splits FS_TRACE_PARAMS) {  \
-    decode::decode_group_block<BR, BC, D, true>(Q, K, V, nullptr, nullptr, OS, LSES, N, Nq, H, G, scale, causal, per, splits   \
+    decode::decode_group_block<BR, BC, D, true>(Q, K, V, nullptr, nullptr, nullptr, OS, LSES, N, Nq, H, G, scale, causal, per, splits   \
                                                 FS_TRACED(, fs_trace, fs_offsets, fs_mode));                               \
   }                                                                                                                          \
   extern "C" __global__ void __launch_bounds__(decode::MT) decode_merge_br##BR##_d##D(                                      \
@@ -182,3 +186,5 @@ DECODE_SPLIT_INSTANCE(2, 64, 128)
 DECODE_SPLIT_INSTANCE(4, 64, 128)
 DECODE_SPLIT_INSTANCE(8, 64, 128)
 DECODE_SPLIT_INSTANCE(16, 64, 128)
+#endif
+#endif // FLASHSTEP_DECODE_SPLIT_CU

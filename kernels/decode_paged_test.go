@@ -1,0 +1,141 @@
+package kernels_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"flashstep/instrument"
+	"flashstep/internal/testrand"
+	. "flashstep/kernels"
+)
+
+// decode_paged: decode_split's arithmetic (its family's tests hold it);
+// what is its own is the block table and the pool the worker lays K and V
+// out in, which the kernel reads through.
+
+// pagedConfig draws a paged run: batch rows and K/V heads enough for the
+// pool to mix sequences, keys from one to several kv-tiles, any seed.
+func pagedConfig(rng *rand.Rand) Config {
+	tiles := Info(instrument.VariantDecodePaged).Tiles
+	t := tiles[rng.IntN(len(tiles))]
+	c := Config{Variant: instrument.VariantDecodePaged, N: 1 + rng.IntN(600), D: t.D, Br: t.Br, Bc: t.Bc, Batch: 1 + rng.IntN(4),
+		Heads: 1 << rng.IntN(3), Causal: rng.IntN(2) == 0, Pattern: instrument.Patterns[rng.IntN(len(instrument.Patterns))],
+		Seed: []uint64{rng.Uint64(), 0, math.MaxUint64}[rng.IntN(3)]}
+	c.Nq = []int{1, 1 + rng.IntN(c.N)}[rng.IntN(2)]
+	c.KVHeads = max(1, c.Heads>>rng.IntN(3))
+	for c.Group()*c.Br > DecodeAtomRows { // the group's q-tiles fill one atom at most
+		c.KVHeads *= 2
+	}
+	return c
+}
+
+// TestPageTableIsAPermutation: every page of the pool holds exactly one
+// kv-tile of one sequence, at pool sizes up to a server's (64 sequences of
+// 128k keys), and from four pages up the table is not the identity: a
+// sequence's kv-tiles are scattered.
+func TestPageTableIsAPermutation(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for range testrand.Runs(200, 40) {
+		c := Config{Variant: instrument.VariantDecodePaged, N: 1 + rng.IntN(1<<rng.IntN(18)), D: 128, Br: 1, Bc: 64, Batch: 1 + rng.IntN(64), Heads: 8,
+			Seed: rng.Uint64()}
+		table := PageTable(&c)
+		if len(table) != Pages(&c) {
+			t.Fatalf("%+v: %d entries, %d pages", c, len(table), Pages(&c))
+		}
+		seen := make([]bool, Pages(&c))
+		identity := true
+		for k, p := range table {
+			if p < 0 || int(p) >= len(seen) || seen[p] {
+				t.Fatalf("%+v: entry %d (batch row %d, kv-tile %d) is page %d: out of the pool or taken twice", c, k, k/c.Tc(), k%c.Tc(), p)
+			}
+			seen[p] = true
+			identity = identity && int(p) == k
+		}
+		if identity && len(table) >= 4 {
+			t.Fatalf("%+v: the table of %d pages is the identity, nothing scattered", c, len(table))
+		}
+	}
+}
+
+// TestPagedPoolHoldsEachTile: the pool holds kv-tile j of K/V head h of
+// batch row b, row for row, at page PageOf(b, j), head after head; the
+// rows of a ragged last tile's page past N are zero; nothing else is in
+// the pool (gathering every tile back through the table gives the
+// contiguous cache, every element).
+func TestPagedPoolHoldsEachTile(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for range testrand.Runs(60, 12) {
+		c := pagedConfig(rng)
+		hkv, n, d, bc := c.KVHeadCount(), c.N, c.D, c.Bc
+		kv := make([]float32, c.Batch*hkv*n*d)
+		for x := range kv {
+			kv[x] = float32(rng.NormFloat64()) + 1 // never zero, so a zero in the pool is padding
+		}
+		pool := PagedPool(&c, kv)
+		if int64(len(pool)) != PoolElements(&c) {
+			t.Fatalf("%+v: pool of %d elements, want %d", c, len(pool), PoolElements(&c))
+		}
+		back := make([]float32, len(kv))
+		covered := make([]bool, len(pool))
+		for b := range c.Batch {
+			for j := range c.Tc() {
+				page := PageOf(&c, b, j)
+				for h := range hkv {
+					for r := range bc {
+						at := ((page*hkv+h)*bc + r) * d
+						for x := range d {
+							covered[at+x] = true
+							if j*bc+r >= n {
+								if pool[at+x] != 0 {
+									t.Fatalf("%+v: page %d head %d row %d (past N) holds %v", c, page, h, r, pool[at+x])
+								}
+								continue
+							}
+							back[((b*hkv+h)*n+j*bc+r)*d+x] = pool[at+x]
+						}
+					}
+				}
+			}
+		}
+		if !reflect.DeepEqual(back, kv) {
+			t.Fatalf("%+v: the tiles gathered back through the table are not the cache", c)
+		}
+		for x, ok := range covered {
+			if !ok {
+				t.Fatalf("%+v: pool element %d belongs to no kv-tile", c, x)
+			}
+		}
+	}
+}
+
+// TestPagedTraceIsSplitsTrace: a paged run's trace is decode_split's on
+// the same configuration, record for record and bit for bit: the pages
+// change where the kernel reads K and V, not what it computes.
+func TestPagedTraceIsSplitsTrace(t *testing.T) {
+	t.Parallel()
+	rng := testrand.New(t)
+	for range testrand.Runs(20, 5) {
+		c := pagedConfig(rng)
+		paged, err := mirrorRecords(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Variant = instrument.VariantDecodeSplit
+		split, err := mirrorRecords(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(paged) != len(split) {
+			t.Fatalf("%+v: %d records paged, %d split", c, len(paged), len(split))
+		}
+		for k := range paged {
+			if !reflect.DeepEqual(paged[k], split[k]) {
+				t.Fatalf("%+v: record %d differs: paged %+v, split %+v", c, k, paged[k], split[k])
+			}
+		}
+	}
+}
