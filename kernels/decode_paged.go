@@ -40,8 +40,10 @@ var decodePagedRung = &VariantInfo{
 	Instance: func(t Tile) string { return fmt.Sprintf("DECODE_PAGED_INSTANCE(%d, %d, %d)", t.Br, t.Bc, t.D) },
 	Launches: func(c *Config, t Tile) Launches {
 		l := splitLaunches(c, t, "decode_paged", "decode_paged_merge", Buf(BufK), Buf(BufV), Buf(BufPageTable))
-		l.Extra[BufK] = PoolElements(c) * 2 // bf16
-		l.Extra[BufV] = PoolElements(c) * 2
+		// K and V are the pools (bf16), larger than a contiguous cache by
+		// the ragged last kv-tile's rows.
+		l.Extra[BufK] = PoolElements(c) * bf16Bytes
+		l.Extra[BufV] = PoolElements(c) * bf16Bytes
 		l.Extra[BufPageTable] = int64(c.Batch*c.Tc()) * 4
 		return l
 	},
@@ -51,6 +53,9 @@ var decodePagedRung = &VariantInfo{
 	phases:     func(*Config) int { return 2 },
 	records:    decodeSplitRecords,
 }
+
+// bf16Bytes is an element of the pools.
+const bf16Bytes = 2
 
 // Pages is the pool's size in pages: a page for each kv-tile of each
 // sequence (batch row), every one in use.
@@ -70,18 +75,17 @@ func PoolElements(c *Config) int64 {
 // one because a shares no factor with Pages (the first number from
 // 0.618·Pages up that does), and moves with the run's seed (c = seed mod
 // Pages). static/js/pages.js computes the same, held to this by a fixture.
-func PageOf(c *Config, b, j int) int {
-	p := uint64(Pages(c))
-	return int((uint64(b*c.Tc()+j)*pageStride(p) + c.Seed%p) % p)
-}
+func PageOf(c *Config, b, j int) int { return pagesOf(c)(b, j) }
 
-// pageStride is PageOf's multiplier for a pool of p pages.
-func pageStride(p uint64) uint64 {
+// pagesOf is PageOf for run c, its multiplier found once.
+func pagesOf(c *Config) func(b, j int) int {
+	p := uint64(Pages(c))
 	a := max(1, p*618034/1000000)
 	for gcd(a, p) != 1 {
 		a++
 	}
-	return a
+	tc, off := uint64(c.Tc()), c.Seed%p
+	return func(b, j int) int { return int(((uint64(b)*tc+uint64(j))*a + off) % p) }
 }
 
 func gcd(a, b uint64) uint64 {
@@ -94,11 +98,11 @@ func gcd(a, b uint64) uint64 {
 // PageTable is the block table as the kernel reads it: Tc entries a batch
 // row, row after row.
 func PageTable(c *Config) []int32 {
-	tc := c.Tc()
+	tc, pageOf := c.Tc(), pagesOf(c)
 	t := make([]int32, c.Batch*tc)
 	for b := range c.Batch {
 		for j := range tc {
-			t[b*tc+j] = int32(PageOf(c, b, j))
+			t[b*tc+j] = int32(pageOf(b, j))
 		}
 	}
 	return t
@@ -109,11 +113,11 @@ func PageTable(c *Config) []int32 {
 // page PageOf(b, j) holds rows j·Bc to j·Bc + Bc − 1 of each K/V head h of
 // batch row b, head after head ([page][h][row][d]), the rows past N zero.
 func PagedPool(c *Config, kv []float32) []float32 {
-	hkv, n, d, bc, tc := c.KVHeadCount(), c.N, c.D, c.Bc, c.Tc()
+	hkv, n, d, bc, tc, pageOf := c.KVHeadCount(), c.N, c.D, c.Bc, c.Tc(), pagesOf(c)
 	pool := make([]float32, PoolElements(c))
 	for b := range c.Batch {
 		for j := range tc {
-			page := PageOf(c, b, j)
+			page := pageOf(b, j)
 			rows := min(bc, n-j*bc)
 			for h := range hkv {
 				src := kv[((b*hkv+h)*n+j*bc)*d:]

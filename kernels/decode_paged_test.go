@@ -112,30 +112,32 @@ func TestPagedPoolHoldsEachTile(t *testing.T) {
 	}
 }
 
-// TestPagedTraceIsSplitsTrace: a paged run's trace is decode_split's on
-// the same configuration, record for record and bit for bit: the pages
-// change where the kernel reads K and V, not what it computes.
-func TestPagedTraceIsSplitsTrace(t *testing.T) {
+// TestPagedLaunchReadsThePools: a paged run's split kernel takes Q, the
+// two pools and the table where decode_split's takes Q, K and V, the rest
+// alike; the plan sizes K and V as the pools PagedPool lays out and the
+// table as PageTable's, so the worker's uploads fill them exactly.
+func TestPagedLaunchReadsThePools(t *testing.T) {
 	t.Parallel()
 	rng := testrand.New(t)
-	for range testrand.Runs(20, 5) {
+	for range testrand.Runs(40, 10) {
 		c := pagedConfig(rng)
-		paged, err := mirrorRecords(c)
-		if err != nil {
-			t.Fatal(err)
+		tile, ok := Info(c.Variant).TileFor(&c)
+		if !ok {
+			t.Fatalf("%+v: no tile", c)
 		}
-		c.Variant = instrument.VariantDecodeSplit
-		split, err := mirrorRecords(c)
-		if err != nil {
-			t.Fatal(err)
+		paged := Info(c.Variant).Launches(&c, tile)
+		s := c
+		s.Variant = instrument.VariantDecodeSplit
+		split := Info(s.Variant).Launches(&s, tile)
+		pk, sk := paged.Kernels[0].Args, split.Kernels[0].Args
+		want := append(append([]Arg{}, sk[:3]...), Buf(BufPageTable))
+		if !reflect.DeepEqual(pk[:4], want) || !reflect.DeepEqual(pk[4:], sk[3:]) || !reflect.DeepEqual(paged.Kernels[1].Args, split.Kernels[1].Args) {
+			t.Fatalf("%+v: paged args %+v, split's %+v", c, pk, sk)
 		}
-		if len(paged) != len(split) {
-			t.Fatalf("%+v: %d records paged, %d split", c, len(paged), len(split))
-		}
-		for k := range paged {
-			if !reflect.DeepEqual(paged[k], split[k]) {
-				t.Fatalf("%+v: record %d differs: paged %+v, split %+v", c, k, paged[k], split[k])
-			}
+		pool := int64(len(PagedPool(&c, make([]float32, c.Batch*c.KVHeadCount()*c.N*c.D)))) * 2
+		if paged.Extra[BufK] != pool || paged.Extra[BufV] != pool || paged.Extra[BufPageTable] != int64(len(PageTable(&c)))*4 {
+			t.Fatalf("%+v: plan sizes K %d, V %d, table %d; the pools take %d bytes, the table %d", c, paged.Extra[BufK], paged.Extra[BufV],
+				paged.Extra[BufPageTable], pool, len(PageTable(&c))*4)
 		}
 	}
 }

@@ -139,7 +139,7 @@ func decodeSplitLimits(c *Config) error {
 		return err
 	}
 	if splits, _ := DecodeSplits(c); splits > MaxGridY {
-		return FieldErrors{{Field: FieldN, Message: fmt.Sprintf("decode_split gives each split a slice of its grid: at most %d splits (got %d)", MaxGridY, splits)}}
+		return FieldErrors{{Field: FieldN, Message: fmt.Sprintf("%s gives each split a slice of its grid: at most %d splits (got %d)", c.Variant, MaxGridY, splits)}}
 	}
 	return nil
 }

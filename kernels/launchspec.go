@@ -155,7 +155,9 @@ type Launch struct {
 }
 
 // Launches is what a rung launches for one run: its kernels in order and the
-// buffers beyond Q, K, V, O and the log-sum-exp, bytes each.
+// buffers beyond Q, K, V, O and the log-sum-exp, bytes each, or the size of
+// one of those where the rung lays it out its own way (a paged cache's K
+// and V, its pools).
 type Launches struct {
 	Kernels []Launch
 	Extra   map[Buffer]int64

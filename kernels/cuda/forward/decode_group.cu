@@ -119,11 +119,15 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   const int j0 = SPLIT ? min((int)blockIdx.z * per, jEnd) : 0;
   const int j1 = SPLIT ? min(((int)blockIdx.z + 1) * per, jEnd) : jEnd;
   //> load-kv: the first kv-tiles' K_j and V_j by cp.async, NS − 1 of them ahead
-  // A paged cache's kv-tile j into a stage: the K/V head's BC rows of it
-  // lie in one piece in the page the block table names.
-  auto loadPage = [&](bf16 *stage, int j) {
-    const int Hkv = H / G, b = bkv / Hkv;
-    const size_t page = __ldg(table + (size_t)b * Tc + j); // the indirection: one load more a kv-tile
+  // A paged cache's kv-tile j into a stage, from page (the block table's
+  // entry for it): the K/V head's BC rows of it lie there in one piece.
+  // The entry is one load more a kv-tile (pageOf), every thread reading
+  // the same one; the main loop asks for it a step before the copies
+  // need it, so that they do not wait on it.
+  const int Hkv = H / G;
+  const int *rowTable = PAGED ? table + (size_t)(bkv / Hkv) * Tc : nullptr;
+  auto pageOf = [&](int j) -> int { return __ldg(rowTable + j); };
+  auto loadPage = [&](bf16 *stage, int j, size_t page) {
     const size_t at = (page * Hkv + bkv % Hkv) * BC * D;
     fast::load_tile<BC, D, NT, true>(stage, K + at, 0, min(BC, N - j * BC), tid);
     fast::load_tile<BC, D, NT, true>(stage + BC * D, V + at, 0, min(BC, N - j * BC), tid);
@@ -132,7 +136,7 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   for (int s = 0; s < NS - 1; s++) {
     if (j0 + s < j1) {
       if constexpr (PAGED) {
-        loadPage(sKV + s * 2 * BC * D, j0 + s);
+        loadPage(sKV + s * 2 * BC * D, j0 + s, pageOf(j0 + s));
       } else {
         fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j0 + s) * BC, N, tid);
         fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j0 + s) * BC, N, tid);
@@ -149,6 +153,7 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   m[0] = m[1] = -INFINITY;
   l[0] = l[1] = 0.f;
 
+  int nextPage = PAGED && j0 + NS - 1 < j1 ? pageOf(j0 + NS - 1) : 0; // the main loop's first copies' page
   for (int j = j0; j < j1; j++) {
     FS_TRACED(if (tid == 0) tStart = fs_globaltimer();)
     //> load-kv: K_j and V_j have landed; K_{j+2} and V_{j+2} start on their way into the stage j − 1 freed
@@ -157,7 +162,8 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
     if (j + NS - 1 < j1) {
       const int s = (j - j0 + NS - 1) % NS;
       if constexpr (PAGED) {
-        loadPage(sKV + s * 2 * BC * D, j + NS - 1);
+        loadPage(sKV + s * 2 * BC * D, j + NS - 1, nextPage);
+        if (j + NS < j1) nextPage = pageOf(j + NS); // the next step's, on its way under this one
       } else {
         fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D, K + kvBase, (j + NS - 1) * BC, N, tid);
         fast::load_tile<BC, D, NT, true>(sKV + s * 2 * BC * D + BC * D, V + kvBase, (j + NS - 1) * BC, N, tid);

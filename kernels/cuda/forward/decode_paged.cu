@@ -12,11 +12,11 @@
 // Kernel 1, decode_paged_*: decode_split's block (decode_group.cu with
 // SPLIT and PAGED): for each kv-tile it reads the table's entry, then
 // copies the K/V head's BC rows from that page, three tiles in flight as
-// ever. The entry is one 4-byte load before the tile's copies are issued,
-// NS − 1 tiles ahead of their use, so the pipeline hides it; the rows of
-// a page are in one piece, so the copies are the contiguous rung's. A
-// ragged last kv-tile's page has rows past N, which the copy zeroes and the
-// scores mask, as before.
+// ever. The entry is one 4-byte load, asked for a step before the copies
+// that need its value (which are themselves NS − 1 tiles ahead of their
+// use), so no thread waits on it; the rows of a page are in one piece, so
+// the copies are the contiguous rung's. A ragged last kv-tile's page has
+// rows past N, which the copy zeroes and the scores mask, as before.
 //
 // Kernel 2, decode_paged_merge_*: decode_split's merge, unchanged (the
 // partials know nothing of pages).
@@ -28,7 +28,7 @@ namespace decode {
 // The split kernel is decode_group.cu's block with SPLIT and PAGED: its
 // phases are there, and the merge's in decode_split.cu.
 //> load-q: the group's q-tiles packed into one 16-row atom, by every split's block (decode_group.cu's decode_group_block)
-//> load-kv: for each kv-tile, the block table's entry table[b·Tc + j], then the tile's K and V rows from that page, NS − 1 tiles ahead (decode_group.cu's loadKV, PAGED)
+//> load-kv: for each kv-tile, the block table's entry table[b·Tc + j], then the tile's K and V rows from that page, NS − 1 tiles ahead (decode_group.cu's pageOf and loadPage, PAGED)
 //> scores: S = Q K_jᵀ, a quarter of the keys a warp, masks past N and past each row's position (decode_group.cu)
 //> softmax: whole rows from shared memory, the online softmax from a fresh m and l at the split's first kv-tile (decode_group.cu)
 //> pv: O = α·O + bf16(P)·V_j, a quarter of d a warp (decode_group.cu)
