@@ -198,6 +198,8 @@ func TestBrowserA11y(t *testing.T) {
 		{"/step?" + toyRun, "#run-status", "Trace complete"},
 		{"/step?" + lessons.Runs["real-tiles"].Query, "#run-status", "Trace complete"},
 		{"/step?" + toyRun + "&embed=1&panels=qkv,s,p,rows,final", "#run-status", "Trace complete"},
+		// A paged decode run: the merge and the block table's views.
+		{"/step?" + lessons.Runs["decode-paged"].Query + "&step=3", "#run-status", "Trace complete"},
 		{"/compare", "#c-status", "Both traces are in"},
 		{"/sweep", "#sweep-title", "Recorded on"},
 		{"/ladder", "[data-testid=ladder-table]", "flash2_fast"},
