@@ -14,11 +14,13 @@ import (
 // is how a warp's part of dQ_i reaches device memory: laid out in shared
 // memory as the copy engine's boxes and added by one
 // cp.reduce.async.bulk.tensor per box, where flash3_bwd_tma's threads
-// issue an atomicAdd per float.
+// issue an atomicAdd per float. With the atomics' padded staging gone it
+// also keeps two q-tiles in flight, not three, so that three blocks fit an
+// SM at 64×64, d = 64 (run av; each measured apart in docs/LADDER.md).
 var flash3BwdBulkKernel = &VariantInfo{
 	Variant:  instrument.VariantFlash3BwdBulk,
 	Title:    "Backward, wgmma + TMA, bulk dQ (bf16)", // the stepper's variant select holds about 50 characters
-	Summary:  "flash3_bwd_tma's loads and products, dQ added by the copy engine: each warp lays its 16 rows of dQ_i out in shared memory as the copy engine's boxes and one thread asks for a bulk reduce-add of each box into the float32 accumulator, where the rung below issues an atomicAdd per float; float32 gradients.",
+	Summary:  "flash3_bwd_tma's loads and products, dQ added by the copy engine: each warp lays its 16 rows of dQ_i out in shared memory as the copy engine's boxes and one thread asks for a bulk reduce-add of each box into the float32 accumulator, where the rung below issues an atomicAdd per float; two q-tiles in flight instead of three, so that three blocks share an SM at d = 64; float32 gradients.",
 	DType:    instrument.DTypeBF16,
 	Backward: true,
 	Loop:     LoopFused,
@@ -28,7 +30,7 @@ var flash3BwdBulkKernel = &VariantInfo{
 	BytesNote: "Each step reads Q_i and dO_i (bf16), L_i and D_i, copied by the TMA engine, and adds its float32 part of dQ_i into device memory by the copy engine's bulk reduce; K_j and V_j are read once per block, " +
 		"dK_j and dV_j written once at its end, in float32. Nothing N×N is read or written.",
 	Words:   flash2BwdKernel.Words,
-	GPURate: 300e12, CPURate: 0.4e9, // 305–437 TFLOP/s measured at N=4096 on the H200 (docs/LADDER.md, run ah)
+	GPURate: 300e12, CPURate: 0.4e9, // 359–436 TFLOP/s measured at N=4096 on the H200 (docs/LADDER.md, run av)
 	// flash3_bwd_tma's tiles (TestInstancesMatchSource checks
 	// flash3_bwd_bulk.cu agrees), the faster of each d first.
 	Tiles: []Tile{{64, 128, 128, 256}, {64, 64, 64, 128}, {64, 64, 128, 128}},
@@ -46,12 +48,17 @@ var flash3BwdBulkKernel = &VariantInfo{
 	records:    flash2BwdRecords,
 }
 
+// Flash3BwdBulkStages is how many q-tiles flash3_bwd_bulk's pipeline holds
+// at once (BulkDQ::stages): two, one fewer than flash3_bwd_tma's, so that
+// three blocks fit an SM at 64×64, d = 64 (run av).
+const Flash3BwdBulkStages = 2
+
 // Flash3BwdBulkSharedBytes is the main kernel's dynamic shared memory at t
-// (flash3_bwd_bulk::smem_bytes): flash3_bwd_tma's, with each warp's stage
-// of dQ_i two unpadded boxes of 16 rows × 32 floats (4096 bytes) for each
-// pass of 64 columns in place of its padded 16 × 72.
+// (flash3_bwd_bulk::smem_bytes): flash3_bwd_tma's at Flash3BwdBulkStages,
+// with each warp's stage of dQ_i two unpadded boxes of 16 rows × 32 floats
+// (4096 bytes) for each pass of 64 columns in place of its padded 16 × 72.
 func Flash3BwdBulkSharedBytes(t Tile) int {
-	const ns = Flash3BwdTMAStages
+	const ns = Flash3BwdBulkStages
 	// A pass per 64 of a warpgroup's columns of dQ; the planner also asks
 	// of tiles no kernel is compiled for (the sweep's byte counts), which
 	// get one.

@@ -137,3 +137,47 @@ func TestClaimBackwardProfile(t *testing.T) {
 	}
 	t.Fatal("run ao names no tensor pipe's share for flash3_bwd_bulk at d = 64")
 }
+
+// TestClaimBackwardStages: lesson 13 gives what each of flash3_bwd_bulk's
+// two changes was worth at d = 64, each from its run: two q-tiles in
+// flight and a third block an SM (run av's alternated builds, the means of
+// its three rounds each) and, before it, the bulk reduce alone against
+// flash3_bwd_tma (run ah's backward table).
+func TestClaimBackwardStages(t *testing.T) {
+	t.Parallel()
+	mean := func(build string) float64 {
+		var sum float64
+		for k := 1; k <= 3; k++ {
+			found := false
+			for _, line := range runFile(t, fmt.Sprintf("2026-11-28-bwd-stages-av-ab-%s%d.txt", build, k)) {
+				if f := strings.Fields(line); len(f) >= 3 && f[0] == "flash3_bwd_bulk_bc64_d64" {
+					v, err := strconv.ParseFloat(f[2], 64)
+					if err != nil {
+						t.Fatalf("run av: %q: %v", line, err)
+					}
+					sum, found = sum+v, true
+				}
+			}
+			if !found {
+				t.Fatalf("run av's round %s%d times no flash3_bwd_bulk_bc64_d64", build, k)
+			}
+		}
+		return sum / 3
+	}
+	said := fmt.Sprintf("made it %.2f times faster again (run av)", mean("b")/mean("a"))
+	if !strings.Contains(prose(lessonSource(t, "13-backward.md")), said) {
+		t.Errorf("lesson 13 should say %q (run av's means)", said)
+	}
+	ah := map[string]float64{}
+	for _, line := range runFile(t, "2026-11-28-bulk-h200-backward-table.txt") {
+		if f := strings.Fields(line); len(f) >= 5 && (f[0] == "flash3_bwd_bulk_bc64_d64" || f[0] == "flash3_bwd_tma_bc64_d64") {
+			ah[f[0]], _ = strconv.ParseFloat(f[4], 64)
+		}
+	}
+	if ah["flash3_bwd_bulk_bc64_d64"] == 0 || ah["flash3_bwd_tma_bc64_d64"] == 0 {
+		t.Fatalf("run ah's table times the two rungs at d = 64 as %v", ah)
+	}
+	if said := fmt.Sprintf("alone made the rung %.2f times `flash3_bwd_tma` at $d = 64$ (run ah)", ah["flash3_bwd_bulk_bc64_d64"]/ah["flash3_bwd_tma_bc64_d64"]); !strings.Contains(prose(lessonSource(t, "13-backward.md")), said) {
+		t.Errorf("lesson 13 should say %q (run ah)", said)
+	}
+}

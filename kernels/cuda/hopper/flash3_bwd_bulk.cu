@@ -38,6 +38,14 @@ using hopper::TensorMap;
 // 128-byte swizzle: kernels.TAdd) of batch-head bh.
 struct BulkDQ {
   static constexpr bool bulk = true;
+  // Two q-tiles in flight, not flash3_bwd_tma's three (run av): at 64×64,
+  // d = 64 that brings the block's shared memory from 90.5 to 74 KiB, so
+  // three blocks fit an SM where two did (with 168 registers, the main
+  // kernel's launch bounds), and the third block's warps hide more of the
+  // latency the profile of runs ao and ap found it bound by (1.13× plain,
+  // 1.17× causal). At d = 128 (one block an SM either way) two stages
+  // measured as three.
+  static constexpr int stages = 2;
   const TensorMap *map;
   int bh;
 
@@ -118,8 +126,8 @@ __device__ __forceinline__ void dq_scale(float *__restrict__ dQ, int N, float sc
 // in flash3_bwd_bulk.go): flash3_bwd_tma's, with each warp's stage of dQ_i
 // the copy engine's boxes (4096 bytes for each pass of 64 columns) in
 // place of its padded one.
-constexpr int NS = 3; // flash3_bwd_tma's stages
-static_assert(NS == flash3_bwd_tma::NS, "flash3_bwd_tma's stages");
+constexpr int NS = 2; // BulkDQ's stages
+static_assert(NS == BulkDQ::stages, "BulkDQ's stages");
 constexpr int smem_bytes(int BR, int BC, int D) {
   return 2 * (2 * BC * D + 2 * NS * BR * D + BR * BC) + (BC / 16) * (D / (BC / 64) / 64) * 16 * 64 * 4 + 2 * NS * BR * 4 + 1024;
 }
@@ -128,14 +136,17 @@ constexpr int smem_bytes(int BR, int BC, int D) {
 
 // Each compiled tile is three extern "C" kernels named after it: keep in
 // step with the registry's Tiles (a test checks). The pre kernel is
-// flash3_bwd_tma's (D and L·log2 e in whole q-tiles).
+// flash3_bwd_tma's (D and L·log2 e in whole q-tiles). The main kernel at
+// 64×64, d = 64 is held to 168 registers so that three blocks fit an SM
+// (BulkDQ::stages says why); it needs 171 unbounded, and spills nothing at
+// 168 (run av).
 #define FLASH3_BWD_BULK_INSTANCE(BR, BC, D)                                                                           \
   extern "C" __global__ void __launch_bounds__(BC * 2) flash3_bwd_bulk_pre_br##BR##_bc##BC##_d##D(                    \
       const fast::bf16 *__restrict__ dO, const fast::bf16 *__restrict__ O, const float *__restrict__ L,               \
       float *__restrict__ Delta, float *__restrict__ dQ, long long N, float *__restrict__ LT FS_TRACE_PARAMS) {        \
     flash3_bwd_tma::pre<BR, BC, D, BC * 2>(dO, O, L, Delta, dQ, (int)N, LT FS_TRACED(, fs_trace, fs_offsets, fs_mode)); \
   }                                                                                                                    \
-  extern "C" __global__ void __launch_bounds__(BC * 2, 1) flash3_bwd_bulk_main_br##BR##_bc##BC##_d##D(                \
+  extern "C" __global__ void __launch_bounds__(BC * 2, BC == 64 && D == 64 ? 3 : 1) flash3_bwd_bulk_main_br##BR##_bc##BC##_d##D(                \
       const __grid_constant__ hopper::TensorMap tmQ, const __grid_constant__ hopper::TensorMap tmK,                   \
       const __grid_constant__ hopper::TensorMap tmV, const __grid_constant__ hopper::TensorMap tmDO,                  \
       const __grid_constant__ hopper::TensorMap tmL, const __grid_constant__ hopper::TensorMap tmD,                   \

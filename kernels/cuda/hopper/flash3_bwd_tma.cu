@@ -40,8 +40,10 @@ using fast::bf16;
 using hopper::TensorMap;
 
 // Stages of the q-tile pipeline: three q-tiles in flight fit shared memory
-// at every compiled tile (smem_bytes).
+// at every compiled tile (smem_bytes). main_block takes its stages from the
+// way it adds dQ (DQ::stages): flash3_bwd_bulk's keeps two.
 constexpr int NS = 3;
+static_assert(NS == flash3_bwd_wgmma::AtomicDQ::stages, "this rung's stages");
 
 //> pre: D_i = rowsum(dO_i ∘ O_i) from bf16 rows, in float32, and L_i·log2 e beside it, both in whole q-tiles of rows so that the copy engine reads each q-tile's as one aligned run; the float32 dQ accumulator of q-tile i set to zero (common/bwd_ends.cuh)
 template <int BR, int BC, int D, int NT>
@@ -79,6 +81,7 @@ __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap
   static_assert(BC % 64 == 0 && D % 64 == 0 && flash3_bwd_wgmma::dq_cols(BC, D) % 64 == 0,
                 "whole warpgroups, whole panels, whole passes of dQ");
   static_assert(BR <= 256 && BC <= 256, "a TMA box has at most 256 rows");
+  constexpr int NS = DQ::stages; // q-tiles in flight
 
   extern __shared__ unsigned char smem_raw[];
   // The copy engine swizzles by the destination's address bits and the

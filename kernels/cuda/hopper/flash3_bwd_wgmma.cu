@@ -55,6 +55,8 @@ constexpr int stage_row = 64 + 8, stage_floats = 16 * stage_row;
 // its own (the copy engine's bulk reduce), with bulk set.
 struct AtomicDQ {
   static constexpr bool bulk = false;
+  // Stages of flash3_bwd_tma's q-tile pipeline when it adds this way.
+  static constexpr int stages = 3;
   // A warp's stage, in floats: one pass's 16 rows, padded.
   template <int BC, int D> __host__ __device__ static constexpr int warp_floats() { return stage_floats; }
   __device__ __forceinline__ void finish() const {}
