@@ -27,8 +27,8 @@ func init() {
 // TestBulkDQMap: the main kernel adds dQ through a float32 tensor map of
 // the run's shape whose box is a warp's 16 rows (what BulkDQ's two boxes a
 // pass assume), in the seventh argument's place, and reads no dQ address;
-// every tile's shared memory fits a block (227 KiB), two blocks an SM at
-// d = 64 as flash3_bwd_tma's.
+// every tile's shared memory fits a block (227 KiB), and three blocks an
+// SM at 64×64, d = 64 (its two q-tile stages are for that: run av).
 func TestBulkDQMap(t *testing.T) {
 	t.Parallel()
 	v := Info(instrument.VariantFlash3BwdBulk)
@@ -45,7 +45,7 @@ func TestBulkDQMap(t *testing.T) {
 			}
 		}
 		const blockMax = 227 * 1024
-		if main.Shared > blockMax || (tile.D == 64 && 2*(main.Shared+1024) > 228*1024) {
+		if main.Shared > blockMax || (tile.D == 64 && 3*(main.Shared+1024) > 228*1024) {
 			t.Errorf("%v: %d bytes of shared memory a block", tile, main.Shared)
 		}
 	}

@@ -1,7 +1,7 @@
 package ladder
 
 // TriedIdea is an idea tried on a backward rung at d = 64, where the
-// backward stays furthest from cuDNN's, timed against the rung it changed
+// backward stayed furthest from cuDNN's until run av, timed against the rung it changed
 // in the same call on the GPU, and left out of the ladder. The ladder page
 // lists them under the backward rungs, so that an engineer climbing the
 // ladder sees what did not pay as well as what did; docs/LADDER.md has

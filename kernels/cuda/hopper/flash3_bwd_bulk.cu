@@ -20,7 +20,7 @@
 // another rung's idea.
 //
 // Everything else is flash3_bwd_tma's: its main_block (TMA loads through
-// an mbarrier pipeline of three q-tiles) and flash3_bwd_wgmma's products,
+// an mbarrier pipeline, here of two q-tiles) and flash3_bwd_wgmma's products,
 // both included here and called with this rung's way of adding dQ (BulkDQ).
 #define FLASH3_BWD_WGMMA_NO_INSTANCES
 #define FLASH3_BWD_TMA_NO_INSTANCES
@@ -42,7 +42,7 @@ struct BulkDQ {
   // d = 64 that brings the block's shared memory from 90.5 to 74 KiB, so
   // three blocks fit an SM where two did (with 168 registers, the main
   // kernel's launch bounds), and the third block's warps hide more of the
-  // latency the profile of runs ao and ap found it bound by (1.13× plain,
+  // latency the profile of runs ao and ap found it bound by (1.14× plain,
   // 1.17× causal). At d = 128 (one block an SM either way) two stages
   // measured as three.
   static constexpr int stages = 2;
@@ -99,12 +99,12 @@ struct BulkDQ {
 
 //> pre: D_i = rowsum(dO_i ∘ O_i) from bf16 rows, in float32, and L_i·log2 e beside it, both in whole q-tiles of rows for the copy engine; the float32 dQ accumulator of q-tile i set to zero (flash3_bwd_tma.cu's pre)
 //> write-dkdv: dK_j · scale and dV_j to device memory in float32, once, after the block's last adds of dQ have landed (flash3_bwd_wgmma.cu's write_dkdv, then BulkDQ's finish)
-//> load-kv: one thread asks the copy engine for K_j and V_j, once per block, and for the first three q-tiles' Q_i, dO_i, L_i and D_i (flash3_bwd_tma.cu's main_block)
+//> load-kv: one thread asks the copy engine for K_j and V_j, once per block, and for the first two q-tiles' Q_i, dO_i, L_i and D_i (flash3_bwd_tma.cu's main_block)
 //> recompute: Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ by wgmma, then Pᵀ = 2^(S·sl2 − L·log2 e) (flash3_bwd_wgmma.cu's qtile)
 //> dp-ds: dSᵀ = Pᵀ ∘ (dPᵀ − D_i), rounded to bf16: in registers for dK, to shared memory for dQ (qtile)
 //> dv: dV_j += bf16(Pᵀ) dO_i by wgmma, Pᵀ from registers (qtile)
 //> dk: dK_j += bf16(dSᵀ) Q_i by wgmma, in the same group of products (qtile)
-//> load-q: wait for q-tile i's stage; after its products, ask for q-tile i + 3 into it: flash3_bwd_tma.cu's main_block, called with this rung's way of adding dQ
+//> load-q: wait for q-tile i's stage; after its products, ask for q-tile i + 2 into it: flash3_bwd_tma.cu's main_block, called with this rung's way of adding dQ
 template <int BR, int BC, int D>
 __device__ __forceinline__ void main_block(const TensorMap *tmQ, const TensorMap *tmK, const TensorMap *tmV,
                                            const TensorMap *tmDO, const TensorMap *tmL, const TensorMap *tmD,
