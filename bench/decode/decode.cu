@@ -16,8 +16,13 @@
 // the contiguous cache as the worker lays it (kernels.PagedPool, the
 // table by kernels.PageOf), the two outputs held equal bit for bit.
 //
+// With "pdl" (a build with -DDECODE_PDL), a fourth table alone: decode_split's
+// merge launched as a programmatic dependent of the split kernel (Hopper's
+// griddepcontrol: its blocks scheduled while the split kernel runs, each
+// waiting for its end) against the plain launch, at batch 1.
+//
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o decode bench/decode/decode.cu
-//   ./decode 20 [blocks an SM [sweep | paged]]   (sweep: the second table alone)
+//   ./decode 20 [blocks an SM [sweep | paged | pdl]]   (sweep: the second table alone)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -165,6 +170,94 @@ static int pagedTable(int iters, int perSM, unsigned *sink, int rb) {
   return 0;
 }
 
+// pdlTable times decode_split's two kernels at batch 1, the merge launched
+// plainly and as a programmatic dependent, interleaved, with the read-only
+// kernel; the two outputs held equal bit for bit.
+static int pdlTable(int iters, int perSM, unsigned *sink, int rb) {
+#ifndef DECODE_PDL
+  fprintf(stderr, "pdl: build with -DDECODE_PDL\n");
+  return 2;
+#else
+  constexpr int D = 128, BC = 64, HQ = 32;
+  const int smem = decode::smem_bytes(D, BC);
+  CHECK(cudaFuncSetAttribute(decode_split_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  printf("\n# decode_split at batch 1: the merge launched plainly, then as a programmatic dependent (median of %d, interleaved)\n", iters);
+  printf("%4s %7s %6s %10s %10s %10s %10s %10s %8s %6s\n", "Hkv", "N", "splits", "plain ms", "pdl ms", "plain TB/s", "pdl TB/s", "read TB/s", "pdl×", "equal");
+  const float scale = 1.f / sqrtf((float)D);
+  for (int hkv : {8, 32})
+    for (int n : {16384, 32768, 131072}) {
+      const int b = 1;
+      const size_t kvElems = (size_t)b * hkv * n * D, cache = 2 * kvElems * 2;
+      const int tc = (n + BC - 1) / BC, want = std::min(tc, std::max(1, 132 * perSM / (b * hkv)));
+      const int per = (tc + want - 1) / want, splits = (tc + per - 1) / per;
+      fast::bf16 *kv, *q, *o, *o2;
+      float *lse, *os, *lses;
+      CHECK(cudaMalloc(&kv, cache));
+      CHECK(cudaMalloc(&q, (size_t)b * HQ * D * 2));
+      CHECK(cudaMalloc(&o, (size_t)b * HQ * D * 2));
+      CHECK(cudaMalloc(&o2, (size_t)b * HQ * D * 2));
+      CHECK(cudaMalloc(&lse, (size_t)b * HQ * 4));
+      CHECK(cudaMalloc(&os, (size_t)b * HQ * splits * D * 4));
+      CHECK(cudaMalloc(&lses, (size_t)b * HQ * splits * 4));
+      fill<<<1024, 256>>>(kv, 2 * kvElems, 1u);
+      fill<<<64, 256>>>(q, (size_t)b * HQ * D, 2u);
+      CHECK(cudaDeviceSynchronize());
+      auto split = [&] {
+        decode_split_br1_bc64_d128<<<dim3(1, b * hkv, splits), decode::NT, smem>>>(q, kv, kv + kvElems, os, lses, n, 1, HQ, HQ / hkv, scale, 0,
+                                                                                  per, splits);
+      };
+      auto plain = [&] {
+        split();
+        decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 132 * 4>>>(os, lses, o, lse, 1, splits);
+      };
+      auto pdl = [&] {
+        split();
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(1, b * HQ);
+        cfg.blockDim = dim3(decode::MT);
+        cfg.dynamicSmemBytes = 4 * 132 * 4;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        CHECK(cudaLaunchKernelEx(&cfg, decode_merge_br1_d128, (const float *)os, (const float *)lses, o2, lse, 1, splits));
+      };
+      auto read = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
+      cudaEvent_t e0, e1;
+      CHECK(cudaEventCreate(&e0));
+      CHECK(cudaEventCreate(&e1));
+      std::vector<float> t[3];
+      for (int k = -3; k < iters; k++)
+        for (int w = 0; w < 3; w++) {
+          float ms;
+          CHECK(cudaEventRecord(e0));
+          if (w == 0) plain();
+          if (w == 1) pdl();
+          if (w == 2) read();
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (k >= 0) t[w].push_back(ms);
+        }
+      CHECK(cudaGetLastError());
+      std::vector<unsigned short> a((size_t)b * HQ * D), a2(a.size());
+      CHECK(cudaMemcpy(a.data(), o, a.size() * 2, cudaMemcpyDeviceToHost));
+      CHECK(cudaMemcpy(a2.data(), o2, a2.size() * 2, cudaMemcpyDeviceToHost));
+      float med[3];
+      for (int w = 0; w < 3; w++) {
+        std::sort(t[w].begin(), t[w].end());
+        med[w] = t[w][t[w].size() / 2];
+      }
+      printf("%4d %7d %6d %10.4f %10.4f %10.3f %10.3f %10.3f %8.3f %6s\n", hkv, n, splits, med[0], med[1], cache / med[0] / 1e9, cache / med[1] / 1e9,
+             cache / med[2] / 1e9, med[0] / med[1], a == a2 ? "yes" : "NO");
+      fflush(stdout);
+      for (void *p : {(void *)kv, (void *)q, (void *)o, (void *)o2, (void *)lse, (void *)os, (void *)lses}) CHECK(cudaFree(p));
+    }
+  return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
   const int iters = argc > 1 ? atoi(argv[1]) : 20;
   // Blocks an SM that decode_split's rule fills one wave of: 2 for the
@@ -178,6 +271,7 @@ int main(int argc, char **argv) {
   const int rb = prop.multiProcessorCount * 4;
   unsigned *sink;
   CHECK(cudaMalloc(&sink, rb * sizeof(unsigned)));
+  if (argc > 3 && strcmp(argv[3], "pdl") == 0) return pdlTable(iters, perSM, sink, rb);
   if (argc > 3 && strcmp(argv[3], "paged") == 0) {
     CHECK(cudaFuncSetAttribute(decode_split_br1_bc64_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, decode::smem_bytes(128, 64)));
     return pagedTable(iters, perSM, sink, rb);

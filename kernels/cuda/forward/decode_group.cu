@@ -105,6 +105,11 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
   unsigned long long tStart = 0;
 #endif
 
+#ifdef DECODE_PDL
+  // A bench build (bench/decode/decode.cu pdl): let the merge's blocks be
+  // scheduled while this grid runs; they wait for its end themselves.
+  if (SPLIT) asm volatile("griddepcontrol.launch_dependents;");
+#endif
   //> load-q: the group's q-tiles into one 16-row atom by cp.async; m, l and O start empty
 #pragma unroll
   for (int c = tid; c < ROWS * CH; c += NT) {

@@ -48,6 +48,11 @@ __device__ __forceinline__ void merge_block(const float *__restrict__ OS, const 
   const int tid = threadIdx.x, qtile = blockIdx.x, bh = blockIdx.y;
   const int Tr = (Nq + BR - 1) / BR, r0 = qtile * BR, rowsValid = min(BR, Nq - r0);
   const size_t part0 = ((size_t)bh * Tr + qtile) * splits; // this q-tile's first split, in partials
+#ifdef DECODE_PDL
+  // A bench build launched early (programmatic dependent launch): wait
+  // here for the split kernel's grid to end and its partials to be seen.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 
   //> merge-lse: the splits' LSE_s into shared memory at once, then each row's log-sum-exp from them
   // Read together, not one dependent load a split.
