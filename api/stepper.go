@@ -33,8 +33,9 @@ func (d StepperData) Shows(panel string) bool {
 
 // StepperPanels are the stepper's views, by the names a URL's panels=
 // (and a lesson's widget) use. The first five are the key views, which the
-// projector layout fits on one screen.
-var StepperPanels = []string{"grid", "s", "p", "rows", "o", "qkv", "final", "bytes", "timeline", "source"}
+// projector layout fits on one screen; "merge" is split-KV's merge
+// (merge_view.js), "pages" a paged cache's block table (page_table_view.js).
+var StepperPanels = []string{"grid", "s", "p", "rows", "o", "qkv", "final", "bytes", "timeline", "source", "merge", "pages"}
 
 // StepperState is the stepper page as a URL opens it: the form's values,
 // each field's problem, the run's summary, and the data the page's script

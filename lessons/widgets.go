@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"flashstep/api"
 	"flashstep/instrument"
 	"flashstep/kernels"
 	"flashstep/lessons/loop"
@@ -27,10 +28,10 @@ const (
 	WidgetLoop = "loop"
 )
 
-// Panels are the stepper's views an embedded stepper may show.
-// "merge" is split-KV's merge (merge_view.js), "pages" a paged cache's
-// block table (page_table_view.js).
-var Panels = []string{"grid", "qkv", "s", "p", "rows", "o", "final", "timeline", "bytes", "source", "merge", "pages"}
+// Panels are the stepper's views an embedded stepper may show: the
+// stepper's own list, so that a name a lesson may use is one the stepper
+// keeps.
+var Panels = api.StepperPanels
 
 // Widget is one live view placed in a lesson by a directive.
 type Widget struct {

@@ -81,6 +81,16 @@ func TestBrowserPagedCache(t *testing.T) {
 	if m.Current != "" || m.Pool != "" || m.Entries != c.Tc() || !strings.Contains(m.Note, "reads no page") {
 		t.Errorf("on a merge the table lights %q, the pool %q (%d entries): %q", m.Current, m.Pool, m.Entries, m.Note)
 	}
+	// A lesson's frame that names the panel (panels=grid,pages) shows it.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/step?"+c.Values().Encode()+fmt.Sprintf("&embed=1&panels=grid,pages&step=%d", k+1))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#run-status", "Trace complete")
+	waitText(ctx, t, "#pages-note", fmt.Sprintf("kv-tile %d of sequence %d", r.J, b))
+	visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const r = document.querySelector('#page-table')?.getBoundingClientRect(); return !!r && r.width > 0 && r.height > 0; })()`))
+	if err != nil || !visible {
+		t.Errorf("a frame with panels=grid,pages does not show the block table (%v)", err)
+	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("console: %v", p)
 	}
