@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "../../kernels/cuda/forward/decode_group.cu"
@@ -56,6 +57,44 @@ __global__ void fill(fast::bf16 *x, size_t n, unsigned seed) {
 }
 
 #include "read_all.cuh" // readAll, bandwidth.cu's read-only kernel
+
+// interleavedMedians runs each of runs once in turn, iters rounds after
+// three unrecorded ones, each timed alone by CUDA events, and returns each
+// one's median in ms: two kernels and the read-only kernel see the same
+// machine state.
+static std::vector<float> interleavedMedians(int iters, const std::vector<std::function<void()>> &runs) {
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<std::vector<float>> t(runs.size());
+  for (int k = -3; k < iters; k++)
+    for (size_t w = 0; w < runs.size(); w++) {
+      float ms;
+      CHECK(cudaEventRecord(e0));
+      runs[w]();
+      CHECK(cudaEventRecord(e1));
+      CHECK(cudaEventSynchronize(e1));
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (k >= 0) t[w].push_back(ms);
+    }
+  CHECK(cudaGetLastError());
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  std::vector<float> med;
+  for (auto &v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  return med;
+}
+
+// sameBits says whether two bf16 outputs of n elements are equal bit for bit.
+static bool sameBits(const fast::bf16 *x, const fast::bf16 *y, size_t n) {
+  std::vector<unsigned short> a(n), b(n);
+  CHECK(cudaMemcpy(a.data(), x, n * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(b.data(), y, n * 2, cudaMemcpyDeviceToHost));
+  return a == b;
+}
 
 // paginate lays a contiguous K or V (B·Hkv heads of N rows of D) out as a
 // paged pool ([page][Hkv][BC][D], rows past N zero), kv-tile j of batch row
@@ -133,33 +172,9 @@ static int pagedTable(int iters, int perSM, unsigned *sink, int rb) {
           decode_paged_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 132 * 4>>>(os, lses, o2, lse, 1, splits);
         };
         auto readRun = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
-        cudaEvent_t e0, e1;
-        CHECK(cudaEventCreate(&e0));
-        CHECK(cudaEventCreate(&e1));
-        std::vector<float> t[3];
-        for (int k = -3; k < iters; k++)
-          for (int w = 0; w < 3; w++) {
-            float ms;
-            CHECK(cudaEventRecord(e0));
-            if (w == 0) splitRun();
-            if (w == 1) pagedRun();
-            if (w == 2) readRun();
-            CHECK(cudaEventRecord(e1));
-            CHECK(cudaEventSynchronize(e1));
-            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            if (k >= 0) t[w].push_back(ms);
-          }
-        CHECK(cudaGetLastError());
+        const std::vector<float> med = interleavedMedians(iters, {splitRun, pagedRun, readRun});
         // The same keys through the table: the same output, bit for bit.
-        std::vector<unsigned short> a((size_t)b * HQ * D), a2(a.size());
-        CHECK(cudaMemcpy(a.data(), o, a.size() * 2, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(a2.data(), o2, a2.size() * 2, cudaMemcpyDeviceToHost));
-        const bool equal = a == a2;
-        float med[3];
-        for (int w = 0; w < 3; w++) {
-          std::sort(t[w].begin(), t[w].end());
-          med[w] = t[w][t[w].size() / 2];
-        }
+        const bool equal = sameBits(o, o2, (size_t)b * HQ * D);
         printf("%5d %7d %4d %10.3f %6d %6d %10.4f %10.3f %10.4f %10.3f %10.3f %9.3f %7s\n", b, n, hkv, cache / 1e9, pages, splits, med[0],
                cache / med[0] / 1e9, med[1], cache / med[1] / 1e9, cache / med[2] / 1e9, med[0] / med[1], equal ? "yes" : "NO");
         fflush(stdout);
@@ -224,33 +239,9 @@ static int pdlTable(int iters, int perSM, unsigned *sink, int rb) {
         CHECK(cudaLaunchKernelEx(&cfg, decode_merge_br1_d128, (const float *)os, (const float *)lses, o2, lse, 1, splits));
       };
       auto read = [&] { readAll<<<rb, 512>>>((const uint4 *)kv, cache / 16, sink); };
-      cudaEvent_t e0, e1;
-      CHECK(cudaEventCreate(&e0));
-      CHECK(cudaEventCreate(&e1));
-      std::vector<float> t[3];
-      for (int k = -3; k < iters; k++)
-        for (int w = 0; w < 3; w++) {
-          float ms;
-          CHECK(cudaEventRecord(e0));
-          if (w == 0) plain();
-          if (w == 1) pdl();
-          if (w == 2) read();
-          CHECK(cudaEventRecord(e1));
-          CHECK(cudaEventSynchronize(e1));
-          CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          if (k >= 0) t[w].push_back(ms);
-        }
-      CHECK(cudaGetLastError());
-      std::vector<unsigned short> a((size_t)b * HQ * D), a2(a.size());
-      CHECK(cudaMemcpy(a.data(), o, a.size() * 2, cudaMemcpyDeviceToHost));
-      CHECK(cudaMemcpy(a2.data(), o2, a2.size() * 2, cudaMemcpyDeviceToHost));
-      float med[3];
-      for (int w = 0; w < 3; w++) {
-        std::sort(t[w].begin(), t[w].end());
-        med[w] = t[w][t[w].size() / 2];
-      }
+      const std::vector<float> med = interleavedMedians(iters, {plain, pdl, read});
       printf("%4d %7d %6d %10.4f %10.4f %10.3f %10.3f %10.3f %8.3f %6s\n", hkv, n, splits, med[0], med[1], cache / med[0] / 1e9, cache / med[1] / 1e9,
-             cache / med[2] / 1e9, med[0] / med[1], a == a2 ? "yes" : "NO");
+             cache / med[2] / 1e9, med[0] / med[1], sameBits(o, o2, (size_t)b * HQ * D) ? "yes" : "NO");
       fflush(stdout);
       for (void *p : {(void *)kv, (void *)q, (void *)o, (void *)o2, (void *)lse, (void *)os, (void *)lses}) CHECK(cudaFree(p));
     }

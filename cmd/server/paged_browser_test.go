@@ -36,8 +36,8 @@ func TestBrowserPagedCache(t *testing.T) {
 	}
 	type shown struct {
 		Caption, Current, Pool, Note string
-		Entries, Mine, Cells        int
-		Table                       []string
+		Entries, Mine, Cells         int
+		Table                        []string
 	}
 	look := func(k int) shown {
 		t.Helper()
@@ -76,6 +76,26 @@ func TestBrowserPagedCache(t *testing.T) {
 	}
 	if !strings.Contains(got.Note, fmt.Sprintf("kv-tile %d of sequence %d: the table says page %d", r.J, b, page)) {
 		t.Errorf("step %d's note: %q", k+1, got.Note)
+	}
+	// Stepping on within the page moves the marks: one entry lit at most,
+	// the next step's.
+	if k+1 < len(steps) {
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("next"))); err != nil {
+			t.Fatal(err)
+		}
+		waitText(ctx, t, "#step-label", fmt.Sprintf("%d / %d", k+2, len(steps)))
+		lit, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#page-table .page-entry.current .page-p, #page-pool .pool-page.current')].map((e) => e.textContent)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{}
+		if n := steps[k+1]; n.Kind == instrument.KindFlashStep {
+			p := kernels.PageOf(&c, n.BH/c.Heads, n.J)
+			want = []string{fmt.Sprintf("page %d", p), fmt.Sprint(p)}
+		}
+		if fmt.Sprint(lit) != fmt.Sprint(want) {
+			t.Errorf("step %d, reached by stepping on: lit %q, want %q", k+2, lit, want)
+		}
 	}
 	m := look(merge[rng.IntN(len(merge))])
 	if m.Current != "" || m.Pool != "" || m.Entries != c.Tc() || !strings.Contains(m.Note, "reads no page") {

@@ -40,6 +40,32 @@ export class PageTableView {
 
   hide() { this.views.classList.remove('paged'); }
 
+  // build draws sequence b's table and the pool once; a step then only
+  // moves the marks (draw), so that stepping a long cache (2,048 kv-tiles at
+  // 128k keys) does not rebuild thousands of cells a frame.
+  build(h, b, table) {
+    this.built = h;
+    this.b = b;
+    this.tableShown = table;
+    this.marked = [];
+    const where = new Map(table.map((p, j) => [p, j])); // page → its kv-tile in this sequence
+    this.entries = table.map((p, j) => {
+      const li = el('li', { className: 'page-entry' }, el('span', { className: 'page-j' }, `j=${j}`), el('span', { className: 'page-p' }, `page ${p}`));
+      li.title = `kv-tile ${j} (keys ${j * h.Bc} to ${Math.min(h.N, (j + 1) * h.Bc) - 1}) lies in page ${p}`;
+      return li;
+    });
+    this.table.replaceChildren(...this.entries);
+    const shown = Math.min(poolPages(h), POOL_CELLS);
+    this.cells = Array.from({ length: shown }, (_, p) => {
+      const mine = where.has(p);
+      const li = el('li', { className: 'pool-page' + (mine ? ' mine' : '') }, String(p));
+      li.title = mine ? `page ${p}: kv-tile ${where.get(p)} of sequence ${b}` : `page ${p}: another sequence's`;
+      return li;
+    });
+    this.pool.replaceChildren(...this.cells);
+    this.caption.textContent = `The block table of sequence ${b} (batch row ${b})`;
+  }
+
   // draw shows step k of model m: its batch row's table, the pool, and
   // the kv-tile the step reads (none on a split's end, a merge or the
   // epilogue).
@@ -47,23 +73,19 @@ export class PageTableView {
     const h = m.h, r = m.steps[k];
     this.views.classList.add('paged');
     const b = batchRowOf(h, r.bh), hkv = kvHeadOf(h, r.bh);
-    const table = pageTable(h, b);
+    if (this.built !== h || this.b !== b) this.build(h, b, pageTable(h, b));
+    const table = this.tableShown;
+    for (const e of this.marked) e.classList.remove('current', 'in-split');
+    this.marked = [];
+    const mark = (e, cls) => { if (e) { e.classList.add(cls); this.marked.push(e); } };
     const reading = r.kind === 'flash_step' && r.j >= 0 ? r.j : -1;
-    const split = m.splits && reading >= 0 ? splitOfTile(m.splits, reading) : -1;
-    this.caption.textContent = `The block table of sequence ${b} (batch row ${b})`;
-    this.table.replaceChildren(...table.map((p, j) => {
-      const li = el('li', { className: 'page-entry' + (j === reading ? ' current' : '') + (split >= 0 && splitOfTile(m.splits, j) === split ? ' in-split' : '') },
-        el('span', { className: 'page-j' }, `j=${j}`), el('span', { className: 'page-p' }, `page ${p}`));
-      li.title = `kv-tile ${j} (keys ${j * h.Bc} to ${Math.min(h.N, (j + 1) * h.Bc) - 1}) lies in page ${p}`;
-      return li;
-    }));
-    const pages = poolPages(h), mine = new Set(table);
-    const shown = Math.min(pages, POOL_CELLS);
-    this.pool.replaceChildren(...Array.from({ length: shown }, (_, p) => {
-      const li = el('li', { className: 'pool-page' + (mine.has(p) ? ' mine' : '') + (reading >= 0 && table[reading] === p ? ' current' : '') }, String(p));
-      li.title = mine.has(p) ? `page ${p}: kv-tile ${table.indexOf(p)} of sequence ${b}` : `page ${p}: another sequence's`;
-      return li;
-    }));
+    if (reading >= 0) {
+      const split = m.splits ? splitOfTile(m.splits, reading) : -1;
+      if (split >= 0) this.entries.forEach((e, j) => { if (splitOfTile(m.splits, j) === split) mark(e, 'in-split'); });
+      mark(this.entries[reading], 'current');
+      mark(this.cells[table[reading]], 'current');
+    }
+    const pages = poolPages(h), shown = this.cells.length;
     const more = pages > shown ? ` (the first ${shown} of its ${pages} pages drawn)` : '';
     if (reading >= 0) {
       const p = table[reading];
