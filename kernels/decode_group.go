@@ -73,11 +73,12 @@ func DecodeGroupSharedBytes(t Tile) int {
 	return 2*(DecodeAtomRows*t.D+DecodeStages*2*t.Bc*t.D) + 4*DecodeAtomRows*(t.Bc+8)
 }
 
-// decodeGroupLimits: the group's q-tiles share one 16-row atom.
+// decodeGroupLimits: the group's q-tiles share one 16-row atom (the split
+// and paged rungs' blocks too; the message names the run's rung).
 func decodeGroupLimits(c *Config) error {
 	if rows := c.Group() * c.Br; rows > DecodeAtomRows {
-		return FieldErrors{{Field: FieldBr, Message: fmt.Sprintf("decode_group packs the q-tiles of a K/V head's %d query heads (heads/kv_heads) into one %d-row tensor-core atom: heads/kv_heads × Br must be at most %d (got %d × %d); lower Br or raise kv_heads",
-			c.Group(), DecodeAtomRows, DecodeAtomRows, c.Group(), c.Br)}}
+		return FieldErrors{{Field: FieldBr, Message: fmt.Sprintf("%s packs the q-tiles of a K/V head's %d query heads (heads/kv_heads) into one %d-row tensor-core atom: heads/kv_heads × Br must be at most %d (got %d × %d); lower Br or raise kv_heads",
+			c.Variant, c.Group(), DecodeAtomRows, DecodeAtomRows, c.Group(), c.Br)}}
 	}
 	return nil
 }

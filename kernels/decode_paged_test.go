@@ -1,9 +1,11 @@
 package kernels_test
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"flashstep/instrument"
@@ -139,5 +141,23 @@ func TestPagedLaunchReadsThePools(t *testing.T) {
 			t.Fatalf("%+v: plan sizes K %d, V %d, table %d; the pools take %d bytes, the table %d", c, paged.Extra[BufK], paged.Extra[BufV],
 				paged.Extra[BufPageTable], pool, len(PageTable(&c))*4)
 		}
+	}
+}
+
+// TestPagedLimitsNameTheRung: a paged run whose group's q-tiles overflow
+// the 16-row atom is refused on the GPU naming Br, the limit and the rung
+// asked for, not the rung whose block it shares.
+func TestPagedLimitsNameTheRung(t *testing.T) {
+	t.Parallel()
+	c := Config{Variant: instrument.VariantDecodePaged, N: 512, Nq: 8, D: 64, Br: 8, Bc: 64, Batch: 2, Heads: 4, KVHeads: 1}
+	err := Info(c.Variant).GPULimits(&c)
+	var fe FieldErrors
+	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != FieldBr || !strings.Contains(fe[0].Message, "decode_paged packs") ||
+		!strings.Contains(fe[0].Message, "at most 16 (got 4 × 8)") {
+		t.Fatalf("Br 8 with 4 query heads a K/V head: %v", err)
+	}
+	c.Br = 4
+	if err := Info(c.Variant).GPULimits(&c); err != nil {
+		t.Fatalf("Br 4 with 4 query heads a K/V head fills the atom exactly: %v", err)
 	}
 }
