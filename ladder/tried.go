@@ -1,7 +1,8 @@
 package ladder
 
 // TriedIdea is an idea tried on a backward rung at d = 64, where the
-// backward stayed furthest from cuDNN's until run av, timed against the rung it changed
+// backward stayed furthest from cuDNN's until run av (the last try, run ay,
+// came after it), timed against the rung it changed
 // in the same call on the GPU, and left out of the ladder. The ladder page
 // lists them under the backward rungs, so that an engineer climbing the
 // ladder sees what did not pay as well as what did; docs/LADDER.md has
@@ -67,4 +68,9 @@ var BackwardTried = []TriedIdea{
 		On: "flash3_bwd_bulk", GPU: "H200", Run: "ar", Before: 335.53, After: 338.30,
 		Raw:      "2026-11-28-bwd-desc-ar.txt",
 		BeforeAt: RawRows{"## a (committed)", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"## b (descriptors", "flash3_bwd_bulk_bc64_d64"}},
+	// After run av, on the rung as it now stands: the plan's producer.
+	{What: "a producer warp beside the consumer warpgroup issues every copy, each stage freed through an mbarrier, no block-wide barrier (the fifth warp costs the SM its third block)",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "ay", Before: 382.20, After: 348.40,
+		Raw:      "2026-11-28-bwd-producer-ay.txt",
+		BeforeAt: RawRows{"== a (committed)", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"== b (producer)", "flash3_bwd_bulk_bc64_d64"}},
 }

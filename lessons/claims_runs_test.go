@@ -181,3 +181,42 @@ func TestClaimBackwardStages(t *testing.T) {
 		t.Errorf("lesson 13 should say %q (run ah)", said)
 	}
 }
+
+// TestClaimBackwardProducer holds lesson 13's figures for the producer
+// warp (run ay) to the call's raw file: each the mean of its three
+// alternated rounds, with the producer over without it.
+func TestClaimBackwardProducer(t *testing.T) {
+	t.Parallel()
+	mean := func(build, kernel string) float64 {
+		var sum float64
+		n := 0
+		section := ""
+		for _, line := range runFile(t, "2026-11-28-bwd-producer-ay.txt") {
+			if strings.HasPrefix(line, "== ") {
+				section = line
+				continue
+			}
+			if f := strings.Fields(line); len(f) >= 5 && f[0] == kernel && f[len(f)-1] == "ok" && strings.HasPrefix(section, "== "+build+" ") {
+				v, err := strconv.ParseFloat(f[2], 64)
+				if err != nil {
+					t.Fatalf("run ay: %q: %v", line, err)
+				}
+				sum, n = sum+v, n+1
+			}
+		}
+		if n != 3 {
+			t.Fatalf("run ay times %s in %d rounds of %s, want 3", kernel, n, build)
+		}
+		return sum / 3
+	}
+	lesson := prose(lessonSource(t, "13-backward.md"))
+	for _, c := range []struct{ kernel, context string }{
+		{"flash3_bwd_bulk_bc64_d64", "$d = 64$ it ran at %.2f times the rung"},
+		{"flash3_bwd_bulk_bc128_d128", "consumers (`setmaxnreg` moving its registers to them) ran at %.2f times"},
+		{"flash3_bwd_bulk_bc64_d128", "one consumer warpgroup an SM, gained (%.2f times)"},
+	} {
+		if said := fmt.Sprintf(c.context, mean("b", c.kernel)/mean("a", c.kernel)); !strings.Contains(lesson, said) {
+			t.Errorf("lesson 13 should say %q (run ay's means)", said)
+		}
+	}
+}

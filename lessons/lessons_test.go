@@ -231,7 +231,7 @@ func TestBadDirectivesFail(t *testing.T) {
 		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=dram d=64\nq\n:::\n":               "floor= must be compute or memory",
 		"::: checkpoint id=c ask=ladder-floor rung=flash2_fast floor=compute d=64 preset=toy\nq\n:::\n": "not a preset's run",
 		"::: checkpoint id=c ask=tried-worth\nq\n:::\n":                                                 "needs run=",
-		"::: checkpoint id=c ask=tried-worth run=zz\nq\n:::\n":                                          "run= must name a run of the ideas tried and left out (w, x, y, al, am, an, aq, ar)",
+		"::: checkpoint id=c ask=tried-worth run=zz\nq\n:::\n":                                          "run= must name a run of the ideas tried and left out (w, x, y, al, am, an, aq, ar, ay)",
 		"::: checkpoint id=c ask=tried-worth run=an\nq\n:::\n":                                          "run an tried 2 ideas: idea= says which",
 		"::: checkpoint id=c ask=tried-worth run=an idea=3\nq\n:::\n":                                   "idea must be a whole number from 1 to 2",
 		"::: checkpoint id=c ask=tried-worth run=am preset=toy\nq\n:::\n":                               "not a preset's run",
