@@ -762,14 +762,23 @@ func checkRecomputed(t *testing.T, c *Config, in *Inputs, rec *instrument.Record
 
 // mmaSum is acc + Σ term(k) over k < n as the kernels' mma chunks add it:
 // 16 exact products at a time, each chunk rounded once to float32 and added
-// to acc in float32.
+// to acc in float32. Within a chunk the float64 sum runs in mmaChunk's
+// order (four partial sums, term k into sum k mod 4, a ragged tail into
+// the first, then (s0 + s1) + (s2 + s3)): the order rarely changes a
+// chunk's float64 sum, but where it does the mirror must be matched to
+// the bit (seed 5207540796287730713 found one).
 func mmaSum(acc float32, n int, term func(k int) float64) float32 {
 	for k0 := 0; k0 < n; k0 += 16 {
-		var chunk float64
-		for k := k0; k < min(k0+16, n); k++ {
-			chunk += term(k)
+		k1 := min(k0+16, n)
+		var s [4]float64
+		whole := k0 + (k1-k0)/4*4
+		for k := k0; k < whole; k++ {
+			s[(k-k0)%4] += term(k)
 		}
-		acc = float32(acc + float32(chunk))
+		for k := whole; k < k1; k++ {
+			s[0] += term(k)
+		}
+		acc = float32(acc + float32((s[0]+s[1])+(s[2]+s[3])))
 	}
 	return acc
 }

@@ -159,42 +159,48 @@ func countRows(n *html.Node) int {
 }
 
 // TestLadderPageShowsBackwardTried: under the backward rungs, a row for
-// each idea tried at d = 64 and left out, in order: the idea, the rung it
-// changed, its figures without and with it, what it made of the rung and
-// the run and GPU that measured it.
+// each idea tried at d = 64 and left out, and one for each of
+// flash3_bwd_bulk's two ideas measured apart, in order: the idea, the rung
+// it changed, its figures without and with it, what it made of the rung
+// and the run and GPU that measured it.
 func TestLadderPageShowsBackwardTried(t *testing.T) {
 	t.Parallel()
 	sec := byTestID(ladderPage(t), "ladder-backward")
 	if sec == nil {
 		t.Fatal("no backward section on /ladder")
 	}
-	table := byTestID(sec, "backward-tried")
-	if table == nil {
-		t.Fatal("no table of the ideas tried at d = 64")
-	}
-	var rows []*html.Node
-	var walk func(n *html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode && n.Data == "tr" {
-			for _, a := range n.Attr {
-				if a.Key == "data-testid" && a.Val == "tried" {
-					rows = append(rows, n)
+	for _, c := range []struct {
+		table, row string
+		ideas      []ladder.MeasuredIdea
+	}{{"backward-tried", "tried", ladder.BackwardTried}, {"backward-bulk-ideas", "bulk-idea", ladder.BulkIdeas}} {
+		table := byTestID(sec, c.table)
+		if table == nil {
+			t.Fatalf("no table %s", c.table)
+		}
+		var rows []*html.Node
+		var walk func(n *html.Node)
+		walk = func(n *html.Node) {
+			if n.Type == html.ElementNode && n.Data == "tr" {
+				for _, a := range n.Attr {
+					if a.Key == "data-testid" && a.Val == c.row {
+						rows = append(rows, n)
+					}
 				}
 			}
+			for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
+				walk(ch)
+			}
 		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
+		walk(table)
+		if len(rows) != len(c.ideas) {
+			t.Fatalf("%s: %d rows, %d ideas in Go", c.table, len(rows), len(c.ideas))
 		}
-	}
-	walk(table)
-	if len(rows) != len(ladder.BackwardTried) {
-		t.Fatalf("%d rows of tried ideas, %d in ladder.BackwardTried", len(rows), len(ladder.BackwardTried))
-	}
-	for k, idea := range ladder.BackwardTried {
-		want := strings.Join([]string{idea.What, idea.On, fmt.Sprintf("%.1f → %.1f", idea.Before, idea.After),
-			fmt.Sprintf("%.2f×", idea.After/idea.Before), idea.Run + ", " + idea.GPU}, " | ")
-		if got := cells(rows[k]); got != want {
-			t.Errorf("row %d reads %q, want %q", k, got, want)
+		for k, idea := range c.ideas {
+			want := strings.Join([]string{idea.What, idea.On, fmt.Sprintf("%.1f → %.1f", idea.Before, idea.After),
+				fmt.Sprintf("%.2f×", idea.After/idea.Before), idea.Run + ", " + idea.GPU}, " | ")
+			if got := cells(rows[k]); got != want {
+				t.Errorf("%s row %d reads %q, want %q", c.table, k, got, want)
+			}
 		}
 	}
 }

@@ -1,13 +1,15 @@
 package ladder
 
-// TriedIdea is an idea tried on a backward rung at d = 64, where the
-// backward stayed furthest from cuDNN's until run av (the last try, run ay,
-// came after it), timed against the rung it changed
-// in the same call on the GPU, and left out of the ladder. The ladder page
-// lists them under the backward rungs, so that an engineer climbing the
-// ladder sees what did not pay as well as what did; docs/LADDER.md has
-// each run's reading, its patch and its correctness checks.
-type TriedIdea struct {
+// MeasuredIdea is an idea built into a backward rung and timed against the
+// rung without it in the same call on the GPU. BackwardTried are those
+// tried at d = 64, where the backward stayed furthest from cuDNN's until
+// run av (the last try, run ay, came after it), and left out; BulkIdeas
+// are the two that flash3_bwd_bulk keeps, measured apart. The ladder page
+// lists both under the backward rungs, so that an engineer climbing the
+// ladder sees what each idea is worth and what did not pay;
+// docs/LADDER.md has each run's reading, its patch and its correctness
+// checks.
+type MeasuredIdea struct {
 	What string // the idea
 	On   string // the rung it changed
 	GPU  string
@@ -17,21 +19,24 @@ type TriedIdea struct {
 	// rows of Raw that BeforeAt and AfterAt name, as many of each: the
 	// call's rounds, which alternated the two (TestTriedIdeasAreTheirRuns
 	// computes them again from the file).
-	Before, After     float64
-	Raw               string // the call's raw figures, in docs/ladder-runs
+	Before, After float64
+	// Raw is the call's raw figures, in docs/ladder-runs: a file, or a
+	// pattern of files (path.Match's) read in name order.
+	Raw               string
 	BeforeAt, AfterAt RawRows
 }
 
 // RawRows names rows of a raw bench output: those whose first field is
-// Kernel and whose check passed, in the sections (a line opening with "== "
-// or "## ") whose header holds Section, or anywhere when Section is empty.
+// Kernel and whose check passed, in the sections whose header holds
+// Section, or anywhere when Section is empty. A section opens with a line
+// opening with "== " or "## ", and with each file, headed by its name.
 type RawRows struct{ Section, Kernel string }
 
 // Worth is what the idea made of the rung: After over Before.
-func (t TriedIdea) Worth() float64 { return t.After / t.Before }
+func (t MeasuredIdea) Worth() float64 { return t.After / t.Before }
 
 // BackwardTried are the tries in the order they were made.
-var BackwardTried = []TriedIdea{
+var BackwardTried = []MeasuredIdea{
 	{What: "two warpgroups on one q-tile (a 64 × 128 tile), dQ split over the kv rows, its two parts added atomically",
 		On: "flash3_bwd_wgmma", GPU: "H100", Run: "w", Before: 265.25, After: 244.75,
 		Raw:      "2026-11-28-w-bwd-ksplit-h100.txt",
@@ -73,4 +78,20 @@ var BackwardTried = []TriedIdea{
 		On: "flash3_bwd_bulk", GPU: "H200", Run: "ay", Before: 382.20, After: 348.40,
 		Raw:      "2026-11-28-bwd-producer-ay.txt",
 		BeforeAt: RawRows{"== a (committed)", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"== b (producer)", "flash3_bwd_bulk_bc64_d64"}},
+}
+
+// BulkIdeas are flash3_bwd_bulk's two ideas, each timed against the rung
+// without it: the copy engine's bulk reduce for dQ, against
+// flash3_bwd_tma in one run of the backward bench (a round each), and two
+// q-tiles in flight (three blocks an SM at d = 64), against the bulk rung
+// with three, in three alternated rounds.
+var BulkIdeas = []MeasuredIdea{
+	{What: "dQ added by the copy engine's bulk reduce: a warp stages its part as the copy engine's boxes, and one thread asks for the adds",
+		On: "flash3_bwd_tma", GPU: "H200", Run: "ah", Before: 306.10, After: 335.20,
+		Raw:      "2026-11-28-bulk-h200-backward-table.txt",
+		BeforeAt: RawRows{"", "flash3_bwd_tma_bc64_d64"}, AfterAt: RawRows{"", "flash3_bwd_bulk_bc64_d64"}},
+	{What: "two q-tiles in flight instead of three, so that three blocks fit an SM at d = 64 (168 registers, 74 KiB)",
+		On: "flash3_bwd_bulk", GPU: "H200", Run: "av", Before: 335.33, After: 380.80,
+		Raw:      "2026-11-28-bwd-stages-av-ab-[ab][123].txt",
+		BeforeAt: RawRows{"-ab-a", "flash3_bwd_bulk_bc64_d64"}, AfterAt: RawRows{"-ab-b", "flash3_bwd_bulk_bc64_d64"}},
 }

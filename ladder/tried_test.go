@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,27 @@ import (
 // scripts/bench-backward's table (name, d, causal, ms, TFLOP/s, …, "ok").
 func rawMean(t *testing.T, file string, at RawRows) (float64, int) {
 	t.Helper()
+	files, err := filepath.Glob(file)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no such raw file (%v)", file, err)
+	}
+	sort.Strings(files)
+	var sum float64
+	n := 0
+	for _, name := range files {
+		s, k := rawSum(t, name, at)
+		sum, n = sum+s, n+k
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n), n
+}
+
+// rawSum is the sum of the rows of one raw file that at names, and their
+// count; the file's name heads its first section.
+func rawSum(t *testing.T, file string, at RawRows) (float64, int) {
+	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +48,7 @@ func rawMean(t *testing.T, file string, at RawRows) (float64, int) {
 	defer f.Close()
 	var sum float64
 	n := 0
-	section := ""
+	section := filepath.Base(file)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
@@ -52,21 +74,18 @@ func rawMean(t *testing.T, file string, at RawRows) (float64, int) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n == 0 {
-		return 0, 0
-	}
-	return sum / float64(n), n
+	return sum, n
 }
 
-// TestTriedIdeasAreTheirRuns: each tried idea's figures are the means of
-// the rows its raw file holds, and the rung it names is the one those rows
-// time.
-func TestTriedIdeasAreTheirRuns(t *testing.T) {
+// TestMeasuredIdeasAreTheirRuns: each measured idea's figures (tried and
+// left out, or kept in flash3_bwd_bulk) are the means of the rows its raw
+// files hold, and the rung it names is the one those rows time.
+func TestMeasuredIdeasAreTheirRuns(t *testing.T) {
 	t.Parallel()
-	if len(BackwardTried) == 0 {
-		t.Fatal("no tried ideas")
+	if len(BackwardTried) == 0 || len(BulkIdeas) != 2 {
+		t.Fatalf("%d tried ideas, %d of the bulk rung's", len(BackwardTried), len(BulkIdeas))
 	}
-	for _, idea := range BackwardTried {
+	for _, idea := range append(append([]MeasuredIdea{}, BackwardTried...), BulkIdeas...) {
 		counts := map[string]int{}
 		for _, c := range []struct {
 			what string
@@ -123,6 +142,31 @@ func TestRawMeanReadsSections(t *testing.T) {
 	} {
 		if got, n := rawMean(t, file, c.at); n != c.n || math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%+v: %.3f over %d rows, want %.3f over %d", c.at, got, n, c.want, c.n)
+		}
+	}
+	// A pattern of files: each file's name heads its rows until a header.
+	dir := t.TempDir()
+	for name, raw := range map[string]string{
+		"r-a1.txt": "# GPU\nk_d64 1.0 200.0 1e-3 1e-3 1e-3 ok\n",
+		"r-b1.txt": "k_d64 1.0 220.0 1e-3 1e-3 1e-3 ok\n== later\nk_d64 1.0 999.0 1e-3 1e-3 1e-3 ok\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(raw), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pattern := filepath.Join(dir, "r-[ab]1.txt")
+	for _, c := range []struct {
+		at   RawRows
+		want float64
+		n    int
+	}{
+		{RawRows{"r-a", "k_d64"}, 200, 1},
+		{RawRows{"r-b", "k_d64"}, 220, 1},
+		{RawRows{"== later", "k_d64"}, 999, 1},
+		{RawRows{"", "k_d64"}, (200 + 220 + 999) / 3.0, 3},
+	} {
+		if got, n := rawMean(t, pattern, c.at); n != c.n || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s %+v: %.3f over %d rows, want %.3f over %d", pattern, c.at, got, n, c.want, c.n)
 		}
 	}
 }
