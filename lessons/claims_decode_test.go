@@ -226,6 +226,7 @@ func TestClaimDecodeProse(t *testing.T) {
 		"3.62": "docs/DECODE.md's baseline, checked below",
 		"0.97": "the paged bench's slowest shape, TestClaimPagedCost",
 		"1.04": "the paged bench's fastest shape, TestClaimPagedCost",
+		"0.83": "the split kernel's copies alone against the read-only kernel, TestClaimDecodeParts",
 	}
 	for _, m := range regexp.MustCompile(`\d+\.\d\d\b`).FindAllString(text, -1) {
 		if slices.Contains(table, m) || derived[m] != "" {

@@ -220,3 +220,47 @@ func TestClaimBackwardProducer(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimDecodeParts holds lesson 15's account of what bounds the split
+// kernel at batch 1 (8 K/V heads, 32,768 keys, the rule's 32 splits) to
+// run az's raw file: the split kernel built whole, with its copies alone
+// and with its arithmetic alone, each the mean of its two rounds, and the
+// read-only kernel on the same bytes in the copies' own processes.
+func TestClaimDecodeParts(t *testing.T) {
+	t.Parallel()
+	const cache = 2 * 8 * 32768 * 128 * 2 // bytes of K and V
+	split := map[string][]float64{}       // µs of the split kernel, by part
+	var read []float64                    // µs of the read-only kernel, in the copies' processes
+	part := ""
+	for _, line := range runFile(t, "2026-11-28-decode-parts-az.txt") {
+		if strings.HasPrefix(line, "== DECODE_PART=") {
+			part = strings.TrimSuffix(strings.Fields(line)[1], ",")
+			continue
+		}
+		f := strings.Fields(line)
+		if part == "" || len(f) != 9 || f[0] != "8" || f[1] != "32768" || f[2] != "32" {
+			continue
+		}
+		ms, err1 := strconv.ParseFloat(f[4], 64)
+		tbs, err2 := strconv.ParseFloat(f[8], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("run az: %q", line)
+		}
+		split[part] = append(split[part], ms*1000)
+		if part == "DECODE_PART=1" {
+			read = append(read, cache/(tbs*1e12)*1e6)
+		}
+	}
+	mean := func(xs []float64) float64 {
+		if len(xs) != 2 {
+			t.Fatalf("run az: %d rounds, want 2 (%v)", len(xs), split)
+		}
+		return (xs[0] + xs[1]) / 2
+	}
+	whole, copies, arith, rd := mean(split["DECODE_PART=0"]), mean(split["DECODE_PART=1"]), mean(split["DECODE_PART=2"]), mean(read)
+	said := fmt.Sprintf("its copies alone, with no arithmetic, take %.1f µs where the read-only kernel reads the bytes in %.1f µs in the same processes, %.2f of its pace; its arithmetic alone takes %.1f µs, and under the copies it adds about %.0f µs to them",
+		copies, rd, rd/copies, arith, whole-copies)
+	if !strings.Contains(prose(lessonSource(t, "15-inference.md")), said) {
+		t.Errorf("lesson 15 should say %q (run az's means)", said)
+	}
+}

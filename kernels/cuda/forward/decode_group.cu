@@ -45,6 +45,13 @@ constexpr int NT = NW * 32;
 #define DECODE_STAGES 3
 #endif
 constexpr int NS = DECODE_STAGES;
+// A bench build may keep one part of the walk alone, to see which bounds
+// the split kernel at batch 1 (bench/decode, docs/DECODE.md run az): 1 the
+// copies alone (no arithmetic), 2 the arithmetic alone (no kv-tile asked
+// for after the first NS − 1: each step multiplies a stage already in).
+#ifndef DECODE_PART
+#define DECODE_PART 0
+#endif
 
 // Shared memory: the atom's Q, NS stages of K_j then V_j (bf16, swizzled),
 // and the atom's S in float32, rows padded by 8.
@@ -164,7 +171,7 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
     //> load-kv: K_j and V_j have landed; K_{j+2} and V_{j+2} start on their way into the stage j − 1 freed
     fast::cp_async_wait<NS - 2>(); // tile j (and Q) are in
     __syncthreads();               // and every warp is done with tile j − 1 and with sS
-    if (j + NS - 1 < j1) {
+    if (DECODE_PART != 2 && j + NS - 1 < j1) {
       const int s = (j - j0 + NS - 1) % NS;
       if constexpr (PAGED) {
         loadPage(sKV + s * 2 * BC * D, j + NS - 1, nextPage);
@@ -177,6 +184,7 @@ __device__ __forceinline__ void decode_group_block(const bf16 *__restrict__ Q, c
     fast::cp_async_commit();
     const bf16 *sK = sKV + ((j - j0) % NS) * 2 * BC * D, *sV = sK + BC * D;
 
+    if (DECODE_PART == 1) continue;
     //> scores: S = Q K_jᵀ for this warp's quarter of the keys, mma.sync with fragments from ldmatrix
     {
       float s[WNI][4];
