@@ -39,6 +39,7 @@ float medianMs(F f, int iters) {
   CHECK(cudaEventCreate(&b));
   std::vector<float> t;
   for (int k = -3; k < iters; k++) {
+    beforeTiming(); // L2 flushed; f's launch queued before the event is reached
     CHECK(cudaEventRecord(a));
     f();
     CHECK(cudaEventRecord(b));

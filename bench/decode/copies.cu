@@ -174,12 +174,14 @@ int main(int argc, char **argv) {
         std::vector<float> tw, tr;
         for (int k = -3; k < iters; k++) {
           float ms;
+          beforeTiming();
           CHECK(cudaEventRecord(e0));
           w.kernel<<<dim3(splits, hkv), NT, w.smem()>>>(kv, kv + elems / 8, n, per, sink);
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
           CHECK(cudaEventElapsedTime(&ms, e0, e1));
           if (k >= 0) tw.push_back(ms * 1000);
+          beforeTiming();
           CHECK(cudaEventRecord(e0));
           readAll<<<rb, 512>>>(kv, cache / 16, sink);
           CHECK(cudaEventRecord(e1));

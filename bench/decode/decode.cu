@@ -70,6 +70,7 @@ static std::vector<float> interleavedMedians(int iters, const std::vector<std::f
   for (int k = -3; k < iters; k++)
     for (size_t w = 0; w < runs.size(); w++) {
       float ms;
+      beforeTiming();
       CHECK(cudaEventRecord(e0));
       runs[w]();
       CHECK(cudaEventRecord(e1));
@@ -319,19 +320,22 @@ int main(int argc, char **argv) {
         std::vector<float> td, tr, ts;
         for (int k = -3; k < iters; k++) {
           float ms;
-          CHECK(cudaEventRecord(e0));
+          beforeTiming();
+      CHECK(cudaEventRecord(e0));
           splitRun();
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
           CHECK(cudaEventElapsedTime(&ms, e0, e1));
           if (k >= 0) ts.push_back(ms);
-          CHECK(cudaEventRecord(e0));
+          beforeTiming();
+      CHECK(cudaEventRecord(e0));
           decodeRun();
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
           CHECK(cudaEventElapsedTime(&ms, e0, e1));
           if (k >= 0) td.push_back(ms);
-          CHECK(cudaEventRecord(e0));
+          beforeTiming();
+      CHECK(cudaEventRecord(e0));
           readRun();
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
@@ -413,7 +417,8 @@ int main(int argc, char **argv) {
       for (int k = -3; k < iters; k++) {
         for (int which = 0; which < 4; which++) {
           float ms;
-          CHECK(cudaEventRecord(e0));
+          beforeTiming();
+      CHECK(cudaEventRecord(e0));
           if (which == 0) split();
           if (which == 1) merge();
           if (which == 2) {

@@ -9,9 +9,22 @@ GPU's ridge point, so the cache's stream from device memory is the whole
 cost. With Hkv < Hq (grouped-query attention) each K/V head serves Hq/Hkv
 query heads (enable_gqa); the bytes counted are the cache's, once.
 
-    python3 bench/decode/sdpa_decode.py --json out.json
+With --read-lib (bench/decode/read_all_lib.cu built as a shared library,
+which scripts/bench-decode does), the read-only kernel of decode.cu runs
+here too, on the same cache (K and V one allocation), and the two
+backends and it take turns call by call: each backend's bytes a second
+then has the device's read rate beside it, measured in the same state of
+the device (its clocks move between processes, docs/DECODE.md, run bb),
+and its ratio to it compares with decode.cu's ratios for the rungs. Each
+call is timed as decode.cu times the rungs: the L2 flushed first
+(flushL2), then the GPU held busy until the call is queued (holdGPU), so
+that the events time the GPU's work on a cache not in L2, not Python's
+launch of it.
+
+    python3 bench/decode/sdpa_decode.py --json out.json [--read-lib libreadall.so]
 """
 import argparse
+import ctypes
 import json
 
 import torch
@@ -36,6 +49,63 @@ def median_ms(fn, iters):
     return times[len(times) // 2]
 
 
+# Cycles the GPU is held busy before a timing's start event (about 200 µs
+# on an H200): SDPA's launch from Python takes tens of microseconds, and
+# with the GPU idle that time would fall between the events.
+HOLD_CYCLES = 400000
+
+
+def timed_ms(lib, fn):
+    """One call of fn timed by CUDA events, the GPU held busy (holdGPU,
+    read_all.cuh) until fn's work is queued behind the start event, so
+    that the events time the GPU's work and not the host's launch."""
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    # The L2 flushed first, as decode.cu does (read_all.cuh's flushL2).
+    if lib.flush_l2_launch() != 0 or lib.hold_gpu_launch(ctypes.c_longlong(HOLD_CYCLES), stream) != 0:
+        raise RuntimeError("flush_l2_launch or hold_gpu_launch failed")
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
+def interleaved_medians(lib, fns, iters):
+    """Each of fns once in turn, iters rounds after three unrecorded ones,
+    each call timed alone (timed_ms); each one's median in ms. A function
+    is (backend or None, fn): SDPA's backend is chosen outside the timing."""
+    times = [[] for _ in fns]
+    for k in range(-3, iters):
+        for w, (backend, fn) in enumerate(fns):
+            if backend is None:
+                ms = timed_ms(lib, fn)
+            else:
+                with sdpa_kernel(backend):
+                    ms = timed_ms(lib, fn)
+            if k >= 0:
+                times[w].append(ms)
+    meds = []
+    for t in times:
+        t.sort()
+        meds.append(t[len(t) // 2])
+    return meds
+
+
+def read_only(lib, kv, sink):
+    """decode.cu's read-only kernel over the cache kv, on torch's stream."""
+    blocks = torch.cuda.get_device_properties(0).multi_processor_count * 4
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+    def run():
+        err = lib.read_all_launch(ctypes.c_void_p(kv.data_ptr()), ctypes.c_ulonglong(kv.numel() * kv.element_size()),
+                                  ctypes.c_void_p(sink.data_ptr()), blocks, stream)
+        if err != 0:
+            raise RuntimeError("read_all_launch: CUDA error %d" % err)
+    return run
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, nargs="*", default=[1, 8, 64])
@@ -45,10 +115,17 @@ def main():
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json", default="")
+    ap.add_argument("--read-lib", default="", help="read_all_lib.cu as a shared library: time the read-only kernel beside SDPA")
     args = ap.parse_args()
+    lib = ctypes.CDLL(args.read_lib) if args.read_lib else None
+    sink = torch.zeros(torch.cuda.get_device_properties(0).multi_processor_count * 4, dtype=torch.int32, device="cuda")
     free, _ = torch.cuda.mem_get_info()
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
-    print("%5s %7s %4s %4s %10s %10s %10s %10s %10s" % ("B", "N", "Hq", "Hkv", "cache GB", "flash ms", "flash TB/s", "cudnn ms", "cudnn TB/s"))
+    head = ("B", "N", "Hq", "Hkv", "cache GB", "flash ms", "flash TB/s", "cudnn ms", "cudnn TB/s")
+    if lib:
+        head += ("read ms", "read TB/s", "flash÷read", "cudnn÷read")
+        print("# with decode.cu's read-only kernel on the same cache; the three take turns call by call")
+    print(("%5s %7s %4s %4s %10s %10s %10s %10s %10s" + (" %10s %10s %10s %10s" if lib else "")) % head)
     rows = []
     d, hq = args.d, args.heads
     for hkv in args.kv_heads:
@@ -62,20 +139,42 @@ def main():
                     print("%5d %7d %4d %4d %10.2f %s" % (b, n, hq, hkv, cache / 1e9, "skipped: does not fit"))
                     continue
                 q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
-                k = torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16)
-                v = torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16)
-                for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                    try:
-                        with sdpa_kernel(backend):
-                            ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=hkv != hq), args.iters)
-                        row[name] = {"ms": ms, "tb_per_s": cache / ms / 1e9}
-                    except Exception as ex:  # a backend may not take a shape
-                        row[name] = {"error": str(ex).splitlines()[0][:200]}
-                del q, k, v
+                kv = torch.randn(2, b, hkv, n, d, device="cuda", dtype=torch.bfloat16)  # one allocation, as decode.cu's
+                k, v = kv[0], kv[1]
+                backends = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
+                if lib:
+                    # A backend that refuses the shape is left out of the turns.
+                    fns, names = [], []
+                    call = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=hkv != hq)
+                    for name, backend in backends:
+                        try:
+                            with sdpa_kernel(backend):
+                                call()
+                            fns.append((backend, call))
+                            names.append(name)
+                        except Exception as ex:
+                            row[name] = {"error": str(ex).splitlines()[0][:200]}
+                    meds = interleaved_medians(lib, fns + [(None, read_only(lib, kv, sink))], args.iters)
+                    row["read"] = {"ms": meds[-1], "tb_per_s": cache / meds[-1] / 1e9}
+                    for name, ms in zip(names, meds):
+                        row[name] = {"ms": ms, "tb_per_s": cache / ms / 1e9, "of_read": meds[-1] / ms}
+                else:
+                    for name, backend in backends:
+                        try:
+                            with sdpa_kernel(backend):
+                                ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=hkv != hq), args.iters)
+                            row[name] = {"ms": ms, "tb_per_s": cache / ms / 1e9}
+                        except Exception as ex:  # a backend may not take a shape
+                            row[name] = {"error": str(ex).splitlines()[0][:200]}
+                del q, k, v, kv
                 torch.cuda.empty_cache()
                 rows.append(row)
                 cell = lambda r: ("%10.3f %10.3f" % (r["ms"], r["tb_per_s"])) if "ms" in r else "%21s" % "refused"
-                print("%5d %7d %4d %4d %10.2f %s %s" % (b, n, hq, hkv, cache / 1e9, cell(row["flash"]), cell(row["cudnn"])), flush=True)
+                line = "%5d %7d %4d %4d %10.2f %s %s" % (b, n, hq, hkv, cache / 1e9, cell(row["flash"]), cell(row["cudnn"]))
+                if lib:
+                    ratio = lambda r: ("%10.3f" % r["of_read"]) if "of_read" in r else "%10s" % "-"
+                    line += " %s %s %s" % (cell(row["read"]), ratio(row["flash"]), ratio(row["cudnn"]))
+                print(line, flush=True)
     if args.json:
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, open(args.json, "w"), indent=1)
 
