@@ -29,6 +29,7 @@
 #include "../../kernels/cuda/hopper/flash3_bwd_wgmma.cu"
 #include "../../kernels/cuda/hopper/flash3_bwd_tma.cu"
 #include "../../kernels/cuda/hopper/flash3_bwd_bulk.cu"
+#include "../timing.cuh"
 
 using fast::bf16;
 
@@ -280,7 +281,7 @@ int main(int argc, char **argv) {
     CHECK(cudaFuncSetAttribute(k.mainSymbol(), cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings of pre+main+dq after 3 warm-ups\n",
+  printf("# %s, %d SMs; N=%d, B·N=16384, H·d=2048, median of %d CUDA-event timings of pre+main+dq after 3 warm-ups, each after the L2 is flushed, the GPU held until it is queued\n",
          prop.name, prop.multiProcessorCount, N, iters);
   printf("%-36s %8s %9s %10s %10s %10s %s\n", "variant", "ms", "TFLOP/s", "err dQ", "err dK", "err dV", "check");
   const Shape shapes[] = {{64, false}, {64, true}, {128, false}, {128, true}};
@@ -341,6 +342,7 @@ int main(int argc, char **argv) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a)); CHECK(cudaEventCreate(&b));
     for (int round = -3; round < iters; round++) {
+      beforeTiming(); // the L2 flushed, the GPU held until launch() is queued (bench/timing.cuh)
       CHECK(cudaEventRecord(a));
       launch();
       CHECK(cudaEventRecord(b));

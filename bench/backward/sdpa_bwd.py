@@ -16,6 +16,23 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
+# Timed as bench/backward/bench.cu times the rungs (bench/timing.cuh): the
+# L2 overwritten first, then the GPU held busy (about 1 ms) until the
+# backward's kernels are queued behind the start event, so that the
+# events time the GPU's work and not the autograd engine's launch of it
+# (docs/DECODE.md, run bd, found that launch inside earlier timings).
+HOLD_CYCLES = 2_000_000
+_scratch = None
+
+
+def before_timing():
+    global _scratch
+    if _scratch is None:
+        _scratch = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    _scratch.zero_()
+    torch.cuda._sleep(HOLD_CYCLES)
+
+
 def median_ms(fn, iters):
     for _ in range(3):
         fn()
@@ -24,6 +41,7 @@ def median_ms(fn, iters):
     for _ in range(iters):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        before_timing()
         start.record()
         fn()
         end.record()

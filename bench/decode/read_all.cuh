@@ -5,8 +5,8 @@
 #ifndef FLASHSTEP_BENCH_READ_ALL_CUH
 #define FLASHSTEP_BENCH_READ_ALL_CUH
 #include <cstddef>
-#include <cstdio>
-#include <cstdlib>
+
+#include "../timing.cuh" // beforeTiming, for the benches that include this
 
 __global__ void __launch_bounds__(512) readAll(const uint4 *__restrict__ buf, size_t words, unsigned *out) {
   unsigned acc = 0;
@@ -27,43 +27,6 @@ __global__ void __launch_bounds__(512) readAll(const uint4 *__restrict__ buf, si
   atomicXor(&s, acc);
   __syncthreads();
   if (threadIdx.x == 0) out[blockIdx.x] = s;
-}
-
-// holdGPU keeps one thread of the GPU spinning for cycles clock cycles.
-// A bench launches it just before a timing's start event, so that the
-// timed kernel is queued behind the event before the GPU reaches it: the
-// event pair then times the GPU's work alone, not the host's launch
-// latency in front of it (a few microseconds from C++, tens from Python,
-// against kernels of 30 µs at batch 1).
-__global__ void holdGPU(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
-// About 25 µs at the H200's clocks: more than a launch takes from C++.
-constexpr long long kHoldCycles = 50000;
-
-// flushL2 overwrites 256 MiB of scratch, more than any L2 holds (60 MiB
-// on an H200), before a timing: the timed kernel then finds none of the
-// cache it reads left in L2 by the kernel before it, which read the same
-// cache (in a model's decode step the cache read last belongs to another
-// layer). Without it a 134 MB cache is partly served from L2 and the
-// kernel timed after another one on it gains (docs/DECODE.md, run bd).
-inline void flushL2() {
-  static void *scratch = nullptr;
-  constexpr size_t bytes = 256ull << 20;
-  if (!scratch && cudaMalloc(&scratch, bytes) != cudaSuccess) {
-    fprintf(stderr, "flushL2: no room for %zu bytes of scratch\n", bytes);
-    exit(1);
-  }
-  cudaMemsetAsync(scratch, 0, bytes);
-}
-
-// beforeTiming is what every decode bench does before a timing's start
-// event: the L2 flushed, then the GPU held until the timed work is queued.
-inline void beforeTiming() {
-  flushL2();
-  holdGPU<<<1, 1>>>(kHoldCycles);
 }
 
 #endif
