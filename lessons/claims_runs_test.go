@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -262,5 +263,46 @@ func TestClaimDecodeParts(t *testing.T) {
 		copies, rd, rd/copies, arith, whole-copies)
 	if !strings.Contains(prose(lessonSource(t, "15-inference.md")), said) {
 		t.Errorf("lesson 15 should say %q (run az's means)", said)
+	}
+}
+
+// TestClaimAnchorLaunch holds lesson 12's caution on its ratios to SDPA to
+// run bf's raw file: the forward anchor as shipped against the same file
+// with the GPU held and the L2 flushed, cuDNN's TFLOP/s by shape (the
+// mean of the two rounds each), the least and most it gains, and what a
+// ratio of 1 to the shipped figure is then.
+func TestClaimAnchorLaunch(t *testing.T) {
+	t.Parallel()
+	row := regexp.MustCompile(`^\d+ \d+ \d+ (\d+) (\d) \| flash \S+ \d+ cudnn \S+ (\d+)`)
+	sum := map[string]float64{}
+	n := map[string]int{}
+	build := ""
+	for _, line := range runFile(t, "2026-11-28-fwd-anchor-bf.txt") {
+		if strings.HasPrefix(line, "== ") {
+			build = "shipped"
+			if strings.Contains(line, "held") {
+				build = "held"
+			}
+			continue
+		}
+		if m := row.FindStringSubmatch(line); m != nil && build != "" {
+			v, _ := strconv.ParseFloat(m[3], 64)
+			key := build + " " + m[1] + " " + m[2]
+			sum[key] += v
+			n[key]++
+		}
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, shape := range []string{"64 0", "64 1", "128 0", "128 1"} {
+		if n["shipped "+shape] != 2 || n["held "+shape] != 2 {
+			t.Fatalf("run bf: %d and %d rounds of d, causal = %s", n["shipped "+shape], n["held "+shape], shape)
+		}
+		gain := (sum["held "+shape]/2)/(sum["shipped "+shape]/2) - 1
+		lo, hi = min(lo, gain), max(hi, gain)
+	}
+	said := fmt.Sprintf("cuDNN's forward is %.0f to %.0f%% faster than that (docs/LADDER.md, run bf), so \"about cuDNN's speed\" is nearer %.2f to %.2f of it",
+		100*lo, 100*hi, 1/(1+hi), 1/(1+lo))
+	if !strings.Contains(prose(lessonSource(t, "12-hopper.md")), said) {
+		t.Errorf("lesson 12 should say %q (run bf's means)", said)
 	}
 }
