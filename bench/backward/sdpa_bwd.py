@@ -17,7 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 # Timed as bench/backward/bench.cu times the rungs (bench/timing.cuh): the
-# L2 overwritten first, then the GPU held busy (about 1 ms) until the
+# L2 flushed first (256 MiB read), then the GPU held busy (about 1 ms) until the
 # backward's kernels are queued behind the start event, so that the
 # events time the GPU's work and not the autograd engine's launch of it
 # (docs/DECODE.md, run bd, found that launch inside earlier timings).
@@ -28,8 +28,11 @@ _scratch = None
 def before_timing():
     global _scratch
     if _scratch is None:
-        _scratch = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    _scratch.zero_()
+        _scratch = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # 256 MiB
+        torch.cuda.synchronize()
+    # Read, not written: dirty lines would be written back inside the
+    # timing (bench/timing.cuh's flushL2).
+    _scratch.sum()
     torch.cuda._sleep(HOLD_CYCLES)
 
 

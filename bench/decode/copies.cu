@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(NT) walkBulk(const uint4 *K, const uint4 *V, i
 struct Walk {
   const char *name;
   int NS, BC, perSM; // stages, kv-tile rows, blocks an SM the split rule fills
-  bool strided;      // split b takes kv-tiles b, b + splits, …: only where the splits divide them
+  bool strided;      // split b takes kv-tiles b, b + splits, …: only where splits · per is the tile count
   void (*kernel)(const uint4 *, const uint4 *, int, int, unsigned *);
   int smem() const { return NS * 2 * BC * D * 2; }
 };
@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
       for (const Walk &w : walks) {
         const int tc = n / w.BC, want = std::min(tc, std::max(1, sms * w.perSM / hkv));
         const int per = (tc + want - 1) / want, splits = (tc + per - 1) / per;
-        if (w.strided && tc % splits != 0) continue;
+        if (w.strided && per * splits != tc) continue; // every split the same count of tiles, none past the last
         cudaEvent_t e0, e1;
         CHECK(cudaEventCreate(&e0));
         CHECK(cudaEventCreate(&e1));

@@ -321,21 +321,21 @@ int main(int argc, char **argv) {
         for (int k = -3; k < iters; k++) {
           float ms;
           beforeTiming();
-      CHECK(cudaEventRecord(e0));
+          CHECK(cudaEventRecord(e0));
           splitRun();
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
           CHECK(cudaEventElapsedTime(&ms, e0, e1));
           if (k >= 0) ts.push_back(ms);
           beforeTiming();
-      CHECK(cudaEventRecord(e0));
+          CHECK(cudaEventRecord(e0));
           decodeRun();
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
           CHECK(cudaEventElapsedTime(&ms, e0, e1));
           if (k >= 0) td.push_back(ms);
           beforeTiming();
-      CHECK(cudaEventRecord(e0));
+          CHECK(cudaEventRecord(e0));
           readRun();
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
@@ -418,7 +418,7 @@ int main(int argc, char **argv) {
         for (int which = 0; which < 4; which++) {
           float ms;
           beforeTiming();
-      CHECK(cudaEventRecord(e0));
+          CHECK(cudaEventRecord(e0));
           if (which == 0) split();
           if (which == 1) merge();
           if (which == 2) {

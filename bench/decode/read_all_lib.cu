@@ -18,7 +18,7 @@ extern "C" int read_all_launch(const void *buf, unsigned long long bytes, unsign
   return static_cast<int>(cudaGetLastError());
 }
 
-// hold_gpu_launch is holdGPU (read_all.cuh) on stream: a timing's start
+// hold_gpu_launch is holdGPU (bench/timing.cuh) on stream: a timing's start
 // event then waits behind it, and SDPA's launch from Python is queued
 // before the event is reached.
 extern "C" int hold_gpu_launch(long long cycles, void *stream) {
@@ -26,9 +26,8 @@ extern "C" int hold_gpu_launch(long long cycles, void *stream) {
   return static_cast<int>(cudaGetLastError());
 }
 
-// flush_l2_launch is flushL2 (read_all.cuh), on the default stream, which
-// torch's current stream is in bench/decode/sdpa_decode.py.
-extern "C" int flush_l2_launch() {
-  flushL2();
+// flush_l2_launch is flushL2 (bench/timing.cuh) on stream.
+extern "C" int flush_l2_launch(void *stream) {
+  flushL2(static_cast<cudaStream_t>(stream));
   return static_cast<int>(cudaGetLastError());
 }

@@ -17,7 +17,8 @@ then has the device's read rate beside it, measured in the same state of
 the device (its clocks move between processes, docs/DECODE.md, run bb),
 and its ratio to it compares with decode.cu's ratios for the rungs. Each
 call is timed as decode.cu times the rungs: the L2 flushed first
-(flushL2), then the GPU held busy until the call is queued (holdGPU), so
+(flushL2, bench/timing.cuh), then the GPU held busy until the call is
+queued (holdGPU), so
 that the events time the GPU's work on a cache not in L2, not Python's
 launch of it.
 
@@ -56,14 +57,15 @@ HOLD_CYCLES = 400000
 
 
 def timed_ms(lib, fn):
-    """One call of fn timed by CUDA events, the GPU held busy (holdGPU,
-    read_all.cuh) until fn's work is queued behind the start event, so
-    that the events time the GPU's work and not the host's launch."""
+    """One call of fn timed by CUDA events, the L2 flushed and the GPU held
+    busy (flushL2, holdGPU: bench/timing.cuh) until fn's work is queued
+    behind the start event, so that the events time the GPU's work and
+    not the host's launch."""
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
-    # The L2 flushed first, as decode.cu does (read_all.cuh's flushL2).
-    if lib.flush_l2_launch() != 0 or lib.hold_gpu_launch(ctypes.c_longlong(HOLD_CYCLES), stream) != 0:
+    # The L2 flushed first, as decode.cu does (bench/timing.cuh's flushL2).
+    if lib.flush_l2_launch(stream) != 0 or lib.hold_gpu_launch(ctypes.c_longlong(HOLD_CYCLES), stream) != 0:
         raise RuntimeError("flush_l2_launch or hold_gpu_launch failed")
     start.record()
     fn()
@@ -117,7 +119,11 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--read-lib", default="", help="read_all_lib.cu as a shared library: time the read-only kernel beside SDPA")
     args = ap.parse_args()
-    lib = ctypes.CDLL(args.read_lib) if args.read_lib else None
+    if not args.read_lib:
+        # Without the library there is no flush and no hold: timings would
+        # hold Python's launch (docs/DECODE.md, run bd). scripts/bench-decode builds it.
+        ap.error("--read-lib is required: build bench/decode/read_all_lib.cu (scripts/bench-decode does)")
+    lib = ctypes.CDLL(args.read_lib)
     sink = torch.zeros(torch.cuda.get_device_properties(0).multi_processor_count * 4, dtype=torch.int32, device="cuda")
     free, _ = torch.cuda.mem_get_info()
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
