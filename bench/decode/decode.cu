@@ -314,34 +314,13 @@ int main(int argc, char **argv) {
                                                                                     scale, 0, per, splits);
           decode_merge_br1_d128<<<dim3(1, b * HQ), decode::MT, 4 * 132 * 4>>>(os, lses, o2, lse, 1, splits);
         };
-        cudaEvent_t e0, e1;
-        CHECK(cudaEventCreate(&e0));
-        CHECK(cudaEventCreate(&e1));
-        std::vector<float> td, tr, ts;
-        for (int k = -3; k < iters; k++) {
-          float ms;
-          beforeTiming();
-          CHECK(cudaEventRecord(e0));
-          splitRun();
-          CHECK(cudaEventRecord(e1));
-          CHECK(cudaEventSynchronize(e1));
-          CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          if (k >= 0) ts.push_back(ms);
-          beforeTiming();
-          CHECK(cudaEventRecord(e0));
-          decodeRun();
-          CHECK(cudaEventRecord(e1));
-          CHECK(cudaEventSynchronize(e1));
-          CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          if (k >= 0) td.push_back(ms);
-          beforeTiming();
-          CHECK(cudaEventRecord(e0));
-          readRun();
-          CHECK(cudaEventRecord(e1));
-          CHECK(cudaEventSynchronize(e1));
-          CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          if (k >= 0) tr.push_back(ms);
-        }
+        // decode_split beside the read-only kernel, then decode_group beside
+        // it, each pair interleaved on its own, so that neither ratio depends
+        // on the other rung (at batch 1 decode_group keeps 8 to 32 SMs busy
+        // for 0.7 to 2.8 ms). Each rung's ratio is to the read-only kernel
+        // timed between its own runs (docs/DECODE.md, run bj).
+        const std::vector<float> splitMs = interleavedMedians(iters, {splitRun, readRun});
+        const std::vector<float> groupMs = interleavedMedians(iters, {decodeRun, readRun});
         CHECK(cudaGetLastError());
         // The output must be finite: a kernel that read nothing would be fast.
         // Both rungs' outputs must be finite and agree: a kernel that read
@@ -366,12 +345,9 @@ int main(int argc, char **argv) {
           fprintf(stderr, "B=%d N=%d Hkv=%d: decode_split's O is %.3g off decode_group's\n", b, n, hkv, sqrt(diff2 / ref2));
           return 1;
         }
-        std::sort(td.begin(), td.end());
-        std::sort(tr.begin(), tr.end());
-        std::sort(ts.begin(), ts.end());
-        const float msD = td[td.size() / 2], msR = tr[tr.size() / 2], msS = ts[ts.size() / 2];
+        const float msD = groupMs[0], msS = splitMs[0], msR = splitMs[1];
         printf("%5d %7d %4d %4d %10.3f %10.4f %10.3f %6d %10.4f %10.3f %10.4f %10.3f %7.3f %7.3f\n", b, n, HQ, hkv, cache / 1e9, msD,
-               cache / msD / 1e9, splits, msS, cache / msS / 1e9, msR, cache / msR / 1e9, msR / msD, msR / msS);
+               cache / msD / 1e9, splits, msS, cache / msS / 1e9, msR, cache / msR / 1e9, groupMs[1] / msD, msR / msS);
         CHECK(cudaFree(os));
         CHECK(cudaFree(lses));
         CHECK(cudaFree(o2));
