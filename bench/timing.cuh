@@ -21,7 +21,15 @@ __global__ void holdGPU(long long cycles) {
   }
 }
 // About 25 µs at the H200's clocks: more than a launch takes from C++.
-constexpr long long kHoldCycles = 50000;
+// FLASHSTEP_HOLD_SCALE=k holds k times as long, to check that a longer
+// hold changes nothing (docs/DECODE.md, run bl).
+inline long long holdCycles() {
+  static const long long cycles = [] {
+    const char *k = getenv("FLASHSTEP_HOLD_SCALE");
+    return 50000LL * (k ? atoll(k) : 1LL);
+  }();
+  return cycles;
+}
 
 // flushL2 reads 256 MiB of scratch, more than any L2 holds (60 MiB on an
 // H200), before a timing: the timed kernel then finds none of the data it
@@ -57,7 +65,7 @@ inline void flushL2(cudaStream_t stream = 0) {
 // event: the L2 flushed, then the GPU held until the timed work is queued.
 inline void beforeTiming(cudaStream_t stream = 0) {
   flushL2(stream);
-  holdGPU<<<1, 1, 0, stream>>>(kHoldCycles);
+  holdGPU<<<1, 1, 0, stream>>>(holdCycles());
 }
 
 #endif

@@ -10,6 +10,7 @@ benchmarks count them. B*N = 16384, H*d = 2048.
 """
 import argparse
 import json
+import os
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 # backward's kernels are queued behind the start event, so that the
 # events time the GPU's work and not the autograd engine's launch of it
 # (docs/DECODE.md, run bd, found that launch inside earlier timings).
-HOLD_CYCLES = 2_000_000
+HOLD_CYCLES = 2_000_000 * int(os.environ.get("FLASHSTEP_HOLD_SCALE", "1"))  # bench/timing.cuh's scale
 _scratch = None
 
 

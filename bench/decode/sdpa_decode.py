@@ -27,6 +27,7 @@ launch of it.
 import argparse
 import ctypes
 import json
+import os
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +54,7 @@ def median_ms(fn, iters):
 # Cycles the GPU is held busy before a timing's start event (about 200 µs
 # on an H200): SDPA's launch from Python takes tens of microseconds, and
 # with the GPU idle that time would fall between the events.
-HOLD_CYCLES = 400000
+HOLD_CYCLES = 400000 * int(os.environ.get("FLASHSTEP_HOLD_SCALE", "1"))  # bench/timing.cuh's scale
 
 
 def timed_ms(lib, fn):
