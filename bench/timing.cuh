@@ -9,6 +9,19 @@
 #include <cstdio>
 #include <cstdlib>
 
+// CHECK ends the bench with the failed CUDA call, its place and its error:
+// every bench's, from here.
+#ifndef CHECK
+#define CHECK(x)                                                                                  \
+  do {                                                                                            \
+    cudaError_t e = (x);                                                                          \
+    if (e != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));          \
+      exit(1);                                                                                    \
+    }                                                                                             \
+  } while (0)
+#endif
+
 // holdGPU keeps one thread of the GPU spinning for cycles clock cycles.
 // A bench launches it just before a timing's start event, so that the
 // timed kernel is queued behind the event before the GPU reaches it: the
@@ -26,7 +39,13 @@ __global__ void holdGPU(long long cycles) {
 inline long long holdCycles() {
   static const long long cycles = [] {
     const char *k = getenv("FLASHSTEP_HOLD_SCALE");
-    return 50000LL * (k ? atoll(k) : 1LL);
+    char *end = nullptr;
+    const long long scale = k ? strtoll(k, &end, 10) : 1;
+    if (k && (*k == 0 || *end != 0 || scale < 1 || scale > 1000)) {
+      fprintf(stderr, "FLASHSTEP_HOLD_SCALE must be a whole number from 1 to 1000, got \"%s\"\n", k);
+      exit(2);
+    }
+    return 50000LL * scale;
   }();
   return cycles;
 }

@@ -120,33 +120,14 @@ func TestMeasuredIdeasAreTheirRuns(t *testing.T) {
 }
 
 // TestRawMeanReadsSections: the reader keeps to its section and to the
-// rows whose check passed, and reads both row formats.
+// rows whose check passed, reads both row formats, and reads a pattern of
+// files, each file's name heading its rows until a header.
 func TestRawMeanReadsSections(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "x.txt")
-	raw := "== old 1\nk_d64 1.0 100.0 1e-3 1e-3 1e-3 ok\nk_d64 1.0 999.0 1e-3 1e-3 1e-3 FAIL\n== new 1\nk_d64 1.0 110.0 1e-3 1e-3 1e-3 ok\n" +
-		"## table\nk_d64 64 no 1.0 130.0 1 1 1 ok\n"
-	if err := os.WriteFile(file, []byte(raw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		at   RawRows
-		want float64
-		n    int
-	}{
-		{RawRows{"== old", "k_d64"}, 100, 1},
-		{RawRows{"== new", "k_d64"}, 110, 1},
-		{RawRows{"## table", "k_d64"}, 130, 1},
-		{RawRows{"", "k_d64"}, (100 + 110 + 130) / 3.0, 3},
-		{RawRows{"", "other_d64"}, 0, 0},
-	} {
-		if got, n := rawMean(t, file, c.at); n != c.n || math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("%+v: %.3f over %d rows, want %.3f over %d", c.at, got, n, c.want, c.n)
-		}
-	}
-	// A pattern of files: each file's name heads its rows until a header.
 	dir := t.TempDir()
 	for name, raw := range map[string]string{
+		"x.txt": "== old 1\nk_d64 1.0 100.0 1e-3 1e-3 1e-3 ok\nk_d64 1.0 999.0 1e-3 1e-3 1e-3 FAIL\n== new 1\nk_d64 1.0 110.0 1e-3 1e-3 1e-3 ok\n" +
+			"## table\nk_d64 64 no 1.0 130.0 1 1 1 ok\n",
 		"r-a1.txt": "# GPU\nk_d64 1.0 200.0 1e-3 1e-3 1e-3 ok\n",
 		"r-b1.txt": "k_d64 1.0 220.0 1e-3 1e-3 1e-3 ok\n== later\nk_d64 1.0 999.0 1e-3 1e-3 1e-3 ok\n",
 	} {
@@ -154,19 +135,24 @@ func TestRawMeanReadsSections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pattern := filepath.Join(dir, "r-[ab]1.txt")
 	for _, c := range []struct {
+		file string
 		at   RawRows
 		want float64
 		n    int
 	}{
-		{RawRows{"r-a", "k_d64"}, 200, 1},
-		{RawRows{"r-b", "k_d64"}, 220, 1},
-		{RawRows{"== later", "k_d64"}, 999, 1},
-		{RawRows{"", "k_d64"}, (200 + 220 + 999) / 3.0, 3},
+		{"x.txt", RawRows{"== old", "k_d64"}, 100, 1},
+		{"x.txt", RawRows{"== new", "k_d64"}, 110, 1},
+		{"x.txt", RawRows{"## table", "k_d64"}, 130, 1},
+		{"x.txt", RawRows{"", "k_d64"}, (100 + 110 + 130) / 3.0, 3},
+		{"x.txt", RawRows{"", "other_d64"}, 0, 0},
+		{"r-[ab]1.txt", RawRows{"r-a", "k_d64"}, 200, 1},
+		{"r-[ab]1.txt", RawRows{"r-b", "k_d64"}, 220, 1},
+		{"r-[ab]1.txt", RawRows{"== later", "k_d64"}, 999, 1},
+		{"r-[ab]1.txt", RawRows{"", "k_d64"}, (200 + 220 + 999) / 3.0, 3},
 	} {
-		if got, n := rawMean(t, pattern, c.at); n != c.n || math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("%s %+v: %.3f over %d rows, want %.3f over %d", pattern, c.at, got, n, c.want, c.n)
+		if got, n := rawMean(t, filepath.Join(dir, c.file), c.at); n != c.n || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s %+v: %.3f over %d rows, want %.3f over %d", c.file, c.at, got, n, c.want, c.n)
 		}
 	}
 }

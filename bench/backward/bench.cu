@@ -29,18 +29,9 @@
 #include "../../kernels/cuda/hopper/flash3_bwd_wgmma.cu"
 #include "../../kernels/cuda/hopper/flash3_bwd_tma.cu"
 #include "../../kernels/cuda/hopper/flash3_bwd_bulk.cu"
-#include "../timing.cuh"
+#include "../timing.cuh" // CHECK, beforeTiming
 
 using fast::bf16;
-
-#define CHECK(x)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e = (x);                                                                          \
-    if (e != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));          \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
 
 // fill writes values of mean 0 and variance 1, uniform on ±√3, from a hash
 // of (seed, index): the same inputs in every run.

@@ -11,48 +11,16 @@ benchmarks count them. B*N = 16384, H*d = 2048.
 import argparse
 import json
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
-# Timed as bench/backward/bench.cu times the rungs (bench/timing.cuh): the
-# L2 flushed first (256 MiB read), then the GPU held busy (about 1 ms) until the
-# backward's kernels are queued behind the start event, so that the
-# events time the GPU's work and not the autograd engine's launch of it
-# (docs/DECODE.md, run bd, found that launch inside earlier timings).
-HOLD_CYCLES = 2_000_000 * int(os.environ.get("FLASHSTEP_HOLD_SCALE", "1"))  # bench/timing.cuh's scale
-_scratch = None
-
-
-def before_timing():
-    global _scratch
-    if _scratch is None:
-        _scratch = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # 256 MiB
-        torch.cuda.synchronize()
-    # Read, not written: dirty lines would be written back inside the
-    # timing (bench/timing.cuh's flushL2).
-    _scratch.sum()
-    torch.cuda._sleep(HOLD_CYCLES)
-
-
-def median_ms(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        before_timing()
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+# Timed as bench/timing.cuh times the rungs: bench/sdpa_timing.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sdpa_timing import median_ms  # noqa: E402
 
 
 def main():

@@ -21,14 +21,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e = (x);                                                                          \
-    if (e != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));          \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
+#include "../timing.cuh" // CHECK, beforeTiming
 
 #include "read_all.cuh"
 

@@ -32,14 +32,7 @@
 #include "../../kernels/cuda/hopper/tma.cuh"
 #include "../../kernels/cuda/hopper/wgmma.cuh" // fence_async_shared
 
-#define CHECK(x)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e = (x);                                                                          \
-    if (e != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));          \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
+#include "../timing.cuh" // CHECK, beforeTiming
 
 #include "read_all.cuh"
 

@@ -35,14 +35,7 @@
 #include "../../kernels/cuda/forward/decode_split.cu" // its include of decode_group.cu finds it included
 #include "../../kernels/cuda/forward/decode_paged.cu"
 
-#define CHECK(x)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e = (x);                                                                          \
-    if (e != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));          \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
+#include "../timing.cuh" // CHECK, beforeTiming
 
 // fill writes n bf16 values of about N(0, 1) from a hash of the index.
 __global__ void fill(fast::bf16 *x, size_t n, unsigned seed) {

@@ -28,6 +28,7 @@ import argparse
 import ctypes
 import json
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +56,10 @@ def median_ms(fn, iters):
 # on an H200): SDPA's launch from Python takes tens of microseconds, more
 # for the FlashAttention backend at batch 64 (run bl found 200 µs short
 # there), and with the GPU idle that time would fall between the events.
-HOLD_CYCLES = 2_000_000 * int(os.environ.get("FLASHSTEP_HOLD_SCALE", "1"))  # bench/timing.cuh's scale
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sdpa_timing import hold_scale  # noqa: E402  (the scale checked as bench/timing.cuh checks it)
+
+HOLD_CYCLES = 2_000_000 * hold_scale()
 
 
 def timed_ms(lib, fn):

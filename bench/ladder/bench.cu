@@ -24,7 +24,7 @@
 // Every benched rung's source and its shipped kernels (shippedKernels),
 // generated from the registry (make generate).
 #include "rungs_gen.cuh"
-#include "../timing.cuh"
+#include "../timing.cuh" // CHECK, beforeTiming
 
 // The worker passes cuTensorMapEncodeTiled these enums as numbers
 // (cmd/gpuworker/device.go), its cuda.h being too old to name them.
@@ -78,15 +78,6 @@ __global__ void __launch_bounds__(BR * 2 + 128, 1)
                float scale) {
   hopper::flash3_ws_block<D, BR, BC, CAUSAL>(&tq, &tk, &tv, O, LSE, N, scale);
 }
-
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e = (x);                                                                           \
-    if (e != cudaSuccess) {                                                                        \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));           \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 using fast::bf16;
 

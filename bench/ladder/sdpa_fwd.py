@@ -16,41 +16,15 @@ import argparse
 import json
 import math
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-HOLD_CYCLES = 2_000_000 * int(os.environ.get("FLASHSTEP_HOLD_SCALE", "1"))  # bench/timing.cuh's scale
-_scratch = None
-
-
-def before_timing():
-    """The L2 flushed by a read (no dirty lines left to write back inside
-    the timing), then the GPU held until the timed call is queued."""
-    global _scratch
-    if _scratch is None:
-        _scratch = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")  # 256 MiB
-        torch.cuda.synchronize()
-    _scratch.sum()
-    torch.cuda._sleep(HOLD_CYCLES)
-
-
-def median_ms(call, iters):
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        before_timing()
-        start.record()
-        call()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+# Timed as bench/timing.cuh times the rungs: bench/sdpa_timing.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sdpa_timing import median_ms  # noqa: E402
 
 
 def materialised(q, k, v, causal):
